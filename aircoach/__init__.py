@@ -1,0 +1,1 @@
+"""AIR Coach API: a serverless chat-agent backend."""

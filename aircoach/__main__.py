@@ -1,0 +1,117 @@
+"""Command line: `python -m aircoach serve | token | chat | seed-quiz`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+import httpx
+
+from aircoach.settings import get_settings
+
+
+def _serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from aircoach.app import create_app
+
+    settings = get_settings()
+    app = create_app(settings)
+    if settings.uses_dev_issuer:
+        print(
+            "Dev token issuer on. Get a token with:\n"
+            "  TOKEN=$(.venv/bin/python -m aircoach token --sub demo-user)\n"
+            "then chat with:\n"
+            f"  .venv/bin/python -m aircoach chat --url http://{args.host}:{args.port}\n",
+            flush=True,
+        )
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+
+
+def _dev_token(settings, sub: str, ttl: int, permissions: list[str]) -> str:
+    from aircoach.auth import DevIssuer
+
+    if not settings.uses_dev_issuer:
+        sys.exit("AUTH0_DOMAIN is set: tokens come from Auth0, not from the dev issuer")
+    return DevIssuer(settings.data_dir).mint(
+        sub, audience=settings.auth0_audience, ttl_s=ttl, permissions=permissions
+    )
+
+
+def _token(args: argparse.Namespace) -> None:
+    print(_dev_token(get_settings(), args.sub, args.ttl, args.permission))
+
+
+def _chat(args: argparse.Namespace) -> None:
+    token = args.token or _dev_token(get_settings(), args.sub, 3600, [])
+    headers = {"Authorization": f"Bearer {token}"}
+    print(f"Chatting with {args.url} as {args.sub!r}. Empty line or Ctrl-D to quit.")
+    with httpx.Client(base_url=args.url, headers=headers, timeout=None) as client:
+        while True:
+            try:
+                query = input("\nyou> ").strip()
+            except EOFError:
+                break
+            if not query:
+                break
+            with client.stream("POST", "/api/stream_query", json={"query": query}) as response:
+                if response.status_code != 200:
+                    print(f"error {response.status_code}: {response.read().decode()}")
+                    continue
+                print("coach> ", end="", flush=True)
+                for line in response.iter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    event = json.loads(line[6:])
+                    if event["type"] == "agent_message":
+                        print(event["content"], end="", flush=True)
+                    elif event["type"] == "tool_result":
+                        print(f"\n[{event['tool_name']}] {json.dumps(event['data'], ensure_ascii=False, indent=1)}")
+                    elif event["type"] == "error":
+                        print(f"\n[error {event['code']}] {event['message']}")
+                    elif event["type"] == "done":
+                        print(f"\n(turn {event['turn_id']}, prompt v{event['prompt_version']}, "
+                              f"{event['model']}, {event['context_turns']} earlier turns shown)")
+
+
+def _seed_quiz(args: argparse.Namespace) -> None:
+    from aircoach.quiz import seed_demo_questions
+    from aircoach.store import build_stores
+
+    _, quiz = build_stores(get_settings())
+    written = asyncio.run(seed_demo_questions(quiz, only_if_empty=False))
+    print(f"{written} questions loaded (existing ones with the same capitolo+numero replaced)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m aircoach", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the API server")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.set_defaults(func=_serve)
+
+    token = sub.add_parser("token", help="print a bearer token from the local dev issuer")
+    token.add_argument("--sub", required=True, help="the user id (token subject)")
+    token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds")
+    token.add_argument("--permission", action="append", default=[], help="e.g. admin:docs")
+    token.set_defaults(func=_token)
+
+    chat = sub.add_parser("chat", help="chat with a running server in the terminal")
+    chat.add_argument("--url", default="http://127.0.0.1:8000")
+    chat.add_argument("--sub", default="demo-user")
+    chat.add_argument("--token", help="bearer token (default: mint one from the dev issuer)")
+    chat.set_defaults(func=_chat)
+
+    seed = sub.add_parser("seed-quiz", help="load the demo quiz questions into the configured store")
+    seed.set_defaults(func=_seed_quiz)
+
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

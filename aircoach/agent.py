@@ -1,0 +1,94 @@
+"""The agent factory: one LangGraph agent per request, over the process-wide checkpointer."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import hook_config
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
+from langchain_core.tools import StructuredTool, ToolException
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
+
+from aircoach.tools import ToolContext, ToolSpec
+
+log = logging.getLogger(__name__)
+
+
+def window(messages: list[AnyMessage], history_limit: int) -> list[AnyMessage]:
+    """The current turn plus the last `history_limit` turns before it; a turn starts at a
+    human message. The checkpointed state keeps everything; only the model's input shrinks."""
+    starts = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+    if len(starts) <= history_limit + 1:
+        return messages
+    return messages[starts[-(history_limit + 1)] :]
+
+
+class TurnMiddleware(AgentMiddleware):
+    """History window for the model, and return_direct that lets failures reach the model:
+    a return_direct tool ends the run only when it succeeded."""
+
+    def __init__(self, history_limit: int, return_direct: frozenset[str]):
+        super().__init__()
+        self.history_limit = history_limit
+        self.return_direct = return_direct
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
+        last = state["messages"][-1] if state["messages"] else None
+        if isinstance(last, ToolMessage) and last.name in self.return_direct and last.status != "error":
+            return {"jump_to": "end"}
+        return None
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        return await handler(request.override(messages=window(request.messages, self.history_limit)))
+
+
+def build_tool(spec: ToolSpec, ctx: ToolContext) -> StructuredTool:
+    handler = spec.load_handler()
+
+    async def run(**arguments: Any) -> tuple[str, dict[str, Any]]:
+        try:
+            output = await handler(ctx, **arguments)
+        except Exception as exc:  # a tool never crashes the turn: the model explains the failure
+            log.exception("tool %s failed", spec.name)
+            raise ToolException(f"[Tool {spec.name} failed: {type(exc).__name__}]") from exc
+        if not output.ok:
+            raise ToolException(output.text)
+        return output.text, output.data
+
+    return StructuredTool.from_function(
+        coroutine=run,
+        name=spec.name,
+        description=spec.description,
+        args_schema=spec.parameters,
+        response_format="content_and_artifact",
+        handle_tool_error=True,
+    )
+
+
+def build_agent(
+    *,
+    model: BaseChatModel,
+    tools: list[ToolSpec],
+    ctx: ToolContext,
+    system_prompt: str,
+    checkpointer: BaseCheckpointSaver,
+    history_limit: int,
+) -> CompiledStateGraph:
+    return create_agent(
+        model,
+        [build_tool(spec, ctx) for spec in tools],
+        system_prompt=system_prompt,
+        middleware=[TurnMiddleware(history_limit, frozenset(t.name for t in tools if t.return_direct))],
+        checkpointer=checkpointer,
+    )

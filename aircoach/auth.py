@@ -1,0 +1,177 @@
+"""Bearer token verification: one code path for Auth0 and the local dev issuer.
+
+Both issue RS256 tokens; they differ only in where the public key comes from (`KeySource`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from aircoach.errors import AuthError
+from aircoach.settings import DEV_ISSUER, Settings
+
+ALGORITHMS = ["RS256"]
+REQUIRED_CLAIMS = ["exp", "iat", "iss", "aud", "sub"]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the token's `sub` and its permissions. Never taken from the body."""
+
+    sub: str
+    permissions: frozenset[str] = frozenset()
+    claims: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+class KeySource(Protocol):
+    """Resolves the public key that signed a token, by the token header's `kid`."""
+
+    async def key_for(self, kid: str | None) -> Any: ...
+
+
+class TokenVerifier:
+    def __init__(self, keys: KeySource, *, issuer: str, audience: str, leeway_s: int = 30):
+        self.keys = keys
+        self.issuer = issuer
+        self.audience = audience
+        self.leeway_s = leeway_s
+
+    async def verify(self, token: str) -> Principal:
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError as exc:
+            raise AuthError("malformed token") from exc
+        if header.get("alg") not in ALGORITHMS:
+            raise AuthError(f"algorithm {header.get('alg')!r} is not accepted")
+        key = await self.keys.key_for(header.get("kid"))
+        try:
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=ALGORITHMS,
+                audience=self.audience,
+                issuer=self.issuer,
+                leeway=self.leeway_s,
+                options={"require": REQUIRED_CLAIMS},
+            )
+        except jwt.ExpiredSignatureError as exc:
+            raise AuthError("token expired") from exc
+        except jwt.InvalidAudienceError as exc:
+            raise AuthError("wrong audience") from exc
+        except jwt.InvalidIssuerError as exc:
+            raise AuthError("wrong issuer") from exc
+        except jwt.ImmatureSignatureError as exc:
+            raise AuthError("token not yet valid") from exc
+        except jwt.PyJWTError as exc:
+            raise AuthError(f"invalid token: {exc}") from exc
+        sub = claims.get("sub")
+        if not isinstance(sub, str) or not sub.strip():
+            raise AuthError("token has no subject")
+        permissions = claims.get("permissions") or []
+        if not isinstance(permissions, list):
+            permissions = []
+        return Principal(sub=sub, permissions=frozenset(map(str, permissions)), claims=claims)
+
+
+# --- the local dev issuer ---------------------------------------------------------------------
+
+
+class DevIssuer:
+    """An RS256 key pair under `data_dir`, generated on first use; mints and verifies dev tokens."""
+
+    def __init__(self, data_dir: Path):
+        self.key_path = data_dir / "dev_issuer_key.pem"
+        self._private_key: rsa.RSAPrivateKey | None = None
+
+    @property
+    def private_key(self) -> rsa.RSAPrivateKey:
+        if self._private_key is None:
+            self._private_key = _load_or_create_key(self.key_path)
+        return self._private_key
+
+    @property
+    def kid(self) -> str:
+        der = self.private_key.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        return hashlib.sha256(der).hexdigest()[:16]
+
+    async def key_for(self, kid: str | None) -> Any:
+        if self._private_key is None:
+            await anyio.to_thread.run_sync(lambda: self.private_key)
+        if kid != self.kid:
+            raise AuthError("token was not signed by the dev issuer")
+        return self.private_key.public_key()
+
+    def mint(
+        self,
+        sub: str,
+        *,
+        audience: str,
+        ttl_s: int = 3600,
+        permissions: list[str] | None = None,
+        now: float | None = None,
+    ) -> str:
+        issued = int(time.time() if now is None else now)
+        claims = {
+            "iss": DEV_ISSUER,
+            "aud": audience,
+            "sub": sub,
+            "iat": issued,
+            "exp": issued + ttl_s,
+            "permissions": list(permissions or []),
+        }
+        return jwt.encode(claims, self.private_key, algorithm="RS256", headers={"kid": self.kid})
+
+
+def _load_or_create_key(path: Path) -> rsa.RSAPrivateKey:
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(pem)
+        tmp.chmod(0o600)
+        try:
+            os.link(tmp, path)  # atomic and refuses to overwrite: the first process wins
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+    loaded = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    if not isinstance(loaded, rsa.RSAPrivateKey):
+        raise AuthError(f"{path} does not hold an RSA key")
+    return loaded
+
+
+def build_verifier(settings: Settings) -> TokenVerifier:
+    """Auth0 when `AUTH0_DOMAIN` is set, else the dev issuer; no network here (keys load lazily)."""
+    if settings.auth0_domain:
+        from aircoach.auth0 import Auth0KeySource
+
+        return TokenVerifier(
+            Auth0KeySource(settings),
+            issuer=f"https://{settings.auth0_domain}/",
+            audience=settings.auth0_audience,
+            leeway_s=settings.auth_leeway_s,
+        )
+    return TokenVerifier(
+        DevIssuer(settings.data_dir),
+        issuer=DEV_ISSUER,
+        audience=settings.auth0_audience,
+        leeway_s=settings.auth_leeway_s,
+    )

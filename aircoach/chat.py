@@ -1,0 +1,208 @@
+"""One chat turn: prepare (may fail before streaming), stream events, store the turn.
+
+`prepare_turn` does everything that can fail with an HTTP status (prompt, history); the
+`ChatTurn.events()` generator then yields the SSE events of DESIGN.md and always stores
+exactly one turn before its `done`, also when the model fails or the client leaves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+from langchain_core.messages import AIMessageChunk, ToolMessage
+from langgraph.graph.state import CompiledStateGraph
+
+from aircoach.agent import build_agent
+from aircoach.auth import Principal
+from aircoach.errors import AppError, StoreUnavailable
+from aircoach.llm import build_model, model_label
+from aircoach.models import MessageRequest, ToolRecord, Turn, TurnStatus
+from aircoach.runtime import Runtime
+from aircoach.tools import ToolContext, ToolSpec
+
+log = logging.getLogger(__name__)
+
+FALLBACK_ANSWER = (
+    "Mi dispiace, non sono riuscito a preparare una risposta questa volta. "
+    "Riprova tra poco o riformula la domanda."
+)
+
+
+def new_turn_id() -> str:
+    """Time-ordered and unique across instances: sorts like the timestamp it was made at."""
+    return f"{time.time_ns():x}{os.urandom(4).hex()}"
+
+
+@dataclass
+class ChatTurn:
+    runtime: Runtime
+    principal: Principal
+    request: MessageRequest
+    agent: CompiledStateGraph
+    thread_id: str
+    memory_thread: str
+    prompt_version: str
+    model: str
+    tools: dict[str, ToolSpec]
+    context_turns: int
+    turn_id: str = field(default_factory=new_turn_id)
+    answer: list[str] = field(default_factory=list)
+    tool: ToolRecord | None = None
+    status: TurnStatus = "ok"
+    stored: bool = False
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        direct_result = False
+        try:
+            try:
+                async for event in self._agent_events():
+                    if event["type"] == "agent_message":
+                        self.answer.append(event["content"])
+                    elif event["type"] == "tool_result":
+                        direct_result = direct_result or event["final"]
+                    yield event
+            except Exception as exc:
+                self.status = "error"
+                log.exception("turn %s for %s failed in the model or agent", self.turn_id, self.principal.sub)
+                code = exc.code if isinstance(exc, AppError) else "model_unavailable"
+                yield {"type": "error", "code": code, "message": _user_message(exc)}
+            if not "".join(self.answer).strip() and not direct_result:
+                self.answer = [FALLBACK_ANSWER]
+                yield {"type": "agent_message", "content": FALLBACK_ANSWER}
+            persist_error = await self._persist()
+            if persist_error is not None:
+                yield persist_error
+            yield {
+                "type": "done",
+                "turn_id": self.turn_id,
+                "prompt_version": self.prompt_version,
+                "model": self.model,
+                "context_turns": self.context_turns,
+            }
+        except BaseException:
+            # The client left (cancellation) or the generator was closed: keep what was said.
+            if not self.stored:
+                self.status = "interrupted"
+                with anyio.CancelScope(shield=True):
+                    await self._persist()
+            raise
+
+    async def _agent_events(self) -> AsyncIterator[dict[str, Any]]:
+        config = {"configurable": {"thread_id": self.memory_thread}}
+        payload = {"messages": [{"role": "user", "content": self.request.query}]}
+        async for mode, chunk in self.agent.astream(payload, config, stream_mode=["messages", "updates"]):
+            if mode == "messages":
+                message, meta = chunk
+                if isinstance(message, AIMessageChunk) and meta.get("langgraph_node") == "model":
+                    if text := message.text:
+                        yield {"type": "agent_message", "content": text}
+            elif mode == "updates":
+                for update in chunk.values():
+                    for message in (update or {}).get("messages", []) if isinstance(update, dict) else []:
+                        if isinstance(message, ToolMessage):
+                            yield self._tool_event(message)
+
+    def _tool_event(self, message: ToolMessage) -> dict[str, Any]:
+        name = message.name or "tool"
+        failed = message.status == "error"
+        if failed:
+            data: dict[str, Any] = {"error": message.text}
+        elif isinstance(message.artifact, dict):
+            data = message.artifact
+        else:
+            data = {"content": message.text}
+        spec = self.tools.get(name)
+        final = bool(spec and spec.return_direct and not failed)
+        self.tool = ToolRecord(tool_name=name, data=data)
+        return {"type": "tool_result", "tool_name": name, "data": data, "final": final}
+
+    async def _persist(self) -> dict[str, Any] | None:
+        """Store the turn; on failure, an `error` event for the stream (nothing lost silently)."""
+        turn = Turn(
+            userId=self.principal.sub,
+            human=self.request.query,
+            system="".join(self.answer),
+            tool=self.tool,
+            timestamp=datetime.now(UTC).isoformat(),
+            prompt_version=self.prompt_version,
+            model=self.model,
+            thread_id=self.thread_id,
+            turn_id=self.turn_id,
+            status=self.status,
+        )
+        memory = self.runtime.memory
+        try:
+            await self.runtime.chats.append_turn(turn)
+        except Exception:
+            digest = hashlib.sha256(turn.model_dump_json().encode()).hexdigest()[:16]
+            log.exception(
+                "persist_failed turn_id=%s user=%s content_sha256=%s", self.turn_id, self.principal.sub, digest
+            )
+            memory.forget(self.thread_id)
+            return {
+                "type": "error",
+                "code": "persist_failed",
+                "message": "Your answer could not be saved to your history.",
+            }
+        finally:
+            self.stored = True
+            if self.memory_thread != self.thread_id:
+                await memory.checkpointer.adelete_thread(self.memory_thread)
+        if self.request.chat_history:
+            memory.record_turn(self.thread_id, self.turn_id)
+        return None
+
+
+def _user_message(exc: Exception) -> str:
+    if isinstance(exc, AppError):
+        return exc.message
+    return "The assistant could not complete this answer; please try again."
+
+
+async def prepare_turn(runtime: Runtime, principal: Principal, request: MessageRequest) -> ChatTurn:
+    """Everything that can fail with a status code happens here, before the stream starts."""
+    settings = runtime.settings
+    snapshot = await runtime.prompts.current()
+    enabled = runtime.tools.enabled(request.tools)
+    ctx = ToolContext(settings=settings, quiz=await runtime.quiz_store(), user_id=principal.sub)
+    agent = build_agent(
+        model=build_model(settings, enabled),
+        tools=enabled,
+        ctx=ctx,
+        system_prompt=snapshot.text,
+        checkpointer=runtime.memory.checkpointer,
+        history_limit=settings.history_limit,
+    )
+    thread_id = f"{principal.sub}:v{snapshot.version}"
+    turn_id = new_turn_id()
+    if request.chat_history:
+        try:
+            held = await runtime.memory.ensure_thread(agent, thread_id, principal.sub, runtime.chats)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            raise StoreUnavailable() from exc
+        memory_thread, context_turns = thread_id, min(held, settings.history_limit)
+    else:
+        memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
+    return ChatTurn(
+        runtime=runtime,
+        principal=principal,
+        request=request,
+        agent=agent,
+        thread_id=thread_id,
+        memory_thread=memory_thread,
+        prompt_version=snapshot.version,
+        model=model_label(settings),
+        tools={spec.name: spec for spec in enabled},
+        context_turns=context_turns,
+        turn_id=turn_id,
+    )

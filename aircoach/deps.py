@@ -1,0 +1,50 @@
+"""FastAPI dependencies, as `Annotated` aliases in one place."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from aircoach.auth import Principal
+from aircoach.errors import ForbiddenError, MissingTokenError
+from aircoach.runtime import Runtime
+from aircoach.settings import Settings
+
+_bearer = HTTPBearer(auto_error=False, description="An Auth0 (or local dev issuer) access token.")
+
+
+def get_runtime(request: Request) -> Runtime:
+    return request.app.state.runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def get_settings_dep(runtime: RuntimeDep) -> Settings:
+    return runtime.settings
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+
+
+async def current_user(
+    runtime: RuntimeDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+        raise MissingTokenError()
+    return await runtime.verifier.verify(credentials.credentials)
+
+
+CurrentUser = Annotated[Principal, Depends(current_user)]
+
+
+async def docs_admin(user: CurrentUser, settings: SettingsDep) -> Principal:
+    if settings.admin_permission not in user.permissions:
+        raise ForbiddenError(f"this operation needs the {settings.admin_permission!r} permission")
+    return user
+
+
+DocsAdmin = Annotated[Principal, Depends(docs_admin)]

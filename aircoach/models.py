@@ -1,0 +1,94 @@
+"""Request, response and event shapes of the HTTP contract (stable: clients depend on them)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TurnStatus = Literal["ok", "error", "interrupted"]
+
+
+class MessageRequest(BaseModel):
+    """A chat turn. Old clients that send only `query` keep working."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    query: str = Field(min_length=1, max_length=4000, description="The user's message.")
+    chat_history: bool = Field(default=True, description="Show the model the earlier turns.")
+    user_data: bool = Field(default=True, description="Add the user's profile to the prompt.")
+    stream: bool = Field(default=True, description="SSE stream when true, JSON when false.")
+    tools: dict[str, bool] | None = Field(
+        default=None, description="Tool switches by name; missing names take their defaults."
+    )
+
+
+class ToolRecord(BaseModel):
+    tool_name: str
+    data: dict[str, Any]
+
+
+class MessageResponse(BaseModel):
+    """The JSON answer when `stream` is false: the same content the stream would carry."""
+
+    answer: str
+    tool: ToolRecord | None = None
+    turn_id: str
+    prompt_version: str
+    model: str
+    context_turns: int
+    status: TurnStatus
+    errors: list[dict[str, str]] = Field(default_factory=list)
+
+
+class Turn(BaseModel):
+    """One stored chat turn (collection `chats`)."""
+
+    userId: str
+    human: str
+    system: str
+    tool: ToolRecord | None = None
+    timestamp: str
+    prompt_version: str
+    model: str
+    thread_id: str
+    turn_id: str
+    status: TurnStatus = "ok"
+
+
+class HistoryPage(BaseModel):
+    turns: list[Turn]
+    next_before: str | None = Field(
+        default=None, description="Pass as `before` to get the next (older) page."
+    )
+
+
+class ToolInfo(BaseModel):
+    name: str
+    description: str
+    default_enabled: bool
+    source: bool
+    return_direct: bool
+    available: bool
+
+
+class DocDetail(BaseModel):
+    key: str
+    version_id: str | None = None
+    etag: str
+    size: int
+    last_modified: str | None = None
+
+
+class UpdateDocsResponse(BaseModel):
+    message: str
+    docs_count: int
+    docs_details: list[DocDetail]
+    prompt_version: str
+    previous_version: str | None
+    system_prompt: str
+
+
+class ErrorBody(BaseModel):
+    error: str
+    message: str

@@ -1,0 +1,188 @@
+"""The offline model: a deterministic, network-free stand-in for development and tests.
+
+It is not a language model and says so. It picks a tool by scoring the request against each
+bound tool's description and examples, fills the arguments it can read from the request using
+the tool's JSON Schema, and otherwise answers with the best-matching passage of the system
+prompt, streamed word by word.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+from uuid import uuid4
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import Field
+
+OFFLINE_NOTICE = "[modello offline]"
+TOOL_THRESHOLD = 0.5
+STOPWORDS = frozenset(
+    "a ad al alla alle allo ai agli che chi ci col come con da dal dalla dei del della delle "
+    "dello degli di e ed gli i il in io la le lo ma me mi ne nel nella nelle non o per piu "
+    "po quale quali quando se si sia sono su sul sulla sullo sui sulle sull tra tu un una uno "
+    "un' vi è e' the an of to is are what how please".split()
+)
+_TOPIC = re.compile(r"\b(?:su|sul|sulla|sullo|sui|sulle|sugli|sull'|riguardo|about)\s*([\w' ]{3,60})")
+_QUOTED = re.compile(r"[\"«“']([^\"»”']{3,})[\"»”']")
+
+
+def _fold(text: str) -> str:
+    text = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(ch for ch in text if not unicodedata.combining(ch))
+
+
+def _terms(text: str) -> set[str]:
+    words = re.findall(r"[a-z0-9]+", _fold(text))
+    return {w for w in words if w not in STOPWORDS and not w.isdigit() and len(w) > 1}
+
+
+def _stem_overlap(query: set[str], other: set[str]) -> int:
+    """Terms that match exactly or share a 5-letter stem (domanda/domande, quiz/quizzes)."""
+    stems = {w[:5] for w in other}
+    return sum(1 for w in query if w in other or (len(w) >= 5 and w[:5] in stems))
+
+
+def score_tool(query: str, description: str, examples: Sequence[str]) -> float:
+    """How well `query` matches a tool: the best share of an example's terms found in it,
+    with the description counting for half. Seed 003's scoring, made deterministic."""
+    q = _terms(query)
+    if not q:
+        return 0.0
+    best = 0.0
+    for example in examples:
+        e = _terms(example)
+        if e:
+            best = max(best, _stem_overlap(e, q) / len(e))
+    d = _terms(description)
+    if d:
+        best = max(best, 0.5 * _stem_overlap(q, d) / len(q))
+    return best
+
+
+def fill_arguments(query: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """Read the arguments a JSON Schema asks for from the request text, where they are plain."""
+    folded = _fold(query)
+    props: dict[str, Any] = parameters.get("properties", {})
+    required = set(parameters.get("required", []))
+    args: dict[str, Any] = {}
+    for name, schema in props.items():
+        kind = schema.get("type")
+        if kind in ("integer", "number"):
+            match = re.search(rf"\b{re.escape(_fold(name))}\s*(?:n\.?|numero)?\s*(\d+)", folded)
+            if match:
+                args[name] = int(match.group(1))
+        elif kind == "string":
+            if "enum" in schema:
+                for option in schema["enum"]:
+                    if _fold(str(option)) in folded:
+                        args[name] = option
+                        break
+            elif quoted := _QUOTED.search(query):
+                args[name] = quoted.group(1).strip()
+            elif name in required:
+                args[name] = query.strip()
+            elif any(w in _fold(schema.get("description", "")) for w in ("cercare", "search", "testo")):
+                topic = _TOPIC.search(folded)
+                if topic:
+                    words = [w for w in re.findall(r"[a-z0-9]+", topic.group(1)) if w not in STOPWORDS]
+                    if words and len(" ".join(words)) >= 3:
+                        args[name] = " ".join(words[:3])
+    for name in required - set(args):
+        if props.get(name, {}).get("type") == "string":
+            args[name] = query.strip()
+    return args
+
+
+def best_passage(query: str, document: str) -> str:
+    """The paragraph of `document` sharing the most terms with `query` (first one on ties)."""
+    passages = [p.strip() for p in re.split(r"\n\s*\n", document) if len(p.strip()) > 40]
+    if not passages:
+        return ""
+    q = _terms(query)
+    return max(passages, key=lambda p: _stem_overlap(q, _terms(p)))
+
+
+class OfflineChatModel(BaseChatModel):
+    """Deterministic tool-calling chat model that needs no network."""
+
+    model_name: str = "offline"
+    tool_examples: dict[str, list[str]] = Field(default_factory=dict)
+    bound_tools: list[dict[str, Any]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "aircoach-offline"
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        return self.model_copy(update={"bound_tools": [convert_to_openai_tool(t) for t in tools]})
+
+    def respond(self, messages: list[BaseMessage]) -> AIMessage:
+        last = messages[-1] if messages else HumanMessage("")
+        if isinstance(last, ToolMessage):
+            return AIMessage(f"{OFFLINE_NOTICE} Risultato di {last.name}: {last.text}")
+        query = last.text if isinstance(last, HumanMessage) else ""
+        call = self._pick_tool(query)
+        if call is not None:
+            return AIMessage("", tool_calls=[call])
+        system = next((m.text for m in messages if isinstance(m, SystemMessage)), "")
+        passage = best_passage(query, system)
+        if passage:
+            return AIMessage(f"{OFFLINE_NOTICE} Dalle istruzioni del coach: {passage}")
+        return AIMessage(f"{OFFLINE_NOTICE} Non ho informazioni su questo argomento.")
+
+    def _pick_tool(self, query: str) -> dict[str, Any] | None:
+        best, best_score = None, 0.0
+        for tool in self.bound_tools:
+            fn = tool["function"]
+            score = score_tool(query, fn.get("description", ""), self.tool_examples.get(fn["name"], []))
+            if score > best_score:
+                best, best_score = fn, score
+        if best is None or best_score < TOOL_THRESHOLD:
+            return None
+        args = fill_arguments(query, best.get("parameters", {}))
+        return {"name": best["name"], "args": args, "id": f"call_{uuid4().hex[:12]}", "type": "tool_call"}
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.respond(messages))])
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+        return self._generate(messages)
+
+    def _chunks(self, messages: list[BaseMessage]) -> Iterator[ChatGenerationChunk]:
+        message = self.respond(messages)
+        for index, call in enumerate(message.tool_calls):
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content="",
+                    tool_call_chunks=[
+                        {"name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": index}
+                    ],
+                )
+            )
+        for word in re.findall(r"\S+\s*", message.text):
+            yield ChatGenerationChunk(message=AIMessageChunk(content=word))
+
+    def _stream(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> Iterator[ChatGenerationChunk]:
+        yield from self._chunks(messages)
+
+    async def _astream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for chunk in self._chunks(messages):
+            if run_manager is not None and chunk.message.content:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk

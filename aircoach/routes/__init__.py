@@ -1,0 +1,1 @@
+"""HTTP routes: thin functions over the package's modules."""

@@ -1,0 +1,63 @@
+"""POST /api/stream_query: one chat turn, streamed as SSE or answered as JSON."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+
+from aircoach.deps import CurrentUser, RuntimeDep
+from aircoach.models import MessageRequest, MessageResponse
+
+router = APIRouter(prefix="/api", tags=["chat"])
+
+_SSE_DOC = {
+    200: {
+        "description": "SSE stream of `tool_result`, `agent_message`, `error` and `done` events "
+        "(or a JSON `MessageResponse` when `stream` is false).",
+        "content": {
+            "text/event-stream": {"schema": {"type": "string"}},
+            "application/json": {"schema": MessageResponse.model_json_schema()},
+        },
+    }
+}
+
+
+@router.post("/stream_query", responses=_SSE_DOC, response_model=None)
+async def stream_query(body: MessageRequest, user: CurrentUser, runtime: RuntimeDep) -> Response:
+    """Ask the coach. The turn is stored before the response ends."""
+    unknown = runtime.tools.unknown(body.tools)
+    if unknown:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("body", "tools", name),
+                    "msg": f"unknown tool {name!r}; valid: {runtime.tools.names}",
+                    "input": body.tools,
+                }
+                for name in unknown
+            ]
+        )
+    from aircoach.chat import prepare_turn
+    from aircoach.sse import event_stream
+
+    turn = await prepare_turn(runtime, user, body)
+    if body.stream:
+        return event_stream(turn.events())
+
+    errors: list[dict[str, str]] = []
+    async for event in turn.events():
+        if event["type"] == "error":
+            errors.append({"code": event["code"], "message": event["message"]})
+    answer = MessageResponse(
+        answer="".join(turn.answer),
+        tool=turn.tool,
+        turn_id=turn.turn_id,
+        prompt_version=turn.prompt_version,
+        model=turn.model,
+        context_turns=turn.context_turns,
+        status=turn.status,
+        errors=errors,
+    )
+    return Response(answer.model_dump_json(), media_type="application/json")

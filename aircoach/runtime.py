@@ -1,0 +1,55 @@
+"""Per-app runtime: the parts a request needs, wired from settings. Creates no client:
+everything that talks to a backend connects lazily, inside the request's event loop."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from aircoach.auth import TokenVerifier, build_verifier
+from aircoach.prompts import LocalDocSource, PromptSource, PromptStore
+from aircoach.settings import Settings
+from aircoach.store import ChatStore, QuizStore, build_stores
+from aircoach.tools import ToolRegistry, builtin_registry
+
+if TYPE_CHECKING:
+    from aircoach.memory import Memory
+
+
+def build_prompt_source(settings: Settings) -> PromptSource:
+    if settings.prompt_bucket:
+        from aircoach.s3docs import S3DocSource
+
+        return S3DocSource(settings)
+    return LocalDocSource(settings.prompt_docs_dir)
+
+
+class Runtime:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.verifier: TokenVerifier = build_verifier(settings)
+        self.prompts = PromptStore(build_prompt_source(settings), ttl_s=settings.prompt_ttl_s)
+        self.chats: ChatStore
+        self.quiz: QuizStore
+        self.chats, self.quiz = build_stores(settings)
+        self.tools: ToolRegistry = builtin_registry()
+        self._quiz_ready = False
+
+    @cached_property
+    def memory(self) -> Memory:
+        # Imported here so that routes which never chat (health) never import LangGraph.
+        from aircoach.memory import Memory
+
+        return Memory(
+            max_threads=self.settings.memory_max_threads,
+            reseed_turns=self.settings.history_limit,
+        )
+
+    async def quiz_store(self) -> QuizStore:
+        """The quiz store, loaded with the demo questions on first use when it is empty."""
+        if not self._quiz_ready:
+            from aircoach.quiz import seed_demo_questions
+
+            await seed_demo_questions(self.quiz)
+            self._quiz_ready = True
+        return self.quiz

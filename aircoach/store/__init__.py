@@ -1,0 +1,21 @@
+"""Chat and quiz persistence: small Protocols (base.py), SQLite and MongoDB implementations."""
+
+from __future__ import annotations
+
+from aircoach.settings import Settings
+from aircoach.store.base import ChatStore, QuizStore
+
+
+def build_stores(settings: Settings) -> tuple[ChatStore, QuizStore]:
+    """MongoDB when `MONGODB_URI` is set, else SQLite under `data_dir`. Creates no client."""
+    if settings.mongodb_uri:
+        from aircoach.store.mongo import MongoChatStore, MongoQuizStore, MongoConnection
+
+        connection = MongoConnection(settings)
+        return MongoChatStore(connection), MongoQuizStore(connection)
+    from aircoach.store.sqlite import SqliteChatStore, SqliteQuizStore
+
+    return SqliteChatStore(settings.sqlite_file), SqliteQuizStore(settings.sqlite_file)
+
+
+__all__ = ["ChatStore", "QuizStore", "build_stores"]

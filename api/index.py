@@ -1,0 +1,3 @@
+from aircoach.app import create_app
+
+app = create_app()
