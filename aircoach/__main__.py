@@ -68,12 +68,16 @@ def _chat(args: argparse.Namespace) -> None:
                     if event["type"] == "agent_message":
                         print(event["content"], end="", flush=True)
                     elif event["type"] == "tool_result":
-                        print(f"\n[{event['tool_name']}] {json.dumps(event['data'], ensure_ascii=False, indent=1)}")
+                        print(
+                            f"\n[{event['tool_name']}] {json.dumps(event['data'], ensure_ascii=False, indent=1)}"
+                        )
                     elif event["type"] == "error":
                         print(f"\n[error {event['code']}] {event['message']}")
                     elif event["type"] == "done":
-                        print(f"\n(turn {event['turn_id']}, prompt v{event['prompt_version']}, "
-                              f"{event['model']}, {event['context_turns']} earlier turns shown)")
+                        print(
+                            f"\n(turn {event['turn_id']}, prompt v{event['prompt_version']}, "
+                            f"{event['model']}, {event['context_turns']} earlier turns shown)"
+                        )
 
 
 def _seed_quiz(args: argparse.Namespace) -> None:
@@ -106,7 +110,9 @@ def main(argv: list[str] | None = None) -> None:
     chat.add_argument("--token", help="bearer token (default: mint one from the dev issuer)")
     chat.set_defaults(func=_chat)
 
-    seed = sub.add_parser("seed-quiz", help="load the demo quiz questions into the configured store")
+    seed = sub.add_parser(
+        "seed-quiz", help="load the demo quiz questions into the configured store"
+    )
     seed.set_defaults(func=_seed_quiz)
 
     args = parser.parse_args(argv)

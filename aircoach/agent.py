@@ -41,7 +41,11 @@ class TurnMiddleware(AgentMiddleware):
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
         last = state["messages"][-1] if state["messages"] else None
-        if isinstance(last, ToolMessage) and last.name in self.return_direct and last.status != "error":
+        if (
+            isinstance(last, ToolMessage)
+            and last.name in self.return_direct
+            and last.status != "error"
+        ):
             return {"jump_to": "end"}
         return None
 
@@ -50,7 +54,9 @@ class TurnMiddleware(AgentMiddleware):
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
-        return await handler(request.override(messages=window(request.messages, self.history_limit)))
+        return await handler(
+            request.override(messages=window(request.messages, self.history_limit))
+        )
 
 
 def build_tool(spec: ToolSpec, ctx: ToolContext) -> StructuredTool:
@@ -89,6 +95,8 @@ def build_agent(
         model,
         [build_tool(spec, ctx) for spec in tools],
         system_prompt=system_prompt,
-        middleware=[TurnMiddleware(history_limit, frozenset(t.name for t in tools if t.return_direct))],
+        middleware=[
+            TurnMiddleware(history_limit, frozenset(t.name for t in tools if t.return_direct))
+        ],
         checkpointer=checkpointer,
     )

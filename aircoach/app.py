@@ -19,17 +19,33 @@ log = logging.getLogger("aircoach")
 async def _app_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, AppError)
     if exc.status >= 500:
-        log.warning("%s %s -> %d %s: %s", request.method, request.url.path, exc.status, exc.code, exc.__cause__ or exc)
-    return JSONResponse({"error": exc.code, "message": exc.message}, status_code=exc.status, headers=exc.headers)
+        log.warning(
+            "%s %s -> %d %s: %s",
+            request.method,
+            request.url.path,
+            exc.status,
+            exc.code,
+            exc.__cause__ or exc,
+        )
+    return JSONResponse(
+        {"error": exc.code, "message": exc.message}, status_code=exc.status, headers=exc.headers
+    )
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app. No client is created here: backends connect on first use."""
     settings = settings or get_settings()
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     app = FastAPI(title="AIR Coach API", version="0.1.0")
     app.state.runtime = Runtime(settings)
-    app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"])
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=settings.cors_origins,
+        allow_methods=["*"],
+        allow_headers=["*"],
+    )
     app.add_exception_handler(AppError, _app_error)
     for module in (chat, meta, admin):
         app.include_router(module.router)

@@ -23,7 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 from aircoach.agent import build_agent
 from aircoach.auth import Principal
 from aircoach.errors import AppError, StoreUnavailable
-from aircoach.llm import build_model, model_label
+from aircoach.llm import model_label
 from aircoach.models import MessageRequest, ToolRecord, Turn, TurnStatus
 from aircoach.runtime import Runtime
 from aircoach.tools import ToolContext, ToolSpec
@@ -71,7 +71,9 @@ class ChatTurn:
                     yield event
             except Exception as exc:
                 self.status = "error"
-                log.exception("turn %s for %s failed in the model or agent", self.turn_id, self.principal.sub)
+                log.exception(
+                    "turn %s for %s failed in the model or agent", self.turn_id, self.principal.sub
+                )
                 code = exc.code if isinstance(exc, AppError) else "model_unavailable"
                 yield {"type": "error", "code": code, "message": _user_message(exc)}
             if not "".join(self.answer).strip() and not direct_result:
@@ -98,15 +100,20 @@ class ChatTurn:
     async def _agent_events(self) -> AsyncIterator[dict[str, Any]]:
         config = {"configurable": {"thread_id": self.memory_thread}}
         payload = {"messages": [{"role": "user", "content": self.request.query}]}
-        async for mode, chunk in self.agent.astream(payload, config, stream_mode=["messages", "updates"]):
+        async for mode, chunk in self.agent.astream(
+            payload, config, stream_mode=["messages", "updates"]
+        ):
             if mode == "messages":
                 message, meta = chunk
-                if isinstance(message, AIMessageChunk) and meta.get("langgraph_node") == "model":
-                    if text := message.text:
-                        yield {"type": "agent_message", "content": text}
+                is_answer = (
+                    isinstance(message, AIMessageChunk) and meta.get("langgraph_node") == "model"
+                )
+                if is_answer and (text := message.text):
+                    yield {"type": "agent_message", "content": text}
             elif mode == "updates":
                 for update in chunk.values():
-                    for message in (update or {}).get("messages", []) if isinstance(update, dict) else []:
+                    messages = update.get("messages", []) if isinstance(update, dict) else []
+                    for message in messages:
                         if isinstance(message, ToolMessage):
                             yield self._tool_event(message)
 
@@ -144,7 +151,10 @@ class ChatTurn:
         except Exception:
             digest = hashlib.sha256(turn.model_dump_json().encode()).hexdigest()[:16]
             log.exception(
-                "persist_failed turn_id=%s user=%s content_sha256=%s", self.turn_id, self.principal.sub, digest
+                "persist_failed turn_id=%s user=%s content_sha256=%s",
+                self.turn_id,
+                self.principal.sub,
+                digest,
             )
             memory.forget(self.thread_id)
             return {
@@ -173,8 +183,9 @@ async def prepare_turn(runtime: Runtime, principal: Principal, request: MessageR
     snapshot = await runtime.prompts.current()
     enabled = runtime.tools.enabled(request.tools)
     ctx = ToolContext(settings=settings, quiz=await runtime.quiz_store(), user_id=principal.sub)
+    model = runtime.build_model(enabled)
     agent = build_agent(
-        model=build_model(settings, enabled),
+        model=model,
         tools=enabled,
         ctx=ctx,
         system_prompt=snapshot.text,
@@ -185,7 +196,9 @@ async def prepare_turn(runtime: Runtime, principal: Principal, request: MessageR
     turn_id = new_turn_id()
     if request.chat_history:
         try:
-            held = await runtime.memory.ensure_thread(agent, thread_id, principal.sub, runtime.chats)
+            held = await runtime.memory.ensure_thread(
+                agent, thread_id, principal.sub, runtime.chats
+            )
         except StoreUnavailable:
             raise
         except Exception as exc:
@@ -201,7 +214,7 @@ async def prepare_turn(runtime: Runtime, principal: Principal, request: MessageR
         thread_id=thread_id,
         memory_thread=memory_thread,
         prompt_version=snapshot.version,
-        model=model_label(settings),
+        model=model_label(model),
         tools={spec.name: spec for spec in enabled},
         context_turns=context_turns,
         turn_id=turn_id,

@@ -33,7 +33,9 @@ class AuthError(AppError):
         reason = (message or self.message).replace('"', "'")
         super().__init__(
             message,
-            headers={"WWW-Authenticate": f'Bearer error="invalid_token", error_description="{reason}"'},
+            headers={
+                "WWW-Authenticate": f'Bearer error="invalid_token", error_description="{reason}"'
+            },
         )
 
 

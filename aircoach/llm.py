@@ -16,10 +16,10 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
 
-def model_label(settings: Settings) -> str:
+def model_label(model: object) -> str:
     """The name the `done` event and the stored turn carry."""
-    provider = settings.resolved_model_provider
-    return "offline" if provider == "offline" else f"{provider}:{settings.model_name}"
+    name = getattr(model, "model_name", None) or getattr(model, "model", None)
+    return str(name) if name else type(model).__name__
 
 
 def build_model(settings: Settings, tools: list[ToolSpec]) -> BaseChatModel:

@@ -38,7 +38,11 @@ def messages_from_turns(turns: list[Turn]) -> list[BaseMessage]:
         if turn.tool is not None:
             call_id = f"{turn.turn_id}-t"
             messages.append(
-                AIMessage("", id=f"{turn.turn_id}-c", tool_calls=[{"name": turn.tool.tool_name, "args": {}, "id": call_id}])
+                AIMessage(
+                    "",
+                    id=f"{turn.turn_id}-c",
+                    tool_calls=[{"name": turn.tool.tool_name, "args": {}, "id": call_id}],
+                )
             )
             messages.append(
                 ToolMessage(
@@ -82,7 +86,9 @@ class Memory:
         turns = await store.recent_turns(user_id, self.reseed_turns) if latest else []
         await self.checkpointer.adelete_thread(thread_id)
         if turns:
-            await agent.aupdate_state(self.config(thread_id), {"messages": messages_from_turns(turns)}, as_node="model")
+            await agent.aupdate_state(
+                self.config(thread_id), {"messages": messages_from_turns(turns)}, as_node="model"
+            )
             self.reseeds += 1
             log.info("thread %s reseeded from %d stored turns", thread_id, len(turns))
         self._remember(thread_id, _ThreadMark(latest, len(turns)))

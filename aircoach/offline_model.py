@@ -31,12 +31,90 @@ from pydantic import Field
 OFFLINE_NOTICE = "[modello offline]"
 TOOL_THRESHOLD = 0.5
 STOPWORDS = frozenset(
-    "a ad al alla alle allo ai agli che chi ci col come con da dal dalla dei del della delle "
-    "dello degli di e ed gli i il in io la le lo ma me mi ne nel nella nelle non o per piu "
-    "po quale quali quando se si sia sono su sul sulla sullo sui sulle sull tra tu un una uno "
-    "un' vi è e' the an of to is are what how please".split()
+    [
+        "a",
+        "ad",
+        "al",
+        "alla",
+        "alle",
+        "allo",
+        "ai",
+        "agli",
+        "che",
+        "chi",
+        "ci",
+        "col",
+        "come",
+        "con",
+        "da",
+        "dal",
+        "dalla",
+        "dei",
+        "del",
+        "della",
+        "delle",
+        "dello",
+        "degli",
+        "di",
+        "e",
+        "ed",
+        "gli",
+        "i",
+        "il",
+        "in",
+        "io",
+        "la",
+        "le",
+        "lo",
+        "ma",
+        "me",
+        "mi",
+        "ne",
+        "nel",
+        "nella",
+        "nelle",
+        "non",
+        "o",
+        "per",
+        "piu",
+        "po",
+        "quale",
+        "quali",
+        "quando",
+        "se",
+        "si",
+        "sia",
+        "sono",
+        "su",
+        "sul",
+        "sulla",
+        "sullo",
+        "sui",
+        "sulle",
+        "sull",
+        "tra",
+        "tu",
+        "un",
+        "una",
+        "uno",
+        "un'",
+        "vi",
+        "è",
+        "e'",
+        "the",
+        "an",
+        "of",
+        "to",
+        "is",
+        "are",
+        "what",
+        "how",
+        "please",
+    ]
 )
-_TOPIC = re.compile(r"\b(?:su|sul|sulla|sullo|sui|sulle|sugli|sull'|riguardo|about)\s*([\w' ]{3,60})")
+_TOPIC = re.compile(
+    r"\b(?:su|sul|sulla|sullo|sui|sulle|sugli|sull'|riguardo|about)\s*([\w' ]{3,60})"
+)
 _QUOTED = re.compile(r"[\"«“']([^\"»”']{3,})[\"»”']")
 
 
@@ -95,10 +173,14 @@ def fill_arguments(query: str, parameters: dict[str, Any]) -> dict[str, Any]:
                 args[name] = quoted.group(1).strip()
             elif name in required:
                 args[name] = query.strip()
-            elif any(w in _fold(schema.get("description", "")) for w in ("cercare", "search", "testo")):
+            elif any(
+                w in _fold(schema.get("description", "")) for w in ("cercare", "search", "testo")
+            ):
                 topic = _TOPIC.search(folded)
                 if topic:
-                    words = [w for w in re.findall(r"[a-z0-9]+", topic.group(1)) if w not in STOPWORDS]
+                    words = [
+                        w for w in re.findall(r"[a-z0-9]+", topic.group(1)) if w not in STOPWORDS
+                    ]
                     if words and len(" ".join(words)) >= 3:
                         args[name] = " ".join(words[:3])
     for name in required - set(args):
@@ -148,18 +230,29 @@ class OfflineChatModel(BaseChatModel):
         best, best_score = None, 0.0
         for tool in self.bound_tools:
             fn = tool["function"]
-            score = score_tool(query, fn.get("description", ""), self.tool_examples.get(fn["name"], []))
+            score = score_tool(
+                query, fn.get("description", ""), self.tool_examples.get(fn["name"], [])
+            )
             if score > best_score:
                 best, best_score = fn, score
         if best is None or best_score < TOOL_THRESHOLD:
             return None
         args = fill_arguments(query, best.get("parameters", {}))
-        return {"name": best["name"], "args": args, "id": f"call_{uuid4().hex[:12]}", "type": "tool_call"}
+        return {
+            "name": best["name"],
+            "args": args,
+            "id": f"call_{uuid4().hex[:12]}",
+            "type": "tool_call",
+        }
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self.respond(messages))])
 
-    async def _agenerate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
         return self._generate(messages)
 
     def _chunks(self, messages: list[BaseMessage]) -> Iterator[ChatGenerationChunk]:
@@ -169,14 +262,21 @@ class OfflineChatModel(BaseChatModel):
                 message=AIMessageChunk(
                     content="",
                     tool_call_chunks=[
-                        {"name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": index}
+                        {
+                            "name": call["name"],
+                            "args": json.dumps(call["args"]),
+                            "id": call["id"],
+                            "index": index,
+                        }
                     ],
                 )
             )
         for word in re.findall(r"\S+\s*", message.text):
             yield ChatGenerationChunk(message=AIMessageChunk(content=word))
 
-    def _stream(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> Iterator[ChatGenerationChunk]:
+    def _stream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Iterator[ChatGenerationChunk]:
         yield from self._chunks(messages)
 
     async def _astream(

@@ -194,5 +194,7 @@ class PromptStore:
         if not text:
             raise ValueError(f"no {PROMPT_SUFFIX} docs in prompt source {self.source.name!r}")
         if old is None or old.version != version:
-            log.info("prompt version %s loaded from %s (%d docs)", version, self.source.name, len(docs))
+            log.info(
+                "prompt version %s loaded from %s (%d docs)", version, self.source.name, len(docs)
+            )
         return PromptSnapshot(text, version, tuple(docs), contents, self.clock())

@@ -74,7 +74,9 @@ def _validate(
 
 
 def format_question(q: Question) -> str:
-    answers = "\n".join(f"{letter}) {text}" for letter, text in sorted(q.get("risposte", {}).items()))
+    answers = "\n".join(
+        f"{letter}) {text}" for letter, text in sorted(q.get("risposte", {}).items())
+    )
     return f"Capitolo {q['capitolo']}, domanda {q['numero']}: {q['testo']}\n{answers}"
 
 
@@ -91,7 +93,9 @@ async def domanda_teoria(
     try:
         chapter, number, field, value, text = _validate(capitolo, numero, campo, valore, testo)
     except ValueError as exc:
-        return ToolOutput(text=f"[Tool domanda_teoria failed: {exc}]", data={"error": str(exc)}, ok=False)
+        return ToolOutput(
+            text=f"[Tool domanda_teoria failed: {exc}]", data={"error": str(exc)}, ok=False
+        )
 
     query: dict[str, Any]
     question: Question | None

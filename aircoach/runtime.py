@@ -3,14 +3,15 @@ everything that talks to a backend connects lazily, inside the request's event l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aircoach.auth import TokenVerifier, build_verifier
 from aircoach.prompts import LocalDocSource, PromptSource, PromptStore
 from aircoach.settings import Settings
 from aircoach.store import ChatStore, QuizStore, build_stores
-from aircoach.tools import ToolRegistry, builtin_registry
+from aircoach.tools import ToolRegistry, ToolSpec, builtin_registry
 
 if TYPE_CHECKING:
     from aircoach.memory import Memory
@@ -24,9 +25,14 @@ def build_prompt_source(settings: Settings) -> PromptSource:
     return LocalDocSource(settings.prompt_docs_dir)
 
 
+ModelFactory = Callable[[Settings, list[ToolSpec]], Any]
+
+
 class Runtime:
     def __init__(self, settings: Settings):
         self.settings = settings
+        # Replaceable, so tests can hand the app a scripted model.
+        self.model_factory: ModelFactory | None = None
         self.verifier: TokenVerifier = build_verifier(settings)
         self.prompts = PromptStore(build_prompt_source(settings), ttl_s=settings.prompt_ttl_s)
         self.chats: ChatStore
@@ -44,6 +50,14 @@ class Runtime:
             max_threads=self.settings.memory_max_threads,
             reseed_turns=self.settings.history_limit,
         )
+
+    def build_model(self, tools: list[ToolSpec]) -> Any:
+        """A chat model for one request (created in the request's event loop)."""
+        if self.model_factory is not None:
+            return self.model_factory(self.settings, tools)
+        from aircoach.llm import build_model
+
+        return build_model(self.settings, tools)
 
     async def quiz_store(self) -> QuizStore:
         """The quiz store, loaded with the demo questions on first use when it is empty."""

@@ -30,7 +30,9 @@ class Settings(BaseSettings):
 
     # Local state (dev keys, SQLite). On Lambda and Vercel only /tmp is writable.
     data_dir: Path = Field(
-        default_factory=lambda: Path("/tmp/aircoach") if running_on_serverless() else ROOT / ".aircoach"
+        default_factory=lambda: (
+            Path("/tmp/aircoach") if running_on_serverless() else ROOT / ".aircoach"
+        )
     )
     log_level: str = "INFO"
     cors_origins: list[str] = Field(default_factory=lambda: ["*"])

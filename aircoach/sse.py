@@ -17,7 +17,9 @@ def encode(event: dict[str, Any]) -> bytes:
     return format_sse_event(data_str=json.dumps(event, ensure_ascii=False), event=event["type"])
 
 
-async def with_heartbeat(events: AsyncIterator[dict[str, Any]], every_s: float) -> AsyncIterator[bytes]:
+async def with_heartbeat(
+    events: AsyncIterator[dict[str, Any]], every_s: float
+) -> AsyncIterator[bytes]:
     """Encode events, and send a comment line whenever nothing was sent for `every_s`, so that
     proxies and mobile networks keep the connection open while a tool or the model is slow."""
     send, receive = anyio.create_memory_object_stream[bytes](max_buffer_size=16)
@@ -38,7 +40,9 @@ async def with_heartbeat(events: AsyncIterator[dict[str, Any]], every_s: float) 
             yield HEARTBEAT if timer.cancelled_caught else data
 
 
-def event_stream(events: AsyncIterator[dict[str, Any]], every_s: float = HEARTBEAT_S) -> EventSourceResponse:
+def event_stream(
+    events: AsyncIterator[dict[str, Any]], every_s: float = HEARTBEAT_S
+) -> EventSourceResponse:
     return EventSourceResponse(
         with_heartbeat(events, every_s),
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},

@@ -49,7 +49,9 @@ class ToolSpec(BaseModel):
     source: bool = False
     return_direct: bool = False
     examples: list[str] = Field(default_factory=list)
-    python: str = Field(description="Dotted path of the async handler, e.g. 'aircoach.quiz:domanda_teoria'")
+    python: str = Field(
+        description="Dotted path of the async handler, e.g. 'aircoach.quiz:domanda_teoria'"
+    )
 
     def load_handler(self) -> Handler:
         module_name, _, attr = self.python.partition(":")

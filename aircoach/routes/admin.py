@@ -21,7 +21,11 @@ async def update_docs(admin: DocsAdmin, runtime: RuntimeDep) -> UpdateDocsRespon
         docs_count=len(snapshot.docs),
         docs_details=[
             DocDetail(
-                key=d.key, version_id=d.version_id, etag=d.etag, size=d.size, last_modified=d.last_modified
+                key=d.key,
+                version_id=d.version_id,
+                etag=d.etag,
+                size=d.size,
+                last_modified=d.last_modified,
             )
             for d in snapshot.docs
         ],

@@ -46,7 +46,9 @@ async def history(
     user: CurrentUser,
     runtime: RuntimeDep,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    before: Annotated[str | None, Query(max_length=64, description="`next_before` of the previous page")] = None,
+    before: Annotated[
+        str | None, Query(max_length=64, description="`next_before` of the previous page")
+    ] = None,
 ) -> HistoryPage:
     """The caller's stored turns, newest first."""
     turns = await runtime.chats.history(user.sub, limit=limit, before=before)

@@ -9,7 +9,7 @@ from aircoach.store.base import ChatStore, QuizStore
 def build_stores(settings: Settings) -> tuple[ChatStore, QuizStore]:
     """MongoDB when `MONGODB_URI` is set, else SQLite under `data_dir`. Creates no client."""
     if settings.mongodb_uri:
-        from aircoach.store.mongo import MongoChatStore, MongoQuizStore, MongoConnection
+        from aircoach.store.mongo import MongoChatStore, MongoConnection, MongoQuizStore
 
         connection = MongoConnection(settings)
         return MongoChatStore(connection), MongoQuizStore(connection)

@@ -96,7 +96,9 @@ class SqliteChatStore:
         row["tool"] = json.dumps(row["tool"], ensure_ascii=False) if row["tool"] else None
         columns = ", ".join(row)
         marks = ", ".join(f":{name}" for name in row)
-        await self._db.run(lambda c: c.execute(f"INSERT INTO chats ({columns}) VALUES ({marks})", row))
+        await self._db.run(
+            lambda c: c.execute(f"INSERT INTO chats ({columns}) VALUES ({marks})", row)
+        )
 
     async def recent_turns(self, user_id: str, limit: int) -> list[Turn]:
         if limit <= 0:
@@ -162,7 +164,9 @@ class SqliteQuizStore:
 
         return await self._db.run(write)
 
-    async def _one(self, where: str, params: tuple[Any, ...], order: str = "RANDOM()") -> Question | None:
+    async def _one(
+        self, where: str, params: tuple[Any, ...], order: str = "RANDOM()"
+    ) -> Question | None:
         row = await self._db.run(
             lambda c: c.execute(
                 f"SELECT doc FROM quiz {where} ORDER BY {order} LIMIT 1", params

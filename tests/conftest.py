@@ -1,0 +1,146 @@
+"""Shared fixtures. No test reaches the internet or a real model: the guard below fails any
+connection that is not to loopback, and any DNS lookup of a public name."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from aircoach.app import create_app
+from aircoach.auth import DevIssuer
+from aircoach.settings import ROOT, Settings
+from tests.scripted_model import Script, ScriptedChatModel
+from tests.sse import parse_sse
+
+_LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "testserver", "t"}
+
+
+class NetworkBlocked(AssertionError):
+    pass
+
+
+def _is_loopback(host: Any) -> bool:
+    if isinstance(host, bytes):
+        host = host.decode()
+    if host is None or host in _LOCAL_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def no_internet(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_getaddrinfo = socket.getaddrinfo
+
+    def check(sock: socket.socket, address: Any) -> None:
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address[0]):
+            raise NetworkBlocked(f"test tried to reach {address!r}: tests stay on loopback")
+
+    def connect(self: socket.socket, address: Any) -> Any:
+        check(self, address)
+        return real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> Any:
+        check(self, address)
+        return real_connect_ex(self, address)
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _is_loopback(host):
+            raise NetworkBlocked(f"test tried to resolve {host!r}: tests stay on loopback")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    for name in (
+        "GOOGLE_API_KEY",
+        "GEMINI_API_KEY",
+        "OPENAI_API_KEY",
+        "MODEL_PROVIDER",
+        "AUTH0_DOMAIN",
+        "MONGODB_URI",
+        "PROMPT_BUCKET",
+        "AWS_LAMBDA_FUNCTION_NAME",
+        "VERCEL",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def settings(data_dir: Path) -> Settings:
+    return Settings(_env_file=None, data_dir=data_dir, prompt_docs_dir=ROOT / "prompt_docs")
+
+
+@pytest.fixture
+def issuer(data_dir: Path) -> DevIssuer:
+    return DevIssuer(data_dir)
+
+
+@pytest.fixture
+def token(issuer: DevIssuer, settings: Settings) -> Callable[..., str]:
+    def mint(sub: str = "user-1", **kwargs: Any) -> str:
+        return issuer.mint(sub, audience=settings.auth0_audience, **kwargs)
+
+    return mint
+
+
+@pytest.fixture
+def auth(token: Callable[..., str]) -> Callable[..., dict[str, str]]:
+    def headers(sub: str = "user-1", **kwargs: Any) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token(sub, **kwargs)}"}
+
+    return headers
+
+
+@pytest.fixture
+def app(settings: Settings):
+    return create_app(settings)
+
+
+@pytest.fixture
+async def client(app) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        yield c
+
+
+@pytest.fixture
+def script(app) -> Any:
+    """Give the app a scripted model: `script([call(...), text(...)])`. Fails the test if a
+    reply is left unused."""
+    scripts: list[Script] = []
+
+    def use(replies: list[Any]) -> Script:
+        s = Script(replies)
+        scripts.append(s)
+        app.state.runtime.model_factory = lambda settings, tools: ScriptedChatModel(script=s)
+        return s
+
+    yield use
+    for s in scripts:
+        s.assert_used()
+
+
+async def chat(
+    client: httpx.AsyncClient, headers: dict[str, str], query: str, **body: Any
+) -> list[dict[str, Any]]:
+    response = await client.post(
+        "/api/stream_query", json={"query": query, **body}, headers=headers
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    return parse_sse(response.text)

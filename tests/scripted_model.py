@@ -1,0 +1,106 @@
+"""A scripted chat model for tests: supports `bind_tools` and streamed tool calls, and fails
+loudly when its script runs out or is left unused."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import Field, PrivateAttr
+
+
+class ScriptExhausted(AssertionError):
+    pass
+
+
+class Script:
+    """The replies, shared by every copy `bind_tools` makes; records what the model was shown."""
+
+    def __init__(self, replies: list[AIMessage | Exception]):
+        self.replies = list(replies)
+        self.calls: list[list[BaseMessage]] = []
+        self.bound: list[list[str]] = []
+
+    def next(self, messages: list[BaseMessage]) -> AIMessage:
+        self.calls.append(list(messages))
+        if not self.replies:
+            raise ScriptExhausted(
+                f"scripted model called {len(self.calls)} times; script has no reply left"
+            )
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def assert_used(self) -> None:
+        assert not self.replies, f"scripted model left {len(self.replies)} replies unused"
+
+
+def text(content: str) -> AIMessage:
+    return AIMessage(content)
+
+
+def call(name: str, **args: Any) -> AIMessage:
+    return AIMessage(
+        "",
+        tool_calls=[
+            {"name": name, "args": args, "id": f"call_{name}_{len(args)}", "type": "tool_call"}
+        ],
+    )
+
+
+class ScriptedChatModel(BaseChatModel):
+    model_name: str = "scripted"
+    script: Any = Field(exclude=True)
+    _tools: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        self.script.bound.append([getattr(t, "name", str(t)) for t in tools])
+        return self
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.script.next(messages))])
+
+    def _chunks(self, messages: list[BaseMessage]) -> Iterator[ChatGenerationChunk]:
+        reply = self.script.next(messages)
+        for i, tc in enumerate(reply.tool_calls):
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content="",
+                    tool_call_chunks=[
+                        {
+                            "name": tc["name"],
+                            "args": json.dumps(tc["args"]),
+                            "id": tc["id"],
+                            "index": i,
+                        }
+                    ],
+                )
+            )
+        words = reply.text.split(" ")
+        for i, word in enumerate(words):
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(content=word + (" " if i < len(words) - 1 else ""))
+            )
+
+    def _stream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        yield from self._chunks(messages)
+
+    async def _astream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for chunk in self._chunks(messages):
+            if chunk.message.content or chunk.message.tool_call_chunks:
+                yield chunk
