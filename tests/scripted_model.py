@@ -102,5 +102,4 @@ class ScriptedChatModel(BaseChatModel):
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
     ) -> AsyncIterator[ChatGenerationChunk]:
         for chunk in self._chunks(messages):
-            if chunk.message.content or chunk.message.tool_call_chunks:
-                yield chunk
+            yield chunk

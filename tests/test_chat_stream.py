@@ -1,30 +1,149 @@
-"""POST /api/stream_query over SSE: event order and shapes."""
+"""POST /api/stream_query: SSE event order and shapes, JSON mode, persistence of each turn."""
 
 from __future__ import annotations
 
+import json
+
+from aircoach.tools import ToolRegistry, ToolSpec
 from tests.conftest import chat
 from tests.scripted_model import call, text
 
+ECHO = ToolSpec(
+    name="echo",
+    description="Repeats its input.",
+    parameters={"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]},
+    python="tests.tool_handlers:echo",
+)
 
-async def test_text_turn_streams_deltas_then_done(client, auth, script):
+
+async def stored(app, sub="user-1"):
+    return await app.state.runtime.chats.history(sub, limit=50, before=None)
+
+
+async def test_text_turn_streams_deltas_then_done(app, client, auth, script):
     s = script([text("La portanza nasce dalla differenza di pressione.")])
     events = await chat(client, auth(), "Cos'è la portanza?")
     kinds = [e["type"] for e in events]
     assert kinds[-1] == "done" and set(kinds[:-1]) == {"agent_message"} and len(kinds) > 3
-    assert (
-        "".join(e["content"] for e in events[:-1])
-        == "La portanza nasce dalla differenza di pressione."
-    )
+    answer = "".join(e["content"] for e in events[:-1])
+    assert answer == "La portanza nasce dalla differenza di pressione."
     done = events[-1]
-    assert done["model"] == "scripted" and done["context_turns"] == 0
     assert set(done) == {"type", "turn_id", "prompt_version", "model", "context_turns"}
+    assert done["model"] == "scripted" and done["context_turns"] == 0
     assert s.bound == [["domanda_teoria"]]
+    [turn] = await stored(app)
+    assert (turn.human, turn.system, turn.tool, turn.status) == ("Cos'è la portanza?", answer, None, "ok")
+    assert turn.turn_id == done["turn_id"] and turn.thread_id == f"user-1:v{done['prompt_version']}"
 
 
-async def test_return_direct_tool_ends_the_run_after_its_result(client, auth, script):
+async def test_return_direct_tool_ends_the_run_after_its_result(app, client, auth, script):
     script([call("domanda_teoria", capitolo=3)])
     events = await chat(client, auth(), "Dammi una domanda del capitolo 3")
     assert [e["type"] for e in events] == ["tool_result", "done"]
     result = events[0]
+    assert set(result) == {"type", "tool_name", "data", "final"}
     assert result["tool_name"] == "domanda_teoria" and result["final"] is True
     assert isinstance(result["data"], dict) and result["data"]["question"]["capitolo"] == 3
+    [turn] = await stored(app)
+    assert turn.system == "" and turn.tool.tool_name == "domanda_teoria"
+    assert turn.tool.data == result["data"]
+
+
+async def test_tool_turn_feeds_the_result_back_to_the_model(app, client, auth, script):
+    app.state.runtime.tools = ToolRegistry([ECHO])
+    s = script([call("echo", word="ciao"), text("Il tool ha detto ciao.")])
+    events = await chat(client, auth(), "ripeti ciao")
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "tool_result" and kinds[-1] == "done"
+    assert set(kinds[1:-1]) == {"agent_message"}
+    assert events[0] == {"type": "tool_result", "tool_name": "echo", "data": {"echo": "ciao"}, "final": False}
+    tool_message = s.calls[1][-1]
+    assert tool_message.type == "tool" and tool_message.content == "echo: ciao"
+
+
+async def test_failed_return_direct_tool_goes_back_to_the_model(client, auth, script):
+    s = script([call("domanda_teoria", capitolo=11), text("Il capitolo 11 non esiste: scegli da 1 a 10.")])
+    events = await chat(client, auth(), "Dammi una domanda del capitolo 11")
+    assert events[0]["type"] == "tool_result" and events[0]["final"] is False
+    assert "capitolo must be between 1 and 10" in events[0]["data"]["error"]
+    assert events[-1]["type"] == "done"
+    assert "capitolo must be between 1 and 10" in s.calls[1][-1].content
+
+
+async def test_empty_model_answer_gets_the_fallback_text(app, client, auth, script):
+    script([text("")])
+    events = await chat(client, auth(), "ciao")
+    assert [e["type"] for e in events] == ["agent_message", "done"]
+    assert events[0]["content"].startswith("Mi dispiace")
+    [turn] = await stored(app)
+    assert turn.system == events[0]["content"]
+
+
+async def test_model_failure_streams_error_then_fallback_and_stores_the_turn(app, client, auth, script):
+    script([RuntimeError("upstream 500")])
+    events = await chat(client, auth(), "ciao")
+    assert [e["type"] for e in events] == ["error", "agent_message", "done"]
+    assert events[0]["code"] == "model_unavailable" and "upstream" not in events[0]["message"]
+    [turn] = await stored(app)
+    assert turn.status == "error" and turn.system == events[1]["content"]
+
+
+async def test_stream_false_returns_json(client, auth, script):
+    script([text("Risposta completa.")])
+    response = await client.post(
+        "/api/stream_query", json={"query": "ciao", "stream": False}, headers=auth()
+    )
+    assert response.status_code == 200 and response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body["answer"] == "Risposta completa." and body["status"] == "ok" and body["tool"] is None
+    assert body["model"] == "scripted" and body["context_turns"] == 0 and body["turn_id"]
+
+
+async def test_stream_headers_for_proxies(client, auth, script):
+    script([text("ok")])
+    response = await client.post("/api/stream_query", json={"query": "ciao"}, headers=auth())
+    assert response.headers["cache-control"] == "no-cache"
+    assert response.headers["x-accel-buffering"] == "no"
+
+
+async def test_history_window_limits_what_the_model_sees(app, client, auth, script, settings):
+    replies = [text(f"risposta {i}") for i in range(14)]
+    s = script(replies)
+    for i in range(14):
+        done = (await chat(client, auth(), f"domanda {i}"))[-1]
+    assert done["context_turns"] == settings.history_limit == 10
+    shown = [m.content for m in s.calls[-1] if m.type == "human"]
+    assert shown == [f"domanda {i}" for i in range(3, 14)]
+
+
+async def test_chat_history_false_shows_no_earlier_turns(app, client, auth, script):
+    s = script([text("uno"), text("due"), text("tre")])
+    await chat(client, auth(), "prima")
+    done = (await chat(client, auth(), "seconda", chat_history=False))[-1]
+    assert done["context_turns"] == 0
+    assert [m.content for m in s.calls[1] if m.type == "human"] == ["seconda"]
+    done = (await chat(client, auth(), "terza"))[-1]
+    assert done["context_turns"] == 2  # the store holds both earlier turns
+    assert [m.content for m in s.calls[2] if m.type == "human"] == ["prima", "seconda", "terza"]
+
+
+async def test_offline_model_answers_a_quiz_request_with_the_tool(client, auth):
+    events = await chat(client, auth(), "Dammi una domanda del capitolo 3")
+    assert [e["type"] for e in events] == ["tool_result", "done"]
+    assert events[0]["data"]["question"]["capitolo"] == 3 and events[0]["final"] is True
+    assert events[1]["model"] == "offline"
+
+
+async def test_offline_model_streams_a_general_answer_word_by_word(client, auth):
+    events = await chat(client, auth(), "Che tono usi con gli allievi?")
+    deltas = [e["content"] for e in events if e["type"] == "agent_message"]
+    assert len(deltas) > 5 and events[-1]["type"] == "done"
+    assert "".join(deltas).startswith("[modello offline]")
+
+
+def test_events_are_json_objects_not_strings():
+    from aircoach.sse import encode
+
+    raw = encode({"type": "tool_result", "tool_name": "x", "data": {"a": 1}, "final": True}).decode()
+    assert raw.startswith("event: tool_result\ndata: ")
+    assert json.loads(raw.split("data: ", 1)[1])["data"] == {"a": 1}

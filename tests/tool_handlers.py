@@ -1,0 +1,7 @@
+"""Tool handlers used by tests (referenced by dotted path from test ToolSpecs)."""
+
+from aircoach.tools import ToolContext, ToolOutput
+
+
+async def echo(ctx: ToolContext, word: str) -> ToolOutput:
+    return ToolOutput(text=f"echo: {word}", data={"echo": word})
