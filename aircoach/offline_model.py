@@ -113,9 +113,9 @@ STOPWORDS = frozenset(
     ]
 )
 _TOPIC = re.compile(
-    r"\b(?:su|sul|sulla|sullo|sui|sulle|sugli|sull'|riguardo|about)\s*([\w' ]{3,60})"
+    r"\b(?:sull'|sulla|sullo|sulle|sugli|sul|sui|su|riguardo|about)\s*([\w' ]{3,60})"
 )
-_QUOTED = re.compile(r"[\"«“']([^\"»”']{3,})[\"»”']")
+_QUOTED = re.compile(r'["«“]([^"»”]{3,})["»”]')
 
 
 def _fold(text: str) -> str:
@@ -179,7 +179,9 @@ def fill_arguments(query: str, parameters: dict[str, Any]) -> dict[str, Any]:
                 topic = _TOPIC.search(folded)
                 if topic:
                     words = [
-                        w for w in re.findall(r"[a-z0-9]+", topic.group(1)) if w not in STOPWORDS
+                        w
+                        for w in re.findall(r"[a-z0-9]+", topic.group(1))
+                        if len(w) > 2 and w not in STOPWORDS
                     ]
                     if words and len(" ".join(words)) >= 3:
                         args[name] = " ".join(words[:3])

@@ -32,7 +32,12 @@ async def test_text_turn_streams_deltas_then_done(app, client, auth, script):
     assert done["model"] == "scripted" and done["context_turns"] == 0
     assert s.bound == [["domanda_teoria"]]
     [turn] = await stored(app)
-    assert (turn.human, turn.system, turn.tool, turn.status) == ("Cos'è la portanza?", answer, None, "ok")
+    assert (turn.human, turn.system, turn.tool, turn.status) == (
+        "Cos'è la portanza?",
+        answer,
+        None,
+        "ok",
+    )
     assert turn.turn_id == done["turn_id"] and turn.thread_id == f"user-1:v{done['prompt_version']}"
 
 
@@ -56,13 +61,20 @@ async def test_tool_turn_feeds_the_result_back_to_the_model(app, client, auth, s
     kinds = [e["type"] for e in events]
     assert kinds[0] == "tool_result" and kinds[-1] == "done"
     assert set(kinds[1:-1]) == {"agent_message"}
-    assert events[0] == {"type": "tool_result", "tool_name": "echo", "data": {"echo": "ciao"}, "final": False}
+    assert events[0] == {
+        "type": "tool_result",
+        "tool_name": "echo",
+        "data": {"echo": "ciao"},
+        "final": False,
+    }
     tool_message = s.calls[1][-1]
     assert tool_message.type == "tool" and tool_message.content == "echo: ciao"
 
 
 async def test_failed_return_direct_tool_goes_back_to_the_model(client, auth, script):
-    s = script([call("domanda_teoria", capitolo=11), text("Il capitolo 11 non esiste: scegli da 1 a 10.")])
+    s = script(
+        [call("domanda_teoria", capitolo=11), text("Il capitolo 11 non esiste: scegli da 1 a 10.")]
+    )
     events = await chat(client, auth(), "Dammi una domanda del capitolo 11")
     assert events[0]["type"] == "tool_result" and events[0]["final"] is False
     assert "capitolo must be between 1 and 10" in events[0]["data"]["error"]
@@ -79,7 +91,9 @@ async def test_empty_model_answer_gets_the_fallback_text(app, client, auth, scri
     assert turn.system == events[0]["content"]
 
 
-async def test_model_failure_streams_error_then_fallback_and_stores_the_turn(app, client, auth, script):
+async def test_model_failure_streams_error_then_fallback_and_stores_the_turn(
+    app, client, auth, script
+):
     script([RuntimeError("upstream 500")])
     events = await chat(client, auth(), "ciao")
     assert [e["type"] for e in events] == ["error", "agent_message", "done"]
@@ -95,7 +109,9 @@ async def test_stream_false_returns_json(client, auth, script):
     )
     assert response.status_code == 200 and response.headers["content-type"] == "application/json"
     body = response.json()
-    assert body["answer"] == "Risposta completa." and body["status"] == "ok" and body["tool"] is None
+    assert (
+        body["answer"] == "Risposta completa." and body["status"] == "ok" and body["tool"] is None
+    )
     assert body["model"] == "scripted" and body["context_turns"] == 0 and body["turn_id"]
 
 
@@ -144,6 +160,8 @@ async def test_offline_model_streams_a_general_answer_word_by_word(client, auth)
 def test_events_are_json_objects_not_strings():
     from aircoach.sse import encode
 
-    raw = encode({"type": "tool_result", "tool_name": "x", "data": {"a": 1}, "final": True}).decode()
+    raw = encode(
+        {"type": "tool_result", "tool_name": "x", "data": {"a": 1}, "final": True}
+    ).decode()
     assert raw.startswith("event: tool_result\ndata: ")
     assert json.loads(raw.split("data: ", 1)[1])["data"] == {"a": 1}

@@ -1,0 +1,206 @@
+"""Validation, authentication and the routes around the chat."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import jwt
+import pytest
+
+from aircoach.settings import ROOT
+from tests.conftest import chat
+from tests.scripted_model import call, text
+
+
+async def nothing_stored(app, sub="user-1"):
+    assert await app.state.runtime.chats.history(sub, limit=5, before=None) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"query": ""}, ["body", "query"]),
+        ({"query": "x" * 4001}, ["body", "query"]),
+        ({}, ["body", "query"]),
+        ({"query": 42}, ["body", "query"]),
+        ({"query": "ok", "stream": "maybe"}, ["body", "stream"]),
+        ({"query": "ok", "chat_history": [1]}, ["body", "chat_history"]),
+        ({"query": "ok", "tools": ["domanda_teoria"]}, ["body", "tools"]),
+        (
+            {"query": "ok", "tools": {"domanda_teoria": "sometimes"}},
+            ["body", "tools", "domanda_teoria"],
+        ),
+        ({"query": "ok", "tools": {"nope": True}}, ["body", "tools", "nope"]),
+    ],
+)
+async def test_bad_input_is_422_naming_the_field_and_nothing_is_stored(
+    app, client, auth, body, field
+):
+    response = await client.post("/api/stream_query", json=body, headers=auth())
+    assert response.status_code == 422, response.text
+    assert field in [err["loc"] for err in response.json()["detail"]]
+    await nothing_stored(app)
+
+
+async def test_unknown_tool_lists_the_valid_ones(client, auth):
+    response = await client.post(
+        "/api/stream_query", json={"query": "ok", "tools": {"nope": True}}, headers=auth()
+    )
+    assert "unknown tool 'nope'; valid: ['domanda_teoria']" in response.json()["detail"][0]["msg"]
+
+
+async def test_malformed_json_is_422(app, client, auth):
+    headers = {**auth(), "Content-Type": "application/json"}
+    response = await client.post("/api/stream_query", content=b'{"query": "x",', headers=headers)
+    assert response.status_code == 422 and response.json()["detail"][0]["type"] == "json_invalid"
+    await nothing_stored(app)
+
+
+async def test_query_of_4000_characters_is_accepted(client, auth, script):
+    script([text("ok")])
+    assert (await chat(client, auth(), "x" * 4000))[-1]["type"] == "done"
+
+
+async def test_old_clients_sending_only_query_still_work(client, auth, script):
+    script([call("domanda_teoria")])
+    events = await chat(client, auth(), "quiz")
+    assert events[0]["type"] == "tool_result"
+
+
+def _expect_401(response, reason: str | None = None):
+    assert response.status_code == 401, response.text
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    body = response.json()
+    assert body["error"] in {"missing_token", "invalid_token"}
+    if reason:
+        assert reason in body["message"]
+
+
+async def test_missing_token_is_401(app, client):
+    _expect_401(await client.post("/api/stream_query", json={"query": "ciao"}))
+    _expect_401(
+        await client.post(
+            "/api/stream_query", json={"query": "ciao"}, headers={"Authorization": "Basic abc"}
+        )
+    )
+    await nothing_stored(app)
+
+
+async def test_expired_token_is_401(client, token):
+    expired = token(now=time.time() - 7200, ttl_s=60)
+    response = await client.post(
+        "/api/stream_query", json={"query": "ciao"}, headers={"Authorization": f"Bearer {expired}"}
+    )
+    _expect_401(response, "expired")
+
+
+async def test_tampered_token_is_401(client, token):
+    header, payload, signature = token("user-1").split(".")
+    forged = jwt.utils.base64url_encode(
+        b'{"sub":"admin","aud":"https://api.aircoach.dev"}'
+    ).decode()
+    for bad in (
+        f"{header}.{forged}.{signature}",
+        f"{header}.{payload}.{signature[:-4]}AAAA",
+        "not-a-jwt",
+    ):
+        response = await client.post(
+            "/api/stream_query", json={"query": "ciao"}, headers={"Authorization": f"Bearer {bad}"}
+        )
+        _expect_401(response)
+
+
+async def test_wrong_audience_is_401(client, issuer):
+    other = issuer.mint("user-1", audience="https://someone-else.example")
+    response = await client.post(
+        "/api/stream_query", json={"query": "ciao"}, headers={"Authorization": f"Bearer {other}"}
+    )
+    _expect_401(response, "audience")
+
+
+async def test_token_from_another_key_is_401(client, settings, tmp_path):
+    from aircoach.auth import DevIssuer
+
+    stranger = DevIssuer(tmp_path / "other").mint("user-1", audience=settings.auth0_audience)
+    response = await client.post(
+        "/api/stream_query", json={"query": "ciao"}, headers={"Authorization": f"Bearer {stranger}"}
+    )
+    _expect_401(response)
+
+
+async def test_health_needs_no_token_and_reports_backends(client):
+    body = (await client.get("/api/health")).json()
+    assert body["status"] == "ok" and body["store"] == "sqlite" and body["auth"] == "dev-issuer"
+    assert body["model"] == "offline"
+
+
+def test_health_does_not_import_langgraph():
+    code = (
+        "import sys, httpx, asyncio\n"
+        "from aircoach.app import create_app\n"
+        "app = create_app()\n"
+        "async def main():\n"
+        "    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url='http://t') as c:\n"
+        "        assert (await c.get('/api/health')).status_code == 200\n"
+        "asyncio.run(main())\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('langgraph', 'langchain'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+async def test_tools_lists_name_description_default_and_source(client, auth):
+    assert (await client.get("/api/tools")).status_code == 401
+    [tool] = (await client.get("/api/tools", headers=auth())).json()
+    assert tool["name"] == "domanda_teoria" and tool["default_enabled"] is True
+    assert tool["source"] is False and tool["return_direct"] is True and tool["available"] is True
+    assert tool["description"]
+
+
+async def test_history_is_the_callers_own_newest_first_and_paginated(client, auth, script):
+    script([text(f"a{i}") for i in range(5)])
+    for i in range(3):
+        await chat(client, auth("alice"), f"alice {i}")
+    for i in range(2):
+        await chat(client, auth("bob"), f"bob {i}")
+    page = (await client.get("/api/history", params={"limit": 2}, headers=auth("alice"))).json()
+    assert [t["human"] for t in page["turns"]] == ["alice 2", "alice 1"]
+    rest = (
+        await client.get(
+            "/api/history",
+            params={"limit": 2, "before": page["next_before"]},
+            headers=auth("alice"),
+        )
+    ).json()
+    assert [t["human"] for t in rest["turns"]] == ["alice 0"] and rest["next_before"] is None
+    bob = (await client.get("/api/history", headers=auth("bob"))).json()
+    assert {t["userId"] for t in bob["turns"]} == {"bob"} and len(bob["turns"]) == 2
+    assert (
+        await client.get("/api/history", params={"limit": 0}, headers=auth("bob"))
+    ).status_code == 422
+
+
+async def test_update_docs_needs_the_admin_permission(client, auth):
+    assert (await client.post("/api/update_docs")).status_code == 401
+    response = await client.post("/api/update_docs", headers=auth("user-1"))
+    assert response.status_code == 403 and "admin:docs" in response.json()["message"]
+
+
+async def test_update_docs_reloads_and_reports_the_version(client, auth, tmp_path, app):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "00_a.md").write_text("# Uno\nPrima versione del prompt.")
+    app.state.runtime.prompts.source.folder = docs
+    admin = auth("boss", permissions=["admin:docs"])
+    first = (await client.post("/api/update_docs", headers=admin)).json()
+    assert first["docs_count"] == 1 and first["docs_details"][0]["key"] == "00_a.md"
+    assert first["system_prompt"] == "# Uno\nPrima versione del prompt."
+    (docs / "10_b.md").write_text("Seconda parte.")
+    second = (await client.post("/api/update_docs", headers=admin)).json()
+    assert second["previous_version"] == first["prompt_version"] != second["prompt_version"]
+    assert second["docs_count"] == 2 and second["message"] == "prompt updated"
+    assert second["system_prompt"].endswith("Seconda parte.")

@@ -1,0 +1,36 @@
+"""The command line: tokens from the dev issuer verify through the server's code path."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+from aircoach.auth import build_verifier
+from aircoach.settings import ROOT
+
+
+def test_token_command_prints_a_verifiable_token(settings):
+    env = {"PATH": "/usr/bin:/bin", "DATA_DIR": str(settings.data_dir)}
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aircoach",
+            "token",
+            "--sub",
+            "cli-user",
+            "--permission",
+            "admin:docs",
+            "--ttl",
+            "60",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    principal = asyncio.run(build_verifier(settings).verify(out.stdout.strip()))
+    assert principal.sub == "cli-user" and "admin:docs" in principal.permissions
+    assert principal.claims["exp"] - principal.claims["iat"] == 60

@@ -1,0 +1,90 @@
+"""Memory survives a restart: a new app on the same SQLite file reseeds the thread."""
+
+from __future__ import annotations
+
+from aircoach.app import create_app
+from aircoach.memory import Memory, messages_from_turns
+from aircoach.models import ToolRecord, Turn
+from tests.conftest import chat
+from tests.scripted_model import Script, ScriptedChatModel, call, text
+
+
+async def test_second_app_on_the_same_store_reseeds_with_tool_results(settings, auth):
+    import httpx
+
+    async def run(app, replies, queries):
+        s = Script(replies)
+        app.state.runtime.model_factory = lambda _settings, _tools: ScriptedChatModel(script=s)
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://t"
+        ) as c:
+            dones = [(await chat(c, auth(), q))[-1] for q in queries]
+        s.assert_used()
+        return s, dones
+
+    first = create_app(settings)
+    _, dones = await run(
+        first,
+        [call("domanda_teoria", capitolo=3, numero=1), text("Esatto, è la b.")],
+        ["Dammi la domanda 1 del capitolo 3", "La risposta è b"],
+    )
+    assert [d["context_turns"] for d in dones] == [0, 1]
+
+    restarted = create_app(settings)  # same SQLite file, empty process memory
+    s, dones = await run(restarted, [text("Bentornato.")], ["Eccomi di nuovo"])
+    assert dones[0]["context_turns"] == 2
+    shown = s.calls[0]
+    tool_messages = [m for m in shown if m.type == "tool"]
+    assert len(tool_messages) == 1 and tool_messages[0].name == "domanda_teoria"
+    assert '"capitolo": 3' in tool_messages[0].content
+    assert [m.content for m in shown if m.type == "human"] == [
+        "Dammi la domanda 1 del capitolo 3",
+        "La risposta è b",
+        "Eccomi di nuovo",
+    ]
+    assert restarted.state.runtime.memory.reseeds == 1
+
+
+def test_messages_from_turns_rebuilds_tool_calls_and_answers():
+    turns = [
+        Turn(
+            userId="u",
+            human="q1",
+            system="",
+            tool=ToolRecord(tool_name="t", data={"x": 1}),
+            timestamp="1",
+            prompt_version="v",
+            model="m",
+            thread_id="u:vv",
+            turn_id="a",
+        ),
+        Turn(
+            userId="u",
+            human="q2",
+            system="r2",
+            timestamp="2",
+            prompt_version="v",
+            model="m",
+            thread_id="u:vv",
+            turn_id="b",
+        ),
+    ]
+    messages = messages_from_turns(turns)
+    assert [m.type for m in messages] == ["human", "ai", "tool", "human", "ai"]
+    assert messages[1].tool_calls[0]["id"] == messages[2].tool_call_id
+    assert messages[2].artifact == {"x": 1}
+
+
+async def test_memory_keeps_at_most_max_threads(settings, auth):
+    import httpx
+
+    app = create_app(settings.model_copy(update={"memory_max_threads": 3}))
+    s = Script([text(f"r{i}") for i in range(6)])
+    app.state.runtime.model_factory = lambda _settings, _tools: ScriptedChatModel(script=s)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        for i in range(5):
+            await chat(c, auth(f"user-{i}"), "ciao")
+        memory: Memory = app.state.runtime.memory
+        assert len(memory) == 3 and memory.checkpointed_threads() == 3
+        done = (await chat(c, auth("user-0"), "di nuovo"))[-1]  # evicted early: reseeded
+        assert done["context_turns"] == 1
