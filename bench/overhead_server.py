@@ -1,0 +1,82 @@
+"""The server for bench_overhead: the real app plus two bare endpoints to compare it with.
+
+(a) /bench/bare   streams the same agent_message tokens with FastAPI's SSE, no agent
+(b) /bench/agent  runs the same LangGraph agent with the same offline model; no auth, no prompt
+                  store, no memory, nothing stored
+(c) /api/stream_query  the full path
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+
+import uvicorn
+from fastapi import Request
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessageChunk
+
+from aircoach.app import create_app
+from aircoach.offline_model import OfflineChatModel
+from aircoach.prompts import LocalDocSource, PromptStore
+from aircoach.settings import get_settings
+from aircoach.sse import event_stream
+
+QUERY = "Come si regola l'altimetro con il QNH prima del decollo?"
+
+
+def build() -> object:
+    settings = get_settings()
+    app = create_app(settings)
+    prompt: dict[str, str] = {}
+
+    async def system_prompt() -> str:
+        if "text" not in prompt:
+            snapshot = await PromptStore(
+                LocalDocSource(settings.prompt_docs_dir), ttl_s=1e9
+            ).current()
+            prompt["text"] = snapshot.text
+        return prompt["text"]
+
+    async def tokens() -> list[str]:
+        if "tokens" not in prompt:
+            model = OfflineChatModel()
+            from langchain_core.messages import HumanMessage, SystemMessage
+
+            msgs = [SystemMessage(await system_prompt()), HumanMessage(QUERY)]
+            prompt["tokens"] = [c.text async for c in model.astream(msgs)]
+        return prompt["tokens"]
+
+    @app.post("/bench/bare")
+    async def bare(request: Request):
+        words = await tokens()
+
+        async def events():
+            for word in words:
+                yield {"type": "agent_message", "content": word}
+            yield {"type": "done", "turn_id": uuid.uuid4().hex}
+
+        return event_stream(events())
+
+    @app.post("/bench/agent")
+    async def agent(request: Request):
+        text = await system_prompt()
+        graph = create_agent(OfflineChatModel(), [], system_prompt=text)
+
+        async def events():
+            payload = {"messages": [{"role": "user", "content": QUERY}]}
+            async for message, meta in graph.astream(payload, stream_mode="messages"):
+                if isinstance(message, AIMessageChunk) and message.text:
+                    yield {"type": "agent_message", "content": message.text}
+            yield {"type": "done", "turn_id": uuid.uuid4().hex}
+
+        return event_stream(events())
+
+    return app
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    uvicorn.run(build(), host="127.0.0.1", port=args.port, log_level="warning")
