@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT, median  # noqa: E402
+from bench.common import ROOT, median
 
 RUNS = 7
 

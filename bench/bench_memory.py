@@ -14,7 +14,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import rss_mb  # noqa: E402
+from bench.common import rss_mb
 
 USERS = 10_000
 

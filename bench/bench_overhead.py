@@ -13,8 +13,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import pct, server  # noqa: E402
-from bench.overhead_server import QUERY  # noqa: E402
+from bench.common import pct, server
+from bench.overhead_server import QUERY
 
 REQUESTS = {1: 150, 32: 640}
 USERS = 64

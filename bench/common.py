@@ -41,7 +41,7 @@ def server(module: str, env: dict[str, str] | None = None):
                 if proc.poll() is not None:
                     raise RuntimeError(
                         proc.stderr.read().decode() if proc.stderr else "server died"
-                    )
+                    ) from None
                 time.sleep(0.05)
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -51,7 +51,7 @@ def server(module: str, env: dict[str, str] | None = None):
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def median(values: list[float]) -> float:

@@ -65,7 +65,7 @@ def build() -> object:
 
         async def events():
             payload = {"messages": [{"role": "user", "content": QUERY}]}
-            async for message, meta in graph.astream(payload, stream_mode="messages"):
+            async for message, _meta in graph.astream(payload, stream_mode="messages"):
                 if isinstance(message, AIMessageChunk) and message.text:
                     yield {"type": "agent_message", "content": message.text}
             yield {"type": "done", "turn_id": uuid.uuid4().hex}
