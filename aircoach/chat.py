@@ -25,6 +25,7 @@ from aircoach.auth import Principal
 from aircoach.errors import AppError, StoreUnavailable
 from aircoach.llm import model_label
 from aircoach.models import MessageRequest, ToolRecord, Turn, TurnStatus
+from aircoach.prompts import PromptSnapshot
 from aircoach.runtime import Runtime
 from aircoach.tools import ToolContext, ToolSpec
 
@@ -177,18 +178,26 @@ def _user_message(exc: Exception) -> str:
     return "The assistant could not complete this answer; please try again."
 
 
-async def prepare_turn(runtime: Runtime, principal: Principal, request: MessageRequest) -> ChatTurn:
-    """Everything that can fail with a status code happens here, before the stream starts."""
+async def prepare_turn(
+    runtime: Runtime,
+    principal: Principal,
+    request: MessageRequest,
+    snapshot: PromptSnapshot | None = None,
+) -> ChatTurn:
+    """Everything that can fail with a status code happens here, before the stream starts.
+    `snapshot`: the one the route already validated the tool switches against."""
     settings = runtime.settings
-    snapshot = await runtime.prompts.current()
-    enabled = runtime.tools.enabled(request.tools)
+    snapshot = snapshot or await runtime.prompts.current()
+    registry = runtime.tools_for(snapshot)
+    enabled = registry.enabled(request.tools)
+    log.info(registry.log_line(request.tools))
     ctx = ToolContext(settings=settings, quiz=await runtime.quiz_store(), user_id=principal.sub)
     model = runtime.build_model(enabled)
     agent = build_agent(
         model=model,
         tools=enabled,
         ctx=ctx,
-        system_prompt=snapshot.text,
+        system_prompt=registry.system_prompt(snapshot.text, enabled),
         checkpointer=runtime.memory.checkpointer,
         history_limit=settings.history_limit,
     )

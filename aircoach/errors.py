@@ -54,6 +54,14 @@ class ForbiddenError(AppError):
     message = "This token lacks the permission this operation needs."
 
 
+class InvalidDocs(AppError):
+    """A forced docs reload found docs that must not be served; the last good ones stay."""
+
+    code = "invalid_docs"
+    status = 422
+    message = "The prompt docs are invalid; the previous version keeps serving."
+
+
 class BackendUnavailable(AppError):
     """A backend (store, prompt source, identity provider, model) failed."""
 

@@ -11,7 +11,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +19,7 @@ from typing import Protocol
 
 import anyio
 
-from aircoach.errors import PromptUnavailable
+from aircoach.errors import ConfigError, InvalidDocs, PromptUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +105,11 @@ class PromptStore:
         *,
         ttl_s: float,
         clock: Callable[[], float] = time.monotonic,
+        validate: Callable[[Mapping[str, str]], object] | None = None,
     ):
         self.source = source
+        # Raises on docs that must not be served (a bad tools.json): the last good stays.
+        self.validate = validate
         self.ttl_s = ttl_s
         self.clock = clock
         self._snapshot: PromptSnapshot | None = None
@@ -170,7 +173,12 @@ class PromptStore:
                 fut.set_result(self._snapshot)
                 return self._snapshot
             log.error("prompt source %s failed: %s", self.source.name, self.last_error)
-            error = PromptUnavailable()
+            # The admin who forced the reload learns what is wrong; users only that it failed.
+            error = (
+                InvalidDocs(str(exc))
+                if force and isinstance(exc, ConfigError)
+                else PromptUnavailable()
+            )
             fut.set_exception(error)
             fut.exception()  # mark retrieved: waiters re-raise it, nobody else needs to
             raise error from exc
@@ -193,6 +201,8 @@ class PromptStore:
         text, version = build_prompt(contents)
         if not text:
             raise ValueError(f"no {PROMPT_SUFFIX} docs in prompt source {self.source.name!r}")
+        if self.validate is not None:
+            self.validate(contents)
         if old is None or old.version != version:
             log.info(
                 "prompt version %s loaded from %s (%d docs)", version, self.source.name, len(docs)

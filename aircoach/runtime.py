@@ -8,10 +8,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from aircoach.auth import TokenVerifier, build_verifier
-from aircoach.prompts import LocalDocSource, PromptSource, PromptStore
+from aircoach.prompts import LocalDocSource, PromptSnapshot, PromptSource, PromptStore
 from aircoach.settings import Settings
 from aircoach.store import ChatStore, QuizStore, build_stores
-from aircoach.tools import ToolRegistry, ToolSpec, builtin_registry
+from aircoach.tools import ToolRegistry, ToolSpec, check_tools_doc
 
 if TYPE_CHECKING:
     from aircoach.memory import Memory
@@ -34,11 +34,13 @@ class Runtime:
         # Replaceable, so tests can hand the app a scripted model.
         self.model_factory: ModelFactory | None = None
         self.verifier: TokenVerifier = build_verifier(settings)
-        self.prompts = PromptStore(build_prompt_source(settings), ttl_s=settings.prompt_ttl_s)
+        self.prompts = PromptStore(
+            build_prompt_source(settings), ttl_s=settings.prompt_ttl_s, validate=check_tools_doc
+        )
         self.chats: ChatStore
         self.quiz: QuizStore
         self.chats, self.quiz = build_stores(settings)
-        self.tools: ToolRegistry = builtin_registry()
+        self._tools: tuple[str, ToolRegistry] | None = None
         self._quiz_ready = False
 
     @cached_property
@@ -50,6 +52,15 @@ class Runtime:
             max_threads=self.settings.memory_max_threads,
             reseed_turns=self.settings.history_limit,
         )
+
+    def tools_for(self, snapshot: PromptSnapshot) -> ToolRegistry:
+        """The tool registry declared by this prompt snapshot's `tools.json` (built once per
+        version; the prompt store never accepts a snapshot whose tools.json is invalid)."""
+        cached = self._tools
+        if cached is None or cached[0] != snapshot.version:
+            cached = (snapshot.version, ToolRegistry.from_docs(snapshot.contents))
+            self._tools = cached
+        return cached[1]
 
     def build_model(self, tools: list[ToolSpec]) -> Any:
         """A chat model for one request (created in the request's event loop)."""

@@ -1,21 +1,35 @@
-"""Tool specifications and the registry. Pure data: importing this never imports LangChain.
+"""Tool specifications, their configuration file and the registry. Pure data: importing this
+never imports LangChain or httpx.
 
-A `ToolSpec` says what a tool is (name, description, JSON Schema parameters, defaults, examples
-for the offline model's scoring) and which handler runs it. Handlers are async functions
-`handler(ctx: ToolContext, **arguments) -> ToolOutput`.
+Tools are declared in `tools.json` among the prompt docs, so they are versioned, reloaded and
+counted in the prompt version together with the prompt. A `ToolSpec` says what a tool is
+(name, description, JSON Schema parameters, defaults, examples for the offline model's
+scoring) and what runs it: a Python handler `handler(ctx: ToolContext, **arguments) ->
+ToolOutput`, or an HTTP endpoint (see `aircoach.http_tools`).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import json
+import os
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from aircoach.settings import Settings
+from aircoach.errors import ConfigError
+from aircoach.settings import ROOT, Settings
 from aircoach.store.base import QuizStore
+
+TOOLS_DOC = "tools.json"
+SCHEMA_FILE = ROOT / "docs" / "tools.schema.json"
+
+_ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass(frozen=True)
@@ -39,35 +53,227 @@ class ToolOutput:
 Handler = Callable[..., Awaitable[ToolOutput]]
 
 
-class ToolSpec(BaseModel):
+def missing_env(template: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    env = os.environ if environ is None else environ
+    return [name for name in _ENV_VAR.findall(template) if not env.get(name)]
+
+
+def expand_env(template: str, environ: Mapping[str, str] | None = None) -> str:
+    """`${NAME}` replaced by the variable's value; raises ConfigError naming an unset one."""
+    env = os.environ if environ is None else environ
+    if missing := missing_env(template, env):
+        raise ConfigError(f"environment variable {missing[0]!r} is not set")
+    return _ENV_VAR.sub(lambda m: env[m.group(1)], template)
+
+
+class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RetryPolicy(_Strict):
+    """Seed 000's `_post_with_retry`: one retry after 1 s on 502/503/504 and on a timeout;
+    any other failure is final."""
+
+    retries: int = Field(default=1, ge=0, le=3, description="Retries after the first attempt.")
+    backoff_s: float = Field(default=1.0, ge=0, le=30, description="Pause before a retry.")
+    on_status: list[int] = Field(default_factory=lambda: [502, 503, 504])
+    on_timeout: bool = True
+
+
+class HttpTool(_Strict):
+    url: str = Field(
+        min_length=1,
+        description="Endpoint; `${NAME}` is replaced by the environment variable NAME. "
+        "While a variable is unset the tool is unavailable.",
+    )
+    method: Literal["GET", "POST"] = "POST"
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Request headers; `${NAME}` expanded as in `url`."
+    )
+    fixed: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Fields always sent, over the model's arguments (e.g. version: vigente).",
+    )
+    caps: dict[str, float] = Field(
+        default_factory=dict, description="Upper bounds of numeric arguments (e.g. top_k: 20)."
+    )
+    timeout_s: float = Field(default=15.0, gt=0, le=120)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not re.match(r"^(https?://|\$\{)", url):
+            raise ValueError(f"must start with http://, https:// or ${{VAR}}, got {url!r}")
+        return url
+
+
+class ResultFormat(_Strict):
+    """How a result becomes text for the model (the client gets the raw data)."""
+
+    results_key: str = Field(default="results", description="Key of the list of results.")
+    header: str = Field(default="[{tool}: {count} risultati]")
+    item: str | None = Field(
+        default=None,
+        description="Line per result, e.g. '- {title} ({url}): {content}'; `{a|b}` falls "
+        "back to b when a is missing. Default: the result's fields as `key: value`.",
+    )
+    max_results: int = Field(default=8, ge=1, le=100)
+    max_chars: int = Field(default=500, ge=10, description="Cap of every field's text.")
+    max_chars_by_field: dict[str, int] = Field(default_factory=dict)
+    no_results: str = Field(default="[{tool}: nessun risultato]")
+
+
+class ToolSpec(_Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        json_schema_extra={"oneOf": [{"required": ["python"]}, {"required": ["http"]}]},
+    )
 
     name: str = Field(pattern=r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$")
     description: str = Field(min_length=1)
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}},
+        description="JSON Schema of the model's arguments.",
+    )
     default_enabled: bool = True
-    source: bool = False
+    source: bool = Field(
+        default=False,
+        description="A primary source: when every source tool is off, the prompt gets the "
+        "`sources_off_warning`.",
+    )
     return_direct: bool = False
     examples: list[str] = Field(default_factory=list)
-    python: str = Field(
-        description="Dotted path of the async handler, e.g. 'aircoach.quiz:domanda_teoria'"
+    python: str | None = Field(
+        default=None,
+        description="Dotted path of the async handler, e.g. 'aircoach.quiz:domanda_teoria'",
     )
+    http: HttpTool | None = None
+    format: ResultFormat = Field(default_factory=ResultFormat)
 
-    def load_handler(self) -> Handler:
-        module_name, _, attr = self.python.partition(":")
-        handler = getattr(importlib.import_module(module_name), attr)
-        if not callable(handler):
-            raise TypeError(f"tool {self.name!r}: {self.python!r} is not callable")
-        return handler
+    @field_validator("parameters")
+    @classmethod
+    def _object_schema(cls, parameters: dict[str, Any]) -> dict[str, Any]:
+        if parameters.get("type") != "object":
+            raise ValueError('must be a JSON Schema with "type": "object"')
+        if not isinstance(parameters.get("properties", {}), dict):
+            raise ValueError('"properties" must be an object')
+        return parameters
+
+    @field_validator("python")
+    @classmethod
+    def _importable(cls, path: str | None) -> str | None:
+        if path is not None:
+            _import_handler(path)
+        return path
+
+    @model_validator(mode="after")
+    def _one_runner(self) -> ToolSpec:
+        if (self.python is None) == (self.http is None):
+            raise ValueError("python/http: give exactly one of 'python' or 'http'")
+        return self
 
     @property
     def available(self) -> bool:
-        return True
+        """False while an HTTP tool's `${VAR}` is unset: listed, but never switched on."""
+        if self.http is None:
+            return True
+        return not any(missing_env(t) for t in (self.http.url, *self.http.headers.values()))
+
+    def load_handler(self) -> Handler:
+        if self.http is not None:
+            from aircoach.http_tools import call_http_tool
+
+            return functools.partial(call_http_tool, self)
+        assert self.python is not None
+        return _import_handler(self.python)
+
+
+def _import_handler(path: str) -> Handler:
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"must look like 'package.module:function', got {path!r}")
+    try:
+        handler = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot import {path!r}: {exc}") from exc
+    if not callable(handler):
+        raise ValueError(f"{path!r} is not callable")
+    return handler
+
+
+class ToolsConfig(_Strict):
+    """The content of `tools.json`."""
+
+    schema_: str | None = Field(default=None, alias="$schema")
+    sources_off_warning: str | None = Field(
+        default=None,
+        description="Section added to the system prompt when every `source` tool is off.",
+    )
+    tools: list[ToolSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> ToolsConfig:
+        seen: set[str] = set()
+        for spec in self.tools:
+            if spec.name in seen:
+                raise ValueError(f"tool {spec.name!r} is declared twice")
+            seen.add(spec.name)
+        return self
+
+
+def tools_json_schema() -> dict[str, Any]:
+    """The published JSON Schema of `tools.json` (committed as docs/tools.schema.json)."""
+    schema = ToolsConfig.model_json_schema(by_alias=True)
+    schema["$id"] = "https://aircoach.dev/schemas/tools.schema.json"
+    return schema
+
+
+@functools.lru_cache(maxsize=8)
+def parse_tools_config(text: str) -> ToolsConfig:
+    """Validate a `tools.json`; a ConfigError names the tool and the field at fault."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{TOOLS_DOC}: not valid JSON: {exc}") from exc
+    try:
+        return ToolsConfig.model_validate(raw)
+    except ValidationError as exc:
+        reasons = "; ".join(_describe(e, raw) for e in exc.errors())
+        raise ConfigError(f"{TOOLS_DOC}: {reasons}") from None
+
+
+def _describe(error: Any, raw: Any) -> str:
+    loc = list(error["loc"])
+    where = ".".join(str(part) for part in loc) or "(top level)"
+    if len(loc) >= 2 and loc[0] == "tools" and isinstance(loc[1], int):
+        entry = raw["tools"][loc[1]] if isinstance(raw.get("tools"), list) else {}
+        name = entry.get("name") if isinstance(entry, dict) else None
+        field = ".".join(str(part) for part in loc[2:])
+        label = f"tool {name!r}" if name else f"tool #{loc[1]}"
+        where = f"{label}: {field}" if field else label
+    return f"{where}: {error['msg']}"
+
+
+def check_tools_doc(contents: Mapping[str, str]) -> None:
+    """PromptStore validation hook: docs with a bad `tools.json` never become the snapshot."""
+    if TOOLS_DOC in contents:
+        parse_tools_config(contents[TOOLS_DOC])
 
 
 class ToolRegistry:
-    def __init__(self, specs: list[ToolSpec]):
+    def __init__(self, specs: list[ToolSpec], *, sources_off_warning: str | None = None):
         self.specs: dict[str, ToolSpec] = {spec.name: spec for spec in specs}
+        self.sources_off_warning = sources_off_warning
+
+    @classmethod
+    def from_docs(cls, contents: Mapping[str, str]) -> ToolRegistry:
+        """The registry of one prompt snapshot; no `tools.json` means no tools."""
+        if TOOLS_DOC not in contents:
+            return cls([])
+        config = parse_tools_config(contents[TOOLS_DOC])
+        return cls(config.tools, sources_off_warning=config.sources_off_warning)
 
     @property
     def names(self) -> list[str]:
@@ -76,53 +282,39 @@ class ToolRegistry:
     def unknown(self, toggles: Mapping[str, bool] | None) -> list[str]:
         return sorted(set(toggles or {}) - set(self.specs))
 
-    def enabled(self, toggles: Mapping[str, bool] | None) -> list[ToolSpec]:
-        """The tools switched on for one request: the client's switches over the defaults."""
+    def switches(self, toggles: Mapping[str, bool] | None) -> dict[str, bool]:
+        """Every tool, on or off for one request: the client's switches over the defaults.
+        An unavailable tool stays off even when asked for (clients see `available` in
+        /api/tools), so a service taken offline never turns requests into errors."""
         toggles = toggles or {}
-        return [
-            spec
-            for name, spec in sorted(self.specs.items())
-            if spec.available and toggles.get(name, spec.default_enabled)
-        ]
+        return {
+            name: spec.available and toggles.get(name, spec.default_enabled)
+            for name, spec in self.specs.items()
+        }
+
+    def enabled(self, toggles: Mapping[str, bool] | None) -> list[ToolSpec]:
+        """The tools switched on for one request, in config order."""
+        return [self.specs[name] for name, on in self.switches(toggles).items() if on]
+
+    def log_line(self, toggles: Mapping[str, bool] | None) -> str:
+        """`tools a=1 b=0`: compact and greppable, one per request (seed 000)."""
+        flags = " ".join(f"{name}={int(on)}" for name, on in self.switches(toggles).items())
+        return f"tools {flags}".rstrip()
+
+    def system_prompt(self, prompt: str, enabled: list[ToolSpec]) -> str:
+        """The prompt, plus the warning when every source tool is off for this request."""
+        has_sources = any(spec.source for spec in self.specs.values())
+        sources_on = any(spec.source for spec in enabled)
+        if self.sources_off_warning and has_sources and not sources_on:
+            return f"{prompt}\n\n{self.sources_off_warning.strip()}"
+        return prompt
 
 
-DOMANDA_TEORIA = ToolSpec(
-    name="domanda_teoria",
-    description=(
-        "Propone una domanda di quiz di teoria (capitoli 1-10) e la mostra direttamente "
-        "all'utente. Usalo quando l'utente chiede una domanda, un quiz o un esercizio: "
-        "per capitolo, per capitolo e numero, per argomento o cercando un testo."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "capitolo": {"type": "integer", "description": "Capitolo, da 1 a 10."},
-            "numero": {"type": "integer", "description": "Numero della domanda nel capitolo."},
-            "campo": {
-                "type": "string",
-                "description": "Campo su cui filtrare (argomento, difficolta, capitolo).",
-            },
-            "valore": {"type": "string", "description": "Valore del campo scelto."},
-            "testo": {
-                "type": "string",
-                "description": "Testo da cercare nelle domande (almeno 3 caratteri).",
-            },
-        },
-    },
-    return_direct=True,
-    examples=[
-        "Dammi una domanda del capitolo 2",
-        "Fammi un quiz",
-        "Voglio una domanda di teoria",
-        "Domanda numero 4 del capitolo 7",
-        "Fammi una domanda sul QNH",
-        "Cerca una domanda sull'altimetro",
-        "Fammi un esercizio difficile",
-        "Mettimi alla prova con una domanda",
-    ],
-    python="aircoach.quiz:domanda_teoria",
-)
+def write_schema(path: Path = SCHEMA_FILE) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(tools_json_schema(), indent=2, ensure_ascii=False) + "\n", "utf-8")
 
 
-def builtin_registry() -> ToolRegistry:
-    return ToolRegistry([DOMANDA_TEORIA])
+if __name__ == "__main__":
+    write_schema()
+    print(f"wrote {SCHEMA_FILE}")

@@ -26,14 +26,16 @@ _SSE_DOC = {
 @router.post("/stream_query", responses=_SSE_DOC, response_model=None)
 async def stream_query(body: MessageRequest, user: CurrentUser, runtime: RuntimeDep) -> Response:
     """Ask the coach. The turn is stored before the response ends."""
-    unknown = runtime.tools.unknown(body.tools)
+    snapshot = await runtime.prompts.current()
+    registry = runtime.tools_for(snapshot)
+    unknown = registry.unknown(body.tools)
     if unknown:
         raise RequestValidationError(
             [
                 {
                     "type": "value_error",
                     "loc": ("body", "tools", name),
-                    "msg": f"unknown tool {name!r}; valid: {runtime.tools.names}",
+                    "msg": f"unknown tool {name!r}; valid: {registry.names}",
                     "input": body.tools,
                 }
                 for name in unknown
@@ -42,7 +44,7 @@ async def stream_query(body: MessageRequest, user: CurrentUser, runtime: Runtime
     from aircoach.chat import prepare_turn
     from aircoach.sse import event_stream
 
-    turn = await prepare_turn(runtime, user, body)
+    turn = await prepare_turn(runtime, user, body, snapshot)
     if body.stream:
         return event_stream(turn.events())
 

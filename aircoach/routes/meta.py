@@ -27,7 +27,10 @@ async def health(runtime: RuntimeDep) -> dict[str, Any]:
 
 @router.get("/tools")
 async def list_tools(user: CurrentUser, runtime: RuntimeDep) -> list[ToolInfo]:
-    """The tools a client may switch on and off in `MessageRequest.tools`."""
+    """The tools a client may switch on and off in `MessageRequest.tools`, as declared by
+    the current prompt docs. An unavailable tool (its service is not configured) stays off
+    even when a request switches it on."""
+    registry = runtime.tools_for(await runtime.prompts.current())
     return [
         ToolInfo(
             name=spec.name,
@@ -37,7 +40,7 @@ async def list_tools(user: CurrentUser, runtime: RuntimeDep) -> list[ToolInfo]:
             return_direct=spec.return_direct,
             available=spec.available,
         )
-        for spec in runtime.tools.specs.values()
+        for spec in registry.specs.values()
     ]
 
 

@@ -1,0 +1,188 @@
+"""The HTTP tool executor: call a configured endpoint with timeout and retry, and shape the
+answer for the model.
+
+Seed 000's executor, driven by `tools.json`: the model's arguments are capped and merged with
+the fixed fields, sent as JSON (POST) or as the query string (GET); 502/503/504 and timeouts
+are retried as the tool's `RetryPolicy` says; every result carries `meta: {latency_ms,
+source, endpoint}`. Nothing here raises into the turn: a failure becomes a
+`[Tool NAME failed: REASON]` ToolOutput the model can explain.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+import httpx
+
+from aircoach.errors import ConfigError
+from aircoach.tools import ResultFormat, ToolContext, ToolOutput, ToolSpec, expand_env
+
+log = logging.getLogger(__name__)
+
+
+class _Failed(Exception):
+    """One attempt's failure: `reason` is what the model reads, `retryable` per the policy."""
+
+    def __init__(self, reason: str, *, retryable: bool):
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
+
+
+async def call_http_tool(spec: ToolSpec, ctx: ToolContext, **arguments: Any) -> ToolOutput:
+    http = spec.http
+    assert http is not None, f"tool {spec.name!r} has no http config"
+    started = time.perf_counter()
+    meta: dict[str, Any] = {"latency_ms": 0, "source": spec.name, "endpoint": None, "attempts": 0}
+    try:
+        url = expand_env(http.url)
+        headers = {key: expand_env(value) for key, value in http.headers.items()}
+    except ConfigError as exc:
+        return _failure(spec, str(exc), meta, started)
+    meta["endpoint"] = _public_endpoint(url)
+    payload = {**cap_arguments(arguments, http.caps), **http.fixed}
+
+    attempt = 0
+    while True:
+        attempt += 1
+        meta["attempts"] = attempt
+        try:
+            body = await _attempt(spec, url, headers, payload)
+            break
+        except _Failed as failure:
+            if not failure.retryable or attempt > http.retry.retries:
+                return _failure(spec, failure.reason, meta, started)
+            log.warning("[%s] %s, retrying (attempt %d)", spec.name, failure.reason, attempt)
+            await anyio.sleep(http.retry.backoff_s)
+
+    meta["latency_ms"] = _elapsed_ms(started)
+    data = {**body, "meta": meta}
+    return ToolOutput(text=format_result(spec.name, spec.format, body), data=data)
+
+
+async def _attempt(
+    spec: ToolSpec, url: str, headers: dict[str, str], payload: dict[str, Any]
+) -> dict[str, Any]:
+    http = spec.http
+    assert http is not None
+    request: dict[str, Any] = {"params": payload} if http.method == "GET" else {"json": payload}
+    try:
+        # A client per call, inside the running loop: nothing loop-bound outlives the request.
+        async with httpx.AsyncClient(timeout=http.timeout_s, headers=headers) as client:
+            # httpx's timeout is per read; the deadline bounds the whole exchange.
+            with anyio.fail_after(http.timeout_s):
+                response = await client.request(http.method, url, **request)
+    except (httpx.TimeoutException, TimeoutError):
+        reason = f"timeout after {round(http.timeout_s * 1000)}ms"
+        raise _Failed(reason, retryable=http.retry.on_timeout) from None
+    except httpx.HTTPError as exc:
+        raise _Failed(f"{type(exc).__name__}", retryable=False) from None
+    if response.status_code >= 400:
+        retryable = response.status_code in http.retry.on_status
+        raise _Failed(f"HTTP {response.status_code}", retryable=retryable)
+    try:
+        body = response.json()
+    except ValueError:
+        raise _Failed("the service did not answer JSON", retryable=False) from None
+    if isinstance(body, list):
+        body = {spec.format.results_key: body}
+    if not isinstance(body, dict):
+        raise _Failed("the service answered neither an object nor a list", retryable=False)
+    return body
+
+
+def cap_arguments(arguments: Mapping[str, Any], caps: Mapping[str, float]) -> dict[str, Any]:
+    """Drop unset arguments and bound numeric ones (the seed caps `top_k` at 20)."""
+    capped: dict[str, Any] = {}
+    for name, value in arguments.items():
+        if value is None:
+            continue
+        cap = caps.get(name)
+        if cap is not None and isinstance(value, int | float) and not isinstance(value, bool):
+            value = min(value, type(value)(cap))
+        capped[name] = value
+    return capped
+
+
+def format_result(tool: str, fmt: ResultFormat, body: Mapping[str, Any]) -> str:
+    """The text the model reads: a header and one capped line per result, or `no_results`."""
+    results = body.get(fmt.results_key)
+    if results is None:
+        # A single-document answer (no list): its fields, capped.
+        results = [body] if any(k != "meta" for k in body) else []
+    if not isinstance(results, list):
+        results = [results]
+    if not results:
+        return fmt.no_results.replace("{tool}", tool)
+    header = fmt.header.replace("{tool}", tool).replace("{count}", str(len(results)))
+    lines = [_format_item(item, fmt) for item in results[: fmt.max_results]]
+    if len(results) > fmt.max_results:
+        lines.append(f"(altri {len(results) - fmt.max_results} risultati non mostrati)")
+    return "\n".join([header, *lines])
+
+
+class _Fields(dict[str, str]):
+    """Template values: `{a|b}` takes the first present field; a missing one is empty."""
+
+    def __missing__(self, key: str) -> str:
+        for name in key.split("|"):
+            if name in self:
+                return self[name]
+        return ""
+
+
+def _format_item(item: Any, fmt: ResultFormat) -> str:
+    if not isinstance(item, dict):
+        return f"- {_truncate(_as_text(item), fmt.max_chars)}"
+    fields = _Fields(
+        {
+            key: _truncate(_as_text(value), fmt.max_chars_by_field.get(key, fmt.max_chars))
+            for key, value in item.items()
+            if value is not None and key != "meta"
+        }
+    )
+    if fmt.item is None:
+        return "- " + "; ".join(f"{key}: {value}" for key, value in fields.items())
+    try:
+        return fmt.item.format_map(fields)
+    except (ValueError, IndexError, KeyError):
+        return "- " + "; ".join(f"{key}: {value}" for key, value in fields.items())
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _failure(spec: ToolSpec, reason: str, meta: dict[str, Any], started: float) -> ToolOutput:
+    meta["latency_ms"] = _elapsed_ms(started)
+    log.warning("[%s] failed: %s (%s ms)", spec.name, reason, meta["latency_ms"])
+    return ToolOutput(
+        text=f"[Tool {spec.name} failed: {reason}]",
+        data={"error": reason, "meta": meta},
+        ok=False,
+    )
+
+
+def _elapsed_ms(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)
+
+
+def _public_endpoint(url: str) -> str:
+    """The URL without credentials or query string: `meta` goes to the client."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

@@ -1,0 +1,68 @@
+"""Fixtures of the tool tests: the fake tool service and prompt docs whose shipped tools.json
+points at it, with timeouts and retry pauses short enough for a fast suite."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aircoach.settings import ROOT, Settings
+from tests.tools.fake_service import FakeToolService
+
+TIMEOUT_S = 0.3
+BACKOFF_S = 0.05
+URL_VARS = {"SEARXNG_URL": "/searx", "KB_SEARCH_URL": "/kb", "LEX_SEARCH_URL": "/lex"}
+
+
+def shipped_tools() -> dict[str, Any]:
+    return json.loads((ROOT / "prompt_docs" / "tools.json").read_text("utf-8"))
+
+
+def fast(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with short timeouts and retry pauses; everything else as shipped."""
+    for tool in config["tools"]:
+        if http := tool.get("http"):
+            http["timeout_s"] = TIMEOUT_S
+            http.setdefault("retry", {})["backoff_s"] = BACKOFF_S
+    return config
+
+
+@pytest.fixture
+def tool_service(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeToolService]:
+    service = FakeToolService().start()
+    for var, path in URL_VARS.items():
+        monkeypatch.setenv(var, service.url + path)
+    yield service
+    service.stop()
+
+
+@pytest.fixture
+def docs_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "prompt_docs"
+    folder.mkdir()
+    for doc in (ROOT / "prompt_docs").glob("*.md"):
+        shutil.copy(doc, folder / doc.name)
+    write_tools(folder, fast(shipped_tools()))
+    return folder
+
+
+def write_tools(folder: Path, config: dict[str, Any] | str) -> None:
+    text = config if isinstance(config, str) else json.dumps(config, ensure_ascii=False)
+    (folder / "tools.json").write_text(text, "utf-8")
+
+
+@pytest.fixture
+def settings(data_dir: Path, docs_dir: Path) -> Settings:
+    return Settings(_env_file=None, data_dir=data_dir, prompt_docs_dir=docs_dir, prompt_ttl_s=0)
+
+
+@pytest.fixture(autouse=True)
+def _no_tool_urls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tools start unavailable whatever the developer's shell exports."""
+    for var in URL_VARS:
+        monkeypatch.delenv(var, raising=False)

@@ -1,0 +1,173 @@
+"""tools.json: validation at load, the published schema, the registry and reloads."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+
+from aircoach.errors import ConfigError
+from aircoach.tools import SCHEMA_FILE, ToolRegistry, parse_tools_config, tools_json_schema
+from tests.tools.conftest import shipped_tools, write_tools
+
+
+def test_shipped_config_is_valid_and_declares_the_seed_tools():
+    config = parse_tools_config(json.dumps(shipped_tools()))
+    specs = {t.name: t for t in config.tools}
+    assert list(specs) == ["domanda_teoria", "web_search", "kb_search", "lex_search"]
+    assert specs["domanda_teoria"].python == "aircoach.quiz:domanda_teoria"
+    assert specs["domanda_teoria"].return_direct and not specs["domanda_teoria"].source
+    assert {n for n, s in specs.items() if s.source} == {"kb_search", "lex_search"}
+    assert specs["web_search"].default_enabled is False
+    lex = specs["lex_search"].http
+    assert lex is not None and lex.fixed == {"version": "vigente", "language": "ita"}
+    assert lex.caps == {"top_k": 20} and lex.retry.retries == 1 and lex.retry.backoff_s == 1.0
+    assert lex.retry.on_status == [502, 503, 504] and lex.retry.on_timeout
+    web = specs["web_search"].http
+    assert web is not None and web.method == "GET" and web.url == "${SEARXNG_URL}/search"
+    assert config.sources_off_warning and "NON inventare" in config.sources_off_warning
+
+
+def test_http_tools_are_unavailable_until_their_url_variable_is_set(monkeypatch):
+    for var in ("SEARXNG_URL", "KB_SEARCH_URL", "LEX_SEARCH_URL"):
+        monkeypatch.delenv(var, raising=False)
+    registry = ToolRegistry(parse_tools_config(json.dumps(shipped_tools())).tools)
+    assert {n: s.available for n, s in registry.specs.items()} == {
+        "domanda_teoria": True,
+        "web_search": False,
+        "kb_search": False,
+        "lex_search": False,
+    }
+    monkeypatch.setenv("KB_SEARCH_URL", "http://127.0.0.1:9/kb")
+    assert registry.specs["kb_search"].available and not registry.specs["lex_search"].available
+
+
+def test_committed_schema_is_the_generated_one():
+    committed = json.loads(SCHEMA_FILE.read_text("utf-8"))
+    assert committed == tools_json_schema(), "run `make tools-schema` and commit the result"
+
+
+def test_schema_accepts_the_shipped_config_and_rejects_two_runners():
+    schema = tools_json_schema()
+    jsonschema.validate(shipped_tools(), schema)
+    config = shipped_tools()
+    config["tools"][0]["http"] = {"url": "http://127.0.0.1:9"}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(config, schema)
+
+
+def _mutated(change) -> str:
+    config = copy.deepcopy(shipped_tools())
+    change({t["name"]: t for t in config["tools"]}, config)
+    return json.dumps(config)
+
+
+def _set(tool: str, path: str, value: Any):
+    def change(tools: dict[str, Any], config: dict[str, Any]) -> None:
+        *parents, leaf = path.split(".")
+        node = tools[tool]
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (_set("kb_search", "http.timeout_s", -1), "tool 'kb_search': http.timeout_s:"),
+        (
+            _set("lex_search", "http.retry.retries", "twice"),
+            "tool 'lex_search': http.retry.retries:",
+        ),
+        (_set("web_search", "http.method", "DELETE"), "tool 'web_search': http.method:"),
+        (_set("kb_search", "http.url", "ftp://x"), "tool 'kb_search': http.url:"),
+        (_set("kb_search", "http.timeout", 5), "tool 'kb_search': http.timeout: Extra inputs"),
+        (_set("lex_search", "format.max_results", 0), "tool 'lex_search': format.max_results:"),
+        (_set("kb_search", "parameters", {"type": "string"}), "tool 'kb_search': parameters:"),
+        (
+            _set("domanda_teoria", "python", "aircoach.quiz:nope"),
+            "tool 'domanda_teoria': python: Value error, cannot import 'aircoach.quiz:nope'",
+        ),
+        (
+            _set("domanda_teoria", "http", {"url": "http://127.0.0.1:9"}),
+            "tool 'domanda_teoria': Value error, python/http: give exactly one",
+        ),
+        (_set("web_search", "name", "web search"), "tool 'web search': name:"),
+        (
+            lambda tools, config: tools["kb_search"].pop("description"),
+            "tool 'kb_search': description: Field required",
+        ),
+        (
+            lambda tools, config: config["tools"].append(dict(tools["kb_search"])),
+            "tool 'kb_search' is declared twice",
+        ),
+        (lambda tools, config: config.update(extra=1), "extra: Extra inputs are not permitted"),
+    ],
+)
+def test_invalid_config_is_rejected_naming_tool_and_field(change, expected):
+    with pytest.raises(ConfigError) as error:
+        parse_tools_config(_mutated(change))
+    assert str(error.value).startswith("tools.json: ")
+    assert expected in str(error.value)
+
+
+def test_invalid_json_is_rejected():
+    with pytest.raises(ConfigError, match=r"tools.json: not valid JSON"):
+        parse_tools_config('{"tools": [')
+
+
+async def test_an_invalid_config_at_first_load_is_a_503_and_health_names_the_fault(
+    client, auth, docs_dir
+):
+    write_tools(docs_dir, _mutated(_set("kb_search", "http.timeout_s", 0)))
+    response = await client.get("/api/tools", headers=auth())
+    assert response.status_code == 503 and response.json()["error"] == "prompt_unavailable"
+    health = (await client.get("/api/health")).json()["prompt"]
+    assert health["status"] == "degraded" and "tool 'kb_search': http.timeout_s" in health["error"]
+
+
+async def test_a_bad_reload_keeps_the_last_good_config(client, auth, docs_dir):
+    admin = auth(permissions=["admin:docs"])
+    before = await client.get("/api/tools", headers=auth())
+    assert before.status_code == 200
+    good_version = (await client.get("/api/health")).json()["prompt"]["version"]
+
+    write_tools(docs_dir, _mutated(_set("lex_search", "http.caps", {"top_k": "many"})))
+    reload = await client.post("/api/update_docs", headers=admin)
+    assert reload.status_code == 422, reload.text
+    assert reload.json()["error"] == "invalid_docs"
+    assert "tool 'lex_search': http.caps.top_k" in reload.json()["message"]
+    # Requests keep the last good docs, tools included (prompt_ttl_s=0: they revalidate too).
+    after = await client.get("/api/tools", headers=auth())
+    assert after.status_code == 200 and after.json() == before.json()
+    assert (await client.get("/api/health")).json()["prompt"]["version"] == good_version
+
+    config = shipped_tools()
+    config["tools"] = [t for t in config["tools"] if t["name"] != "web_search"]
+    write_tools(docs_dir, config)
+    reload = await client.post("/api/update_docs", headers=admin)
+    assert reload.status_code == 200 and reload.json()["prompt_version"] != good_version
+    names = [t["name"] for t in (await client.get("/api/tools", headers=auth())).json()]
+    assert names == ["domanda_teoria", "kb_search", "lex_search"]
+
+
+async def test_tools_json_counts_in_the_version_but_not_in_the_prompt_text(client, auth, docs_dir):
+    admin = auth(permissions=["admin:docs"])
+    first = (await client.post("/api/update_docs", headers=admin)).json()
+    config = shipped_tools()
+    config["tools"][0]["examples"].append("Un'altra domanda")
+    write_tools(docs_dir, config)
+    second = (await client.post("/api/update_docs", headers=admin)).json()
+    assert second["prompt_version"] != first["prompt_version"]
+    assert second["system_prompt"] == first["system_prompt"]
+    assert "domanda_teoria" in first["system_prompt"] and '"tools"' not in first["system_prompt"]
+
+
+def test_no_tools_json_means_no_tools():
+    registry = ToolRegistry.from_docs({"00.md": "# prompt"})
+    assert registry.specs == {} and registry.system_prompt("p", []) == "p"

@@ -1,0 +1,189 @@
+"""The HTTP tool executor against a real HTTP server on loopback: retries, timeouts, failure
+shaping, caps and no-results text; and the same failures inside a chat turn."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from langchain_core.messages import ToolMessage
+
+from aircoach.http_tools import call_http_tool, format_result
+from aircoach.tools import ResultFormat, ToolContext, ToolSpec, parse_tools_config
+from tests.conftest import chat
+from tests.scripted_model import call, text
+from tests.tools.conftest import BACKOFF_S, TIMEOUT_S, fast, shipped_tools
+from tests.tools.fake_service import Reply
+
+pytestmark = pytest.mark.integration
+
+KB_HIT = {
+    "riferimento": "Manuale, cap. 5.2",
+    "materia": "meteorologia",
+    "testo": "La densità dell'aria diminuisce con la quota e con la temperatura.",
+    "rrf_score": 0.87,
+}
+
+
+@pytest.fixture
+def specs() -> dict[str, ToolSpec]:
+    return {t.name: t for t in parse_tools_config(json.dumps(fast(shipped_tools()))).tools}
+
+
+@pytest.fixture
+def ctx(settings) -> ToolContext:
+    return ToolContext(settings=settings, quiz=None, user_id="user-1")  # type: ignore[arg-type]
+
+
+async def test_503_then_200_retries_once_and_records_latency(tool_service, specs, ctx):
+    tool_service.plan("/kb", Reply(503), Reply(200, {"results": [KB_HIT]}))
+    out = await call_http_tool(specs["kb_search"], ctx, query="densità", top_k=50)
+    assert out.ok, out.text
+    meta = out.data["meta"]
+    assert meta["source"] == "kb_search" and meta["attempts"] == 2
+    assert meta["endpoint"] == f"{tool_service.url}/kb"
+    assert meta["latency_ms"] >= BACKOFF_S * 1000
+    assert out.data["results"] == [KB_HIT]
+    assert out.text == (
+        "[Manuale: 1 risultati]\n- [Manuale, cap. 5.2] (meteorologia) score=0.87: "
+        "La densità dell'aria diminuisce con la quota e con la temperatura."
+    )
+    hits = tool_service.hits("/kb")
+    assert len(hits) == 2 and all(h.method == "POST" for h in hits)
+    assert hits[-1].json == {"query": "densità", "top_k": 20}  # capped at 20
+
+
+async def test_fixed_fields_are_merged_over_the_model_arguments(tool_service, specs, ctx):
+    tool_service.plan("/lex", Reply(200, {"results": []}))
+    await call_http_tool(specs["lex_search"], ctx, query="SERA", version="abrogata", top_k=3)
+    assert tool_service.hits("/lex")[0].json == {
+        "query": "SERA",
+        "top_k": 3,
+        "version": "vigente",
+        "language": "ita",
+    }
+
+
+async def test_timeout_then_success(tool_service, specs, ctx):
+    tool_service.plan(
+        "/kb", Reply(200, {"results": [KB_HIT]}, delay_s=30), Reply(200, {"results": [KB_HIT]})
+    )
+    out = await call_http_tool(specs["kb_search"], ctx, query="densità")
+    assert out.ok and out.data["meta"]["attempts"] == 2
+    assert out.data["meta"]["latency_ms"] >= (TIMEOUT_S + BACKOFF_S) * 1000
+    assert len(tool_service.hits("/kb")) == 2
+
+
+async def test_500_is_not_retried(tool_service, specs, ctx):
+    tool_service.plan("/kb", Reply(500, {"detail": "boom"}), Reply(200, {"results": [KB_HIT]}))
+    out = await call_http_tool(specs["kb_search"], ctx, query="densità")
+    assert not out.ok and out.text == "[Tool kb_search failed: HTTP 500]"
+    assert out.data["error"] == "HTTP 500" and out.data["meta"]["attempts"] == 1
+    assert len(tool_service.hits("/kb")) == 1
+
+
+async def test_two_timeouts_give_up_after_one_retry(tool_service, specs, ctx):
+    tool_service.plan("/lex", Reply(200, delay_s=30))
+    out = await call_http_tool(specs["lex_search"], ctx, query="SERA")
+    assert out.text == f"[Tool lex_search failed: timeout after {round(TIMEOUT_S * 1000)}ms]"
+    assert len(tool_service.hits("/lex")) == 2
+
+
+async def test_get_tool_sends_query_string_and_honours_zero_retries(tool_service, specs, ctx):
+    tool_service.plan("/searx/search", Reply(503))
+    out = await call_http_tool(specs["web_search"], ctx, q="aeroclub Milano")
+    assert out.text == "[Tool web_search failed: HTTP 503]"
+    (hit,) = tool_service.hits("/searx/search")
+    assert hit.method == "GET" and hit.json is None
+    assert hit.query == {"q": "aeroclub Milano", "format": "json", "language": "it"}
+
+
+async def test_unreachable_service_and_non_json_fail_without_retry(
+    tool_service, specs, ctx, monkeypatch
+):
+    tool_service.plan("/kb", Reply(200, b"<html>oops</html>"))
+    out = await call_http_tool(specs["kb_search"], ctx, query="x")
+    assert out.text == "[Tool kb_search failed: the service did not answer JSON]"
+    monkeypatch.setenv("KB_SEARCH_URL", "http://127.0.0.1:9/kb")  # discard port: refused
+    out = await call_http_tool(specs["kb_search"], ctx, query="x")
+    assert out.text == "[Tool kb_search failed: ConnectError]" and out.data["meta"]["attempts"] == 1
+
+
+async def test_endpoint_in_meta_hides_credentials_and_query(tool_service, specs, ctx, monkeypatch):
+    monkeypatch.setenv(
+        "KB_SEARCH_URL", tool_service.url.replace("//", "//user:secret@") + "/kb?key=k"
+    )
+    tool_service.plan("/kb", Reply(200, {"results": []}))
+    out = await call_http_tool(specs["kb_search"], ctx, query="x")
+    assert out.data["meta"]["endpoint"] == f"{tool_service.url}/kb"
+    assert tool_service.hits("/kb")[0].headers["authorization"].startswith("Basic ")
+
+
+async def test_oversized_results_are_capped_for_the_model_but_raw_for_the_client(
+    tool_service, specs, ctx
+):
+    results = [
+        {"title": f"Titolo {i} " + "t" * 300, "url": f"https://x.it/{i}", "content": "c" * 5000}
+        for i in range(50)
+    ]
+    tool_service.plan("/lex", Reply(200, {"results": results}))
+    out = await call_http_tool(specs["lex_search"], ctx, query="SERA")
+    lines = out.text.splitlines()
+    assert lines[0] == "[Normativa: 50 risultati]"
+    assert len(lines) == 1 + 8 + 1 and lines[-1] == "(altri 42 risultati non mostrati)"
+    title, rest = lines[1][2:].split(" (https://x.it/0): ")
+    assert len(title) == 100 and title.endswith("…")
+    assert len(rest) == 800 and rest.endswith("…")
+    assert out.data["results"] == results  # the client gets the raw data
+
+
+async def test_empty_results_give_the_no_results_text(tool_service, specs, ctx):
+    tool_service.plan("/kb", Reply(200, {"results": []}))
+    out = await call_http_tool(specs["kb_search"], ctx, query="x")
+    assert out.ok and out.text == "[Manuale: nessun risultato]"
+
+
+def test_format_falls_back_between_fields_and_lists_fields_without_a_template():
+    fmt = ResultFormat(item="- [{riferimento|id}] {testo|text}", max_chars=12)
+    body = {"results": [{"id": "m1", "text": "abcdefghijklmnopqrstuvwxyz"}]}
+    assert format_result("kb", fmt, body) == "[kb: 1 risultati]\n- [m1] abcdefghijk…"
+    plain = ResultFormat(no_results="vuoto")
+    assert format_result("t", plain, {"text": "Art. 1", "urn": "u"}) == (
+        "[t: 1 risultati]\n- text: Art. 1; urn: u"
+    )
+    assert format_result("t", plain, {"results": []}) == "vuoto"
+
+
+async def test_two_failures_reach_the_model_as_a_shaped_message_and_the_turn_ends_normally(
+    tool_service, client, auth, script
+):
+    tool_service.plan("/kb", Reply(503), Reply(502))
+    s = script([call("kb_search", query="densità dell'aria"), text("Il manuale non risponde ora.")])
+    events = await chat(client, auth(), "Cosa dice il manuale sulla densità dell'aria?")
+    assert events[0]["type"] == "tool_result"
+    assert events[0]["data"] == {"error": "[Tool kb_search failed: HTTP 502]"}
+    assert events[0]["final"] is False
+    assert "".join(e["content"] for e in events if e["type"] == "agent_message") == (
+        "Il manuale non risponde ora."
+    )
+    assert events[-1]["type"] == "done" and not [e for e in events if e["type"] == "error"]
+    last = s.calls[-1][-1]
+    assert isinstance(last, ToolMessage) and last.content == "[Tool kb_search failed: HTTP 502]"
+    assert len(tool_service.hits("/kb")) == 2
+
+
+async def test_a_result_reaches_the_client_raw_and_the_model_formatted(
+    tool_service, client, auth, script
+):
+    tool_service.plan("/kb", Reply(503), Reply(200, {"results": [KB_HIT]}))
+    s = script([call("kb_search", query="densità"), text("Diminuisce con la quota.")])
+    events = await chat(client, auth(), "Cosa dice il manuale sulla densità dell'aria?")
+    result = events[0]
+    assert result["type"] == "tool_result" and result["tool_name"] == "kb_search"
+    assert result["data"]["results"] == [KB_HIT]
+    assert result["data"]["meta"]["attempts"] == 2 and result["data"]["meta"]["latency_ms"] >= 50
+    tool_message = s.calls[-1][-1]
+    assert isinstance(tool_message, ToolMessage)
+    assert tool_message.content.startswith("[Manuale: 1 risultati]\n- [Manuale, cap. 5.2]")
+    history = (await client.get("/api/history", headers=auth())).json()["turns"]
+    assert history[0]["tool"]["data"]["results"] == [KB_HIT]
