@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 
-from aircoach.tools import ToolRegistry, ToolSpec
+from aircoach.settings import ROOT
+from aircoach.tools import ToolSpec
 from tests.conftest import chat
 from tests.scripted_model import call, text
 
@@ -54,8 +56,14 @@ async def test_return_direct_tool_ends_the_run_after_its_result(app, client, aut
     assert turn.tool.data == result["data"]
 
 
-async def test_tool_turn_feeds_the_result_back_to_the_model(app, client, auth, script):
-    app.state.runtime.tools = ToolRegistry([ECHO])
+async def test_tool_turn_feeds_the_result_back_to_the_model(app, client, auth, script, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for doc in (ROOT / "prompt_docs").glob("*.md"):
+        shutil.copy(doc, docs / doc.name)
+    tools = {"tools": [ECHO.model_dump(exclude_defaults=True)]}
+    (docs / "tools.json").write_text(json.dumps(tools))
+    app.state.runtime.prompts.source.folder = docs
     s = script([call("echo", word="ciao"), text("Il tool ha detto ciao.")])
     events = await chat(client, auth(), "ripeti ciao")
     kinds = [e["type"] for e in events]

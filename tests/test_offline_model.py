@@ -11,9 +11,12 @@ from aircoach.offline_model import (
     fill_arguments,
     score_tool,
 )
-from aircoach.tools import DOMANDA_TEORIA
+from aircoach.settings import ROOT
+from aircoach.tools import ToolRegistry
 
-QUIZ = DOMANDA_TEORIA
+QUIZ = ToolRegistry.from_docs(
+    {"tools.json": (ROOT / "prompt_docs" / "tools.json").read_text("utf-8")}
+).specs["domanda_teoria"]
 
 
 def test_quiz_requests_score_above_the_threshold_and_questions_below():
