@@ -27,6 +27,7 @@ from aircoach.llm import model_label
 from aircoach.models import MessageRequest, ToolRecord, Turn, TurnStatus
 from aircoach.runtime import Runtime
 from aircoach.tools import ToolContext, ToolSpec
+from aircoach.userdata import user_data_section
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,17 @@ async def prepare_turn(runtime: Runtime, principal: Principal, request: MessageR
     """Everything that can fail with a status code happens here, before the stream starts."""
     settings = runtime.settings
     snapshot = await runtime.prompts.current()
+    system_prompt = snapshot.text
+    if request.user_data:
+        # Never fails the turn; the version (and thread) stays the base prompt's.
+        section = await user_data_section(
+            runtime.user_data,
+            principal.sub,
+            fields=settings.user_data_fields,
+            timeout_s=settings.user_data_timeout_s,
+        )
+        if section:
+            system_prompt = f"{system_prompt}\n\n{section}"
     enabled = runtime.tools.enabled(request.tools)
     ctx = ToolContext(settings=settings, quiz=await runtime.quiz_store(), user_id=principal.sub)
     model = runtime.build_model(enabled)
@@ -188,7 +200,7 @@ async def prepare_turn(runtime: Runtime, principal: Principal, request: MessageR
         model=model,
         tools=enabled,
         ctx=ctx,
-        system_prompt=snapshot.text,
+        system_prompt=system_prompt,
         checkpointer=runtime.memory.checkpointer,
         history_limit=settings.history_limit,
     )
