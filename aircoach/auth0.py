@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Awaitable, Callable, Hashable
@@ -170,6 +171,7 @@ class Auth0Management:
         )
         self._flights = _SingleFlight()
         self._retry_at = float("-inf")
+        self._ssl: ssl.SSLContext | None = None
         self.last_error: str | None = None
 
     async def profile(self, sub: str) -> dict[str, Any]:
@@ -188,7 +190,13 @@ class Auth0Management:
             raise
 
     async def _fetch_profile(self, sub: str) -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=self.timeout_s, transport=self.transport) as http:
+        if self._ssl is None:
+            # Loading the CA bundle is blocking file I/O; an SSL context is not loop-bound,
+            # so it is built once, off the loop, and shared by the per-call clients.
+            self._ssl = await anyio.to_thread.run_sync(httpx.create_ssl_context)
+        async with httpx.AsyncClient(
+            timeout=self.timeout_s, transport=self.transport, verify=self._ssl
+        ) as http:
             token = await self._access_token(http)
             response = await http.get(
                 f"{self.base_url}/api/v2/users/{quote(sub, safe='')}",

@@ -85,7 +85,7 @@ async def user_data_section(
         with anyio.fail_after(timeout_s):
             profile = await source.profile(sub)
     except TimeoutError:
-        log.warning("no user data for %r: the profile took more than %.1fs", sub, timeout_s)
+        log.warning("no user data for %r: the profile took more than %gs", sub, timeout_s)
         return ""
     except Exception as exc:
         log.warning("no user data for %r: %s: %s", sub, type(exc).__name__, exc)
