@@ -31,8 +31,16 @@ _EMPTY_RETRY_S = 1.0
 
 # Profile fields asked of the Management API: only what the prompt may use, so identities
 # (with their IdP tokens) and other internals never even reach this process.
-PROFILE_FIELDS = ("user_id", "name", "given_name", "family_name", "nickname", "locale")
-PROFILE_FIELDS += ("user_metadata", "app_metadata")
+PROFILE_FIELDS = (
+    "user_id",
+    "name",
+    "given_name",
+    "family_name",
+    "nickname",
+    "locale",
+    "user_metadata",
+    "app_metadata",
+)
 
 # After a failed Management API call, skip it for a while: while the tenant is slow or down,
 # each turn would otherwise wait for the timeout before answering without user data.

@@ -49,8 +49,10 @@ class Settings(BaseSettings):
     # Where the tenant's endpoints are reached (JWKS, /oauth/token, /api/v2); default
     # https://{AUTH0_DOMAIN}. The token issuer stays https://{AUTH0_DOMAIN}/ regardless.
     auth0_base_url: str | None = None
-    auth0_timeout_s: float = Field(default=3.0, gt=0)
+    auth0_timeout_s: float = Field(default=2.0, gt=0)
     # The user's profile in the prompt (Auth0 Management API; needs the mgmt client above).
+    # The turn waits at most user_data_timeout_s; keep it above auth0_timeout_s, so that a
+    # slow tenant times out inside the client and the client backs off for the next turns.
     user_data_timeout_s: float = Field(default=3.0, gt=0)
     user_data_ttl_s: float = Field(default=600.0, gt=0)
     user_data_cache_size: int = Field(default=1000, ge=1)

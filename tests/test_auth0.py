@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import serialization
 
 from aircoach.auth import DevIssuer, TokenVerifier, build_verifier
 from aircoach.auth0 import Auth0KeySource
-from aircoach.errors import AuthError, AuthUnavailable
+from aircoach.errors import AuthError, AuthUnavailable, ConfigError
 from aircoach.settings import DEV_ISSUER, Settings
 from tests.fake_auth0 import FakeClock, FakeTenant, rsa_key
 
@@ -58,6 +58,19 @@ def test_issuer_is_the_domain_with_a_trailing_slash_whatever_the_base_url(settin
     pasted = Settings(_env_file=None, auth0_domain="https://tenant.test/")
     assert pasted.auth0_domain == "tenant.test"
     assert pasted.auth0_url == "https://tenant.test"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"auth0_mgmt_client_id": "id"}, "AUTH0_MGMT_CLIENT_SECRET"),
+        ({"auth0_domain": "tenant.test/api"}, "without a path"),
+        ({"auth0_base_url": "ftp://tenant.test"}, "AUTH0_BASE_URL"),
+    ],
+)
+def test_auth0_settings_fail_fast(values, message):
+    with pytest.raises(ConfigError, match=message):
+        Settings(_env_file=None, **{"auth0_domain": "tenant.test", **values})
 
 
 def test_without_auth0_domain_the_dev_issuer_stays(data_dir):

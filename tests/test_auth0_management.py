@@ -165,3 +165,13 @@ def test_works_from_one_event_loop_after_another(mgmt, tenant, clock):
     clock.advance(600)
     assert asyncio.run(mgmt.profile("auth0|mario")) == MARIO
     assert tenant.hits["users"] == 2 and tenant.hits["token"] == 1
+
+
+async def test_slow_tenant_times_out_then_backs_off(tenant, data_dir, clock):
+    mgmt = Auth0Management(tenant.settings(data_dir, auth0_timeout_s=0.1), clock=clock)
+    tenant.slow_s["token"] = 5
+    with pytest.raises(httpx.TimeoutException):
+        await mgmt.profile("auth0|mario")
+    with pytest.raises(LookupError, match="ReadTimeout"):
+        await mgmt.profile("auth0|mario")
+    assert tenant.hits["token"] == 1
