@@ -28,6 +28,7 @@ from aircoach.models import MessageRequest, ToolRecord, Turn, TurnStatus
 from aircoach.prompts import PromptSnapshot
 from aircoach.runtime import Runtime
 from aircoach.tools import ToolContext, ToolSpec
+from aircoach.userdata import user_data_section
 
 log = logging.getLogger(__name__)
 
@@ -191,13 +192,24 @@ async def prepare_turn(
     registry = runtime.tools_for(snapshot)
     enabled = registry.enabled(request.tools)
     log.info(registry.log_line(request.tools))
+    system_prompt = registry.system_prompt(snapshot.text, enabled)
+    if request.user_data:
+        # Never fails the turn; the version (and thread) stays the base prompt's.
+        section = await user_data_section(
+            runtime.user_data,
+            principal.sub,
+            fields=settings.user_data_fields,
+            timeout_s=settings.user_data_timeout_s,
+        )
+        if section:
+            system_prompt = f"{system_prompt}\n\n{section}"
     ctx = ToolContext(settings=settings, quiz=await runtime.quiz_store(), user_id=principal.sub)
     model = runtime.build_model(enabled)
     agent = build_agent(
         model=model,
         tools=enabled,
         ctx=ctx,
-        system_prompt=registry.system_prompt(snapshot.text, enabled),
+        system_prompt=system_prompt,
         checkpointer=runtime.memory.checkpointer,
         history_limit=settings.history_limit,
     )

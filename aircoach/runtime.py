@@ -12,6 +12,7 @@ from aircoach.prompts import LocalDocSource, PromptSnapshot, PromptSource, Promp
 from aircoach.settings import Settings
 from aircoach.store import ChatStore, QuizStore, build_stores
 from aircoach.tools import ToolRegistry, ToolSpec, check_tools_doc
+from aircoach.userdata import UserDataSource, build_user_data_source
 
 if TYPE_CHECKING:
     from aircoach.memory import Memory
@@ -41,6 +42,7 @@ class Runtime:
         self.quiz: QuizStore
         self.chats, self.quiz = build_stores(settings)
         self._tools: tuple[str, ToolRegistry] | None = None
+        self.user_data: UserDataSource | None = build_user_data_source(settings)
         self._quiz_ready = False
 
     @cached_property

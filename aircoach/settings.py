@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from aircoach.errors import ConfigError
@@ -43,8 +43,33 @@ class Settings(BaseSettings):
     auth0_mgmt_client_id: str | None = None
     auth0_mgmt_client_secret: str | None = None
     auth_leeway_s: int = 30
-    jwks_refetch_cooldown_s: float = 30.0
+    jwks_refetch_cooldown_s: float = Field(default=30.0, ge=0)
+    jwks_max_age_s: float = Field(default=600.0, gt=0)
     admin_permission: str = "admin:docs"
+    # Where the tenant's endpoints are reached (JWKS, /oauth/token, /api/v2); default
+    # https://{AUTH0_DOMAIN}. The token issuer stays https://{AUTH0_DOMAIN}/ regardless.
+    auth0_base_url: str | None = None
+    auth0_timeout_s: float = Field(default=2.0, gt=0)
+    # The user's profile in the prompt (Auth0 Management API; needs the mgmt client above).
+    # The turn waits at most user_data_timeout_s; keep it above auth0_timeout_s, so that a
+    # slow tenant times out inside the client and the client backs off for the next turns.
+    user_data_timeout_s: float = Field(default=3.0, gt=0)
+    user_data_ttl_s: float = Field(default=600.0, gt=0)
+    user_data_cache_size: int = Field(default=1000, ge=1)
+    user_data_fields: list[str] = Field(
+        default_factory=lambda: [
+            "preferred_name",
+            "language",
+            "course",
+            "licence",
+            "level",
+            "goal",
+            "exam_date",
+            "flight_hours",
+            "school",
+            "aircraft",
+        ]
+    )
 
     # Prompt docs: the local folder, or S3 when PROMPT_BUCKET is set.
     prompt_docs_dir: Path = Field(default=ROOT / "prompt_docs")
@@ -89,6 +114,17 @@ class Settings(BaseSettings):
         return not self.auth0_domain
 
     @property
+    def auth0_url(self) -> str:
+        """Base URL of the tenant's endpoints (never taken from a token)."""
+        return (self.auth0_base_url or f"https://{self.auth0_domain}").rstrip("/")
+
+    @property
+    def auth0_management_enabled(self) -> bool:
+        return bool(
+            self.auth0_domain and self.auth0_mgmt_client_id and self.auth0_mgmt_client_secret
+        )
+
+    @property
     def resolved_model_provider(self) -> str:
         if self.model_provider:
             return self.model_provider
@@ -100,6 +136,30 @@ class Settings(BaseSettings):
             raise ConfigError(
                 "AUTH0_DOMAIN is not set: the local dev token issuer is refused on "
                 "Lambda/Vercel (AWS_LAMBDA_FUNCTION_NAME or VERCEL is set)"
+            )
+        return self
+
+    @field_validator("auth0_domain", mode="before")
+    @classmethod
+    def _bare_domain(cls, value: object) -> object:
+        # People paste the tenant URL; the issuer must come out as exactly https://{domain}/.
+        if isinstance(value, str):
+            value = value.strip().removeprefix("https://").rstrip("/")
+            return value or None
+        return value
+
+    @model_validator(mode="after")
+    def _auth0_settings_make_sense(self) -> Settings:
+        if self.auth0_domain and "/" in self.auth0_domain:
+            raise ConfigError(
+                f"AUTH0_DOMAIN={self.auth0_domain!r} must be a host name such as "
+                "'tenant.eu.auth0.com', without a path"
+            )
+        if self.auth0_base_url and not self.auth0_base_url.startswith(("https://", "http://")):
+            raise ConfigError(f"AUTH0_BASE_URL={self.auth0_base_url!r} must be an http(s) URL")
+        if bool(self.auth0_mgmt_client_id) != bool(self.auth0_mgmt_client_secret):
+            raise ConfigError(
+                "set both AUTH0_MGMT_CLIENT_ID and AUTH0_MGMT_CLIENT_SECRET, or neither"
             )
         return self
 

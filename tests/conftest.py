@@ -18,6 +18,8 @@ from aircoach.settings import ROOT, Settings
 from tests.scripted_model import Script, ScriptedChatModel
 from tests.sse import parse_sse
 
+pytest_plugins = ["tests.fake_auth0"]
+
 _LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "testserver", "t"}
 
 

@@ -1,0 +1,256 @@
+"""The Auth0 tenant: signing keys from its JWKS, and user profiles from its Management API.
+
+Every URL is built from settings (`AUTH0_DOMAIN`, or `AUTH0_BASE_URL` for a test tenant),
+never from anything inside a token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import threading
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+import httpx
+from cachetools import TTLCache
+from jwt import PyJWK, PyJWKClient
+
+from aircoach.errors import AuthError, AuthUnavailable
+from aircoach.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# With nothing cached every request fails anyway, so retry sooner than the refetch cooldown,
+# but still not once per request while the tenant is down.
+_EMPTY_RETRY_S = 1.0
+
+# Profile fields asked of the Management API: only what the prompt may use, so identities
+# (with their IdP tokens) and other internals never even reach this process.
+PROFILE_FIELDS = (
+    "user_id",
+    "name",
+    "given_name",
+    "family_name",
+    "nickname",
+    "locale",
+    "user_metadata",
+    "app_metadata",
+)
+
+# After a failed Management API call, skip it for a while: while the tenant is slow or down,
+# each turn would otherwise wait for the timeout before answering without user data.
+_FAILURE_BACKOFF_S = 30.0
+
+
+class Auth0KeySource:
+    """RS256 public keys by `kid` from `https://{AUTH0_DOMAIN}/.well-known/jwks.json`.
+
+    Keys are cached. An unknown `kid` (a rotated key) triggers a refetch, at most once per
+    `jwks_refetch_cooldown_s`, so a flood of made-up kids cannot hammer the tenant; a cache
+    older than `jwks_max_age_s` is refreshed on the next lookup (a revoked key disappears).
+    A failed fetch keeps the keys already cached. The fetch (blocking urllib inside PyJWT)
+    runs in a worker thread, serialised by a thread lock, so it is safe from any event loop.
+    """
+
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic):
+        self.url = f"{settings.auth0_url}/.well-known/jwks.json"
+        self.cooldown_s = settings.jwks_refetch_cooldown_s
+        self.max_age_s = settings.jwks_max_age_s
+        self.clock = clock
+        # PyJWT's own set cache is off: caching, cooldown and clock are ours (and testable).
+        self._client = PyJWKClient(self.url, cache_jwk_set=False, timeout=settings.auth0_timeout_s)
+        self._keys: dict[str, PyJWK] = {}
+        self._fetched_at = float("-inf")  # last successful fetch
+        self._attempted_at = float("-inf")  # last attempt, successful or not
+        self._attempts = 0
+        self._lock = threading.Lock()
+        self.fetches = 0
+        self.last_error: str | None = None
+
+    async def key_for(self, kid: str | None) -> Any:
+        if not kid:
+            raise AuthError("token header has no 'kid'")
+        stale = self.clock() - self._fetched_at >= self.max_age_s
+        if (kid not in self._keys or stale) and self._may_fetch():
+            seen = self._attempts
+            await anyio.to_thread.run_sync(self._refresh, seen)
+        jwk = self._keys.get(kid)
+        if jwk is not None:
+            return jwk.key
+        if not self._keys:
+            raise AuthUnavailable()
+        raise AuthError(f"signing key {kid!r} is not in the tenant's JWKS")
+
+    def _may_fetch(self) -> bool:
+        wait = self.cooldown_s if self._keys else min(self.cooldown_s, _EMPTY_RETRY_S)
+        return self.clock() - self._attempted_at >= wait
+
+    def _refresh(self, seen: int) -> None:
+        with self._lock:
+            if self._attempts != seen:
+                return  # another request fetched while this one waited for the lock
+            self._attempts += 1
+            self._attempted_at = self.clock()
+            self.fetches += 1
+            try:
+                keys = self._client.get_signing_keys(refresh=True)
+            except Exception as exc:
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning(
+                    "JWKS fetch from %r failed (%d keys still cached): %s",
+                    self.url,
+                    len(self._keys),
+                    self.last_error,
+                )
+                return
+            fresh = {k.key_id: k for k in keys if k.key_id and k.key_type == "RSA"}
+            if not fresh:
+                self.last_error = "JWKS has no RSA signing keys"
+                log.warning("JWKS at %r has no RSA signing keys; keeping the cached ones", self.url)
+                return
+            added = fresh.keys() - self._keys.keys()
+            if self._keys and added:
+                log.info("JWKS at %r has new keys %s", self.url, sorted(added))
+            self._keys, self._fetched_at, self.last_error = fresh, self.clock(), None
+
+
+class _SingleFlight:
+    """Concurrent calls with the same key share one call. Futures belong to the loop that
+    made them, so flights are kept per event loop and never awaited from another one."""
+
+    def __init__(self) -> None:
+        self._flights: dict[tuple[asyncio.AbstractEventLoop, Hashable], asyncio.Future[Any]] = {}
+
+    async def run(self, key: Hashable, call: Callable[[], Awaitable[Any]]) -> Any:
+        loop = asyncio.get_running_loop()
+        slot = (loop, key)
+        flight = self._flights.get(slot)
+        if flight is not None:
+            return await asyncio.shield(flight)
+        flight = loop.create_future()
+        self._flights[slot] = flight
+        try:
+            result = await call()
+        except BaseException as exc:
+            # A cancelled leader must not look like a cancellation to its followers.
+            shared = exc if isinstance(exc, Exception) else RuntimeError("lookup was cancelled")
+            flight.set_exception(shared)
+            flight.exception()  # retrieved: followers re-raise it, nobody else needs it
+            raise
+        else:
+            flight.set_result(result)
+            return result
+        finally:
+            del self._flights[slot]
+
+
+class Auth0Management:
+    """User profiles from the Management API, with a machine-to-machine token.
+
+    The token is cached until shortly before its `expires_in`; profiles are cached per user
+    for `user_data_ttl_s` in a bounded TTL cache; concurrent misses for one user make one
+    call. An httpx client is made per lookup, inside the caller's event loop, so nothing
+    loop-bound outlives a request (serverless runtimes may use a new loop per invocation).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ):
+        assert settings.auth0_management_enabled, "Management API credentials are not set"
+        self.base_url = settings.auth0_url
+        self.audience = f"https://{settings.auth0_domain}/api/v2/"
+        self.client_id = settings.auth0_mgmt_client_id
+        self.client_secret = settings.auth0_mgmt_client_secret
+        self.timeout_s = settings.auth0_timeout_s
+        self.clock = clock
+        self.transport = transport
+        self._token: tuple[str, float] | None = None  # (token, renew at)
+        self._profiles: TTLCache[str, dict[str, Any]] = TTLCache(
+            maxsize=settings.user_data_cache_size, ttl=settings.user_data_ttl_s, timer=clock
+        )
+        self._flights = _SingleFlight()
+        self._retry_at = float("-inf")
+        self._ssl: ssl.SSLContext | None = None
+        self.last_error: str | None = None
+
+    async def profile(self, sub: str) -> dict[str, Any]:
+        """The user's profile (only `PROFILE_FIELDS`); `{}` when Auth0 has no such user."""
+        cached = self._profiles.get(sub)
+        if cached is not None:
+            return cached
+        if self.clock() < self._retry_at:
+            raise LookupError(f"Management API backing off after: {self.last_error}")
+        try:
+            return await self._flights.run(("profile", sub), lambda: self._fetch_profile(sub))
+        except Exception as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            if _tenant_trouble(exc):
+                self._retry_at = self.clock() + _FAILURE_BACKOFF_S
+            raise
+
+    async def _fetch_profile(self, sub: str) -> dict[str, Any]:
+        if self._ssl is None:
+            # Loading the CA bundle is blocking file I/O; an SSL context is not loop-bound,
+            # so it is built once, off the loop, and shared by the per-call clients.
+            self._ssl = await anyio.to_thread.run_sync(httpx.create_ssl_context)
+        async with httpx.AsyncClient(
+            timeout=self.timeout_s, transport=self.transport, verify=self._ssl
+        ) as http:
+            token = await self._access_token(http)
+            response = await http.get(
+                f"{self.base_url}/api/v2/users/{quote(sub, safe='')}",
+                params={"fields": ",".join(PROFILE_FIELDS), "include_fields": "true"},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+        if response.status_code == 401:
+            self._token = None  # revoked or rotated: the next lookup gets a new one
+        if response.status_code == 404:
+            profile: dict[str, Any] = {}  # e.g. a user deleted since the token was issued
+        else:
+            response.raise_for_status()
+            profile = response.json()
+            if not isinstance(profile, dict):
+                raise ValueError(f"user {sub!r}: the Management API returned no object")
+        self._profiles[sub] = profile
+        return profile
+
+    async def _access_token(self, http: httpx.AsyncClient) -> str:
+        if self._token is not None and self.clock() < self._token[1]:
+            return self._token[0]
+        return await self._flights.run("token", lambda: self._fetch_token(http))
+
+    async def _fetch_token(self, http: httpx.AsyncClient) -> str:
+        response = await http.post(
+            f"{self.base_url}/oauth/token",
+            data={
+                "grant_type": "client_credentials",
+                "client_id": self.client_id,
+                "client_secret": self.client_secret,
+                "audience": self.audience,
+            },
+        )
+        response.raise_for_status()
+        body = response.json()
+        token, expires_in = body.get("access_token"), body.get("expires_in")
+        if not isinstance(token, str) or not isinstance(expires_in, int | float):
+            raise ValueError("the token endpoint answered without access_token/expires_in")
+        # Renew a little before it expires: a tenth of its life, at most a minute.
+        self._token = (token, self.clock() + expires_in - min(60.0, expires_in / 10))
+        return token
+
+
+def _tenant_trouble(exc: Exception) -> bool:
+    """Slow, unreachable or overloaded (worth backing off), as opposed to a bad request."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        status = exc.response.status_code
+        return status >= 500 or status == 429
+    return isinstance(exc, httpx.TransportError)

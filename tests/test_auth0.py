@@ -1,0 +1,309 @@
+"""Auth0 token verification against a fake tenant on loopback: the real PyJWT JWKS client,
+real HTTP, a controllable clock for the refetch cooldown."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import socket
+import time
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from aircoach.auth import DevIssuer, TokenVerifier, build_verifier
+from aircoach.auth0 import Auth0KeySource
+from aircoach.errors import AuthError, AuthUnavailable, ConfigError
+from aircoach.settings import DEV_ISSUER, Settings
+from tests.fake_auth0 import FakeClock, FakeTenant, rsa_key
+
+
+@pytest.fixture
+def settings(data_dir, tenant: FakeTenant) -> Settings:
+    return tenant.settings(data_dir)
+
+
+@pytest.fixture
+def keys(settings: Settings, clock: FakeClock) -> Auth0KeySource:
+    return Auth0KeySource(settings, clock=clock)
+
+
+@pytest.fixture
+def verifier(keys: Auth0KeySource, tenant: FakeTenant) -> TokenVerifier:
+    return TokenVerifier(keys, issuer=tenant.issuer, audience=tenant.audience, leeway_s=30)
+
+
+async def rejected(verifier: TokenVerifier, token: str) -> str:
+    with pytest.raises(AuthError) as info:
+        await verifier.verify(token)
+    return info.value.message
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+# --- the settings ---
+
+
+def test_issuer_is_the_domain_with_a_trailing_slash_whatever_the_base_url(settings, tenant):
+    verifier = build_verifier(settings)
+    assert isinstance(verifier.keys, Auth0KeySource)
+    assert verifier.issuer == "https://tenant.test/"
+    assert verifier.keys.url == f"{tenant.base_url}/.well-known/jwks.json"
+    pasted = Settings(_env_file=None, auth0_domain="https://tenant.test/")
+    assert pasted.auth0_domain == "tenant.test"
+    assert pasted.auth0_url == "https://tenant.test"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"auth0_mgmt_client_id": "id"}, "AUTH0_MGMT_CLIENT_SECRET"),
+        ({"auth0_domain": "tenant.test/api"}, "without a path"),
+        ({"auth0_base_url": "ftp://tenant.test"}, "AUTH0_BASE_URL"),
+    ],
+)
+def test_auth0_settings_fail_fast(values, message):
+    with pytest.raises(ConfigError, match=message):
+        Settings(_env_file=None, **{"auth0_domain": "tenant.test", **values})
+
+
+def test_without_auth0_domain_the_dev_issuer_stays(data_dir):
+    verifier = build_verifier(Settings(_env_file=None, data_dir=data_dir))
+    assert isinstance(verifier.keys, DevIssuer) and verifier.issuer == DEV_ISSUER
+
+
+# --- claims ---
+
+
+async def test_valid_token(verifier, tenant, keys):
+    token = tenant.mint("auth0|abc", permissions=["admin:docs"])
+    principal = await verifier.verify(token)
+    assert principal.sub == "auth0|abc"
+    assert principal.permissions == frozenset({"admin:docs"})
+    await verifier.verify(tenant.mint("auth0|def"))
+    assert tenant.hits["jwks"] == 1 and keys.fetches == 1  # cached
+
+
+async def test_expired(verifier, tenant):
+    token = tenant.mint(now=time.time() - 7200)  # expired an hour ago
+    assert await rejected(verifier, token) == "token expired"
+
+
+async def test_expired_within_leeway_is_accepted(verifier, tenant):
+    token = tenant.mint(now=time.time() - 3600 - 10)
+    assert (await verifier.verify(token)).sub == "auth0|user-1"
+
+
+@pytest.mark.parametrize("claim", ["iat", "nbf"])
+async def test_not_yet_valid(verifier, tenant, claim):
+    future = int(time.time()) + 600
+    token = tenant.mint(**{claim: future, "exp": future + 3600})
+    assert await rejected(verifier, token) == "token not yet valid"
+
+
+async def test_wrong_audience(verifier, tenant):
+    assert await rejected(verifier, tenant.mint(aud="https://other.api")) == "wrong audience"
+
+
+async def test_wrong_issuer(verifier, tenant):
+    assert await rejected(verifier, tenant.mint(iss="https://evil.test/")) == "wrong issuer"
+    # The issuer must match exactly, trailing slash included.
+    assert await rejected(verifier, tenant.mint(iss="https://tenant.test")) == "wrong issuer"
+
+
+@pytest.mark.parametrize("claim", ["exp", "iat", "sub", "aud", "iss"])
+async def test_required_claims(verifier, tenant, claim):
+    claims = tenant.claims()
+    del claims[claim]
+    token = jwt.encode(
+        claims, tenant.keys[tenant.signing_kid], "RS256", {"kid": tenant.signing_kid}
+    )
+    await rejected(verifier, token)
+
+
+async def test_alg_none(verifier, tenant):
+    token = jwt.encode(tenant.claims(), None, algorithm="none", headers={"kid": tenant.signing_kid})
+    assert await rejected(verifier, token) == "algorithm 'none' is not accepted"
+    assert tenant.hits["jwks"] == 0
+
+
+async def test_hs256_signed_with_the_public_key_as_secret(verifier, tenant):
+    # The classic key-confusion attack: HMAC with the (public) PEM as the shared secret.
+    pem = (
+        tenant.keys[tenant.signing_kid]
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    header = _b64(json.dumps({"alg": "HS256", "typ": "JWT", "kid": tenant.signing_kid}).encode())
+    payload = _b64(json.dumps(tenant.claims()).encode())
+    signature = hmac.new(pem, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+    token = f"{header}.{payload}.{_b64(signature)}"
+    assert await rejected(verifier, token) == "algorithm 'HS256' is not accepted"
+
+
+async def test_key_not_in_the_jwks(verifier, tenant):
+    stranger = rsa_key(99)
+    reason = await rejected(verifier, tenant.mint(kid="not-published", key=stranger))
+    assert reason == "signing key 'not-published' is not in the tenant's JWKS"
+    # A published kid on a token signed by another key: the signature does not verify.
+    reason = await rejected(verifier, tenant.mint(key=stranger))
+    assert reason.startswith("invalid token") and "Signature" in reason
+
+
+async def test_jwks_url_never_comes_from_the_token(verifier, tenant):
+    other = FakeTenant().start()
+    try:
+        kid = next(iter(other.keys))
+        token = tenant.mint(
+            kid=kid,
+            key=other.keys[kid],
+            headers={
+                "jku": f"{other.base_url}/.well-known/jwks.json",
+                "x5u": f"{other.base_url}/cert.pem",
+            },
+        )
+        await rejected(verifier, token)
+        assert other.hits.total() == 0 and tenant.hits["jwks"] == 1
+    finally:
+        other.stop()
+
+
+# --- keys: rotation, cooldown, outages ---
+
+
+async def test_rotated_key_is_accepted_after_one_refetch(verifier, tenant, keys, clock):
+    await verifier.verify(tenant.mint())
+    new_kid = tenant.rotate()
+    clock.advance(keys.cooldown_s)
+    assert (await verifier.verify(tenant.mint())).sub == "auth0|user-1"
+    assert tenant.hits["jwks"] == 2
+    await verifier.verify(tenant.mint(kid=new_kid))
+    assert tenant.hits["jwks"] == 2
+
+
+async def test_withdrawn_key_is_refused_once_the_cache_is_refreshed(verifier, tenant, keys, clock):
+    old_kid = tenant.signing_kid
+    old_token = tenant.mint()
+    await verifier.verify(old_token)
+    tenant.rotate()
+    clock.advance(keys.max_age_s)
+    assert "not in the tenant's JWKS" in await rejected(verifier, old_token)
+    assert tenant.hits["jwks"] == 2 and old_kid not in tenant.keys
+
+
+async def test_flood_of_unknown_kids_fetches_at_most_once_per_cooldown(
+    verifier, tenant, keys, clock
+):
+    await verifier.verify(tenant.mint())
+    clock.advance(keys.cooldown_s)
+    stranger = rsa_key(99)
+    flood = [tenant.mint(kid=f"made-up-{i}", key=stranger) for i in range(50)]
+
+    results = await asyncio.gather(*(verifier.verify(t) for t in flood), return_exceptions=True)
+    assert all(isinstance(r, AuthError) and r.status == 401 for r in results)
+    assert tenant.hits["jwks"] == 2
+
+    clock.advance(keys.cooldown_s - 1)
+    for t in flood:
+        await rejected(verifier, t)
+    assert tenant.hits["jwks"] == 2
+
+    clock.advance(1)
+    await rejected(verifier, flood[0])
+    assert tenant.hits["jwks"] == 3
+    # Good tokens kept working all along, from the cache.
+    await verifier.verify(tenant.mint())
+    assert tenant.hits["jwks"] == 3
+
+
+async def test_concurrent_first_requests_fetch_the_jwks_once(verifier, tenant):
+    tokens = [tenant.mint(f"auth0|u{i}") for i in range(20)]
+    principals = await asyncio.gather(*(verifier.verify(t) for t in tokens))
+    assert [p.sub for p in principals] == [f"auth0|u{i}" for i in range(20)]
+    assert tenant.hits["jwks"] == 1
+
+
+async def test_jwks_down_with_keys_cached_still_verifies(verifier, tenant, keys, clock):
+    await verifier.verify(tenant.mint())
+    tenant.down.add("jwks")
+    clock.advance(keys.max_age_s)  # due for a refresh, which fails
+    assert (await verifier.verify(tenant.mint())).sub == "auth0|user-1"
+    assert tenant.hits["jwks"] == 2 and keys.last_error is not None
+    # An unknown kid while the tenant is down is still a bad token (401), not an outage.
+    clock.advance(keys.cooldown_s)
+    await rejected(verifier, tenant.mint(kid="made-up", key=rsa_key(99)))
+    assert tenant.hits["jwks"] == 3
+    tenant.down.clear()
+    clock.advance(keys.cooldown_s)
+    await verifier.verify(tenant.mint())
+    assert tenant.hits["jwks"] == 4 and keys.last_error is None
+
+
+async def test_jwks_down_with_nothing_cached_is_unavailable(verifier, tenant, clock):
+    tenant.down.add("jwks")
+    with pytest.raises(AuthUnavailable):
+        await verifier.verify(tenant.mint())
+    with pytest.raises(AuthUnavailable):  # retried after a short pause, not on every request
+        await verifier.verify(tenant.mint())
+    assert tenant.hits["jwks"] == 1
+    tenant.down.clear()
+    clock.advance(1)
+    assert (await verifier.verify(tenant.mint())).sub == "auth0|user-1"
+    assert tenant.hits["jwks"] == 2
+
+
+# --- over HTTP ---
+
+
+async def test_http_valid_and_invalid_tokens(client, tenant):
+    ok = await client.get("/api/tools", headers={"Authorization": f"Bearer {tenant.mint()}"})
+    assert ok.status_code == 200, ok.text
+
+    bad = await client.get(
+        "/api/tools",
+        headers={"Authorization": f"Bearer {tenant.mint(aud='https://other.api')}"},
+    )
+    assert bad.status_code == 401
+    assert bad.json() == {"error": "invalid_token", "message": "wrong audience"}
+    assert bad.headers["WWW-Authenticate"].startswith('Bearer error="invalid_token"')
+    assert "wrong audience" in bad.headers["WWW-Authenticate"]
+
+
+async def test_http_jwks_down_with_nothing_cached_is_503(client, tenant):
+    tenant.down.add("jwks")
+    response = await client.get("/api/tools", headers={"Authorization": f"Bearer {tenant.mint()}"})
+    assert response.status_code == 503
+    assert response.json()["error"] == "auth_unavailable"
+
+
+async def test_http_jwks_unreachable_is_503(data_dir, tenant):
+    from aircoach.app import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    app = create_app(tenant.settings(data_dir, auth0_base_url=f"http://127.0.0.1:{closed_port}"))
+    import httpx
+
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        response = await client.get(
+            "/api/tools", headers={"Authorization": f"Bearer {tenant.mint()}"}
+        )
+    assert response.status_code == 503
+    assert response.json()["error"] == "auth_unavailable"
+
+
+async def test_http_admin_permission_comes_from_the_permissions_claim(client, tenant):
+    user = {"Authorization": f"Bearer {tenant.mint()}"}
+    response = await client.post("/api/update_docs", headers=user)
+    assert response.status_code == 403
+    admin = {"Authorization": f"Bearer {tenant.mint(permissions=['admin:docs'])}"}
+    response = await client.post("/api/update_docs", headers=admin)
+    assert response.status_code == 200, response.text
