@@ -33,6 +33,7 @@ class Runtime:
         self.settings = settings
         # Replaceable, so tests can hand the app a scripted model.
         self.model_factory: ModelFactory | None = None
+        self.fallback_model_factory: ModelFactory | None = None
         self.verifier: TokenVerifier = build_verifier(settings)
         self.prompts = PromptStore(build_prompt_source(settings), ttl_s=settings.prompt_ttl_s)
         self.chats: ChatStore
@@ -58,6 +59,14 @@ class Runtime:
         from aircoach.llm import build_model
 
         return build_model(self.settings, tools)
+
+    def build_fallback_model(self, tools: list[ToolSpec]) -> Any:
+        """The `MODEL_FALLBACK` model for one request, or None."""
+        if self.fallback_model_factory is not None:
+            return self.fallback_model_factory(self.settings, tools)
+        from aircoach.llm import build_fallback_model
+
+        return build_fallback_model(self.settings, tools)
 
     async def quiz_store(self) -> QuizStore:
         """The quiz store, loaded with the demo questions on first use when it is empty."""
