@@ -22,7 +22,10 @@ async def test_text_turn_streams_gemini_chunks(gemini_api, gemini_settings, auth
     (request,) = gemini_api.requests
     assert request.path == "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
     assert request.headers["x-goog-api-key"] == "fake-key"
-    assert request.body["contents"][-1] == {"role": "user", "parts": [{"text": "Cos'è la portanza?"}]}
+    assert request.body["contents"][-1] == {
+        "role": "user",
+        "parts": [{"text": "Cos'è la portanza?"}],
+    }
     assert "AIR Coach" in request.body["systemInstruction"]["parts"][0]["text"]
     declared = [f["name"] for t in request.body["tools"] for f in t["functionDeclarations"]]
     assert declared == ["domanda_teoria"]
@@ -56,7 +59,7 @@ async def test_failed_tool_goes_back_to_gemini_as_a_function_response(
     async with app_client(gemini_settings()) as (client, _):
         events = await chat(client, auth(), "Domanda del capitolo 99")
 
-    assert [e["type"] for e in events][0] == "tool_result" and events[0]["final"] is False
+    assert events[0]["type"] == "tool_result" and events[0]["final"] is False
     assert events[-1]["type"] == "done"
     answer = "".join(e["content"] for e in events if e["type"] == "agent_message")
     assert answer == "Il capitolo 99 non esiste: scegline uno da 1 a 10."
