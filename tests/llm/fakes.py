@@ -86,7 +86,9 @@ class FakeModelServer:
                 body = json.loads(raw) if raw else None
                 with fake._lock:
                     fake.requests.append(
-                        Recorded("POST", self.path, dict(self.headers.items()), body)
+                        Recorded(
+                            "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                        )
                     )
                     reply = fake.replies.pop(0) if fake.replies else None
                     if reply is None:
