@@ -14,6 +14,7 @@ from tests.llm.fakes import (
     gemini_empty,
     gemini_error,
     gemini_text,
+    openai_call,
     openai_error,
     openai_text,
 )
@@ -125,3 +126,22 @@ async def test_retries_follow_model_max_retries(gemini_api, gemini_settings, aut
     assert [e["type"] for e in events] == ["agent_message", "done"]
     assert len(gemini_api.requests) == 2
     assert turns[0].status == "ok"
+
+
+async def test_fallback_stays_in_charge_for_the_rest_of_the_turn(
+    gemini_api, openai_api, gemini_settings, auth
+):
+    """After the first model failed, the model call that follows a tool result goes straight
+    to the model that answered (the fake Gemini would reject a second request)."""
+    gemini_api.script(gemini_error(500))
+    openai_api.script(
+        openai_call("domanda_teoria", capitolo=42), openai_text("Il capitolo 42 non esiste.")
+    )
+    settings = gemini_settings(
+        model_fallback="openai:fake-llama", openai_base_url=f"{openai_api.url}/v1"
+    )
+    events, turns = await _turn(settings, auth)
+
+    assert [e["type"] for e in events] == ["tool_result", "agent_message", "done"]
+    assert events[-1]["model"] == "fake-llama" and turns[0].status == "ok"
+    assert len(gemini_api.requests) == 1 and len(openai_api.requests) == 2
