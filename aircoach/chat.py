@@ -230,6 +230,6 @@ async def prepare_turn(runtime: Runtime, principal: Principal, request: MessageR
         tools={spec.name: spec for spec in enabled},
         context_turns=context_turns,
         failover=failover,
-        clients=[model, fallback],
+        clients=[m for m in (model, fallback) if m is not None],
         turn_id=turn_id,
     )

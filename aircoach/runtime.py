@@ -33,7 +33,6 @@ class Runtime:
         self.settings = settings
         # Replaceable, so tests can hand the app a scripted model.
         self.model_factory: ModelFactory | None = None
-        self.fallback_model_factory: ModelFactory | None = None
         self.verifier: TokenVerifier = build_verifier(settings)
         self.prompts = PromptStore(build_prompt_source(settings), ttl_s=settings.prompt_ttl_s)
         self.chats: ChatStore
@@ -62,8 +61,8 @@ class Runtime:
 
     def build_fallback_model(self, tools: list[ToolSpec]) -> Any:
         """The `MODEL_FALLBACK` model for one request, or None."""
-        if self.fallback_model_factory is not None:
-            return self.fallback_model_factory(self.settings, tools)
+        if self.model_factory is not None:
+            return None  # a test's scripted model stands alone
         from aircoach.llm import build_fallback_model
 
         return build_fallback_model(self.settings, tools)
