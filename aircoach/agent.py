@@ -15,6 +15,7 @@ from langchain_core.tools import StructuredTool, ToolException
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
+from aircoach.failover import ModelFailover
 from aircoach.tools import ToolContext, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -90,13 +91,14 @@ def build_agent(
     system_prompt: str,
     checkpointer: BaseCheckpointSaver,
     history_limit: int,
+    failover: ModelFailover | None = None,
 ) -> CompiledStateGraph:
+    turn = TurnMiddleware(history_limit, frozenset(t.name for t in tools if t.return_direct))
     return create_agent(
         model,
         [build_tool(spec, ctx) for spec in tools],
         system_prompt=system_prompt,
-        middleware=[
-            TurnMiddleware(history_limit, frozenset(t.name for t in tools if t.return_direct))
-        ],
+        # Failover outermost: each model it tries gets the same history window.
+        middleware=[failover or ModelFailover(), turn],
         checkpointer=checkpointer,
     )

@@ -23,7 +23,8 @@ from langgraph.graph.state import CompiledStateGraph
 from aircoach.agent import build_agent
 from aircoach.auth import Principal
 from aircoach.errors import AppError, StoreUnavailable
-from aircoach.llm import model_label
+from aircoach.failover import ModelFailover
+from aircoach.llm import aclose_model, model_label
 from aircoach.models import MessageRequest, ToolRecord, Turn, TurnStatus
 from aircoach.prompts import PromptSnapshot
 from aircoach.runtime import Runtime
@@ -55,6 +56,8 @@ class ChatTurn:
     model: str
     tools: dict[str, ToolSpec]
     context_turns: int
+    failover: ModelFailover = field(default_factory=ModelFailover)
+    clients: list[Any] = field(default_factory=list)  # models to close when the turn ends
     turn_id: str = field(default_factory=new_turn_id)
     answer: list[str] = field(default_factory=list)
     tool: ToolRecord | None = None
@@ -78,6 +81,7 @@ class ChatTurn:
                 )
                 code = exc.code if isinstance(exc, AppError) else "model_unavailable"
                 yield {"type": "error", "code": code, "message": _user_message(exc)}
+            self.model = self.failover.answered_by or self.model
             if not "".join(self.answer).strip() and not direct_result:
                 self.answer = [FALLBACK_ANSWER]
                 yield {"type": "agent_message", "content": FALLBACK_ANSWER}
@@ -95,9 +99,14 @@ class ChatTurn:
             # The client left (cancellation) or the generator was closed: keep what was said.
             if not self.stored:
                 self.status = "interrupted"
+                self.model = self.failover.answered_by or self.model
                 with anyio.CancelScope(shield=True):
                     await self._persist()
             raise
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                for model in self.clients:
+                    await aclose_model(model)
 
     async def _agent_events(self) -> AsyncIterator[dict[str, Any]]:
         config = {"configurable": {"thread_id": self.memory_thread}}
@@ -205,6 +214,8 @@ async def prepare_turn(
             system_prompt = f"{system_prompt}\n\n{section}"
     ctx = ToolContext(settings=settings, quiz=await runtime.quiz_store(), user_id=principal.sub)
     model = runtime.build_model(enabled)
+    fallback = runtime.build_fallback_model(enabled)
+    failover = ModelFailover([fallback] if fallback is not None else [])
     agent = build_agent(
         model=model,
         tools=enabled,
@@ -212,6 +223,7 @@ async def prepare_turn(
         system_prompt=system_prompt,
         checkpointer=runtime.memory.checkpointer,
         history_limit=settings.history_limit,
+        failover=failover,
     )
     thread_id = f"{principal.sub}:v{snapshot.version}"
     turn_id = new_turn_id()
@@ -238,5 +250,7 @@ async def prepare_turn(
         model=model_label(model),
         tools={spec.name: spec for spec in enabled},
         context_turns=context_turns,
+        failover=failover,
+        clients=[m for m in (model, fallback) if m is not None],
         turn_id=turn_id,
     )

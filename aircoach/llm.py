@@ -1,12 +1,17 @@
 """The model factory: the one place that knows which chat model a request gets.
 
-A client is built for each request (inside the running event loop), never cached across
-requests: loop-bound HTTP clients must not outlive the loop that made them.
+A client is built for each request (inside the running event loop) and closed at the end of
+the turn, never cached across requests: loop-bound HTTP clients (google-genai's, httpx's) must
+not outlive the loop that made them. Provider packages are imported only when configured.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import os
+import ssl
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from aircoach.errors import ConfigError
 from aircoach.settings import Settings
@@ -15,17 +20,113 @@ from aircoach.tools import ToolSpec
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
+# The client placeholder key for OpenAI-compatible servers that ignore it (Ollama, vLLM).
+_UNUSED_KEY = "unused"
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A provider and a model name, as in `MODEL_FALLBACK=openai:gpt-4o-mini`."""
+
+    provider: str
+    name: str | None = None
+
+    @classmethod
+    def parse(cls, value: str) -> ModelRef:
+        """Parse a value `Settings` has validated. Split on the first colon only: Ollama
+        names carry tags ("openai:llama3.1:8b")."""
+        provider, _, name = value.partition(":")
+        return cls(provider, name or None)
+
 
 def model_label(model: object) -> str:
     """The name the `done` event and the stored turn carry."""
     name = getattr(model, "model_name", None) or getattr(model, "model", None)
-    return str(name) if name else type(model).__name__
+    return str(name).removeprefix("models/") if name else type(model).__name__
 
 
 def build_model(settings: Settings, tools: list[ToolSpec]) -> BaseChatModel:
-    provider = settings.resolved_model_provider
-    if provider == "offline":
-        from aircoach.offline_model import OfflineChatModel
+    """The primary model: `MODEL_PROVIDER` (or the provider a key implies) and `MODEL_NAME`."""
+    ref = ModelRef(settings.resolved_model_provider, settings.model_name)
+    return _build(settings, tools, ref, base_url=settings.model_base_url)
 
-        return OfflineChatModel(tool_examples={t.name: list(t.examples) for t in tools})
-    raise ConfigError(f"MODEL_PROVIDER {provider!r} is not supported yet; use 'offline'")
+
+def build_fallback_model(settings: Settings, tools: list[ToolSpec]) -> BaseChatModel | None:
+    """The second model of `MODEL_FALLBACK`, or None when it is not set."""
+    if not settings.model_fallback:
+        return None
+    return _build(settings, tools, ModelRef.parse(settings.model_fallback), base_url=None)
+
+
+async def aclose_model(model: Any) -> None:
+    """Close the HTTP clients a model opened, in the loop that opened them."""
+    aclose = getattr(model, "aclose", None)  # ChatGoogleGenerativeAI
+    if aclose is not None:
+        await aclose()
+    http_client = getattr(model, "http_async_client", None)  # ChatOpenAI, given ours
+    if http_client is not None:
+        await http_client.aclose()
+
+
+@cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every model client of the process. Loading the CA bundle costs
+    ~50 ms, paid per client otherwise; the context holds no connection and no event loop."""
+    import certifi
+
+    return ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE", certifi.where()))
+
+
+def _build(
+    settings: Settings, tools: list[ToolSpec], ref: ModelRef, *, base_url: str | None
+) -> BaseChatModel:
+    if ref.provider == "gemini":
+        return _gemini(settings, ref.name or settings.model_name, base_url)
+    if ref.provider == "openai":
+        return _openai(settings, ref.name or settings.model_name, base_url)
+    from aircoach.offline_model import OfflineChatModel
+
+    return OfflineChatModel(tool_examples={t.name: list(t.examples) for t in tools})
+
+
+def _gemini(settings: Settings, name: str, base_url: str | None) -> BaseChatModel:
+    from langchain_google_genai import ChatGoogleGenerativeAI
+
+    key = settings.google_api_key or settings.gemini_api_key
+    if not key:
+        raise ConfigError("the Gemini model needs GOOGLE_API_KEY or GEMINI_API_KEY")
+    return ChatGoogleGenerativeAI(
+        model=name,
+        google_api_key=key,
+        base_url=base_url or settings.gemini_base_url,
+        temperature=settings.model_temperature,
+        timeout=settings.model_timeout_s,
+        # The SDK counts attempts, and reads 0 as "its default of 5": one more than retries.
+        max_retries=settings.model_max_retries + 1,
+        client_args={"verify": _tls_context(), "ssl": _tls_context()},
+    )
+
+
+def _openai(settings: Settings, name: str, base_url: str | None) -> BaseChatModel:
+    import httpx
+    from langchain_openai import ChatOpenAI
+
+    base_url = base_url or settings.openai_base_url
+    key = settings.openai_api_key or (_UNUSED_KEY if base_url else None)
+    if not key:
+        raise ConfigError(
+            "the OpenAI model needs OPENAI_API_KEY, or OPENAI_BASE_URL for a local server"
+        )
+    return ChatOpenAI(
+        model=name,
+        api_key=key,
+        base_url=base_url,
+        temperature=settings.model_temperature,
+        timeout=settings.model_timeout_s,
+        max_retries=settings.model_max_retries,
+        # Our own client: langchain-openai's default one is cached process-wide, which would
+        # carry its pooled connections from one event loop into the next.
+        http_async_client=httpx.AsyncClient(
+            timeout=settings.model_timeout_s, verify=_tls_context()
+        ),
+    )

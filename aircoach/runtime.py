@@ -72,6 +72,14 @@ class Runtime:
 
         return build_model(self.settings, tools)
 
+    def build_fallback_model(self, tools: list[ToolSpec]) -> Any:
+        """The `MODEL_FALLBACK` model for one request, or None."""
+        if self.model_factory is not None:
+            return None  # a test's scripted model stands alone
+        from aircoach.llm import build_fallback_model
+
+        return build_fallback_model(self.settings, tools)
+
     async def quiz_store(self) -> QuizStore:
         """The quiz store, loaded with the demo questions on first use when it is empty."""
         if not self._quiz_ready:

@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 DEV_ISSUER = "https://aircoach.dev.local/"
 
+MODEL_PROVIDERS = ("gemini", "openai", "offline")
+
 
 def running_on_serverless(environ: dict[str, str] | os._Environ[str] | None = None) -> bool:
     env = os.environ if environ is None else environ
@@ -98,10 +100,11 @@ class Settings(BaseSettings):
     model_temperature: float = Field(default=0.3, ge=0, le=2)
     model_timeout_s: float = Field(default=30.0, gt=0)
     model_max_retries: int = Field(default=1, ge=0, le=5)
-    model_base_url: str | None = None
-    model_fallback: str | None = None
+    model_base_url: str | None = None  # the primary model's endpoint (a gateway, a test fake)
+    model_fallback: str | None = None  # "provider:model" tried when the first fails early
     google_api_key: str | None = None
     gemini_api_key: str | None = None
+    gemini_base_url: str | None = None
     openai_api_key: str | None = None
     openai_base_url: str | None = None
 
@@ -129,6 +132,38 @@ class Settings(BaseSettings):
         if self.model_provider:
             return self.model_provider
         return "gemini" if (self.google_api_key or self.gemini_api_key) else "offline"
+
+    @field_validator("model_fallback")
+    @classmethod
+    def _fallback_names_a_provider(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        provider, _, name = value.strip().partition(":")
+        if provider not in MODEL_PROVIDERS or (provider != "offline" and not name):
+            raise ConfigError(
+                f"MODEL_FALLBACK {value!r} must be 'offline' or 'PROVIDER:MODEL' with "
+                f"PROVIDER one of {MODEL_PROVIDERS}, e.g. 'openai:gpt-4o-mini'"
+            )
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _model_credentials(self) -> Settings:
+        providers = {self.resolved_model_provider: "MODEL_PROVIDER"}
+        if self.model_fallback:
+            providers.setdefault(self.model_fallback.partition(":")[0], "MODEL_FALLBACK")
+        if "gemini" in providers and not (self.google_api_key or self.gemini_api_key):
+            raise ConfigError(f"{providers['gemini']} uses Gemini: set GOOGLE_API_KEY")
+        if "openai" in providers and not (self.openai_api_key or self._openai_url_set):
+            raise ConfigError(
+                f"{providers['openai']} uses OpenAI: set OPENAI_API_KEY, or OPENAI_BASE_URL "
+                "for a local OpenAI-compatible server (Ollama, vLLM)"
+            )
+        return self
+
+    @property
+    def _openai_url_set(self) -> bool:
+        primary_url = self.model_base_url if self.model_provider == "openai" else None
+        return bool(self.openai_base_url or primary_url)
 
     @model_validator(mode="after")
     def _dev_issuer_only_on_a_laptop(self) -> Settings:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 import anyio
 from fastapi.sse import EventSourceResponse, format_sse_event
+from starlette.types import Receive, Scope, Send
 
 HEARTBEAT_S = 15.0
 HEARTBEAT = b": keep-alive\n\n"
@@ -25,7 +27,9 @@ async def with_heartbeat(
     send, receive = anyio.create_memory_object_stream[bytes](max_buffer_size=16)
 
     async def produce() -> None:
-        async with send:
+        # aclosing: if this task is cancelled while blocked on `send`, the turn's generator is
+        # closed here and now (and stores what it has), not whenever it is garbage-collected.
+        async with send, aclosing(events):
             async for event in events:
                 await send.send(encode(event))
 
@@ -40,10 +44,35 @@ async def with_heartbeat(
             yield HEARTBEAT if timer.cancelled_caught else data
 
 
+class _EventStream(EventSourceResponse):
+    """Ends the turn as soon as the client leaves, on every ASGI server.
+
+    Starlette stops listening for `http.disconnect` on ASGI 2.4 servers, which report a
+    disconnect only by failing the next `send`; with a stalled model or tool that send may be
+    a heartbeat away, and the turn would run on for nobody. So listen on every version, and
+    close the body iterator on the way out so the turn stores what it has before we return.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def stream() -> None:
+                try:
+                    async with aclosing(self.body_iterator):  # type: ignore[type-var]
+                        await self.stream_response(send)
+                except OSError:
+                    pass  # the ASGI 2.4 way of saying the client left
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stream)
+            await self.listen_for_disconnect(receive)
+            tg.cancel_scope.cancel()
+
+
 def event_stream(
     events: AsyncIterator[dict[str, Any]], every_s: float = HEARTBEAT_S
 ) -> EventSourceResponse:
-    return EventSourceResponse(
+    return _EventStream(
         with_heartbeat(events, every_s),
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

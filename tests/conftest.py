@@ -66,6 +66,11 @@ def no_internet(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     for name in (
         "GOOGLE_API_KEY",
+        "GEMINI_BASE_URL",
+        "MODEL_BASE_URL",
+        "MODEL_FALLBACK",
+        "MODEL_NAME",
+        "OPENAI_BASE_URL",
         "GEMINI_API_KEY",
         "OPENAI_API_KEY",
         "MODEL_PROVIDER",

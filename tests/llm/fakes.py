@@ -1,0 +1,260 @@
+"""Fake model APIs as real HTTP/1.1 servers on 127.0.0.1, so the real clients (google-genai
+under ChatGoogleGenerativeAI, openai under ChatOpenAI) run their real code paths: URL, headers,
+SSE parsing, retries, timeouts, pooled keep-alive connections.
+
+A server answers from a script of replies, one per request, and records every request. It
+fails loudly: a request past the end of the script gets a 500 and is reported by
+`assert_used()`, as is a reply left unused.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# How long a "hanging" reply holds the request at most (the test releases it sooner).
+HANG_LIMIT_S = 10.0
+
+
+@dataclass
+class Reply:
+    """One scripted answer: an HTTP status with a JSON body, or an SSE stream of chunks.
+
+    `hang_before` holds the request before anything is sent (a model that never answers);
+    `hang_after` sends the first `hang_after` chunks and then holds the stream open."""
+
+    status: int = 200
+    body: Any = None
+    chunks: list[str] | None = None
+    hang_before: bool = False
+    hang_after: int | None = None
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class FakeModelServer:
+    replies: list[Reply] = field(default_factory=list)
+    requests: list[Recorded] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)
+    # Set when a stream's client went away (a write failed): the disconnect reached us.
+    client_left: threading.Event = field(default_factory=threading.Event)
+    # Set when a hanging reply starts to hang, so a test can wait on it instead of sleeping.
+    hanging: threading.Event = field(default_factory=threading.Event)
+    connections: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def script(self, *replies: Reply) -> FakeModelServer:
+        with self._lock:
+            self.replies.extend(replies)
+        return self
+
+    def start(self) -> FakeModelServer:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive: clients pool the connection
+
+            def setup(self) -> None:
+                super().setup()
+                with fake._lock:
+                    fake.connections += 1
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                body = json.loads(raw) if raw else None
+                with fake._lock:
+                    fake.requests.append(
+                        Recorded(
+                            "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                        )
+                    )
+                    reply = fake.replies.pop(0) if fake.replies else None
+                    if reply is None:
+                        fake.unexpected.append(self.path)
+                if reply is None:
+                    reply = Reply(500, {"error": {"code": 500, "message": "script exhausted"}})
+                try:
+                    fake._answer(self, reply)
+                except (BrokenPipeError, ConnectionResetError):
+                    fake.client_left.set()
+                    self.close_connection = True
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                # A client that went away mid-request is a scenario under test, not noise.
+                if isinstance(sys.exc_info()[1], ConnectionError):
+                    fake.client_left.set()
+                else:
+                    super().handle_error(request, client_address)
+
+        self._server = Server(("127.0.0.1", 0), Handler)
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        ).start()
+        return self
+
+    def stop(self) -> None:
+        self.release.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def assert_used(self) -> None:
+        assert not self.unexpected, f"requests past the end of the script: {self.unexpected}"
+        assert not self.replies, f"{len(self.replies)} scripted replies left unused"
+
+    def _hang(self) -> None:
+        self.hanging.set()
+        self.release.wait(HANG_LIMIT_S)
+
+    def _answer(self, handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+        if reply.hang_before:
+            self._hang()
+        if reply.chunks is None:
+            data = json.dumps(reply.body or {}).encode()
+            handler.send_response(reply.status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+            return
+        handler.send_response(reply.status)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        for i, chunk in enumerate(reply.chunks):
+            if reply.hang_after is not None and i == reply.hang_after:
+                self._hang()
+                # Probe the connection: a client that left makes this write fail.
+                _write_chunk(handler, b": still here\n\n")
+            _write_chunk(handler, chunk.encode())
+        _write_chunk(handler, b"")
+
+
+def _write_chunk(handler: BaseHTTPRequestHandler, data: bytes) -> None:
+    handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+    handler.wfile.flush()
+
+
+def _sse(payload: Any) -> str:
+    return f"data: {json.dumps(payload)}\n\n"
+
+
+# ---- Gemini (generativelanguage.googleapis.com, v1beta, streamGenerateContent?alt=sse)
+
+
+def _gemini_chunk(parts: list[dict[str, Any]], finish: str | None = None) -> str:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if finish:
+        candidate["finishReason"] = finish
+    payload: dict[str, Any] = {"candidates": [candidate], "modelVersion": "gemini-2.5-flash"}
+    if finish:
+        payload["usageMetadata"] = {
+            "promptTokenCount": 12,
+            "candidatesTokenCount": 7,
+            "totalTokenCount": 19,
+        }
+    return _sse(payload)
+
+
+def gemini_text(*pieces: str, hang_after: int | None = None) -> Reply:
+    """Text streamed in the given pieces, the last one with finishReason STOP."""
+    chunks = [
+        _gemini_chunk([{"text": p}], "STOP" if i == len(pieces) - 1 else None)
+        for i, p in enumerate(pieces)
+    ]
+    return Reply(chunks=chunks, hang_after=hang_after)
+
+
+def gemini_call(name: str, **args: Any) -> Reply:
+    return Reply(chunks=[_gemini_chunk([{"functionCall": {"name": name, "args": args}}], "STOP")])
+
+
+def gemini_empty() -> Reply:
+    """A candidate with no content at all (what Gemini sends when it has nothing to say)."""
+    payload = {
+        "candidates": [{"finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 12, "totalTokenCount": 12},
+        "modelVersion": "gemini-2.5-flash",
+    }
+    return Reply(chunks=[_sse(payload)])
+
+
+def gemini_error(status: int) -> Reply:
+    names = {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+    return Reply(
+        status,
+        {"error": {"code": status, "message": "fake failure", "status": names.get(status, "")}},
+    )
+
+
+# ---- OpenAI chat completions (POST /v1/chat/completions, stream=true)
+
+
+def _openai_chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+    return _sse(
+        {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 1700000000,
+            "model": "fake-llama",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+    )
+
+
+def openai_text(*pieces: str) -> Reply:
+    chunks = [_openai_chunk({"role": "assistant", "content": ""})]
+    chunks += [_openai_chunk({"content": p}) for p in pieces]
+    chunks += [_openai_chunk({}, "stop"), "data: [DONE]\n\n"]
+    return Reply(chunks=chunks)
+
+
+def openai_call(name: str, call_id: str = "call_fake_1", **args: Any) -> Reply:
+    """A tool call whose JSON arguments arrive split over several chunks, as servers send it."""
+    arguments = json.dumps(args)
+    cut = len(arguments) // 2
+    head = {"index": 0, "id": call_id, "type": "function"}
+    chunks = [
+        _openai_chunk(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{**head, "function": {"name": name, "arguments": ""}}],
+            }
+        ),
+        _openai_chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments[:cut]}}]}),
+        _openai_chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments[cut:]}}]}),
+        _openai_chunk({}, "tool_calls"),
+        "data: [DONE]\n\n",
+    ]
+    return Reply(chunks=chunks)
+
+
+def openai_error(status: int) -> Reply:
+    return Reply(status, {"error": {"message": "fake failure", "type": "server_error"}})

@@ -1,0 +1,147 @@
+"""A failing model never leaves the user empty-handed: `error` event, the fixed fallback
+answer, `done`, and the turn stored with status "error"; or, with MODEL_FALLBACK, the second
+model answers instead."""
+
+from __future__ import annotations
+
+import pytest
+
+from aircoach.chat import FALLBACK_ANSWER
+from tests.conftest import chat
+from tests.llm.conftest import app_client
+from tests.llm.fakes import (
+    Reply,
+    gemini_empty,
+    gemini_error,
+    gemini_text,
+    openai_call,
+    openai_error,
+    openai_text,
+)
+
+FAILURES = {
+    "500": lambda: gemini_error(500),
+    "503": lambda: gemini_error(503),
+    "429": lambda: gemini_error(429),
+    "hang": lambda: Reply(hang_before=True),
+    "empty": gemini_empty,
+}
+
+
+async def _turn(settings, auth, query="Cos'è lo stallo?"):
+    async with app_client(settings) as (client, app):
+        events = await chat(client, auth(), query)
+        turns = await app.state.runtime.chats.recent_turns("user-1", 5)
+    return events, turns
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+async def test_failure_sends_error_then_fallback_answer(failure, gemini_api, gemini_settings, auth):
+    gemini_api.script(FAILURES[failure]())
+    events, turns = await _turn(gemini_settings(model_timeout_s=0.3), auth)
+
+    assert [e["type"] for e in events] == ["error", "agent_message", "done"]
+    error = events[0]
+    assert error["code"] == "model_unavailable"
+    expected = "empty answer" if failure == "empty" else "unavailable right now"
+    assert expected in error["message"]
+    assert events[1]["content"] == FALLBACK_ANSWER
+    assert events[2]["model"] == "gemini-2.5-flash"
+    (turn,) = turns
+    assert (turn.status, turn.system) == ("error", FALLBACK_ANSWER)
+    assert len(gemini_api.requests) == 1  # MODEL_MAX_RETRIES=0: one attempt
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+async def test_fallback_model_answers_when_the_first_fails(
+    failure, gemini_api, openai_api, gemini_settings, auth
+):
+    gemini_api.script(FAILURES[failure]())
+    openai_api.script(openai_text("Lo stallo è ", "la perdita di portanza."))
+    settings = gemini_settings(
+        model_timeout_s=0.3,
+        model_fallback="openai:fake-llama",
+        openai_base_url=f"{openai_api.url}/v1",
+    )
+    events, turns = await _turn(settings, auth)
+
+    assert [e["type"] for e in events] == ["agent_message", "agent_message", "done"]
+    assert "".join(e["content"] for e in events[:-1]) == "Lo stallo è la perdita di portanza."
+    assert events[-1]["model"] == "fake-llama"
+    (turn,) = turns
+    assert (turn.status, turn.model) == ("ok", "fake-llama")
+    assert turn.system == "Lo stallo è la perdita di portanza."
+
+
+async def test_offline_fallback_says_it_is_offline(gemini_api, gemini_settings, auth):
+    gemini_api.script(gemini_error(500))
+    events, turns = await _turn(gemini_settings(model_fallback="offline"), auth)
+
+    assert events[-1]["type"] == "done" and events[-1]["model"] == "offline"
+    answer = "".join(e["content"] for e in events if e["type"] == "agent_message")
+    assert answer.startswith("[modello offline]")
+    assert turns[0].status == "ok"
+
+
+async def test_both_models_failing_gives_the_fallback_answer(
+    gemini_api, openai_api, gemini_settings, auth
+):
+    gemini_api.script(gemini_error(503))
+    openai_api.script(openai_error(500))
+    settings = gemini_settings(
+        model_fallback="openai:fake-llama", openai_base_url=f"{openai_api.url}/v1"
+    )
+    events, turns = await _turn(settings, auth)
+
+    assert [e["type"] for e in events] == ["error", "agent_message", "done"]
+    assert events[0]["code"] == "model_unavailable"
+    assert events[1]["content"] == FALLBACK_ANSWER
+    assert turns[0].status == "error"
+
+
+async def test_no_fallback_once_text_was_streamed(gemini_api, openai_api, gemini_settings, auth):
+    """Half an answer already reached the client: a second model would glue another answer
+    to it. The partial text stays, the error is reported, and the fallback is not called."""
+    gemini_api.script(gemini_text("Lo stallo ", "avviene oltre l'angolo critico.", hang_after=1))
+    settings = gemini_settings(
+        model_timeout_s=0.3,
+        model_fallback="openai:fake-llama",
+        openai_base_url=f"{openai_api.url}/v1",
+    )
+    events, turns = await _turn(settings, auth)
+
+    assert [e["type"] for e in events] == ["agent_message", "error", "done"]
+    assert events[0]["content"] == "Lo stallo "
+    assert events[1]["code"] == "model_unavailable"
+    assert openai_api.requests == []
+    assert (turns[0].status, turns[0].system) == ("error", "Lo stallo ")
+
+
+@pytest.mark.integration
+async def test_retries_follow_model_max_retries(gemini_api, gemini_settings, auth):
+    """One retry (the SDK's default would be five) after a 503, with the SDK's own backoff."""
+    gemini_api.script(gemini_error(503), gemini_text("Ecco la risposta."))
+    events, turns = await _turn(gemini_settings(model_max_retries=1), auth)
+
+    assert [e["type"] for e in events] == ["agent_message", "done"]
+    assert len(gemini_api.requests) == 2
+    assert turns[0].status == "ok"
+
+
+async def test_fallback_stays_in_charge_for_the_rest_of_the_turn(
+    gemini_api, openai_api, gemini_settings, auth
+):
+    """After the first model failed, the model call that follows a tool result goes straight
+    to the model that answered (the fake Gemini would reject a second request)."""
+    gemini_api.script(gemini_error(500))
+    openai_api.script(
+        openai_call("domanda_teoria", capitolo=42), openai_text("Il capitolo 42 non esiste.")
+    )
+    settings = gemini_settings(
+        model_fallback="openai:fake-llama", openai_base_url=f"{openai_api.url}/v1"
+    )
+    events, turns = await _turn(settings, auth)
+
+    assert [e["type"] for e in events] == ["tool_result", "agent_message", "done"]
+    assert events[-1]["model"] == "fake-llama" and turns[0].status == "ok"
+    assert len(gemini_api.requests) == 1 and len(openai_api.requests) == 2
