@@ -83,9 +83,20 @@ def no_internet(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(scope="session")
+def _dev_key(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """One dev issuer key for the session: generating RSA keys is the slowest part of setup."""
+    issuer = DevIssuer(tmp_path_factory.mktemp("dev-key"))
+    issuer.private_key  # noqa: B018 - generates and writes the key
+    return issuer.key_path.read_bytes()
+
+
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    return tmp_path / "data"
+def data_dir(tmp_path: Path, _dev_key: bytes) -> Path:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "dev_issuer_key.pem").write_bytes(_dev_key)
+    return folder
 
 
 @pytest.fixture

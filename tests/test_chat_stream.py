@@ -93,10 +93,11 @@ async def test_failed_return_direct_tool_goes_back_to_the_model(client, auth, sc
 async def test_empty_model_answer_gets_the_fallback_text(app, client, auth, script):
     script([text("")])
     events = await chat(client, auth(), "ciao")
-    assert [e["type"] for e in events] == ["agent_message", "done"]
-    assert events[0]["content"].startswith("Mi dispiace")
+    assert [e["type"] for e in events] == ["error", "agent_message", "done"]
+    assert events[0]["code"] == "model_unavailable"
+    assert events[1]["content"].startswith("Mi dispiace")
     [turn] = await stored(app)
-    assert turn.system == events[0]["content"]
+    assert turn.system == events[1]["content"] and turn.status == "error"
 
 
 async def test_model_failure_streams_error_then_fallback_and_stores_the_turn(
