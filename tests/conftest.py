@@ -18,6 +18,9 @@ from aircoach.settings import ROOT, Settings
 from tests.scripted_model import Script, ScriptedChatModel
 from tests.sse import parse_sse
 
+# S3 fixtures (moto): `aws_env`, `s3`, `moto_server`, `s3_server`.
+pytest_plugins = ["tests.s3"]
+
 _LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "testserver", "t"}
 
 
