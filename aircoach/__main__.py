@@ -90,6 +90,8 @@ def _seed_quiz(args: argparse.Namespace) -> None:
 
 
 def _docs(args: argparse.Namespace) -> None:
+    from botocore.exceptions import BotoCoreError, ClientError
+
     from aircoach.docs_admin import DocsBucket, DocsCommandError
     from aircoach.errors import ConfigError
 
@@ -127,7 +129,7 @@ def _docs(args: argparse.Namespace) -> None:
         elif args.docs_command == "rollback":
             new_id = bucket.rollback(args.key, args.version_id)
             print(f"{args.key!r} is now version {args.version_id!r} again (new version {new_id})")
-    except (ConfigError, DocsCommandError) as exc:
+    except (ConfigError, DocsCommandError, BotoCoreError, ClientError) as exc:
         sys.exit(f"error: {exc}")
 
 

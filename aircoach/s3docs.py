@@ -20,6 +20,25 @@ from aircoach.settings import Settings
 BUILT_FOLDER = "_built/"
 
 
+_loader: Any = None
+_loader_lock = threading.Lock()
+
+
+def _botocore_session() -> Any:
+    """A new botocore session (sessions are not thread-safe) sharing one data loader: parsing
+    botocore's JSON models costs 0.1-0.3 s per session, and its results never change."""
+    global _loader
+    import botocore.loaders
+    import botocore.session
+
+    with _loader_lock:
+        if _loader is None:
+            _loader = botocore.loaders.create_loader()
+    session = botocore.session.get_session()
+    session.register_component("data_loader", _loader)
+    return session
+
+
 def make_s3_client(settings: Settings) -> Any:
     """A boto3 S3 client for the settings. Blocking (it loads botocore's service models), so
     the server calls it in a worker thread; a session of its own keeps it thread-safe."""
@@ -33,7 +52,7 @@ def make_s3_client(settings: Settings) -> Any:
         # MinIO, LocalStack and moto server answer on one host name: path-style addressing.
         s3={"addressing_style": "path"} if settings.aws_endpoint_url else None,
     )
-    return boto3.session.Session().client(
+    return boto3.session.Session(botocore_session=_botocore_session()).client(
         "s3",
         region_name=settings.aws_region,
         endpoint_url=settings.aws_endpoint_url,
