@@ -70,7 +70,7 @@ async def test_first_load_builds_in_key_order_and_versions_by_content(clock):
     assert snap.text == "Sei un istruttore.\n\nRispondi in italiano."
     assert snap.version == build_prompt(DOCS)[1]
     assert sorted(source.reads) == sorted(DOCS)
-    assert [d.version_id for d in snap.docs] == [d.version_id for d in snap.docs if d.version_id]
+    assert all(d.version_id for d in snap.docs)  # read_doc reports what it read
     # another store on the same docs agrees on the version (no per-process counter)
     assert (await PromptStore(MemorySource(DOCS), ttl_s=60).current()).version == snap.version
 
