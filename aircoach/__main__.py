@@ -1,4 +1,4 @@
-"""Command line: `python -m aircoach serve | token | chat | seed-quiz`."""
+"""Command line: `python -m aircoach serve | token | chat | seed-quiz | docs ...`."""
 
 from __future__ import annotations
 
@@ -89,6 +89,50 @@ def _seed_quiz(args: argparse.Namespace) -> None:
     print(f"{written} questions loaded (existing ones with the same capitolo+numero replaced)")
 
 
+def _docs(args: argparse.Namespace) -> None:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from aircoach.docs_admin import DocsBucket, DocsCommandError
+    from aircoach.errors import ConfigError
+
+    try:
+        bucket = DocsBucket(get_settings())
+        where = f"s3://{bucket.bucket}/{bucket.prefix}"
+        if args.docs_command == "push":
+            results = bucket.push(delete=args.delete)
+            for r in results:
+                version = f" (version {r.version_id})" if r.version_id else ""
+                print(f"{r.action:>11}  {r.key}{version}")
+            uploaded = sum(r.action in ("uploaded", "deleted") for r in results)
+            print(f"{uploaded} change(s) pushed from {str(bucket.folder)!r} to {where}")
+            if uploaded:
+                print(
+                    "Instances pick them up within PROMPT_TTL_S, or now via POST /api/update_docs"
+                )
+        elif args.docs_command == "status":
+            st = bucket.status()
+            print(f"local  {st.local_version or '(no docs)'}  {bucket.folder}")
+            print(f"remote {st.remote_version or '(no docs)'}  {where}")
+            for label, keys in (
+                ("only local", st.only_local),
+                ("only remote", st.only_remote),
+                ("different", st.different),
+            ):
+                for key in keys:
+                    print(f"  {label}: {key}")
+            print("in sync" if st.in_sync else "differs: run `docs push` to publish local docs")
+        elif args.docs_command == "history":
+            for v in bucket.history(args.key):
+                what = "delete marker" if v.delete_marker else f"etag {v.etag}  {v.size} bytes"
+                latest = "latest" if v.latest else "      "
+                print(f"{v.version_id}  {latest}  {v.last_modified}  {what}")
+        elif args.docs_command == "rollback":
+            new_id = bucket.rollback(args.key, args.version_id)
+            print(f"{args.key!r} is now version {args.version_id!r} again (new version {new_id})")
+    except (ConfigError, DocsCommandError, BotoCoreError, ClientError) as exc:
+        sys.exit(f"error: {exc}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m aircoach", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -114,6 +158,20 @@ def main(argv: list[str] | None = None) -> None:
         "seed-quiz", help="load the demo quiz questions into the configured store"
     )
     seed.set_defaults(func=_seed_quiz)
+
+    docs = sub.add_parser("docs", help="manage the prompt docs in the S3 bucket (PROMPT_BUCKET)")
+    docs.set_defaults(func=_docs)
+    docs_sub = docs.add_subparsers(dest="docs_command", required=True)
+    push = docs_sub.add_parser("push", help="upload changed files of prompt_docs/ (MD5 vs ETag)")
+    push.add_argument(
+        "--delete", action="store_true", help="also delete remote docs missing locally"
+    )
+    docs_sub.add_parser("status", help="local prompt version vs remote prompt version")
+    history = docs_sub.add_parser("history", help="the object versions of one doc")
+    history.add_argument("key", help="the doc's key relative to PROMPT_PREFIX, e.g. 00_ruolo.md")
+    rollback = docs_sub.add_parser("rollback", help="make an earlier version the latest again")
+    rollback.add_argument("key")
+    rollback.add_argument("version_id", help="from `docs history KEY`")
 
     args = parser.parse_args(argv)
     args.func(args)

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from aircoach import webhook
 from aircoach.auth import Principal
 from aircoach.errors import ForbiddenError, MissingTokenError
 from aircoach.runtime import Runtime
@@ -48,3 +49,28 @@ async def docs_admin(user: CurrentUser, settings: SettingsDep) -> Principal:
 
 
 DocsAdmin = Annotated[Principal, Depends(docs_admin)]
+
+
+async def docs_reloader(
+    request: Request,
+    runtime: RuntimeDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> str:
+    """Who may reload the docs: a call signed with `UPDATE_DOCS_SECRET` (a CI job, an S3
+    event) or a user token with the admin permission. Returns who it was, for the log."""
+    settings = runtime.settings
+    headers = request.headers
+    if webhook.SIGNATURE_HEADER in headers or webhook.TIMESTAMP_HEADER in headers:
+        webhook.verify(
+            settings.update_docs_secret,
+            headers.get(webhook.TIMESTAMP_HEADER),
+            headers.get(webhook.SIGNATURE_HEADER),
+            await request.body(),
+            max_skew_s=settings.update_docs_max_skew_s,
+        )
+        return "signed webhook"
+    user = await docs_admin(await current_user(runtime, credentials), settings)
+    return f"user {user.sub!r}"
+
+
+DocsReloader = Annotated[str, Depends(docs_reloader)]

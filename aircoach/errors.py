@@ -48,6 +48,12 @@ class MissingTokenError(AppError):
         super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
 
 
+class SignatureError(AppError):
+    code = "invalid_signature"
+    status = 401
+    message = "The webhook signature is missing, stale or does not match."
+
+
 class ForbiddenError(AppError):
     code = "forbidden"
     status = 403

@@ -8,14 +8,15 @@ and swaps the snapshot atomically (one attribute assignment).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import anyio
 
@@ -42,7 +43,17 @@ class PromptSource(Protocol):
 
     async def list_docs(self) -> list[DocInfo]: ...
 
-    async def read_doc(self, info: DocInfo) -> str: ...
+    async def read_doc(self, info: DocInfo) -> tuple[str, DocInfo]:
+        """The doc's text and the info of what was actually read (S3 adds the object's
+        version id, which its listing does not give)."""
+        ...
+
+
+@runtime_checkable
+class BuiltPromptArchive(Protocol):
+    """A source that keeps an audit copy of every built prompt version."""
+
+    async def archive_built(self, version: str, text: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -94,8 +105,9 @@ class LocalDocSource:
                 )
         return docs
 
-    async def read_doc(self, info: DocInfo) -> str:
-        return await anyio.to_thread.run_sync((self.folder / info.key).read_text, "utf-8")
+    async def read_doc(self, info: DocInfo) -> tuple[str, DocInfo]:
+        text = await anyio.to_thread.run_sync((self.folder / info.key).read_text, "utf-8")
+        return text, info
 
 
 class PromptStore:
@@ -125,79 +137,108 @@ class PromptStore:
         """The prompt to use now. Revalidates when the TTL has passed; while one request
         refreshes, the others keep serving the current snapshot."""
         snapshot = self._snapshot
-        if snapshot is not None and self.clock() - self._checked_at < self.ttl_s:
-            return snapshot
-        if snapshot is not None and self._refresh_in_flight():
+        if snapshot is not None and (
+            self.clock() - self._checked_at < self.ttl_s or self._refresh_in_flight()
+        ):
             return snapshot
         return await self._revalidate()
 
     async def reload(self) -> tuple[PromptSnapshot, str | None]:
-        """Force a reload now (the update_docs webhook). Returns (new, previous version)."""
+        """Force a reload now (the update_docs webhook). Returns (new, previous version).
+        Raises `PromptUnavailable` when the source fails, even with a good prompt held."""
         previous = self._snapshot.version if self._snapshot else None
         return await self._revalidate(force=True), previous
 
     def health(self) -> dict[str, object]:
+        """For `/api/health`: touches no backend. `age_s` is the time since the prompt was
+        last confirmed against its source; it keeps growing while the source fails."""
         snapshot = self._snapshot
-        age = None if snapshot is None else round(self.clock() - snapshot.loaded_at, 1)
-        status = "ok" if snapshot is not None and self.last_error is None else "degraded"
+        if snapshot is None:
+            status = "unavailable" if self.last_error else "not_loaded"
+        else:
+            status = "degraded" if self.last_error else "ok"
         return {
             "source": self.source.name,
             "status": status,
             "version": snapshot.version if snapshot else None,
-            "age_s": age,
+            "docs": len(snapshot.docs) if snapshot else 0,
+            "age_s": None if snapshot is None else round(self.clock() - snapshot.loaded_at, 1),
             "error": self.last_error,
         }
 
     def _refresh_in_flight(self) -> bool:
         fut = self._refresh
+        # A future of another event loop (a new serverless invocation) is dead: ignore it.
         return fut is not None and not fut.done() and fut.get_loop() is asyncio.get_running_loop()
 
     async def _revalidate(self, force: bool = False) -> PromptSnapshot:
-        if self._refresh_in_flight() and not force:
+        while self._refresh_in_flight():
             assert self._refresh is not None
-            return await asyncio.shield(self._refresh)
+            if not force:
+                return await asyncio.shield(self._refresh)
+            # A forced reload waits for the running refresh, then lists again: two loads
+            # racing to swap the snapshot could leave the older listing in place.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._refresh)
         fut: asyncio.Future[PromptSnapshot] = asyncio.get_running_loop().create_future()
         self._refresh = fut
         try:
             snapshot = await self._load()
         except Exception as exc:
-            self.last_error = f"{type(exc).__name__}: {exc}"
+            self.last_error = _describe(exc)
             self._checked_at = self.clock()  # retry after one TTL, not on every request
             if self._snapshot is not None and not force:
                 log.warning(
-                    "prompt source %s failed; serving last good version %s: %s",
+                    "prompt source %r failed; serving last good version %s: %s",
                     self.source.name,
                     self._snapshot.version,
-                    self.last_error,
+                    exc,
                 )
                 fut.set_result(self._snapshot)
                 return self._snapshot
-            log.error("prompt source %s failed: %s", self.source.name, self.last_error)
+            log.error("prompt source %r failed: %s", self.source.name, exc)
             # The admin who forced the reload learns what is wrong; users only that it failed.
             error = (
                 InvalidDocs(str(exc))
                 if force and isinstance(exc, ConfigError)
                 else PromptUnavailable()
             )
-            fut.set_exception(error)
-            fut.exception()  # mark retrieved: waiters re-raise it, nobody else needs to
+            _settle_with(fut, error)
             raise error from exc
+        except BaseException:
+            # Cancelled mid-load (the client left): waiters must not hang on this future.
+            _settle_with(fut, PromptUnavailable())
+            raise
+        previous = self._snapshot
         self._snapshot, self._checked_at, self.last_error = snapshot, self.clock(), None
         fut.set_result(snapshot)
+        if previous is None or previous.version != snapshot.version:
+            await self._archive(snapshot)
         return snapshot
 
     async def _load(self) -> PromptSnapshot:
-        docs = await self.source.list_docs()
+        listed = await self.source.list_docs()
         old = self._snapshot
-        if old is not None and old.docs == tuple(docs):
-            return PromptSnapshot(old.text, old.version, old.docs, old.contents, self.clock())
-        known = {d.key: d.etag for d in old.docs} if old else {}
+        held = {d.key: d for d in old.docs} if old else {}
+        docs: dict[str, DocInfo] = {}
         contents: dict[str, str] = {}
-        for info in docs:
-            if old is not None and known.get(info.key) == info.etag:
-                contents[info.key] = old.contents[info.key]
-            else:
-                contents[info.key] = await self.source.read_doc(info)
+
+        async def fetch(info: DocInfo) -> None:
+            contents[info.key], docs[info.key] = await self.source.read_doc(info)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for info in listed:
+                    known = held.get(info.key)
+                    if old is not None and known is not None and known.etag == info.etag:
+                        docs[info.key], contents[info.key] = known, old.contents[info.key]
+                    else:
+                        tg.start_soon(fetch, info)
+        except ExceptionGroup as group:
+            raise group.exceptions[0] from group
+        ordered = tuple(docs[info.key] for info in listed)
+        if old is not None and ordered == old.docs:
+            return replace(old, loaded_at=self.clock())
         text, version = build_prompt(contents)
         if not text:
             raise ValueError(f"no {PROMPT_SUFFIX} docs in prompt source {self.source.name!r}")
@@ -205,6 +246,31 @@ class PromptStore:
             self.validate(contents)
         if old is None or old.version != version:
             log.info(
-                "prompt version %s loaded from %s (%d docs)", version, self.source.name, len(docs)
+                "prompt version %s loaded from %r (%d docs)", version, self.source.name, len(docs)
             )
-        return PromptSnapshot(text, version, tuple(docs), contents, self.clock())
+        return PromptSnapshot(text, version, ordered, contents, self.clock())
+
+    async def _archive(self, snapshot: PromptSnapshot) -> None:
+        """Keep an audit copy of a new version. Its failure never fails the reload."""
+        if not isinstance(self.source, BuiltPromptArchive):
+            return
+        try:
+            if await self.source.archive_built(snapshot.version, snapshot.text):
+                log.info("archived built prompt version %s", snapshot.version)
+        except Exception as exc:
+            log.warning("could not archive built prompt version %s: %s", snapshot.version, exc)
+
+
+def _settle_with(fut: asyncio.Future[PromptSnapshot], error: Exception) -> None:
+    if not fut.done():
+        fut.set_exception(error)
+        fut.exception()  # mark retrieved: waiters re-raise it, nobody else needs to
+
+
+def _describe(exc: Exception) -> str:
+    """A short, public-safe description (health is unauthenticated): the exception kind and,
+    for AWS errors, the error code; the full message goes to the log."""
+    response = getattr(exc, "response", None)
+    code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+    kind = type(exc).__name__
+    return f"{kind}({code})" if code and code != kind else kind

@@ -80,7 +80,10 @@ class Settings(BaseSettings):
     aws_region: str = "eu-west-1"
     aws_endpoint_url: str | None = None
     prompt_ttl_s: float = Field(default=60.0, ge=0)
+    s3_timeout_s: float = Field(default=5.0, gt=0)
+    s3_max_attempts: int = Field(default=3, ge=1, le=10)
     update_docs_secret: str | None = None
+    update_docs_max_skew_s: int = Field(default=300, ge=1)
 
     # Chat store: SQLite under data_dir, or MongoDB when MONGODB_URI is set.
     sqlite_path: Path | None = None

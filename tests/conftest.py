@@ -18,7 +18,9 @@ from aircoach.settings import ROOT, Settings
 from tests.scripted_model import Script, ScriptedChatModel
 from tests.sse import parse_sse
 
-pytest_plugins = ["tests.fake_auth0"]
+# Fixtures of fake backends: Auth0 tenant (`tests.fake_auth0`); S3 via moto: `aws_env`, `s3`,
+# `moto_server`, `s3_server` (`tests.s3`).
+pytest_plugins = ["tests.fake_auth0", "tests.s3"]
 
 _LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "testserver", "t"}
 

@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter
 
-from aircoach.deps import DocsAdmin, RuntimeDep
-from aircoach.models import DocDetail, UpdateDocsResponse
+from aircoach.deps import DocsReloader, RuntimeDep
+from aircoach.models import DocDetail, ErrorBody, UpdateDocsResponse
 
 router = APIRouter(prefix="/api", tags=["admin"])
+log = logging.getLogger(__name__)
 
 
-@router.post("/update_docs")
-async def update_docs(admin: DocsAdmin, runtime: RuntimeDep) -> UpdateDocsResponse:
+@router.post(
+    "/update_docs",
+    responses={
+        401: {"model": ErrorBody, "description": "No, stale or invalid signature or token."},
+        403: {"model": ErrorBody, "description": "A valid token without `admin:docs`."},
+        503: {
+            "model": ErrorBody,
+            "description": "The prompt source failed (`prompt_unavailable`).",
+        },
+    },
+)
+async def update_docs(caller: DocsReloader, runtime: RuntimeDep) -> UpdateDocsResponse:
     """Reload the docs from their source and rebuild the system prompt on this instance;
-    the other instances pick the new version up within `PROMPT_TTL_S`."""
+    the other instances pick the new version up within `PROMPT_TTL_S`.
+
+    Authorise with either an HMAC-SHA256 signature of `"{timestamp}.{raw body}"` keyed with
+    `UPDATE_DOCS_SECRET` (headers `X-Aircoach-Timestamp: <unix seconds>` and
+    `X-Aircoach-Signature: sha256=<hex>`, at most 5 minutes off) or a bearer token with the
+    `admin:docs` permission."""
     snapshot, previous = await runtime.prompts.reload()
     changed = previous != snapshot.version
+    log.info("update_docs by %s: prompt version %s -> %s", caller, previous, snapshot.version)
     return UpdateDocsResponse(
         message="prompt updated" if changed else "prompt unchanged",
         docs_count=len(snapshot.docs),

@@ -16,12 +16,14 @@ router = APIRouter(prefix="/api", tags=["meta"])
 async def health(runtime: RuntimeDep) -> dict[str, Any]:
     """Liveness and which backends are configured. Touches no backend, imports no agent code."""
     settings = runtime.settings
+    prompt = runtime.prompts.health()
     return {
-        "status": "ok",
+        # Still 200: the process is alive; "degraded" says a backend is failing.
+        "status": "degraded" if prompt["status"] in ("degraded", "unavailable") else "ok",
         "auth": "auth0" if settings.auth0_domain else "dev-issuer",
         "store": "mongodb" if settings.mongodb_uri else "sqlite",
         "model": settings.resolved_model_provider,
-        "prompt": runtime.prompts.health(),
+        "prompt": prompt,
     }
 
 

@@ -1,0 +1,183 @@
+"""The `python -m aircoach docs ...` commands: push, status, history and rollback of the prompt
+docs in the S3 bucket. Blocking boto3 calls are fine here: this runs in a terminal, not in the
+server's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import mimetypes
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aircoach.errors import ConfigError
+from aircoach.prompts import DocInfo, LocalDocSource, PromptSource, build_prompt
+from aircoach.s3docs import S3DocSource
+from aircoach.settings import Settings
+
+
+class DocsCommandError(Exception):
+    """A docs command that cannot go on; the CLI prints the message and exits with 1."""
+
+
+@dataclass(frozen=True)
+class PushResult:
+    key: str
+    action: str  # "uploaded", "unchanged", "deleted", "remote only"
+    version_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Status:
+    local_version: str | None
+    remote_version: str | None
+    only_local: list[str]
+    only_remote: list[str]
+    different: list[str]
+
+    @property
+    def in_sync(self) -> bool:
+        return self.local_version == self.remote_version
+
+
+@dataclass(frozen=True)
+class ObjectVersion:
+    version_id: str
+    latest: bool
+    last_modified: str
+    etag: str | None
+    size: int | None
+    delete_marker: bool = False
+
+
+class DocsBucket:
+    """The docs under `s3://{PROMPT_BUCKET}/{PROMPT_PREFIX}` and the local `prompt_docs/`."""
+
+    def __init__(self, settings: Settings, folder: Path | None = None):
+        if not settings.prompt_bucket:
+            raise ConfigError("PROMPT_BUCKET is not set: the docs commands need a bucket")
+        self.settings = settings
+        self.folder = folder or settings.prompt_docs_dir
+        self.source = S3DocSource(settings)
+        self.bucket = self.source.bucket
+        self.prefix = self.source.prefix
+
+    @property
+    def client(self) -> Any:
+        return self.source.client
+
+    def require_versioning(self) -> None:
+        status = self.client.get_bucket_versioning(Bucket=self.bucket).get("Status")
+        if status != "Enabled":
+            raise DocsCommandError(
+                f"bucket {self.bucket!r} has versioning {status or 'never enabled'!r}: without it "
+                "there is no history or rollback. Enable it with: aws s3api "
+                f"put-bucket-versioning --bucket {self.bucket} "
+                "--versioning-configuration Status=Enabled"
+            )
+
+    def push(self, *, delete: bool = False) -> list[PushResult]:
+        """Upload the local docs whose MD5 differs from the remote ETag."""
+        self.require_versioning()
+        local = asyncio.run(LocalDocSource(self.folder).list_docs())
+        remote = {d.key: d for d in self.source.list_docs_blocking()}
+        results = []
+        for doc in local:
+            if remote.get(doc.key) is not None and remote[doc.key].etag == doc.etag:
+                results.append(PushResult(doc.key, "unchanged", None))
+                continue
+            content_type = mimetypes.guess_type(doc.key)[0] or "application/octet-stream"
+            if doc.key.endswith(".md"):
+                content_type = "text/markdown; charset=utf-8"
+            response = self.client.put_object(
+                Bucket=self.bucket,
+                Key=self.prefix + doc.key,
+                Body=(self.folder / doc.key).read_bytes(),
+                ContentType=content_type,
+            )
+            results.append(PushResult(doc.key, "uploaded", response.get("VersionId")))
+        local_keys = {d.key for d in local}
+        for key in sorted(set(remote) - local_keys):
+            if delete:
+                # On a versioned bucket this adds a delete marker: the doc stays in history.
+                response = self.client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
+                results.append(PushResult(key, "deleted", response.get("VersionId")))
+            else:
+                results.append(PushResult(key, "remote only"))
+        return results
+
+    def status(self) -> Status:
+        local_docs, local = asyncio.run(_read_all(LocalDocSource(self.folder)))
+        remote_docs, remote = asyncio.run(_read_all(self.source))
+        local_etags = {d.key: d.etag for d in local_docs}
+        remote_etags = {d.key: d.etag for d in remote_docs}
+        return Status(
+            local_version=build_prompt(local)[1] if local else None,
+            remote_version=build_prompt(remote)[1] if remote else None,
+            only_local=sorted(set(local) - set(remote)),
+            only_remote=sorted(set(remote) - set(local)),
+            different=sorted(
+                k for k in set(local) & set(remote) if local_etags[k] != remote_etags[k]
+            ),
+        )
+
+    def history(self, key: str) -> list[ObjectVersion]:
+        """Every version of one doc (and delete markers), newest first."""
+        full_key = self.prefix + key
+        versions: list[ObjectVersion] = []
+        paginator = self.client.get_paginator("list_object_versions")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=full_key):
+            for v in page.get("Versions", []):
+                if v["Key"] == full_key:
+                    versions.append(
+                        ObjectVersion(
+                            version_id=v["VersionId"],
+                            latest=v["IsLatest"],
+                            last_modified=v["LastModified"].isoformat(),
+                            etag=v["ETag"].strip('"'),
+                            size=v["Size"],
+                        )
+                    )
+            for m in page.get("DeleteMarkers", []):
+                if m["Key"] == full_key:
+                    versions.append(
+                        ObjectVersion(
+                            version_id=m["VersionId"],
+                            latest=m["IsLatest"],
+                            last_modified=m["LastModified"].isoformat(),
+                            etag=None,
+                            size=None,
+                            delete_marker=True,
+                        )
+                    )
+        if not versions:
+            raise DocsCommandError(f"no versions of {key!r} in s3://{self.bucket}/{self.prefix}")
+        return sorted(versions, key=lambda v: (v.latest, v.last_modified), reverse=True)
+
+    def rollback(self, key: str, version_id: str) -> str:
+        """Copy one version of a doc over the latest, so that it is the latest again (the
+        versions in between stay in history). Returns the new version id."""
+        self.require_versioning()
+        versions = {v.version_id: v for v in self.history(key)}
+        target = versions.get(version_id)
+        if target is None:
+            raise DocsCommandError(
+                f"{key!r} has no version {version_id!r}; see `docs history {key}`"
+            )
+        if target.delete_marker:
+            raise DocsCommandError(f"version {version_id!r} of {key!r} is a delete marker")
+        if target.latest:
+            raise DocsCommandError(f"version {version_id!r} of {key!r} is already the latest")
+        full_key = self.prefix + key
+        response = self.client.copy_object(
+            Bucket=self.bucket,
+            Key=full_key,
+            CopySource={"Bucket": self.bucket, "Key": full_key, "VersionId": version_id},
+        )
+        return response["VersionId"]
+
+
+async def _read_all(source: PromptSource) -> tuple[list[DocInfo], dict[str, str]]:
+    docs = await source.list_docs()
+    contents = {d.key: (await source.read_doc(d))[0] for d in docs}
+    return docs, contents

@@ -1,0 +1,56 @@
+"""Signed webhook calls (`POST /api/update_docs`): HMAC-SHA256 of `"{timestamp}.{body}"`.
+
+The caller sends `X-Aircoach-Timestamp: <unix seconds>` and
+`X-Aircoach-Signature: sha256=<hex>`. The timestamp is signed too, so a captured request can
+be replayed only within the allowed clock skew.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+
+from aircoach.errors import SignatureError
+
+TIMESTAMP_HEADER = "X-Aircoach-Timestamp"
+SIGNATURE_HEADER = "X-Aircoach-Signature"
+_SCHEME = "sha256="
+
+
+def signature(secret: str, timestamp: str, body: bytes) -> str:
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return _SCHEME + mac.hexdigest()
+
+
+def signed_headers(secret: str, body: bytes, timestamp: int | None = None) -> dict[str, str]:
+    """The headers a caller sends (used by tests and documented in the README)."""
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    return {TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: signature(secret, ts, body)}
+
+
+def verify(
+    secret: str | None,
+    timestamp: str | None,
+    sent: str | None,
+    body: bytes,
+    *,
+    max_skew_s: float,
+    now: float | None = None,
+) -> None:
+    """Raise `SignatureError` unless `sent` signs `timestamp.body` with `secret` and the
+    timestamp is within `max_skew_s` of now (either way: clocks drift both ways)."""
+    if not secret:
+        raise SignatureError("signed webhook calls are not configured on this server")
+    if not timestamp or not sent:
+        raise SignatureError(f"both {TIMESTAMP_HEADER!r} and {SIGNATURE_HEADER!r} are required")
+    try:
+        ts = int(timestamp)
+    except ValueError:
+        raise SignatureError(f"{TIMESTAMP_HEADER!r} must be unix seconds") from None
+    now = time.time() if now is None else now
+    if abs(now - ts) > max_skew_s:
+        raise SignatureError(f"{TIMESTAMP_HEADER!r} is more than {max_skew_s:g} s from now")
+    expected = signature(secret, timestamp, body)
+    if not hmac.compare_digest(expected.encode(), sent.strip().encode()):
+        raise SignatureError()

@@ -1,0 +1,129 @@
+"""`python -m aircoach docs push | status | history | rollback` against a moto bucket."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from aircoach.__main__ import main
+from aircoach.prompts import PromptStore, build_prompt
+from aircoach.s3docs import S3DocSource
+from aircoach.settings import ROOT
+from tests.s3 import BUCKET, PREFIX, REGION, s3_settings
+
+
+DOCS = sum(1 for p in (ROOT / "prompt_docs").iterdir() if p.is_file())
+
+
+@pytest.fixture
+def docs_dir(tmp_path):
+    folder = tmp_path / "prompt_docs"
+    shutil.copytree(ROOT / "prompt_docs", folder)
+    return folder
+
+
+@pytest.fixture
+def empty_bucket(aws_env, tmp_path):
+    with mock_aws():
+        client = boto3.client("s3", region_name=REGION)
+        client.create_bucket(
+            Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION}
+        )
+        yield client
+
+
+@pytest.fixture
+def cli(monkeypatch, docs_dir, data_dir, capsys):
+    """Run the CLI as a user would, configured from the environment; returns its stdout."""
+    monkeypatch.setenv("PROMPT_BUCKET", BUCKET)
+    monkeypatch.setenv("PROMPT_PREFIX", PREFIX)
+    monkeypatch.setenv("PROMPT_DOCS_DIR", str(docs_dir))
+    monkeypatch.setenv("DATA_DIR", str(data_dir))
+    monkeypatch.setenv("AWS_REGION", REGION)
+    monkeypatch.chdir(docs_dir.parent)  # no stray .env
+
+    def run(*argv: str) -> str:
+        capsys.readouterr()
+        main(["docs", *argv])
+        return capsys.readouterr().out
+
+    return run
+
+
+def versioning_on(client) -> None:
+    client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+
+
+def local_version(folder) -> str:
+    return build_prompt({p.name: p.read_text() for p in folder.iterdir() if p.is_file()})[1]
+
+
+def test_push_refuses_a_bucket_without_versioning(empty_bucket, cli, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli("push")
+    assert "versioning" in str(exit_info.value) and "put-bucket-versioning" in str(exit_info.value)
+    assert empty_bucket.list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0
+
+
+def test_push_then_rollback_returns_to_the_earlier_version(empty_bucket, cli, docs_dir, data_dir):
+    versioning_on(empty_bucket)
+    out = cli("push")
+    assert out.count("uploaded") == DOCS and f"{DOCS} change(s) pushed" in out
+    first = local_version(docs_dir)
+    assert f"remote {first}" in cli("status") and "in sync" in cli("status")
+    assert "0 change(s)" in cli("push") and cli("push").count("unchanged") == DOCS
+
+    (docs_dir / "10_stile.md").write_text("Rispondi in rima.\n")
+    status = cli("status")
+    assert "differs" in status and "different: 10_stile.md" in status
+    out = cli("push")
+    assert out.count("uploaded") == 1 and out.count("unchanged") == DOCS - 1
+    second = local_version(docs_dir)
+    assert second != first and f"remote {second}" in cli("status")
+
+    history = cli("history", "10_stile.md").splitlines()
+    assert len(history) == 2 and "latest" in history[0] and "latest" not in history[1]
+    earlier_id = history[1].split()[0]
+
+    out = cli("rollback", "10_stile.md", earlier_id)
+    assert f"is now version {earlier_id!r} again" in out
+    status = cli("status")
+    assert f"remote {first}" in status and "differs" in status  # local still has the rhyme
+    assert len(cli("history", "10_stile.md").splitlines()) == 3
+
+    # What the server builds from the bucket is the earlier version again.
+    store = PromptStore(S3DocSource(s3_settings(data_dir)), ttl_s=60)
+    assert asyncio.run(store.current()).version == first
+
+
+def test_rollback_refuses_unknown_and_latest_versions(empty_bucket, cli):
+    versioning_on(empty_bucket)
+    cli("push")
+    latest_id = cli("history", "00_ruolo.md").split()[0]
+    with pytest.raises(SystemExit, match="is already the latest"):
+        cli("rollback", "00_ruolo.md", latest_id)
+    with pytest.raises(SystemExit, match="has no version 'nope'"):
+        cli("rollback", "00_ruolo.md", "nope")
+    with pytest.raises(SystemExit, match=r"no versions of 'missing\.md'"):
+        cli("history", "missing.md")
+
+
+def test_push_delete_leaves_history_and_status_without_bucket_is_an_error(
+    empty_bucket, cli, docs_dir, monkeypatch
+):
+    versioning_on(empty_bucket)
+    assert cli("push").count("uploaded") == DOCS
+    (docs_dir / "20_quiz.md").unlink()
+    assert "remote only  20_quiz.md" in cli("push")
+    out = cli("push", "--delete")
+    assert "deleted  20_quiz.md" in out
+    history = cli("history", "20_quiz.md")
+    assert "delete marker" in history and "etag" in history
+    assert "in sync" in cli("status")
+    monkeypatch.delenv("PROMPT_BUCKET")
+    with pytest.raises(SystemExit, match="PROMPT_BUCKET is not set"):
+        cli("status")

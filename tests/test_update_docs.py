@@ -1,0 +1,139 @@
+"""POST /api/update_docs: signed webhook or admin token; anything else is refused before any
+S3 call."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+
+from aircoach.app import create_app
+from aircoach.prompts import build_prompt
+from aircoach.settings import ROOT
+from aircoach.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
+from tests.s3 import CallCounter, s3_settings
+
+SECRET = "s3cret"
+BODY = json.dumps({"reason": "docs pushed by CI"}).encode()
+LOCAL = {p.name: p.read_text() for p in sorted((ROOT / "prompt_docs").iterdir()) if p.is_file()}
+
+
+@pytest.fixture
+def s3_app(s3, settings):
+    return create_app(s3_settings(settings.data_dir, update_docs_secret=SECRET))
+
+
+@pytest.fixture
+def s3_calls(s3_app) -> CallCounter:
+    return CallCounter().attach(s3_app.state.runtime.prompts.source.client)
+
+
+@pytest.fixture
+async def s3_client(s3_app):
+    transport = httpx.ASGITransport(app=s3_app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        yield c
+
+
+async def post(client, headers, body=BODY):
+    return await client.post(
+        "/api/update_docs", content=body, headers={"content-type": "application/json", **headers}
+    )
+
+
+async def test_valid_signature_reloads_and_details_every_doc(s3, s3_client, s3_calls):
+    version_ids = {key: s3.put(key, text) for key, text in LOCAL.items()}
+    response = await post(s3_client, signed_headers(SECRET, BODY))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["message"] == "prompt updated" and body["previous_version"] is None
+    assert body["prompt_version"] == build_prompt(LOCAL)[1]
+    assert body["system_prompt"] == build_prompt(LOCAL)[0]
+    assert body["docs_count"] == len(LOCAL)
+    details = {d["key"]: d for d in body["docs_details"]}
+    assert {k: d["version_id"] for k, d in details.items()} == version_ids
+    assert all(d["etag"] and d["size"] > 0 and d["last_modified"] for d in details.values())
+    assert s3_calls.count("ListObjectsV2") == 1
+
+    s3.put("20_quiz.md", "Niente quiz oggi.")
+    again = (await post(s3_client, signed_headers(SECRET, BODY))).json()
+    assert again["previous_version"] == body["prompt_version"]
+    assert again["prompt_version"] != body["prompt_version"] and again["docs_count"] == len(LOCAL)
+    assert "Niente quiz oggi." in again["system_prompt"]
+
+
+async def test_admin_token_may_reload(s3_client, s3_calls, auth):
+    response = await post(s3_client, auth("admin-1", permissions=["admin:docs"]))
+    assert response.status_code == 200 and response.json()["docs_count"] == len(LOCAL)
+
+
+def skewed(seconds: int) -> dict[str, str]:
+    return signed_headers(SECRET, BODY, timestamp=int(time.time()) + seconds)
+
+
+def signature_only() -> dict[str, str]:
+    return {SIGNATURE_HEADER: signed_headers(SECRET, BODY)[SIGNATURE_HEADER]}
+
+
+# Headers are built when the test runs (a timestamp taken at collection would age).
+@pytest.mark.parametrize(
+    ("make_headers", "body", "code"),
+    [
+        pytest.param(
+            lambda: signed_headers("wrong", BODY), BODY, "invalid_signature", id="wrong-secret"
+        ),
+        pytest.param(lambda: skewed(-301), BODY, "invalid_signature", id="stale-timestamp"),
+        pytest.param(lambda: skewed(+301), BODY, "invalid_signature", id="future-timestamp"),
+        pytest.param(
+            lambda: signed_headers(SECRET, BODY),
+            BODY + b" ",
+            "invalid_signature",
+            id="body-altered",
+        ),
+        pytest.param(signature_only, BODY, "invalid_signature", id="no-timestamp"),
+        pytest.param(
+            lambda: {TIMESTAMP_HEADER: "yesterday"}, BODY, "invalid_signature", id="bad-timestamp"
+        ),
+        pytest.param(dict, BODY, "missing_token", id="no-auth"),
+        pytest.param(
+            lambda: {"Authorization": "Bearer nope"}, BODY, "invalid_token", id="garbage-token"
+        ),
+    ],
+)
+async def test_rejected_calls_get_401_and_make_no_s3_call(
+    s3_client, s3_calls, make_headers, body, code
+):
+    response = await post(s3_client, make_headers(), body)
+    assert (response.status_code, response.json()["error"]) == (401, code)
+    assert s3_calls.calls == []
+
+
+async def test_a_signature_just_inside_the_window_is_accepted(s3_client, s3_calls):
+    response = await post(s3_client, skewed(-290))
+    assert response.status_code == 200 and s3_calls.count("ListObjectsV2") == 1
+
+
+async def test_user_token_without_the_permission_is_forbidden(s3_client, s3_calls, auth):
+    response = await post(s3_client, auth("user-1", permissions=["chat"]))
+    assert response.status_code == 403 and response.json()["error"] == "forbidden"
+    assert "admin:docs" in response.json()["message"]
+    assert s3_calls.calls == []
+
+
+async def test_signatures_are_refused_when_no_secret_is_configured(s3, settings, aws_env):
+    app = create_app(s3_settings(settings.data_dir, update_docs_secret=None))
+    calls = CallCounter().attach(app.state.runtime.prompts.source.client)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        response = await post(c, signed_headers("", BODY))
+    assert response.status_code == 401 and "not configured" in response.json()["message"]
+    assert calls.calls == []
+
+
+async def test_local_source_reloads_too(client, auth):
+    response = await post(client, auth("admin-1", permissions=["admin:docs"]))
+    assert response.status_code == 200
+    body = response.json()
+    assert body["prompt_version"] == build_prompt(LOCAL)[1]
+    assert all(d["version_id"] is None for d in body["docs_details"])
