@@ -15,6 +15,7 @@ import pytest
 from aircoach.app import create_app
 from aircoach.auth import DevIssuer
 from aircoach.settings import ROOT, Settings
+from tests.mongo_server import mongo_server, restartable_mongo  # noqa: F401 (fixtures)
 from tests.scripted_model import Script, ScriptedChatModel
 from tests.sse import parse_sse
 
