@@ -124,3 +124,11 @@ def mongo_settings(server: MongoServer, base: Settings, **overrides: Any) -> Set
             **overrides,
         }
     )
+
+
+@pytest.fixture(params=["sqlite", "mongo"])
+def store_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
+    """The test's settings on each store in turn: SQLite, then MongoDB (nx-27017)."""
+    if request.param == "sqlite":
+        return settings
+    return mongo_settings(request.getfixturevalue("mongo_server"), settings)

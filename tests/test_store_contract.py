@@ -19,14 +19,6 @@ from aircoach.store.base import ChatStore, QuizStore
 from tests.mongo_server import MongoServer, mongo_settings
 
 
-@pytest.fixture(params=["sqlite", "mongo"])
-def store_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
-    if request.param == "sqlite":
-        return settings
-    server: MongoServer = request.getfixturevalue("mongo_server")
-    return mongo_settings(server, settings)
-
-
 @pytest.fixture
 def chats(store_settings: Settings) -> ChatStore:
     return build_stores(store_settings)[0]
