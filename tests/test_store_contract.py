@@ -13,7 +13,7 @@ import pytest
 
 from aircoach.errors import StoreUnavailable
 from aircoach.models import ToolRecord, Turn
-from aircoach.settings import Settings
+from aircoach.settings import ROOT, Settings
 from aircoach.store import build_stores
 from aircoach.store.base import ChatStore, QuizStore
 from tests.mongo_server import MongoServer, mongo_settings
@@ -212,7 +212,7 @@ def broken_settings(request: pytest.FixtureRequest, settings: Settings, tmp_path
         return settings.model_copy(update={"sqlite_path": blocker / "db.sqlite3"})
     # A loopback port nothing listens on.
     server = MongoServer(tmp_path)
-    return mongo_settings(server, settings, store_timeout_s=0.3)
+    return mongo_settings(server, settings, store_timeout_s=0.15)
 
 
 async def test_a_failing_backend_raises_store_unavailable(broken_settings: Settings):
@@ -223,3 +223,36 @@ async def test_a_failing_backend_raises_store_unavailable(broken_settings: Setti
         await chats.append_turn(make_turn("alice", 1))
     with pytest.raises(StoreUnavailable):
         await quiz.count()
+
+
+# --- seeding from the command line ---
+
+
+@pytest.mark.integration
+def test_seed_quiz_command_loads_the_demo_questions_into_mongodb_idempotently(
+    mongo_server: MongoServer, tmp_path: Path
+):
+    import os
+    import subprocess
+    import sys
+
+    from pymongo import MongoClient
+
+    env = {
+        **os.environ,
+        "MONGODB_URI": mongo_server.uri,
+        "MONGODB_DB": "seeded",
+        "DATA_DIR": str(tmp_path),
+    }
+    command = [sys.executable, "-W", "error", "-m", "aircoach", "seed-quiz"]
+    for _ in range(2):
+        done = subprocess.run(
+            command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("126 questions loaded"), done.stdout
+        assert "Warning" not in done.stderr, done.stderr
+    with MongoClient(mongo_server.uri, serverSelectionTimeoutMS=2000) as client:
+        quiz = client["seeded"]["quiz"]
+        assert quiz.count_documents({}) == 126
+        assert quiz.count_documents({"capitolo": 1, "numero": 1}) == 1

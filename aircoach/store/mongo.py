@@ -112,6 +112,9 @@ class MongoChatStore:
         self._db = connection
         self._name = connection.settings.mongodb_chats_collection
 
+    async def aclose(self) -> None:
+        await self._db.close()
+
     async def append_turn(self, turn: Turn) -> None:
         # Timestamps are stored as the ISO strings the app made (UTC, one format): they sort
         # as text, round-trip exactly and serve as the `before` cursor unchanged.
@@ -156,6 +159,9 @@ class MongoQuizStore:
     def __init__(self, connection: MongoConnection):
         self._db = connection
         self._name = connection.settings.mongodb_quiz_collection
+
+    async def aclose(self) -> None:
+        await self._db.close()
 
     async def count(self) -> int:
         return await self._db.run(self._name, lambda c: c.count_documents({}))
