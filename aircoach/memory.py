@@ -4,6 +4,9 @@ The checkpointer holds at most `max_threads` threads (least recently used evicte
 turn one indexed read (the user's latest stored turn id) tells whether the thread has seen
 everything the store holds; if not (cold start, eviction, another instance answered), the
 thread is rebuilt from the last stored turns. The store is the source of truth.
+
+Each thread keeps only its latest checkpoint (`PrunableSaver`), and a thread that grew past
+twice the reseed window is rebuilt from the store too, so a warm conversation stays small.
 """
 
 from __future__ import annotations

@@ -213,3 +213,33 @@ async def test_a_failed_turn_is_not_kept_half_done_in_memory(settings, auth, cli
     shown = script.calls[-1]
     assert humans(shown) == ["domanda uno", "domanda due", "domanda tre"]
     assert answers(shown)[0] == "uno" and answers(shown)[1] == events[1]["content"]
+
+
+async def test_pruning_keeps_the_state_and_bounds_a_warm_thread(settings):
+    memory = Memory(max_threads=10, reseed_turns=100)
+    script = Script([text("x" * 500) for _ in range(12)])
+    agent = build_agent(
+        model=ScriptedChatModel(script=script),
+        tools=[],
+        ctx=None,  # type: ignore[arg-type]  # no tools, so nothing reads it
+        system_prompt="Sei un istruttore di volo.",
+        checkpointer=memory.checkpointer,
+        history_limit=100,
+    )
+    saver, config = memory.checkpointer, memory.config("pilot:v1")
+    assert await memory.ensure_thread(agent, "pilot:v1", "pilot", build_stores(settings)[0]) == 0
+    sizes = []
+    for i in range(12):
+        await agent.ainvoke({"messages": [HumanMessage(f"domanda {i}")]}, config)
+        before = (await agent.aget_state(config)).values["messages"]
+        memory.record_turn("pilot:v1", f"t{i}")
+        after = (await agent.aget_state(config)).values["messages"]
+        assert after == before and len(after) == 2 * (i + 1)
+        assert len(saver.storage["pilot:v1"][""]) == 1
+        sizes.append(sum(len(data) for _kind, data in saver.blobs.values()))
+    # One copy of the conversation: grows by about one turn per turn, not by the whole list.
+    assert sizes[-1] - sizes[-2] == pytest.approx(sizes[1] - sizes[0], rel=0.5)
+    assert sizes[-1] < 12 * 1100
+
+    memory.forget("pilot:v1")
+    assert not saver.storage and not saver.blobs and not saver.writes
