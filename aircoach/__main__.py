@@ -85,7 +85,16 @@ def _seed_quiz(args: argparse.Namespace) -> None:
     from aircoach.store import build_stores
 
     _, quiz = build_stores(get_settings())
-    written = asyncio.run(seed_demo_questions(quiz, only_if_empty=False))
+
+    async def seed() -> int:
+        try:
+            return await seed_demo_questions(quiz, only_if_empty=False)
+        finally:
+            # A MongoDB client must be closed inside the loop that made it.
+            if aclose := getattr(quiz, "aclose", None):
+                await aclose()
+
+    written = asyncio.run(seed())
     print(f"{written} questions loaded (existing ones with the same capitolo+numero replaced)")
 
 

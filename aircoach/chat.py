@@ -178,7 +178,11 @@ class ChatTurn:
             if self.memory_thread != self.thread_id:
                 await memory.checkpointer.adelete_thread(self.memory_thread)
         if self.request.chat_history:
-            memory.record_turn(self.thread_id, self.turn_id)
+            if self.status == "ok":
+                memory.record_turn(self.thread_id, self.turn_id)
+            else:
+                # A failed or cut-short run leaves a partial thread; the store has the turn.
+                memory.forget(self.thread_id)
         return None
 
 

@@ -4,6 +4,9 @@ The checkpointer holds at most `max_threads` threads (least recently used evicte
 turn one indexed read (the user's latest stored turn id) tells whether the thread has seen
 everything the store holds; if not (cold start, eviction, another instance answered), the
 thread is rebuilt from the last stored turns. The store is the source of truth.
+
+Each thread keeps only its latest checkpoint (`PrunableSaver`), and a thread that grew past
+twice the reseed window is rebuilt from the store too, so a warm conversation stays small.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,11 +62,73 @@ def messages_from_turns(turns: list[Turn]) -> list[BaseMessage]:
     return messages
 
 
+class PrunableSaver(InMemorySaver):
+    """`InMemorySaver` with `prune`, so a thread keeps one checkpoint instead of all of them.
+
+    InMemorySaver keeps every checkpoint of a thread, and each step of a turn stores the whole
+    message list again: a warm conversation would grow quadratically. `keep_latest` drops all
+    but the newest checkpoint of each namespace, with the blobs and pending writes only they
+    referenced. Safe for the agent's state: its `messages` channel is a plain aggregate (every
+    checkpoint holds the whole value), not a `DeltaChannel` whose value lives in its ancestors.
+    """
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        if strategy == "delete":
+            for thread_id in thread_ids:
+                self.delete_thread(thread_id)
+            return
+        if strategy != "keep_latest":
+            raise ValueError(f"unknown prune strategy {strategy!r}; valid: keep_latest, delete")
+        for thread_id in thread_ids:
+            for namespace, checkpoints in self.storage.get(thread_id, {}).items():
+                if len(checkpoints) > 1:
+                    self._keep_latest(thread_id, namespace, checkpoints)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self.prune(thread_ids, strategy=strategy)
+
+    def _keep_latest(self, thread_id: str, namespace: str, checkpoints: dict[str, Any]) -> None:
+        # Checkpoint ids are time-ordered (uuid6), as InMemorySaver.get_tuple relies on too.
+        latest_id = max(checkpoints)
+        saved, metadata, _parent = checkpoints[latest_id]
+        kept = set(self.serde.loads_typed(saved)["channel_versions"].items())
+        for checkpoint_id in [c for c in checkpoints if c != latest_id]:
+            old = self.serde.loads_typed(checkpoints.pop(checkpoint_id)[0])
+            # Every blob was written with the versions of the checkpoint that introduced it.
+            for channel, version in old["channel_versions"].items():
+                if (channel, version) not in kept:
+                    self.blobs.pop((thread_id, namespace, channel, version), None)
+            self.writes.pop((thread_id, namespace, checkpoint_id), None)
+        # The parent is gone: do not leave a reference to it.
+        checkpoints[latest_id] = (saved, metadata, None)
+
+    def delete_thread(self, thread_id: str) -> None:
+        # InMemorySaver scans every blob and write of every thread to find this thread's;
+        # its checkpoints name them all (see `_keep_latest`), so look only there.
+        for namespace, checkpoints in self.storage.pop(thread_id, {}).items():
+            for checkpoint_id, (saved, _metadata, _parent) in checkpoints.items():
+                versions = self.serde.loads_typed(saved)["channel_versions"]
+                for channel, version in versions.items():
+                    self.blobs.pop((thread_id, namespace, channel, version), None)
+                self.writes.pop((thread_id, namespace, checkpoint_id), None)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self.delete_thread(thread_id)
+
+
 class Memory:
+    """The process-wide checkpointer and the marks that say what each thread has seen.
+
+    Bounded twice: at most `max_threads` threads (least recently used evicted), and each
+    thread holds one checkpoint (pruned after every turn) of at most `2 * reseed_turns` turns
+    (then it is rebuilt from the store's last `reseed_turns`).
+    """
+
     def __init__(self, *, max_threads: int, reseed_turns: int):
-        self.checkpointer = InMemorySaver()
+        self.checkpointer = PrunableSaver()
         self.max_threads = max_threads
         self.reseed_turns = reseed_turns
+        self.max_held_turns = max(2 * reseed_turns, 1)
         self._threads: OrderedDict[str, _ThreadMark] = OrderedDict()
         self.reseeds = 0
 
@@ -80,9 +146,10 @@ class Memory:
         Raises `StoreUnavailable` when the store cannot be read (before anything streams)."""
         latest = await store.latest_turn_id(user_id)
         mark = self._threads.get(thread_id)
-        if mark is not None and mark.last_turn_id == latest:
+        if mark is not None and mark.last_turn_id == latest and mark.turns < self.max_held_turns:
             self._threads.move_to_end(thread_id)
             return mark.turns
+        # Cold, evicted, behind the store (another instance answered) or grown too long.
         turns = await store.recent_turns(user_id, self.reseed_turns) if latest else []
         await self.checkpointer.adelete_thread(thread_id)
         if turns:
@@ -95,15 +162,21 @@ class Memory:
         return len(turns)
 
     def record_turn(self, thread_id: str, turn_id: str) -> None:
-        """The thread has now seen the turn just stored."""
+        """The thread has now seen the turn just stored; only its latest checkpoint is kept."""
         mark = self._threads.get(thread_id)
-        if mark is not None:
-            mark.last_turn_id, mark.turns = turn_id, mark.turns + 1
+        if mark is None:
+            # Evicted while the turn ran: the agent's writes re-created part of the thread
+            # behind the LRU's back. Drop it; it reseeds from the store next time.
+            self.checkpointer.delete_thread(thread_id)
+            return
+        mark.last_turn_id, mark.turns = turn_id, mark.turns + 1
+        self.checkpointer.prune([thread_id])
 
     def forget(self, thread_id: str) -> None:
-        """Drop a thread whose state can no longer be trusted (a turn failed to persist)."""
-        if self._threads.pop(thread_id, None) is not None:
-            self.checkpointer.delete_thread(thread_id)
+        """Drop a thread whose state can no longer be trusted (the turn failed, was cut short,
+        or was not stored): the next turn rebuilds it from the store."""
+        self._threads.pop(thread_id, None)
+        self.checkpointer.delete_thread(thread_id)
 
     def _remember(self, thread_id: str, mark: _ThreadMark) -> None:
         self._threads[thread_id] = mark

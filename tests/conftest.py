@@ -15,6 +15,11 @@ import pytest
 from aircoach.app import create_app
 from aircoach.auth import DevIssuer
 from aircoach.settings import ROOT, Settings
+from tests.mongo_server import (  # noqa: F401 (fixtures)
+    mongo_server,
+    restartable_mongo,
+    store_settings,
+)
 from tests.scripted_model import Script, ScriptedChatModel
 from tests.sse import parse_sse
 

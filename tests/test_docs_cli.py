@@ -15,7 +15,6 @@ from aircoach.s3docs import S3DocSource
 from aircoach.settings import ROOT
 from tests.s3 import BUCKET, PREFIX, REGION, s3_settings
 
-
 DOCS = sum(1 for p in (ROOT / "prompt_docs").iterdir() if p.is_file())
 
 

@@ -1,0 +1,214 @@
+"""MongoDB stores through PyMongo's async API (`AsyncMongoClient`; Motor is deprecated).
+
+The client is bound to the event loop that created it, and on serverless each invocation may
+run in a fresh loop: `MongoConnection` creates one lazily for the running loop and never hands
+it to another. Indexes are created idempotently on first use. Every value read back is made
+JSON-safe here (ObjectId, datetime), so the rest of the app never sees a BSON type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from datetime import date, datetime
+from typing import Any, TypeVar
+
+from bson import ObjectId
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import PyMongoError
+
+from aircoach.errors import StoreUnavailable
+from aircoach.models import Turn
+from aircoach.settings import Settings
+from aircoach.store.base import QUESTION_FIELDS, Question
+
+T = TypeVar("T")
+
+_NEWEST_FIRST = [("timestamp", DESCENDING), ("turn_id", DESCENDING)]
+_BY_CHAPTER = [("capitolo", ASCENDING), ("numero", ASCENDING)]
+
+
+def json_safe(value: Any) -> Any:
+    """BSON values as JSON values: ObjectId and datetimes become strings, tuples and sets lists."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [json_safe(v) for v in value]
+    if isinstance(value, ObjectId):
+        return str(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return value
+
+
+class MongoConnection:
+    """One `AsyncMongoClient` per running event loop, created on first use."""
+
+    def __init__(self, settings: Settings):
+        if not settings.mongodb_uri:
+            raise ValueError("MongoConnection needs MONGODB_URI")
+        self.settings = settings
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: AsyncMongoClient | None = None
+        self._indexed = False
+
+    def _current_client(self) -> AsyncMongoClient:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            # A client from another (possibly closed) loop must not be touched from this one;
+            # it is dropped, and its sockets go with it.
+            timeout_ms = int(self.settings.store_timeout_s * 1000)
+            self._client = AsyncMongoClient(
+                self.settings.mongodb_uri,
+                serverSelectionTimeoutMS=timeout_ms,
+                connectTimeoutMS=timeout_ms,
+                timeoutMS=timeout_ms,
+                tz_aware=True,
+                appname="aircoach",
+            )
+            self._loop = loop
+        return self._client
+
+    async def collection(self, name: str) -> AsyncCollection:
+        db = self._current_client()[self.settings.mongodb_db]
+        if not self._indexed:
+            await self._create_indexes(db)
+            self._indexed = True
+        return db[name]
+
+    async def _create_indexes(self, db: Any) -> None:
+        # create_index is idempotent: every cold instance may run this once, concurrently.
+        chats = db[self.settings.mongodb_chats_collection]
+        await chats.create_index([("userId", ASCENDING), *_NEWEST_FIRST], name="user_time")
+        await chats.create_index("turn_id", unique=True, name="turn_id")
+        quiz = db[self.settings.mongodb_quiz_collection]
+        await quiz.create_index(_BY_CHAPTER, unique=True, name="capitolo_numero")
+        # Text search is a case-insensitive substring match (a `$regex`), as the SQLite store
+        # does; a `$text` index would match whole words only. The quiz set is small.
+
+    async def run(self, name: str, op: Callable[[AsyncCollection], Awaitable[T]]) -> T:
+        """Run `op` on collection `name`; a backend failure becomes `StoreUnavailable`."""
+        try:
+            return await op(await self.collection(name))
+        except PyMongoError as exc:
+            raise StoreUnavailable() from exc
+
+    async def close(self) -> None:
+        """Close the client of the running loop (the CLI calls this before its loop ends)."""
+        if self._client is not None and self._loop is asyncio.get_running_loop():
+            await self._client.close()
+        self._client = self._loop = None
+
+
+def _turn(doc: dict[str, Any]) -> Turn:
+    doc.pop("_id", None)
+    return Turn.model_validate(json_safe(doc))
+
+
+class MongoChatStore:
+    def __init__(self, connection: MongoConnection):
+        self._db = connection
+        self._name = connection.settings.mongodb_chats_collection
+
+    async def aclose(self) -> None:
+        await self._db.close()
+
+    async def append_turn(self, turn: Turn) -> None:
+        # Timestamps are stored as the ISO strings the app made (UTC, one format): they sort
+        # as text, round-trip exactly and serve as the `before` cursor unchanged.
+        await self._db.run(self._name, lambda c: c.insert_one(turn.model_dump()))
+
+    async def recent_turns(self, user_id: str, limit: int) -> list[Turn]:
+        if limit <= 0:
+            return []
+
+        async def read(c: AsyncCollection) -> list[dict[str, Any]]:
+            return await c.find({"userId": user_id}).sort(_NEWEST_FIRST).limit(limit).to_list()
+
+        docs = await self._db.run(self._name, read)
+        return [_turn(d) for d in reversed(docs)]
+
+    async def latest_turn_id(self, user_id: str) -> str | None:
+        doc = await self._db.run(
+            self._name,
+            lambda c: c.find_one({"userId": user_id}, {"turn_id": 1, "_id": 0}, sort=_NEWEST_FIRST),
+        )
+        return doc["turn_id"] if doc else None
+
+    async def history(self, user_id: str, *, limit: int, before: str | None) -> list[Turn]:
+        query: dict[str, Any] = {"userId": user_id}
+        if before:
+            query["timestamp"] = {"$lt": before}
+
+        async def read(c: AsyncCollection) -> list[dict[str, Any]]:
+            return await c.find(query).sort(_NEWEST_FIRST).limit(limit).to_list()
+
+        return [_turn(d) for d in await self._db.run(self._name, read)]
+
+
+def _question(doc: dict[str, Any] | None) -> Question | None:
+    if doc is None:
+        return None
+    doc.pop("_id", None)
+    return json_safe(doc)
+
+
+class MongoQuizStore:
+    def __init__(self, connection: MongoConnection):
+        self._db = connection
+        self._name = connection.settings.mongodb_quiz_collection
+
+    async def aclose(self) -> None:
+        await self._db.close()
+
+    async def count(self) -> int:
+        return await self._db.run(self._name, lambda c: c.count_documents({}))
+
+    async def upsert_questions(self, questions: list[Question]) -> int:
+        if not questions:
+            return 0
+        ops = []
+        for q in questions:
+            key = {"capitolo": int(q["capitolo"]), "numero": int(q["numero"])}
+            ops.append(ReplaceOne(key, {**q, **key}, upsert=True))
+        await self._db.run(self._name, lambda c: c.bulk_write(ops, ordered=False))
+        return len(ops)
+
+    async def _sample(self, match: dict[str, Any]) -> Question | None:
+        async def pick(c: AsyncCollection) -> list[dict[str, Any]]:
+            cursor = await c.aggregate([{"$match": match}, {"$sample": {"size": 1}}])
+            return await cursor.to_list()
+
+        docs = await self._db.run(self._name, pick)
+        return _question(docs[0]) if docs else None
+
+    async def random_question(self) -> Question | None:
+        return await self._sample({})
+
+    async def random_by_field(self, field: str, value: Any) -> Question | None:
+        if field not in QUESTION_FIELDS:
+            raise ValueError(f"unknown question field {field!r}; valid: {list(QUESTION_FIELDS)}")
+        if field in ("capitolo", "numero"):
+            return await self._sample({field: int(value)})
+        return await self._sample({field: _case_insensitive(str(value), whole=True)})
+
+    async def by_chapter_and_number(self, capitolo: int, numero: int) -> Question | None:
+        doc = await self._db.run(
+            self._name, lambda c: c.find_one({"capitolo": capitolo, "numero": numero})
+        )
+        return _question(doc)
+
+    async def search_text(self, text: str, limit: int = 5) -> list[Question]:
+        async def search(c: AsyncCollection) -> list[dict[str, Any]]:
+            query = {"testo": _case_insensitive(text, whole=False)}
+            return await c.find(query).sort(_BY_CHAPTER).limit(limit).to_list()
+
+        return [q for d in await self._db.run(self._name, search) if (q := _question(d))]
+
+
+def _case_insensitive(text: str, *, whole: bool) -> dict[str, str]:
+    # re.escape: user text is matched literally, never interpreted as a pattern.
+    pattern = re.escape(text)
+    return {"$regex": f"^{pattern}$" if whole else pattern, "$options": "i"}

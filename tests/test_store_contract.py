@@ -1,0 +1,258 @@
+"""The store contract: the same tests against SQLite and against MongoDB (nx-27017 on
+loopback, through the real PyMongo async driver)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aircoach.errors import StoreUnavailable
+from aircoach.models import ToolRecord, Turn
+from aircoach.settings import ROOT, Settings
+from aircoach.store import build_stores
+from aircoach.store.base import ChatStore, QuizStore
+from tests.mongo_server import MongoServer, mongo_settings
+
+
+@pytest.fixture
+def chats(store_settings: Settings) -> ChatStore:
+    return build_stores(store_settings)[0]
+
+
+@pytest.fixture
+def quiz(store_settings: Settings) -> QuizStore:
+    return build_stores(store_settings)[1]
+
+
+def make_turn(user: str, n: int, *, second: int | None = None, **fields: Any) -> Turn:
+    s = n if second is None else second
+    values: dict[str, Any] = {
+        "userId": user,
+        "human": f"domanda {n}",
+        "system": f"risposta {n}",
+        "timestamp": f"2025-03-01T10:00:{s:02d}.{n:06d}+00:00",
+        "prompt_version": "abc123",
+        "model": "scripted",
+        "thread_id": f"{user}:vabc123",
+        "turn_id": f"{s:08x}{n:08x}{user}",
+    }
+    return Turn(**{**values, **fields})
+
+
+# --- chat store ---
+
+
+async def test_recent_turns_are_the_users_last_ones_oldest_first(chats: ChatStore):
+    shuffled = [make_turn("alice", n) for n in range(6)]
+    random.Random(7).shuffle(shuffled)
+    for turn in shuffled:
+        await chats.append_turn(turn)
+    await chats.append_turn(make_turn("bob", 9))
+
+    recent = await chats.recent_turns("alice", 3)
+    assert [t.human for t in recent] == ["domanda 3", "domanda 4", "domanda 5"]
+    assert all(t.userId == "alice" for t in recent)
+    assert await chats.recent_turns("alice", 0) == []
+    assert len(await chats.recent_turns("alice", 100)) == 6
+    assert await chats.recent_turns("nobody", 5) == []
+
+
+async def test_latest_turn_id_follows_time_not_insertion(chats: ChatStore):
+    assert await chats.latest_turn_id("alice") is None
+    late, early = make_turn("alice", 2), make_turn("alice", 1)
+    await chats.append_turn(late)
+    await chats.append_turn(early)
+    assert await chats.latest_turn_id("alice") == late.turn_id
+    await chats.append_turn(make_turn("bob", 5))
+    assert await chats.latest_turn_id("alice") == late.turn_id
+
+
+async def test_same_timestamp_is_ordered_by_turn_id(chats: ChatStore):
+    a = make_turn("alice", 1, second=30).model_copy(
+        update={"timestamp": "2025-03-01T10:00:30+00:00"}
+    )
+    b = make_turn("alice", 2, second=30).model_copy(
+        update={"timestamp": "2025-03-01T10:00:30+00:00"}
+    )
+    await chats.append_turn(b)
+    await chats.append_turn(a)
+    assert await chats.latest_turn_id("alice") == b.turn_id
+    assert [t.turn_id for t in await chats.recent_turns("alice", 2)] == [a.turn_id, b.turn_id]
+
+
+async def test_turns_round_trip_exactly_and_json_safe(chats: ChatStore):
+    tool = ToolRecord(
+        tool_name="domanda_teoria",
+        data={"question": {"capitolo": 3, "testo": "Perché l'elica è svergolata?"}, "n": [1, 2]},
+    )
+    turn = make_turn("alice", 1, tool=tool, status="interrupted", system="")
+    await chats.append_turn(turn)
+    (back,) = await chats.recent_turns("alice", 1)
+    assert back == turn
+    (page,) = await chats.history("alice", limit=5, before=None)
+    assert page == turn
+    json.dumps(back.model_dump())  # nothing BSON-typed came back
+
+
+async def test_history_pages_newest_first_with_a_before_cursor(chats: ChatStore):
+    for n in range(5):
+        await chats.append_turn(make_turn("alice", n))
+    await chats.append_turn(make_turn("bob", 3))
+
+    first = await chats.history("alice", limit=2, before=None)
+    assert [t.human for t in first] == ["domanda 4", "domanda 3"]
+    second = await chats.history("alice", limit=2, before=first[-1].timestamp)
+    assert [t.human for t in second] == ["domanda 2", "domanda 1"]
+    third = await chats.history("alice", limit=2, before=second[-1].timestamp)
+    assert [t.human for t in third] == ["domanda 0"]
+    assert await chats.history("alice", limit=2, before="2000-01-01T00:00:00+00:00") == []
+    assert [t.userId for t in await chats.history("bob", limit=10, before=None)] == ["bob"]
+
+
+# --- quiz store ---
+
+QUESTIONS = [
+    {
+        "capitolo": 1,
+        "numero": 1,
+        "argomento": "portanza",
+        "difficolta": "media",
+        "testo": "Se la velocità raddoppia, la PORTANZA:",
+        "risposte": {"a": "raddoppia", "b": "quadruplica"},
+        "corretta": "b",
+    },
+    {
+        "capitolo": 1,
+        "numero": 2,
+        "argomento": "resistenza",
+        "difficolta": "facile",
+        "testo": "La resistenza indotta è più alta (a bassa velocità) perché:",
+        "risposte": {"a": "incidenza alta", "b": "attrito"},
+        "corretta": "a",
+    },
+    {
+        "capitolo": 2,
+        "numero": 1,
+        "argomento": "comandi",
+        "difficolta": "media",
+        "testo": "Gli alettoni comandano il rollio: quale PIÙ probabile effetto?",
+        "risposte": {"a": "imbardata inversa", "b": "nessuno"},
+        "corretta": "a",
+    },
+]
+
+
+@pytest.fixture
+async def loaded(quiz: QuizStore) -> QuizStore:
+    assert await quiz.count() == 0
+    assert await quiz.upsert_questions(copy.deepcopy(QUESTIONS)) == 3
+    return quiz
+
+
+async def test_upsert_is_idempotent_and_replaces_by_chapter_and_number(loaded: QuizStore):
+    assert await loaded.count() == 3
+    changed = {**QUESTIONS[0], "testo": "Testo nuovo della domanda"}
+    assert await loaded.upsert_questions([changed, QUESTIONS[1]]) == 2
+    assert await loaded.count() == 3
+    assert await loaded.by_chapter_and_number(1, 1) == changed
+
+
+async def test_by_chapter_and_number(loaded: QuizStore):
+    assert await loaded.by_chapter_and_number(2, 1) == QUESTIONS[2]
+    assert await loaded.by_chapter_and_number(2, 9) is None
+
+
+async def test_random_question_draws_from_all(loaded: QuizStore):
+    seen = {
+        (q["capitolo"], q["numero"]) for q in [await loaded.random_question() for _ in range(40)]
+    }
+    assert seen == {(1, 1), (1, 2), (2, 1)}  # 3 * (2/3)^40 chance of a miss: negligible
+
+
+async def test_random_by_field(loaded: QuizStore):
+    for _ in range(10):
+        assert (await loaded.random_by_field("capitolo", "1"))["capitolo"] == 1
+    assert await loaded.random_by_field("argomento", "PORTANZA") == QUESTIONS[0]
+    assert await loaded.random_by_field("corretta", "b") == QUESTIONS[0]
+    assert await loaded.random_by_field("argomento", "porta") is None  # equality, not substring
+    assert await loaded.random_by_field("argomento", "p.rtanza") is None  # literal, not a regex
+    assert await loaded.random_by_field("capitolo", 7) is None
+    with pytest.raises(ValueError, match="'testo'"):
+        await loaded.random_by_field("testo", "x")
+
+
+async def test_search_text_is_case_insensitive_literal_and_limited(loaded: QuizStore):
+    assert await loaded.search_text("portanza") == [QUESTIONS[0]]
+    assert await loaded.search_text("più") == [QUESTIONS[1], QUESTIONS[2]]  # accents fold too
+    assert await loaded.search_text("più", limit=1) == [QUESTIONS[1]]
+    assert await loaded.search_text("(a bassa velocità)") == [QUESTIONS[1]]
+    assert await loaded.search_text("a.*b") == []
+    assert await loaded.search_text("elicottero") == []
+
+
+async def test_empty_quiz_store(quiz: QuizStore):
+    assert await quiz.random_question() is None
+    assert await quiz.search_text("portanza") == []
+    assert await quiz.upsert_questions([]) == 0
+
+
+# --- backend failures ---
+
+
+@pytest.fixture(params=["sqlite", "mongo"])
+def broken_settings(request: pytest.FixtureRequest, settings: Settings, tmp_path: Path) -> Settings:
+    if request.param == "sqlite":
+        blocker = tmp_path / "not-a-dir"
+        blocker.write_text("a file where the database folder should be")
+        return settings.model_copy(update={"sqlite_path": blocker / "db.sqlite3"})
+    # A loopback port nothing listens on.
+    server = MongoServer(tmp_path)
+    return mongo_settings(server, settings, store_timeout_s=0.15)
+
+
+async def test_a_failing_backend_raises_store_unavailable(broken_settings: Settings):
+    chats, quiz = build_stores(broken_settings)
+    with pytest.raises(StoreUnavailable):
+        await chats.latest_turn_id("alice")
+    with pytest.raises(StoreUnavailable):
+        await chats.append_turn(make_turn("alice", 1))
+    with pytest.raises(StoreUnavailable):
+        await quiz.count()
+
+
+# --- seeding from the command line ---
+
+
+@pytest.mark.integration
+def test_seed_quiz_command_loads_the_demo_questions_into_mongodb_idempotently(
+    mongo_server: MongoServer, tmp_path: Path
+):
+    import os
+    import subprocess
+    import sys
+
+    from pymongo import MongoClient
+
+    env = {
+        **os.environ,
+        "MONGODB_URI": mongo_server.uri,
+        "MONGODB_DB": "seeded",
+        "DATA_DIR": str(tmp_path),
+    }
+    command = [sys.executable, "-W", "error", "-m", "aircoach", "seed-quiz"]
+    for _ in range(2):
+        done = subprocess.run(
+            command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("126 questions loaded"), done.stdout
+        assert "Warning" not in done.stderr, done.stderr
+    with MongoClient(mongo_server.uri, serverSelectionTimeoutMS=2000) as client:
+        quiz = client["seeded"]["quiz"]
+        assert quiz.count_documents({}) == 126
+        assert quiz.count_documents({"capitolo": 1, "numero": 1}) == 1

@@ -1,0 +1,92 @@
+"""A failing store never loses a turn silently: 503 before the stream when history cannot be
+read, a `persist_failed` event when the answer cannot be stored; recovery when it returns."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import time
+from contextlib import closing
+
+import httpx
+import pytest
+
+from aircoach.app import create_app
+from tests.conftest import chat
+from tests.mongo_server import MongoServer, mongo_settings
+from tests.scripted_model import Script, ScriptedChatModel, text
+from tests.sse import parse_sse
+
+
+@pytest.mark.integration
+async def test_mongodb_stopped_mid_run_gives_503_then_recovers(
+    settings, auth, restartable_mongo: MongoServer
+):
+    app = create_app(mongo_settings(restartable_mongo, settings, store_timeout_s=0.5))
+    script = Script([text("prima"), text("seconda")])
+    app.state.runtime.model_factory = lambda settings, tools: ScriptedChatModel(script=script)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        assert (await chat(c, auth(), "domanda uno"))[-1]["context_turns"] == 0
+
+        restartable_mongo.stop()
+        response = await c.post("/api/stream_query", json={"query": "ci sei?"}, headers=auth())
+        assert response.status_code == 503
+        assert response.headers["content-type"] == "application/json"
+        assert response.json()["error"] == "store_unavailable"
+        history = await c.get("/api/history", headers=auth())
+        assert history.status_code == 503 and history.json()["error"] == "store_unavailable"
+
+        restartable_mongo.start()  # same port, same database file
+        # The driver rediscovers the server within its heartbeat (>= 0.5 s); until then a
+        # request may still get the 503, never a hang or a 500.
+        deadline = time.monotonic() + 10
+        while True:
+            response = await c.post(
+                "/api/stream_query", json={"query": "domanda due"}, headers=auth()
+            )
+            if response.status_code == 200 or time.monotonic() > deadline:
+                break
+            assert response.status_code == 503 and response.json()["error"] == "store_unavailable"
+        assert response.status_code == 200, response.text
+        events = parse_sse(response.text)
+        assert events[-1]["context_turns"] == 1
+        assert [t.text for t in script.calls[-1][1:]] == ["domanda uno", "prima", "domanda due"]
+        page = (await c.get("/api/history", headers=auth())).json()
+        assert [t["human"] for t in page["turns"]] == ["domanda due", "domanda uno"]
+
+
+async def test_a_turn_that_cannot_be_stored_says_so_before_done(
+    settings, app, client, auth, script, caplog: pytest.LogCaptureFixture
+):
+    script([text("risposta salvata"), text("risposta persa"), text("terza")])
+    await chat(client, auth(), "domanda uno")
+    # A real backend failure: the database refuses writes, reads still work.
+    with closing(sqlite3.connect(settings.sqlite_file)) as db:
+        db.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON chats BEGIN SELECT RAISE(ABORT, 'full'); END"
+        )
+        db.commit()
+
+    with caplog.at_level(logging.ERROR, logger="aircoach.chat"):
+        events = await chat(client, auth(), "domanda due")
+    assert [e["type"] for e in events][-2:] == ["error", "done"]
+    assert "".join(e["content"] for e in events if e["type"] == "agent_message") == (
+        "risposta persa"
+    )
+    error, done = events[-2:]
+    assert error["code"] == "persist_failed" and error["message"]
+    (record,) = [r for r in caplog.records if "persist_failed" in r.getMessage()]
+    assert re.search(
+        rf"turn_id={done['turn_id']} user=user-1 content_sha256=[0-9a-f]{{16}}$",
+        record.getMessage(),
+    )
+
+    with closing(sqlite3.connect(settings.sqlite_file)) as db:
+        db.execute("DROP TRIGGER refuse")
+        db.commit()
+    # Memory does not pretend the lost turn happened: the next turn sees only what is stored.
+    events = await chat(client, auth(), "domanda tre")
+    assert events[-1]["context_turns"] == 1
+    history = (await client.get("/api/history", headers=auth())).json()["turns"]
+    assert [t["human"] for t in history] == ["domanda tre", "domanda uno"]
