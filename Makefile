@@ -18,10 +18,10 @@ run: $(STAMP)
 	$(BIN)/python -m aircoach serve --host $(HOST) --port $(PORT)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest -m "not integration"
+	$(BIN)/python -m pytest -n 2 -m "not integration"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

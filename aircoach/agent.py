@@ -89,7 +89,7 @@ def build_agent(
     tools: list[ToolSpec],
     ctx: ToolContext,
     system_prompt: str,
-    checkpointer: BaseCheckpointSaver,
+    checkpointer: BaseCheckpointSaver | None,
     history_limit: int,
     failover: ModelFailover | None = None,
 ) -> CompiledStateGraph:

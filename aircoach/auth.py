@@ -5,6 +5,7 @@ Both issue RS256 tokens; they differ only in where the public key comes from (`K
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import time
@@ -152,10 +153,16 @@ def _load_or_create_key(path: Path) -> rsa.RSAPrivateKey:
             pass
         finally:
             tmp.unlink(missing_ok=True)
-    loaded = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    loaded = _parse_key(path.read_bytes())
     if not isinstance(loaded, rsa.RSAPrivateKey):
         raise AuthError(f"{path} does not hold an RSA key")
     return loaded
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_key(pem: bytes) -> Any:
+    # Parsing checks the RSA key's consistency (tens of ms); the same bytes give the same key.
+    return serialization.load_pem_private_key(pem, password=None)
 
 
 def build_verifier(settings: Settings) -> TokenVerifier:

@@ -112,7 +112,12 @@ class ChatTurn:
         config = {"configurable": {"thread_id": self.memory_thread}}
         payload = {"messages": [{"role": "user", "content": self.request.query}]}
         async for mode, chunk in self.agent.astream(
-            payload, config, stream_mode=["messages", "updates"]
+            # One checkpoint per turn, at its end: the store, not the checkpointer, is what
+            # must survive a crash, so intermediate steps need not be saved.
+            payload,
+            config,
+            stream_mode=["messages", "updates"],
+            durability="exit",
         ):
             if mode == "messages":
                 message, meta = chunk

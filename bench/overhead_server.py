@@ -1,8 +1,8 @@
 """The server for bench_overhead: the real app plus two bare endpoints to compare it with.
 
 (a) /bench/bare   streams the same agent_message tokens with FastAPI's SSE, no agent
-(b) /bench/agent  runs the same LangGraph agent with the same offline model; no auth, no prompt
-                  store, no memory, nothing stored
+(b) /bench/agent  runs the same agent (same factory, tools and middleware) with the same offline
+                  model; no auth, no prompt store, no memory, nothing stored
 (c) /api/stream_query  the full path
 """
 
@@ -13,14 +13,15 @@ import uuid
 
 import uvicorn
 from fastapi import Request
-from langchain.agents import create_agent
 from langchain_core.messages import AIMessageChunk
 
+from aircoach.agent import build_agent
 from aircoach.app import create_app
 from aircoach.offline_model import OfflineChatModel
 from aircoach.prompts import LocalDocSource, PromptStore
 from aircoach.settings import get_settings
 from aircoach.sse import event_stream
+from aircoach.tools import ToolContext
 
 QUERY = "Come si regola l'altimetro con il QNH prima del decollo?"
 
@@ -60,8 +61,19 @@ def build() -> object:
 
     @app.post("/bench/agent")
     async def agent(request: Request):
-        text = await system_prompt()
-        graph = create_agent(OfflineChatModel(), [], system_prompt=text)
+        runtime = app.state.runtime
+        snapshot = await runtime.prompts.current()
+        registry = runtime.tools_for(snapshot)
+        tools = registry.enabled(None)
+        text = registry.system_prompt(snapshot.text, tools)
+        graph = build_agent(
+            model=OfflineChatModel(tool_examples={t.name: list(t.examples) for t in tools}),
+            tools=tools,
+            ctx=ToolContext(settings=settings, quiz=runtime.quiz, user_id="bench"),
+            system_prompt=text,
+            checkpointer=None,
+            history_limit=settings.history_limit,
+        )
 
         async def events():
             payload = {"messages": [{"role": "user", "content": QUERY}]}

@@ -169,3 +169,16 @@ async def chat(
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/event-stream")
     return parse_sse(response.text)
+
+
+# Tests that need a backend fake running beside them (moto, nx-27017) are integration tests:
+# `make test` runs them, `make test-unit` leaves them out.
+_BACKEND_FIXTURES = {"aws_env", "mongo_server", "restartable_mongo"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        uses_backend = _BACKEND_FIXTURES & set(getattr(item, "fixturenames", ()))
+        if uses_backend or "mongo" in params.values():
+            item.add_marker(pytest.mark.integration)
