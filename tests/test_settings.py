@@ -33,3 +33,13 @@ def test_bad_values_name_the_setting(monkeypatch):
     monkeypatch.setenv("HISTORY_LIMIT", "-1")
     with pytest.raises(ValueError, match="history_limit"):
         Settings(_env_file=None)
+
+
+def test_env_example_documents_every_setting():
+    from aircoach.settings import ROOT
+
+    documented = (ROOT / ".env.example").read_text()
+    missing = [
+        name.upper() for name in Settings.model_fields if f"# {name.upper()}=" not in documented
+    ]
+    assert missing == []
