@@ -200,6 +200,24 @@ def best_passage(query: str, document: str) -> str:
     return max(passages, key=lambda p: _stem_overlap(q, _terms(p)))
 
 
+def stream_chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:
+    """A reply as a provider would stream it: each tool call as one chunk, then the text word
+    by word (at least one chunk, so an empty reply is still a reply)."""
+    for index, call in enumerate(message.tool_calls):
+        chunk = {
+            "name": call["name"],
+            "args": json.dumps(call["args"]),
+            "id": call["id"],
+            "index": index,
+        }
+        yield ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=[chunk]))
+    words = re.findall(r"\S+\s*", message.text)
+    if not words and not message.tool_calls:
+        words = [""]
+    for word in words:
+        yield ChatGenerationChunk(message=AIMessageChunk(content=word))
+
+
 class OfflineChatModel(BaseChatModel):
     """Deterministic tool-calling chat model that needs no network."""
 
@@ -258,23 +276,7 @@ class OfflineChatModel(BaseChatModel):
         return self._generate(messages)
 
     def _chunks(self, messages: list[BaseMessage]) -> Iterator[ChatGenerationChunk]:
-        message = self.respond(messages)
-        for index, call in enumerate(message.tool_calls):
-            yield ChatGenerationChunk(
-                message=AIMessageChunk(
-                    content="",
-                    tool_call_chunks=[
-                        {
-                            "name": call["name"],
-                            "args": json.dumps(call["args"]),
-                            "id": call["id"],
-                            "index": index,
-                        }
-                    ],
-                )
-            )
-        for word in re.findall(r"\S+\s*", message.text):
-            yield ChatGenerationChunk(message=AIMessageChunk(content=word))
+        return stream_chunks(self.respond(messages))
 
     def _stream(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any

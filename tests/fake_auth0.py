@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
 from aircoach.settings import Settings
+from tests.clock import FakeClock
 
 
 @cache
@@ -217,17 +218,6 @@ def _handler(tenant: FakeTenant) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
-
-
-class FakeClock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture

@@ -25,19 +25,6 @@ PREFIX = "prompt_docs/"
 REGION = "eu-west-1"
 
 
-class FakeClock:
-    """A monotonic clock the test moves by hand."""
-
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @dataclass
 class Bucket:
     client: Any

@@ -3,14 +3,15 @@ loudly when its script runs out or is left unused."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field, PrivateAttr
+
+from aircoach.offline_model import stream_chunks
 
 
 class ScriptExhausted(AssertionError):
@@ -72,26 +73,7 @@ class ScriptedChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=self.script.next(messages))])
 
     def _chunks(self, messages: list[BaseMessage]) -> Iterator[ChatGenerationChunk]:
-        reply = self.script.next(messages)
-        for i, tc in enumerate(reply.tool_calls):
-            yield ChatGenerationChunk(
-                message=AIMessageChunk(
-                    content="",
-                    tool_call_chunks=[
-                        {
-                            "name": tc["name"],
-                            "args": json.dumps(tc["args"]),
-                            "id": tc["id"],
-                            "index": i,
-                        }
-                    ],
-                )
-            )
-        words = reply.text.split(" ")
-        for i, word in enumerate(words):
-            yield ChatGenerationChunk(
-                message=AIMessageChunk(content=word + (" " if i < len(words) - 1 else ""))
-            )
+        return stream_chunks(self.script.next(messages))
 
     def _stream(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any

@@ -19,7 +19,8 @@ from aircoach.auth import DevIssuer, TokenVerifier, build_verifier
 from aircoach.auth0 import Auth0KeySource
 from aircoach.errors import AuthError, AuthUnavailable, ConfigError
 from aircoach.settings import DEV_ISSUER, Settings
-from tests.fake_auth0 import FakeClock, FakeTenant, rsa_key
+from tests.clock import FakeClock
+from tests.fake_auth0 import FakeTenant, rsa_key
 
 
 @pytest.fixture

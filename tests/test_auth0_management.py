@@ -12,7 +12,8 @@ import pytest
 from aircoach.auth0 import PROFILE_FIELDS, Auth0Management
 from aircoach.settings import Settings
 from aircoach.userdata import build_user_data_source
-from tests.fake_auth0 import FakeClock, FakeTenant
+from tests.clock import FakeClock
+from tests.fake_auth0 import FakeTenant
 
 MARIO = {"user_id": "auth0|mario", "name": "Mario Rossi", "locale": "it"}
 

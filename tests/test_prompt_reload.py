@@ -11,7 +11,8 @@ import pytest
 
 from aircoach.app import create_app
 from aircoach.webhook import signed_headers
-from tests.s3 import CallCounter, FakeClock, free_port, s3_settings
+from tests.clock import FakeClock
+from tests.s3 import CallCounter, free_port, s3_settings
 from tests.scripted_model import Script, ScriptedChatModel, text
 
 TTL = 30.0

@@ -10,7 +10,7 @@ import pytest
 
 from aircoach.errors import PromptUnavailable
 from aircoach.prompts import DocInfo, PromptStore, build_prompt
-from tests.s3 import FakeClock
+from tests.clock import FakeClock
 
 
 class MemorySource:

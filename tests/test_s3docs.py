@@ -10,7 +10,8 @@ import pytest
 from aircoach.prompts import PromptStore, build_prompt
 from aircoach.s3docs import S3DocSource
 from aircoach.settings import ROOT
-from tests.s3 import PREFIX, CallCounter, FakeClock, s3_settings
+from tests.clock import FakeClock
+from tests.s3 import PREFIX, CallCounter, s3_settings
 
 LOCAL = {p.name: p.read_text() for p in sorted((ROOT / "prompt_docs").iterdir()) if p.is_file()}
 

@@ -5,7 +5,6 @@ loop is closed" on the second serverless request)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import runpy
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,41 +15,9 @@ import pytest
 from aircoach.auth import DevIssuer
 from aircoach.llm import build_model
 from aircoach.settings import ROOT, Settings
+from tests.lambda_events import chat_event
 from tests.llm.fakes import gemini_text
 from tests.sse import parse_sse
-
-
-def _event(token: str, query: str) -> dict[str, Any]:
-    """An API Gateway HTTP API (payload v2) event, as Lambda hands it to the handler."""
-    return {
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": "/api/stream_query",
-        "rawQueryString": "",
-        "headers": {
-            "authorization": f"Bearer {token}",
-            "content-type": "application/json",
-            "host": "abc.execute-api.eu-west-1.amazonaws.com",
-        },
-        "requestContext": {
-            "accountId": "123456789012",
-            "apiId": "abc",
-            "domainName": "abc.execute-api.eu-west-1.amazonaws.com",
-            "http": {
-                "method": "POST",
-                "path": "/api/stream_query",
-                "protocol": "HTTP/1.1",
-                "sourceIp": "127.0.0.1",
-                "userAgent": "pytest",
-            },
-            "requestId": "req",
-            "routeKey": "$default",
-            "stage": "$default",
-            "timeEpoch": 1700000000000,
-        },
-        "body": json.dumps({"query": query}),
-        "isBase64Encoded": False,
-    }
 
 
 @pytest.fixture
@@ -93,8 +60,8 @@ def test_two_warm_invocations_both_answer(lambda_handler, gemini_api):
     handler, token = lambda_handler
     gemini_api.script(gemini_text("Prima ", "risposta."), gemini_text("Seconda ", "risposta."))
 
-    first, first_events = _answer(handler(_event(token, "Prima domanda"), None))
-    second, second_events = _answer(handler(_event(token, "Seconda domanda"), None))
+    first, first_events = _answer(handler(chat_event(token, "Prima domanda"), None))
+    second, second_events = _answer(handler(chat_event(token, "Seconda domanda"), None))
 
     assert (first, second) == ("Prima risposta.", "Seconda risposta.")
     for events in (first_events, second_events):
@@ -109,12 +76,12 @@ def test_a_new_event_loop_per_invocation_still_answers(lambda_handler, gemini_ap
     handler, token = lambda_handler
     gemini_api.script(gemini_text("Uno."), gemini_text("Due."))
 
-    first, _ = _answer(handler(_event(token, "Prima domanda"), None))
+    first, _ = _answer(handler(chat_event(token, "Prima domanda"), None))
     second_loop = asyncio.new_event_loop()
     asyncio.set_event_loop(second_loop)
     loop.close()
     try:
-        second, events = _answer(handler(_event(token, "Seconda domanda"), None))
+        second, events = _answer(handler(chat_event(token, "Seconda domanda"), None))
     finally:
         asyncio.set_event_loop(loop)
         second_loop.close()
@@ -146,12 +113,12 @@ def test_a_client_kept_across_loops_would_break(
         return cached[0]
 
     runtime.model_factory = reuse
-    first, _ = _answer(handler(_event(token, "Prima domanda"), None))
+    first, _ = _answer(handler(chat_event(token, "Prima domanda"), None))
     second_loop = asyncio.new_event_loop()
     asyncio.set_event_loop(second_loop)
     loop.close()
     try:
-        _, events = _answer(handler(_event(token, "Seconda domanda"), None))
+        _, events = _answer(handler(chat_event(token, "Seconda domanda"), None))
     finally:
         asyncio.set_event_loop(loop)
         second_loop.close()
