@@ -26,6 +26,7 @@ test-unit: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy aircoach
 
 fmt: $(STAMP)
 	$(BIN)/ruff format .

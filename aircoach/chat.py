@@ -11,13 +11,14 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 from langchain_core.messages import AIMessageChunk, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from aircoach.agent import build_agent
@@ -64,7 +65,7 @@ class ChatTurn:
     status: TurnStatus = "ok"
     stored: bool = False
 
-    async def events(self) -> AsyncIterator[dict[str, Any]]:
+    async def events(self) -> AsyncGenerator[dict[str, Any], None]:
         direct_result = False
         try:
             try:
@@ -109,8 +110,9 @@ class ChatTurn:
                     await aclose_model(model)
 
     async def _agent_events(self) -> AsyncIterator[dict[str, Any]]:
-        config = {"configurable": {"thread_id": self.memory_thread}}
+        config: RunnableConfig = {"configurable": {"thread_id": self.memory_thread}}
         payload = {"messages": [{"role": "user", "content": self.request.query}]}
+        chunk: Any  # ((message, metadata) for "messages", {node: update} for "updates")
         async for mode, chunk in self.agent.astream(
             # One checkpoint per turn, at its end: the store, not the checkpointer, is what
             # must survive a crash, so intermediate steps need not be saved.

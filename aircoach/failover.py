@@ -41,7 +41,7 @@ class _TextWatch(BaseCallbackHandler):
     def __init__(self) -> None:
         self.streamed = False
 
-    def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
+    def on_llm_new_token(self, token: str | list[str | dict[str, Any]], **kwargs: Any) -> None:
         if token:
             self.streamed = True
 

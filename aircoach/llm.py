@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from pydantic import SecretStr
+
 from aircoach.errors import ConfigError
 from aircoach.settings import Settings
 from aircoach.tools import ToolSpec
@@ -119,7 +121,7 @@ def _openai(settings: Settings, name: str, base_url: str | None) -> BaseChatMode
         )
     return ChatOpenAI(
         model=name,
-        api_key=key,
+        api_key=SecretStr(key),
         base_url=base_url,
         temperature=settings.model_temperature,
         timeout=settings.model_timeout_s,

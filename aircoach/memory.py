@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 
@@ -136,7 +137,7 @@ class Memory:
         return len(self._threads)
 
     @staticmethod
-    def config(thread_id: str) -> dict[str, Any]:
+    def config(thread_id: str) -> RunnableConfig:
         return {"configurable": {"thread_id": thread_id}}
 
     async def ensure_thread(

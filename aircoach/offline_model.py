@@ -24,6 +24,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
@@ -204,12 +205,9 @@ def stream_chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:
     """A reply as a provider would stream it: each tool call as one chunk, then the text word
     by word (at least one chunk, so an empty reply is still a reply)."""
     for index, call in enumerate(message.tool_calls):
-        chunk = {
-            "name": call["name"],
-            "args": json.dumps(call["args"]),
-            "id": call["id"],
-            "index": index,
-        }
+        chunk = tool_call_chunk(
+            name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=index
+        )
         yield ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=[chunk]))
     words = re.findall(r"\S+\s*", message.text)
     if not words and not message.tool_calls:

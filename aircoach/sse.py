@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
@@ -20,7 +20,7 @@ def encode(event: dict[str, Any]) -> bytes:
 
 
 async def with_heartbeat(
-    events: AsyncIterator[dict[str, Any]], every_s: float
+    events: AsyncGenerator[dict[str, Any], None], every_s: float
 ) -> AsyncIterator[bytes]:
     """Encode events, and send a comment line whenever nothing was sent for `every_s`, so that
     proxies and mobile networks keep the connection open while a tool or the model is slow."""
@@ -70,7 +70,7 @@ class _EventStream(EventSourceResponse):
 
 
 def event_stream(
-    events: AsyncIterator[dict[str, Any]], every_s: float = HEARTBEAT_S
+    events: AsyncGenerator[dict[str, Any], None], every_s: float = HEARTBEAT_S
 ) -> EventSourceResponse:
     return _EventStream(
         with_heartbeat(events, every_s),

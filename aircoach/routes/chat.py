@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
@@ -11,7 +13,7 @@ from aircoach.models import MessageRequest, MessageResponse
 
 router = APIRouter(prefix="/api", tags=["chat"])
 
-_SSE_DOC = {
+_SSE_DOC: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "SSE stream of `tool_result`, `agent_message`, `error` and `done` events "
         "(or a JSON `MessageResponse` when `stream` is false).",
