@@ -1,8 +1,8 @@
 """Process memory of conversations: a bounded, self-correcting cache in front of the store.
 
 The checkpointer holds at most `max_threads` threads (least recently used evicted). Before each
-turn one indexed read (the user's latest stored turn id) tells whether the thread has seen
-everything the store holds; if not (cold start, eviction, another instance answered), the
+turn one indexed read (the ids of the user's two newest stored turns) tells whether the thread has
+seen everything the store holds; if not (cold start, eviction, another instance answered), the
 thread is rebuilt from the last stored turns. The store is the source of truth.
 
 Each thread keeps only its latest checkpoint (`PrunableSaver`), and a thread that grew past
@@ -31,7 +31,12 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _ThreadMark:
-    last_turn_id: str | None
+    """What the thread reflects: the ids of the user's two newest stored turns (newest first)
+    and how many turns it holds. Two ids, not one: if another instance stores a turn while this
+    one answers, this instance's own turn becomes the newest and would hide the other; the
+    second id exposes it."""
+
+    seen: tuple[str, ...]
     turns: int
 
 
@@ -145,9 +150,9 @@ class Memory:
     ) -> int:
         """Make the thread hold the user's stored history; returns how many turns it holds.
         Raises `StoreUnavailable` when the store cannot be read (before anything streams)."""
-        latest = await store.latest_turn_id(user_id)
+        latest = tuple(await store.latest_turn_ids(user_id, 2))
         mark = self._threads.get(thread_id)
-        if mark is not None and mark.last_turn_id == latest and mark.turns < self.max_held_turns:
+        if mark is not None and mark.seen == latest and mark.turns < self.max_held_turns:
             self._threads.move_to_end(thread_id)
             return mark.turns
         # Cold, evicted, behind the store (another instance answered) or grown too long.
@@ -170,7 +175,8 @@ class Memory:
             # behind the LRU's back. Drop it; it reseeds from the store next time.
             self.checkpointer.delete_thread(thread_id)
             return
-        mark.last_turn_id, mark.turns = turn_id, mark.turns + 1
+        # What the store's newest two will be if no other instance wrote in between.
+        mark.seen, mark.turns = (turn_id, *mark.seen[:1]), mark.turns + 1
         self.checkpointer.prune([thread_id])
 
     def forget(self, thread_id: str) -> None:

@@ -115,9 +115,9 @@ async def warm_path(settings: Settings, label: str) -> None:
     reads = []
     for _ in range(200):
         start = time.perf_counter()
-        await chats.latest_turn_id("warm")
+        await chats.latest_turn_ids("warm")
         reads.append(time.perf_counter() - start)
-    print(f"  {label:<8} latest_turn_id alone: median {statistics.median(reads) * 1000:.3f} ms")
+    print(f"  {label:<8} latest_turn_ids alone: median {statistics.median(reads) * 1000:.3f} ms")
 
 
 async def many_users(settings: Settings, users: int, max_threads: int) -> None:

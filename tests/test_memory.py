@@ -81,6 +81,32 @@ async def test_two_instances_sharing_a_store_each_turn_sees_every_earlier_turn(
     assert [app.state.runtime.memory.reseeds for app in apps] == [3, 4]
 
 
+async def test_a_turn_stored_by_another_instance_while_this_one_answers_is_not_missed(
+    store_settings: Settings, auth, clients
+):
+    """A answers turn 2 while B stores turn 3; A's own turn 2 is then the newest stored turn,
+    but A's next turn must still see B's (the freshness mark compares the newest two ids)."""
+    from aircoach.auth import Principal
+    from aircoach.chat import prepare_turn
+    from aircoach.models import MessageRequest
+
+    a, b = create_app(store_settings), create_app(store_settings)
+    script = Script([text("r1"), text("r3 da B"), text("r2 da A"), text("r4")])
+    scripted(a, script)
+    scripted(b, script)
+    client_a, client_b = await clients(a), await clients(b)
+    headers = auth("pilot")
+    await chat(client_a, headers, "q1")
+    in_flight = await prepare_turn(a.state.runtime, Principal("pilot"), MessageRequest(query="q2"))
+    await chat(client_b, headers, "q3 via B")  # stored while A is still answering q2
+    assert [e["type"] async for e in in_flight.events()][-1] == "done"  # q2 is now the newest
+
+    events = await chat(client_a, headers, "q4")
+    shown = script.calls[-1]
+    assert set(humans(shown)) == {"q1", "q3 via B", "q2", "q4"}
+    assert events[-1]["context_turns"] == 3
+
+
 async def test_a_warm_thread_is_not_reread_and_stays_short(settings, auth, clients):
     settings = settings.model_copy(update={"history_limit": 2})
     app = create_app(settings)

@@ -62,14 +62,21 @@ async def test_recent_turns_are_the_users_last_ones_oldest_first(chats: ChatStor
     assert await chats.recent_turns("nobody", 5) == []
 
 
-async def test_latest_turn_id_follows_time_not_insertion(chats: ChatStore):
-    assert await chats.latest_turn_id("alice") is None
-    late, early = make_turn("alice", 2), make_turn("alice", 1)
+async def test_latest_turn_ids_follow_time_not_insertion(chats: ChatStore):
+    assert await chats.latest_turn_ids("alice") == []
+    late, early, earliest = make_turn("alice", 2), make_turn("alice", 1), make_turn("alice", 0)
     await chats.append_turn(late)
+    assert await chats.latest_turn_ids("alice") == [late.turn_id]
     await chats.append_turn(early)
-    assert await chats.latest_turn_id("alice") == late.turn_id
+    await chats.append_turn(earliest)
+    assert await chats.latest_turn_ids("alice") == [late.turn_id, early.turn_id]
     await chats.append_turn(make_turn("bob", 5))
-    assert await chats.latest_turn_id("alice") == late.turn_id
+    assert await chats.latest_turn_ids("alice", 1) == [late.turn_id]
+    assert await chats.latest_turn_ids("alice", 5) == [
+        late.turn_id,
+        early.turn_id,
+        earliest.turn_id,
+    ]
 
 
 async def test_same_timestamp_is_ordered_by_turn_id(chats: ChatStore):
@@ -81,7 +88,7 @@ async def test_same_timestamp_is_ordered_by_turn_id(chats: ChatStore):
     )
     await chats.append_turn(b)
     await chats.append_turn(a)
-    assert await chats.latest_turn_id("alice") == b.turn_id
+    assert await chats.latest_turn_ids("alice", 1) == [b.turn_id]
     assert [t.turn_id for t in await chats.recent_turns("alice", 2)] == [a.turn_id, b.turn_id]
 
 
@@ -218,7 +225,7 @@ def broken_settings(request: pytest.FixtureRequest, settings: Settings, tmp_path
 async def test_a_failing_backend_raises_store_unavailable(broken_settings: Settings):
     chats, quiz = build_stores(broken_settings)
     with pytest.raises(StoreUnavailable):
-        await chats.latest_turn_id("alice")
+        await chats.latest_turn_ids("alice")
     with pytest.raises(StoreUnavailable):
         await chats.append_turn(make_turn("alice", 1))
     with pytest.raises(StoreUnavailable):

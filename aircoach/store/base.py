@@ -20,7 +20,9 @@ class ChatStore(Protocol):
         """The user's last `limit` turns, oldest first."""
         ...
 
-    async def latest_turn_id(self, user_id: str) -> str | None: ...
+    async def latest_turn_ids(self, user_id: str, limit: int = 2) -> list[str]:
+        """The ids of the user's last `limit` turns, newest first (one indexed read)."""
+        ...
 
     async def history(self, user_id: str, *, limit: int, before: str | None) -> list[Turn]:
         """The user's turns newest first, older than the `before` timestamp when given."""

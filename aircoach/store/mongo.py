@@ -130,12 +130,12 @@ class MongoChatStore:
         docs = await self._db.run(self._name, read)
         return [_turn(d) for d in reversed(docs)]
 
-    async def latest_turn_id(self, user_id: str) -> str | None:
-        doc = await self._db.run(
-            self._name,
-            lambda c: c.find_one({"userId": user_id}, {"turn_id": 1, "_id": 0}, sort=_NEWEST_FIRST),
-        )
-        return doc["turn_id"] if doc else None
+    async def latest_turn_ids(self, user_id: str, limit: int = 2) -> list[str]:
+        async def read(c: AsyncCollection) -> list[dict[str, Any]]:
+            cursor = c.find({"userId": user_id}, {"turn_id": 1, "_id": 0})
+            return await cursor.sort(_NEWEST_FIRST).limit(limit).to_list()
+
+        return [doc["turn_id"] for doc in await self._db.run(self._name, read)]
 
     async def history(self, user_id: str, *, limit: int, before: str | None) -> list[Turn]:
         query: dict[str, Any] = {"userId": user_id}

@@ -118,15 +118,15 @@ class SqliteChatStore:
         )
         return [_turn_from_row(r) for r in reversed(rows)]
 
-    async def latest_turn_id(self, user_id: str) -> str | None:
-        row = await self._db.run(
+    async def latest_turn_ids(self, user_id: str, limit: int = 2) -> list[str]:
+        rows = await self._db.run(
             lambda c: c.execute(
                 "SELECT turn_id FROM chats WHERE userId = ? "
-                "ORDER BY timestamp DESC, turn_id DESC LIMIT 1",
-                (user_id,),
-            ).fetchone()
+                "ORDER BY timestamp DESC, turn_id DESC LIMIT ?",
+                (user_id, limit),
+            ).fetchall()
         )
-        return row["turn_id"] if row else None
+        return [row["turn_id"] for row in rows]
 
     async def history(self, user_id: str, *, limit: int, before: str | None) -> list[Turn]:
         sql = "SELECT * FROM chats WHERE userId = ?"
