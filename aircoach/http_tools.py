@@ -10,6 +10,7 @@ source, endpoint}`. Nothing here raises into the turn: a failure becomes a
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -76,7 +77,8 @@ async def _attempt(
         async with httpx.AsyncClient(timeout=http.timeout_s, headers=headers) as client:
             # httpx's timeout is per read; the deadline bounds the whole exchange.
             with anyio.fail_after(http.timeout_s):
-                response = await client.request(http.method, url, **request)
+                async with client.stream(http.method, url, **request) as response:
+                    content = await _read_capped(response, http.max_response_bytes)
     except (httpx.TimeoutException, TimeoutError):
         reason = f"timeout after {round(http.timeout_s * 1000)}ms"
         raise _Failed(reason, retryable=http.retry.on_timeout) from None
@@ -85,8 +87,10 @@ async def _attempt(
     if response.status_code >= 400:
         retryable = response.status_code in http.retry.on_status
         raise _Failed(f"HTTP {response.status_code}", retryable=retryable)
+    if content is None:
+        raise _Failed(f"answer larger than {http.max_response_bytes} bytes", retryable=False)
     try:
-        body = response.json()
+        body = json.loads(content)
     except ValueError:
         raise _Failed("the service did not answer JSON", retryable=False) from None
     if isinstance(body, list):
@@ -94,6 +98,17 @@ async def _attempt(
     if not isinstance(body, dict):
         raise _Failed("the service answered neither an object nor a list", retryable=False)
     return body
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> bytes | None:
+    """The body, or None as soon as it exceeds `limit` (without reading the rest)."""
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def cap_arguments(arguments: Mapping[str, Any], caps: Mapping[str, float]) -> dict[str, Any]:

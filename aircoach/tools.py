@@ -98,6 +98,11 @@ class HttpTool(_Strict):
         default_factory=dict, description="Upper bounds of numeric arguments (e.g. top_k: 20)."
     )
     timeout_s: float = Field(default=15.0, gt=0, le=120)
+    max_response_bytes: int = Field(
+        default=2_000_000,
+        gt=0,
+        description="A larger answer is a failure: the raw data goes to the client and the store.",
+    )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
 
     @field_validator("url")

@@ -137,6 +137,17 @@ async def test_oversized_results_are_capped_for_the_model_but_raw_for_the_client
     assert out.data["results"] == results  # the client gets the raw data
 
 
+async def test_an_answer_over_max_response_bytes_is_a_failure_not_stored(tool_service, specs, ctx):
+    spec = specs["lex_search"]
+    spec = spec.model_copy(
+        update={"http": spec.http.model_copy(update={"max_response_bytes": 10_000})}
+    )
+    tool_service.plan("/lex", Reply(200, {"results": [{"content": "x" * 20_000}]}))
+    out = await call_http_tool(spec, ctx, query="SERA")
+    assert not out.ok and out.text == "[Tool lex_search failed: answer larger than 10000 bytes]"
+    assert "results" not in out.data and len(tool_service.hits("/lex")) == 1  # not retried
+
+
 async def test_empty_results_give_the_no_results_text(tool_service, specs, ctx):
     tool_service.plan("/kb", Reply(200, {"results": []}))
     out = await call_http_tool(specs["kb_search"], ctx, query="x")
