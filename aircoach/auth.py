@@ -9,12 +9,14 @@ import functools
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
 import jwt
+from cachetools import TTLCache
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -41,13 +43,38 @@ class KeySource(Protocol):
 
 
 class TokenVerifier:
-    def __init__(self, keys: KeySource, *, issuer: str, audience: str, leeway_s: int = 30):
+    """Verifies bearer tokens. A token that verified is remembered for `cache_ttl_s` (never past
+    its `exp`), so a client's next requests skip the signature check; a key withdrawn from the
+    JWKS stops its tokens within that time."""
+
+    def __init__(
+        self,
+        keys: KeySource,
+        *,
+        issuer: str,
+        audience: str,
+        leeway_s: int = 30,
+        cache_ttl_s: float = 60.0,
+        clock: Callable[[], float] = time.time,
+    ):
         self.keys = keys
         self.issuer = issuer
         self.audience = audience
         self.leeway_s = leeway_s
+        self.clock = clock
+        self._verified: TTLCache[str, Principal] = TTLCache(
+            maxsize=2048, ttl=cache_ttl_s, timer=clock
+        )
 
     async def verify(self, token: str) -> Principal:
+        known = self._verified.get(token)
+        if known is not None and self.clock() <= known.claims["exp"] + self.leeway_s:
+            return known
+        principal = await self._verify(token)
+        self._verified[token] = principal
+        return principal
+
+    async def _verify(self, token: str) -> Principal:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:

@@ -34,8 +34,10 @@ def keys(settings: Settings, clock: FakeClock) -> Auth0KeySource:
 
 
 @pytest.fixture
-def verifier(keys: Auth0KeySource, tenant: FakeTenant) -> TokenVerifier:
-    return TokenVerifier(keys, issuer=tenant.issuer, audience=tenant.audience, leeway_s=30)
+def verifier(keys: Auth0KeySource, tenant: FakeTenant, clock: FakeClock) -> TokenVerifier:
+    return TokenVerifier(
+        keys, issuer=tenant.issuer, audience=tenant.audience, leeway_s=30, clock=clock
+    )
 
 
 async def rejected(verifier: TokenVerifier, token: str) -> str:

@@ -1,0 +1,63 @@
+"""TokenVerifier's cache of verified tokens: it saves the signature check, never past the
+token's expiry, and forgets within its TTL."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from aircoach.auth import DevIssuer, TokenVerifier
+from aircoach.errors import AuthError
+from aircoach.settings import DEV_ISSUER
+from tests.clock import FakeClock
+
+AUDIENCE = "https://api.test"
+
+
+class CountingKeys:
+    def __init__(self, issuer: DevIssuer):
+        self.issuer, self.calls = issuer, 0
+
+    async def key_for(self, kid: str | None):
+        self.calls += 1
+        return await self.issuer.key_for(kid)
+
+
+@pytest.fixture
+def setup(data_dir):
+    issuer = DevIssuer(data_dir)
+    keys = CountingKeys(issuer)
+    clock = FakeClock(time.time())
+    verifier = TokenVerifier(keys, issuer=DEV_ISSUER, audience=AUDIENCE, leeway_s=0, clock=clock)
+    return issuer, keys, clock, verifier
+
+
+async def test_a_verified_token_is_not_checked_again_within_the_ttl(setup):
+    issuer, keys, clock, verifier = setup
+    token = issuer.mint("u", audience=AUDIENCE, ttl_s=3600)
+    assert (await verifier.verify(token)).sub == "u"
+    clock.advance(59)
+    assert (await verifier.verify(token)).sub == "u"
+    assert keys.calls == 1
+    clock.advance(2)  # past the 60 s TTL: verified again
+    await verifier.verify(token)
+    assert keys.calls == 2
+
+
+async def test_the_cache_never_serves_a_token_past_its_expiry(setup):
+    issuer, keys, clock, verifier = setup
+    token = issuer.mint("u", audience=AUDIENCE, ttl_s=10)
+    await verifier.verify(token)
+    clock.advance(11)  # within the cache's TTL but past exp: the token is checked again
+    await verifier.verify(token)  # (PyJWT checks exp on the real clock, where it is still valid)
+    assert keys.calls == 2
+
+
+async def test_a_rejected_token_is_not_cached(setup):
+    issuer, keys, _clock, verifier = setup
+    token = issuer.mint("u", audience="https://other.test")
+    for _ in range(2):
+        with pytest.raises(AuthError, match="audience"):
+            await verifier.verify(token)
+    assert keys.calls == 2
