@@ -64,9 +64,11 @@ class TokenVerifier:
         self.clock = clock
         self._verified: TTLCache[str, Principal] = TTLCache(
             maxsize=2048, ttl=cache_ttl_s, timer=clock
-        )
+        )  # ttl 0: no cache
 
     async def verify(self, token: str) -> Principal:
+        if not self._verified.ttl:
+            return await self._verify(token)
         known = self._verified.get(token)
         if known is not None and self.clock() <= known.claims["exp"] + self.leeway_s:
             return known
@@ -202,10 +204,12 @@ def build_verifier(settings: Settings) -> TokenVerifier:
             issuer=f"https://{settings.auth0_domain}/",
             audience=settings.auth0_audience,
             leeway_s=settings.auth_leeway_s,
+            cache_ttl_s=settings.auth_cache_ttl_s,
         )
     return TokenVerifier(
         DevIssuer(settings.data_dir),
         issuer=DEV_ISSUER,
         audience=settings.auth0_audience,
         leeway_s=settings.auth_leeway_s,
+        cache_ttl_s=settings.auth_cache_ttl_s,
     )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 import threading
 import time
 from collections.abc import Awaitable, Callable, Hashable
@@ -22,6 +21,7 @@ from jwt import PyJWK, PyJWKClient
 
 from aircoach.errors import AuthError, AuthUnavailable
 from aircoach.settings import Settings
+from aircoach.tls import shared_tls_context
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +75,11 @@ class Auth0KeySource:
     async def key_for(self, kid: str | None) -> Any:
         if not kid:
             raise AuthError("token header has no 'kid'")
+        known = kid in self._keys
         stale = self.clock() - self._fetched_at >= self.max_age_s
-        if (kid not in self._keys or stale) and self._may_fetch():
+        # An unknown kid waits for a fetch already on the wire (a cold instance's requests
+        # arrive one after another while the first fetch runs): it may bring the key.
+        if (not known or stale) and (self._may_fetch() or (not known and self._lock.locked())):
             seen = self._attempts
             await anyio.to_thread.run_sync(self._refresh, seen)
         jwk = self._keys.get(kid)
@@ -93,30 +96,37 @@ class Auth0KeySource:
     def _refresh(self, seen: int) -> None:
         with self._lock:
             if self._attempts != seen:
-                return  # another request fetched while this one waited for the lock
-            self._attempts += 1
+                return  # a fetch finished while this one waited for the lock
             self._attempted_at = self.clock()
             self.fetches += 1
             try:
-                keys = self._client.get_signing_keys(refresh=True)
-            except Exception as exc:
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.warning(
-                    "JWKS fetch from %r failed (%d keys still cached): %s",
-                    self.url,
-                    len(self._keys),
-                    self.last_error,
-                )
-                return
-            fresh = {k.key_id: k for k in keys if k.key_id and k.key_type == "RSA"}
-            if not fresh:
-                self.last_error = "JWKS has no RSA signing keys"
-                log.warning("JWKS at %r has no RSA signing keys; keeping the cached ones", self.url)
-                return
-            added = fresh.keys() - self._keys.keys()
-            if self._keys and added:
-                log.info("JWKS at %r has new keys %s", self.url, sorted(added))
-            self._keys, self._fetched_at, self.last_error = fresh, self.clock(), None
+                self._fetch()
+            finally:
+                # Counted once finished: a request that waited on the lock for this fetch
+                # sees the count move and uses its result instead of fetching again.
+                self._attempts += 1
+
+    def _fetch(self) -> None:
+        try:
+            keys = self._client.get_signing_keys(refresh=True)
+        except Exception as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.warning(
+                "JWKS fetch from %r failed (%d keys still cached): %s",
+                self.url,
+                len(self._keys),
+                self.last_error,
+            )
+            return
+        fresh = {k.key_id: k for k in keys if k.key_id and k.key_type == "RSA"}
+        if not fresh:
+            self.last_error = "JWKS has no RSA signing keys"
+            log.warning("JWKS at %r has no RSA signing keys; keeping the cached ones", self.url)
+            return
+        added = fresh.keys() - self._keys.keys()
+        if self._keys and added:
+            log.info("JWKS at %r has new keys %s", self.url, sorted(added))
+        self._keys, self._fetched_at, self.last_error = fresh, self.clock(), None
 
 
 class _SingleFlight:
@@ -179,7 +189,6 @@ class Auth0Management:
         )
         self._flights = _SingleFlight()
         self._retry_at = float("-inf")
-        self._ssl: ssl.SSLContext | None = None
         self.last_error: str | None = None
 
     async def profile(self, sub: str) -> dict[str, Any]:
@@ -198,12 +207,8 @@ class Auth0Management:
             raise
 
     async def _fetch_profile(self, sub: str) -> dict[str, Any]:
-        if self._ssl is None:
-            # Loading the CA bundle is blocking file I/O; an SSL context is not loop-bound,
-            # so it is built once, off the loop, and shared by the per-call clients.
-            self._ssl = await anyio.to_thread.run_sync(httpx.create_ssl_context)
         async with httpx.AsyncClient(
-            timeout=self.timeout_s, transport=self.transport, verify=self._ssl
+            timeout=self.timeout_s, transport=self.transport, verify=await shared_tls_context()
         ) as http:
             token = await self._access_token(http)
             response = await http.get(

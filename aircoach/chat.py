@@ -25,7 +25,7 @@ from aircoach.agent import build_agent
 from aircoach.auth import Principal
 from aircoach.errors import AppError, StoreUnavailable
 from aircoach.failover import ModelFailover
-from aircoach.llm import aclose_model, model_label
+from aircoach.llm import aclose_model, model_label, warm_up
 from aircoach.models import MessageRequest, ToolRecord, Turn, TurnStatus
 from aircoach.prompts import PromptSnapshot
 from aircoach.runtime import Runtime
@@ -224,6 +224,7 @@ async def prepare_turn(
         if section:
             system_prompt = f"{system_prompt}\n\n{section}"
     ctx = ToolContext(settings=settings, quiz=await runtime.quiz_store(), user_id=principal.sub)
+    await warm_up(settings)
     model = runtime.build_model(enabled)
     fallback = runtime.build_fallback_model(enabled)
     failover = ModelFailover([fallback] if fallback is not None else [])

@@ -21,6 +21,7 @@ import anyio
 import httpx
 
 from aircoach.errors import ConfigError
+from aircoach.tls import shared_tls_context
 from aircoach.tools import ResultFormat, ToolContext, ToolOutput, ToolSpec, expand_env
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,10 @@ async def _attempt(
     request: dict[str, Any] = {"params": payload} if http.method == "GET" else {"json": payload}
     try:
         # A client per call, inside the running loop: nothing loop-bound outlives the request.
-        async with httpx.AsyncClient(timeout=http.timeout_s, headers=headers) as client:
+        verify = await shared_tls_context()
+        async with httpx.AsyncClient(
+            timeout=http.timeout_s, headers=headers, verify=verify
+        ) as client:
             # httpx's timeout is per read; the deadline bounds the whole exchange.
             with anyio.fail_after(http.timeout_s):
                 async with client.stream(http.method, url, **request) as response:

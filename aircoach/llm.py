@@ -7,16 +7,14 @@ not outlive the loop that made them. Provider packages are imported only when co
 
 from __future__ import annotations
 
-import os
-import ssl
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
 from aircoach.errors import ConfigError
 from aircoach.settings import Settings
+from aircoach.tls import shared_tls_context, tls_context
 from aircoach.tools import ToolSpec
 
 if TYPE_CHECKING:
@@ -70,13 +68,11 @@ async def aclose_model(model: Any) -> None:
         await http_client.aclose()
 
 
-@cache
-def _tls_context() -> ssl.SSLContext:
-    """One TLS context for every model client of the process. Loading the CA bundle costs
-    ~50 ms, paid per client otherwise; the context holds no connection and no event loop."""
-    import certifi
-
-    return ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE", certifi.where()))
+async def warm_up(settings: Settings) -> None:
+    """Build what the model clients share (the TLS context) off the event loop, once, so
+    building a client per request never blocks the loop."""
+    if {settings.resolved_model_provider, (settings.model_fallback or "offline")} != {"offline"}:
+        await shared_tls_context()
 
 
 def _build(
@@ -105,7 +101,7 @@ def _gemini(settings: Settings, name: str, base_url: str | None) -> BaseChatMode
         timeout=settings.model_timeout_s,
         # The SDK counts attempts, and reads 0 as "its default of 5": one more than retries.
         max_retries=settings.model_max_retries + 1,
-        client_args={"verify": _tls_context(), "ssl": _tls_context()},
+        client_args={"verify": tls_context(), "ssl": tls_context()},
     )
 
 
@@ -128,7 +124,5 @@ def _openai(settings: Settings, name: str, base_url: str | None) -> BaseChatMode
         max_retries=settings.model_max_retries,
         # Our own client: langchain-openai's default one is cached process-wide, which would
         # carry its pooled connections from one event loop into the next.
-        http_async_client=httpx.AsyncClient(
-            timeout=settings.model_timeout_s, verify=_tls_context()
-        ),
+        http_async_client=httpx.AsyncClient(timeout=settings.model_timeout_s, verify=tls_context()),
     )

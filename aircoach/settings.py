@@ -45,6 +45,7 @@ class Settings(BaseSettings):
     auth0_mgmt_client_id: str | None = None
     auth0_mgmt_client_secret: str | None = None
     auth_leeway_s: int = 30
+    auth_cache_ttl_s: float = Field(default=60.0, ge=0)  # verified tokens remembered; 0 = off
     jwks_refetch_cooldown_s: float = Field(default=30.0, ge=0)
     jwks_max_age_s: float = Field(default=600.0, gt=0)
     admin_permission: str = "admin:docs"

@@ -61,3 +61,13 @@ async def test_a_rejected_token_is_not_cached(setup):
         with pytest.raises(AuthError, match="audience"):
             await verifier.verify(token)
     assert keys.calls == 2
+
+
+async def test_a_zero_ttl_turns_the_cache_off(data_dir):
+    issuer = DevIssuer(data_dir)
+    keys = CountingKeys(issuer)
+    verifier = TokenVerifier(keys, issuer=DEV_ISSUER, audience=AUDIENCE, cache_ttl_s=0)
+    token = issuer.mint("u", audience=AUDIENCE)
+    for _ in range(3):
+        await verifier.verify(token)
+    assert keys.calls == 3

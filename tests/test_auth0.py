@@ -232,6 +232,18 @@ async def test_concurrent_first_requests_fetch_the_jwks_once(verifier, tenant):
     assert tenant.hits["jwks"] == 1
 
 
+async def test_a_request_during_the_first_jwks_fetch_waits_for_it(verifier, tenant, keys):
+    """A cold instance's requests do not all arrive in the same instant: one that arrives
+    while the first fetch is on the wire must wait for its keys, not fail for lack of them
+    (it got a 503 `auth_unavailable` with the tenant up; found by tests/load)."""
+    tenant.slow_s["jwks"] = 0.3
+    first = asyncio.create_task(verifier.verify(tenant.mint("auth0|first")))
+    assert await asyncio.to_thread(tenant.in_flight.acquire, timeout=5)  # fetch on the wire
+    assert (await verifier.verify(tenant.mint("auth0|second"))).sub == "auth0|second"
+    assert (await first).sub == "auth0|first"
+    assert tenant.hits["jwks"] == 1 and keys.fetches == 1
+
+
 async def test_jwks_down_with_keys_cached_still_verifies(verifier, tenant, keys, clock):
     await verifier.verify(tenant.mint())
     tenant.down.add("jwks")

@@ -18,9 +18,14 @@ log = logging.getLogger(__name__)
     responses={
         401: {"model": ErrorBody, "description": "No, stale or invalid signature or token."},
         403: {"model": ErrorBody, "description": "A valid token without `admin:docs`."},
+        422: {
+            "model": ErrorBody,
+            "description": "The docs are invalid (`invalid_docs`); the previous ones keep serving.",
+        },
         503: {
             "model": ErrorBody,
-            "description": "The prompt source failed (`prompt_unavailable`).",
+            "description": "The prompt source failed (`prompt_unavailable`), or the token "
+            "could not be checked (`auth_unavailable`).",
         },
     },
 )

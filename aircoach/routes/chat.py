@@ -10,22 +10,36 @@ from fastapi.responses import Response
 
 from aircoach.deps import CurrentUser, RuntimeDep
 from aircoach.models import MessageRequest, MessageResponse
+from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, unavailable
 
 router = APIRouter(prefix="/api", tags=["chat"])
 
-_SSE_DOC: dict[int | str, dict[str, Any]] = {
+# One SSE event (FastAPI's own convention for streams: `itemSchema`); `data` is one JSON
+# object whose `type` is the event name.
+_SSE_EVENT = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "enum": ["tool_result", "agent_message", "error", "done"]},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+        "id": {"type": "string"},
+        "retry": {"type": "integer", "minimum": 0},
+    },
+}
+_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "SSE stream of `tool_result`, `agent_message`, `error` and `done` events "
         "(or a JSON `MessageResponse` when `stream` is false).",
-        "content": {
-            "text/event-stream": {"schema": {"type": "string"}},
-            "application/json": {"schema": MessageResponse.model_json_schema()},
-        },
-    }
+        "model": MessageResponse,  # application/json, by reference to the components
+        "content": {"text/event-stream": {"itemSchema": _SSE_EVENT}},
+    },
+    **UNPARSABLE_BODY,
+    **UNAUTHORIZED,
+    **unavailable("auth_unavailable", "prompt_unavailable", "store_unavailable"),
 }
 
 
-@router.post("/stream_query", responses=_SSE_DOC, response_model=None)
+@router.post("/stream_query", responses=_RESPONSES, response_model=None)
 async def stream_query(body: MessageRequest, user: CurrentUser, runtime: RuntimeDep) -> Response:
     """Ask the coach. The turn is stored before the response ends."""
     snapshot = await runtime.prompts.current()

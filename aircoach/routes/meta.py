@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from aircoach.deps import CurrentUser, RuntimeDep
 from aircoach.models import HistoryPage, ToolInfo
+from aircoach.routes.responses import UNAUTHORIZED, unavailable
 
 router = APIRouter(prefix="/api", tags=["meta"])
 
@@ -27,7 +28,9 @@ async def health(runtime: RuntimeDep) -> dict[str, Any]:
     }
 
 
-@router.get("/tools")
+@router.get(
+    "/tools", responses={**UNAUTHORIZED, **unavailable("auth_unavailable", "prompt_unavailable")}
+)
 async def list_tools(user: CurrentUser, runtime: RuntimeDep) -> list[ToolInfo]:
     """The tools a client may switch on and off in `MessageRequest.tools`, as declared by
     the current prompt docs. An unavailable tool (its service is not configured) stays off
@@ -46,7 +49,9 @@ async def list_tools(user: CurrentUser, runtime: RuntimeDep) -> list[ToolInfo]:
     ]
 
 
-@router.get("/history")
+@router.get(
+    "/history", responses={**UNAUTHORIZED, **unavailable("auth_unavailable", "store_unavailable")}
+)
 async def history(
     user: CurrentUser,
     runtime: RuntimeDep,

@@ -198,3 +198,26 @@ async def test_a_result_reaches_the_client_raw_and_the_model_formatted(
     assert tool_message.content.startswith("[Manuale: 1 risultati]\n- [Manuale, cap. 5.2]")
     history = (await client.get("/api/history", headers=auth())).json()["turns"]
     assert history[0]["tool"]["data"]["results"] == [KB_HIT]
+
+
+async def test_calls_share_one_ssl_context(tool_service, specs, ctx, monkeypatch):
+    """Building an SSL context loads the CA bundle (~45 ms of blocking work): a client per
+    call with the default `verify=True` did it on the event loop at every tool call, halving
+    the throughput of tool turns under load (tests/load)."""
+    import ssl
+
+    from aircoach.tls import tls_context
+
+    made: list[object] = []
+    real = ssl.create_default_context
+
+    def counting(*args, **kwargs):
+        made.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counting)
+    tls_context.cache_clear()  # as in a new process
+    tool_service.plan("/kb", Reply(200, {"results": [KB_HIT]}))
+    for _ in range(3):
+        assert (await call_http_tool(specs["kb_search"], ctx, query="densità")).ok
+    assert len(made) == 1

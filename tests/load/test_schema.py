@@ -1,0 +1,104 @@
+"""Schemathesis against the app's own OpenAPI schema, in process (the ASGI app through
+schemathesis' own client): with a valid token that may also reload the docs, no generated
+request gets a 5xx, and no response contradicts the schema (status code, content type,
+headers, body), for valid requests and for invalid ones alike.
+
+Driven through Hypothesis directly: schemathesis' pytest integration (`from_fixture`) reads a
+private attribute pytest 9 no longer has."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from schemathesis import GenerationMode
+
+from aircoach.app import create_app
+
+pytestmark = [pytest.mark.load, pytest.mark.integration]
+
+MAX_EXAMPLES = 25
+OPERATIONS = [
+    ("POST", "/api/stream_query"),
+    ("POST", "/api/update_docs"),
+    ("GET", "/api/tools"),
+    ("GET", "/api/history"),
+    ("GET", "/api/health"),
+]
+WITH_INPUTS = [("POST", "/api/stream_query"), ("GET", "/api/history")]
+
+
+def _tool_names(settings) -> list[str]:
+    config = json.loads((settings.prompt_docs_dir / "tools.json").read_text("utf-8"))
+    return [tool["name"] for tool in config["tools"]]
+
+
+@pytest.fixture
+def api_schema(settings):
+    """The app's schema, with one constraint it can only state in words: the tool names a
+    request may switch are those of the current docs (`GET /api/tools`; they change with the
+    docs, so the schema cannot list them). Any other name is a documented 422, which the
+    invalid-request runs still send."""
+    app = create_app(settings)
+    raw = copy.deepcopy(app.openapi())
+    tools = raw["components"]["schemas"]["MessageRequest"]["properties"]["tools"]
+    (switches,) = [branch for branch in tools["anyOf"] if branch.get("type") == "object"]
+    switches["propertyNames"] = {"enum": _tool_names(settings)}
+    schema = schemathesis.openapi.from_dict(raw)
+    schema.app = app
+    # FastAPI ignores query parameters it does not know, as HTTP APIs do, and OpenAPI does
+    # not declare a closed set of them: do not send made-up ones as "invalid" requests.
+    schema.config.generation.update(allow_extra_parameters=False)
+    return schema
+
+
+@pytest.fixture
+def admin_headers(issuer, settings) -> dict[str, str]:
+    token = issuer.mint("schema-user", audience=settings.auth0_audience, permissions=["admin:docs"])
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_every_operation_is_covered(api_schema):
+    found = {(op.ok().method.upper(), op.ok().path) for op in api_schema.get_all_operations()}
+    assert found == set(OPERATIONS)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "mode"),
+    [(m, p, GenerationMode.POSITIVE) for m, p in OPERATIONS]
+    # Invalid requests too, where there is an input to make invalid besides the token.
+    + [(m, p, GenerationMode.NEGATIVE) for m, p in WITH_INPUTS],
+)
+def test_operation_conforms_to_its_schema(api_schema, admin_headers, method, path, mode):
+    operation = api_schema[path][method]
+
+    # The token is part of every case (never mutated away): the invalid-request runs test
+    # the inputs, the auth tests (tests/test_auth0.py, tests/test_api.py) the tokens.
+    @given(case=operation.as_strategy(generation_mode=mode, headers=admin_headers))
+    @hypothesis_settings(
+        max_examples=MAX_EXAMPLES,
+        deadline=None,
+        database=None,  # no .hypothesis/ folder in the repo
+        suppress_health_check=list(HealthCheck),
+    )
+    def check(case):
+        case.call_and_validate()
+
+    check()
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("query", ["Fammi un quiz", "Cos'è lo stallo?"])
+def test_known_answers_conform(api_schema, admin_headers, query, stream):
+    """The answers random queries rarely reach: a quiz (a final `tool_result`, a stored tool)
+    and a plain answer, streamed and as JSON."""
+    operation = api_schema["/api/stream_query"]["POST"]
+    case = operation.Case(body={"query": query, "stream": stream}, headers=admin_headers)
+    response = case.call_and_validate()
+    assert response.status_code == 200
+    if query == "Fammi un quiz":
+        assert ("event: tool_result" if stream else '"tool_name":"domanda_teoria"') in response.text
