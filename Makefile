@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test test-unit lint fmt bench clean tools-schema
+.PHONY: run test test-unit test-load lint fmt bench clean tools-schema
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,9 @@ test: $(STAMP)
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m "not integration"
+
+test-load: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -m load -s
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
