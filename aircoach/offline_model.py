@@ -285,6 +285,4 @@ class OfflineChatModel(BaseChatModel):
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
     ) -> AsyncIterator[ChatGenerationChunk]:
         for chunk in self._chunks(messages):
-            if run_manager is not None and chunk.message.content:
-                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk

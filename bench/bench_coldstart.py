@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import ROOT, median
+from tests.lambda_events import chat_event, http_api_event
 
 RUNS = 7
 
@@ -27,39 +28,6 @@ assert response["statusCode"] == 200, response
 body = response["body"]
 assert ("event: done" in body) or body.startswith("{"), body[-200:]
 """
-
-
-def event(path: str, method: str, token: str | None, body: dict | None) -> dict:
-    headers = {"content-type": "application/json", "host": "x.lambda-url.eu-west-1.on.aws"}
-    if token:
-        headers["authorization"] = f"Bearer {token}"
-    return {
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": headers,
-        "requestContext": {
-            "accountId": "1",
-            "apiId": "a",
-            "domainName": "x",
-            "domainPrefix": "x",
-            "http": {
-                "method": method,
-                "path": path,
-                "protocol": "HTTP/1.1",
-                "sourceIp": "127.0.0.1",
-                "userAgent": "b",
-            },
-            "requestId": "r",
-            "routeKey": "$default",
-            "stage": "$default",
-            "time": "22/Nov/2026:10:00:00 +0000",
-            "timeEpoch": 1795000000000,
-        },
-        "body": json.dumps(body) if body is not None else None,
-        "isBase64Encoded": False,
-    }
 
 
 def timed(args: list[str], env: dict[str, str]) -> float:
@@ -76,10 +44,8 @@ def main() -> None:
     settings = Settings(_env_file=None, data_dir=data_dir)
     token = DevIssuer(data_dir).mint("cold-user", audience=settings.auth0_audience, ttl_s=7200)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DATA_DIR": str(data_dir), "LOG_LEVEL": "WARNING"}
-    chat = json.dumps(
-        event("/api/stream_query", "POST", token, {"query": "Come si regola l'altimetro?"})
-    )
-    health = json.dumps(event("/api/health", "GET", None, None))
+    chat = json.dumps(chat_event(token, "Come si regola l'altimetro?"))
+    health = json.dumps(http_api_event("/api/health", method="GET"))
     subprocess.run(
         [sys.executable, "-c", INVOKE, chat], cwd=ROOT, env=env, check=True
     )  # seeds SQLite, warms disk cache

@@ -3,15 +3,12 @@ loudly when its script runs out or is left unused."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
-from aircoach.offline_model import stream_chunks
+from aircoach.offline_model import OfflineChatModel
 
 
 class ScriptExhausted(AssertionError):
@@ -54,10 +51,11 @@ def call(name: str, **args: Any) -> AIMessage:
     )
 
 
-class ScriptedChatModel(BaseChatModel):
+class ScriptedChatModel(OfflineChatModel):
+    """The offline model's streaming, with replies taken from a `Script` instead of computed."""
+
     model_name: str = "scripted"
     script: Any = Field(exclude=True)
-    _tools: list[str] = PrivateAttr(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -67,21 +65,5 @@ class ScriptedChatModel(BaseChatModel):
         self.script.bound.append([getattr(t, "name", str(t)) for t in tools])
         return self
 
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self.script.next(messages))])
-
-    def _chunks(self, messages: list[BaseMessage]) -> Iterator[ChatGenerationChunk]:
-        return stream_chunks(self.script.next(messages))
-
-    def _stream(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> Iterator[ChatGenerationChunk]:
-        yield from self._chunks(messages)
-
-    async def _astream(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> AsyncIterator[ChatGenerationChunk]:
-        for chunk in self._chunks(messages):
-            yield chunk
+    def respond(self, messages: list[BaseMessage]) -> AIMessage:
+        return self.script.next(messages)
