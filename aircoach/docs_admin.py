@@ -127,29 +127,20 @@ class DocsBucket:
         versions: list[ObjectVersion] = []
         paginator = self.client.get_paginator("list_object_versions")
         for page in paginator.paginate(Bucket=self.bucket, Prefix=full_key):
-            for v in page.get("Versions", []):
-                if v["Key"] == full_key:
-                    versions.append(
-                        ObjectVersion(
-                            version_id=v["VersionId"],
-                            latest=v["IsLatest"],
-                            last_modified=v["LastModified"].isoformat(),
-                            etag=v["ETag"].strip('"'),
-                            size=v["Size"],
-                        )
-                    )
-            for m in page.get("DeleteMarkers", []):
-                if m["Key"] == full_key:
-                    versions.append(
-                        ObjectVersion(
-                            version_id=m["VersionId"],
-                            latest=m["IsLatest"],
-                            last_modified=m["LastModified"].isoformat(),
-                            etag=None,
-                            size=None,
-                            delete_marker=True,
-                        )
-                    )
+            entries = [(v, False) for v in page.get("Versions", [])]
+            entries += [(m, True) for m in page.get("DeleteMarkers", [])]
+            versions.extend(
+                ObjectVersion(
+                    version_id=entry["VersionId"],
+                    latest=entry["IsLatest"],
+                    last_modified=entry["LastModified"].isoformat(),
+                    etag=None if marker else entry["ETag"].strip('"'),
+                    size=None if marker else entry["Size"],
+                    delete_marker=marker,
+                )
+                for entry, marker in entries
+                if entry["Key"] == full_key
+            )
         if not versions:
             raise DocsCommandError(f"no versions of {key!r} in s3://{self.bucket}/{self.prefix}")
         return sorted(versions, key=lambda v: (v.latest, v.last_modified), reverse=True)
