@@ -31,7 +31,7 @@ def _serve(args: argparse.Namespace) -> None:
 
 
 def _dev_token(settings, sub: str, ttl: int, permissions: list[str]) -> str:
-    from aircoach.auth import DevIssuer
+    from aircoach.auth.tokens import DevIssuer
 
     if not settings.uses_dev_issuer:
         sys.exit("AUTH0_DOMAIN is set: tokens come from Auth0, not from the dev issuer")
@@ -81,7 +81,7 @@ def _chat(args: argparse.Namespace) -> None:
 
 
 def _seed_quiz(args: argparse.Namespace) -> None:
-    from aircoach.quiz import seed_demo_questions
+    from aircoach.quiz.bank import seed_demo_questions
     from aircoach.store import build_stores
 
     _, quiz = build_stores(get_settings())
@@ -101,8 +101,8 @@ def _seed_quiz(args: argparse.Namespace) -> None:
 def _docs(args: argparse.Namespace) -> None:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from aircoach.docs_admin import DocsBucket, DocsCommandError
     from aircoach.errors import ConfigError
+    from aircoach.prompts.publish import DocsBucket, DocsCommandError
 
     try:
         bucket = DocsBucket(get_settings())

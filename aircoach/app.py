@@ -9,8 +9,8 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from aircoach.errors import AppError
-from aircoach.routes import admin, chat, meta
-from aircoach.runtime import Runtime
+from aircoach.routes import chat, docs, health, history, tools
+from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
 
 log = logging.getLogger("aircoach")
@@ -32,14 +32,17 @@ async def _app_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app. No client is created here: backends connect on first use."""
-    settings = settings or get_settings()
+def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
+    """Build the app from `services` (or from `settings`, or from the environment). No client
+    is created here: backends connect on first use."""
+    if services is None:
+        services = Services.build(settings or get_settings())
+    settings = services.settings
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     app = FastAPI(title="AIR Coach API", version="0.1.0")
-    app.state.runtime = Runtime(settings)
+    app.state.services = services
     app.add_middleware(
         CORSMiddleware,
         allow_origins=settings.cors_origins,
@@ -47,6 +50,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         allow_headers=["*"],
     )
     app.add_exception_handler(AppError, _app_error)
-    for module in (chat, meta, admin):
+    for module in (chat, health, tools, history, docs):
         app.include_router(module.router)
     return app

@@ -7,58 +7,53 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from aircoach import webhook
-from aircoach.auth import Principal
+from aircoach.auth import webhook
+from aircoach.auth.tokens import Principal
 from aircoach.errors import ForbiddenError, MissingTokenError
-from aircoach.runtime import Runtime
+from aircoach.services import Services
 from aircoach.settings import Settings
+from aircoach.store import ChatStore
 
 _bearer = HTTPBearer(auto_error=False, description="An Auth0 (or local dev issuer) access token.")
+BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
-def get_runtime(request: Request) -> Runtime:
-    return request.app.state.runtime
+def get_services(request: Request) -> Services:
+    return request.app.state.services
 
 
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def get_settings_dep(runtime: RuntimeDep) -> Settings:
-    return runtime.settings
+def get_settings_dep(services: ServicesDep) -> Settings:
+    return services.settings
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 
 
-async def current_user(
-    runtime: RuntimeDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal:
+def get_chat_store(services: ServicesDep) -> ChatStore:
+    return services.chats
+
+
+ChatStoreDep = Annotated[ChatStore, Depends(get_chat_store)]
+
+
+async def current_user(services: ServicesDep, credentials: BearerCredentials) -> Principal:
     if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
         raise MissingTokenError()
-    return await runtime.verifier.verify(credentials.credentials)
+    return await services.verifier.verify(credentials.credentials)
 
 
 CurrentUser = Annotated[Principal, Depends(current_user)]
 
 
-async def docs_admin(user: CurrentUser, settings: SettingsDep) -> Principal:
-    if settings.admin_permission not in user.permissions:
-        raise ForbiddenError(f"this operation needs the {settings.admin_permission!r} permission")
-    return user
-
-
-DocsAdmin = Annotated[Principal, Depends(docs_admin)]
-
-
 async def docs_reloader(
-    request: Request,
-    runtime: RuntimeDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    request: Request, services: ServicesDep, credentials: BearerCredentials
 ) -> str:
     """Who may reload the docs: a call signed with `UPDATE_DOCS_SECRET` (a CI job, an S3
     event) or a user token with the admin permission. Returns who it was, for the log."""
-    settings = runtime.settings
+    settings = services.settings
     headers = request.headers
     if webhook.SIGNATURE_HEADER in headers or webhook.TIMESTAMP_HEADER in headers:
         webhook.verify(
@@ -69,7 +64,9 @@ async def docs_reloader(
             max_skew_s=settings.update_docs_max_skew_s,
         )
         return "signed webhook"
-    user = await docs_admin(await current_user(runtime, credentials), settings)
+    user = await current_user(services, credentials)
+    if settings.admin_permission not in user.permissions:
+        raise ForbiddenError(f"this operation needs the {settings.admin_permission!r} permission")
     return f"user {user.sub!r}"
 
 

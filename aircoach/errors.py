@@ -7,10 +7,6 @@ class ConfigError(Exception):
     """Bad configuration or usage: raised at start-up, names the setting at fault."""
 
 
-class ToolFailure(Exception):
-    """A tool could not do its job; the model sees the message as the tool's answer."""
-
-
 class AppError(Exception):
     """A request-level failure with a stable code, an HTTP status and a user-safe message."""
 

@@ -2,16 +2,28 @@
 
 There is no module-level instance: `create_app(settings)` takes one, and `get_settings()`
 builds one from the environment for the entry points.
+
+Settings are grouped by concern, one class each (`AuthSettings`, `PromptSettings`, ...), and
+`Settings` combines them. A component's signature names only its group, so it is given (and
+type-checked to use) only its part, while deployments keep their flat environment variable
+names (`AUTH0_DOMAIN`, `MONGODB_URI`, ...): every field's name is its variable's name.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from aircoach.errors import ConfigError
 
@@ -21,14 +33,31 @@ DEV_ISSUER = "https://aircoach.dev.local/"
 
 MODEL_PROVIDERS = ("gemini", "openai", "offline")
 
+# Variables `tools.json` may reference as `${NAME}`: the documented tool endpoints, and any
+# variable whose name starts with TOOL_. Nothing else of the environment (model keys, AWS
+# credentials, the webhook secret) can be put in a tool's URL or headers.
+TOOL_VARIABLE_PREFIX = "TOOL_"
+TOOL_URL_VARIABLES = ("SEARXNG_URL", "KB_SEARCH_URL", "LEX_SEARCH_URL")
 
-def running_on_serverless(environ: dict[str, str] | os._Environ[str] | None = None) -> bool:
+
+def running_on_serverless(environ: Mapping[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
     return bool(env.get("AWS_LAMBDA_FUNCTION_NAME") or env.get("VERCEL"))
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
+def tool_variable_allowed(name: str) -> bool:
+    return name.startswith(TOOL_VARIABLE_PREFIX) or name in TOOL_URL_VARIABLES
+
+
+class _Group(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env",
+        extra="ignore",
+        frozen=True,
+        # serverless.yml passes `${env:X, ''}`: an empty variable means "not set".
+        env_ignore_empty=True,
+        populate_by_name=True,
+    )
 
     # Local state (dev keys, SQLite). On Lambda and Vercel only /tmp is writable.
     data_dir: Path = Field(
@@ -36,10 +65,16 @@ class Settings(BaseSettings):
             Path("/tmp/aircoach") if running_on_serverless() else ROOT / ".aircoach"
         )
     )
+
+
+class ServerSettings(_Group):
     log_level: str = "INFO"
     cors_origins: list[str] = Field(default_factory=lambda: ["*"])
 
-    # Auth: Auth0 when AUTH0_DOMAIN is set, else the local dev issuer.
+
+class AuthSettings(_Group):
+    """Auth0 when AUTH0_DOMAIN is set, else the local dev issuer; and the admin permission."""
+
     auth0_domain: str | None = None
     auth0_audience: str = "https://api.aircoach.dev"
     auth0_mgmt_client_id: str | None = None
@@ -74,48 +109,6 @@ class Settings(BaseSettings):
         ]
     )
 
-    # Prompt docs: the local folder, or S3 when PROMPT_BUCKET is set.
-    prompt_docs_dir: Path = Field(default=ROOT / "prompt_docs")
-    prompt_bucket: str | None = None
-    prompt_prefix: str = "prompt_docs/"
-    aws_region: str = "eu-west-1"
-    aws_endpoint_url: str | None = None
-    prompt_ttl_s: float = Field(default=60.0, ge=0)
-    s3_timeout_s: float = Field(default=5.0, gt=0)
-    s3_max_attempts: int = Field(default=3, ge=1, le=10)
-    update_docs_secret: str | None = None
-    update_docs_max_skew_s: int = Field(default=300, ge=1)
-
-    # Chat store: SQLite under data_dir, or MongoDB when MONGODB_URI is set.
-    sqlite_path: Path | None = None
-    mongodb_uri: str | None = None
-    mongodb_db: str = "aircoach"
-    mongodb_chats_collection: str = "chats"
-    mongodb_quiz_collection: str = "quiz"
-    store_timeout_s: float = Field(default=5.0, gt=0)
-
-    # Memory
-    history_limit: int = Field(default=10, ge=0, le=200)
-    memory_max_threads: int = Field(default=1000, ge=1)
-
-    # Model
-    model_provider: Literal["gemini", "openai", "offline"] | None = None
-    model_name: str = "gemini-2.5-flash"
-    model_temperature: float = Field(default=0.3, ge=0, le=2)
-    model_timeout_s: float = Field(default=30.0, gt=0)
-    model_max_retries: int = Field(default=1, ge=0, le=5)
-    model_base_url: str | None = None  # the primary model's endpoint (a gateway, a test fake)
-    model_fallback: str | None = None  # "provider:model" tried when the first fails early
-    google_api_key: str | None = None
-    gemini_api_key: str | None = None
-    gemini_base_url: str | None = None
-    openai_api_key: str | None = None
-    openai_base_url: str | None = None
-
-    @property
-    def sqlite_file(self) -> Path:
-        return self.sqlite_path or self.data_dir / "aircoach.sqlite3"
-
     @property
     def uses_dev_issuer(self) -> bool:
         return not self.auth0_domain
@@ -131,11 +124,91 @@ class Settings(BaseSettings):
             self.auth0_domain and self.auth0_mgmt_client_id and self.auth0_mgmt_client_secret
         )
 
+    @field_validator("auth0_domain", mode="before")
+    @classmethod
+    def _bare_domain(cls, value: object) -> object:
+        # People paste the tenant URL; the issuer must come out as exactly https://{domain}/.
+        if isinstance(value, str):
+            value = value.strip().removeprefix("https://").rstrip("/")
+            return value or None
+        return value
+
+    @model_validator(mode="after")
+    def _auth0_settings_make_sense(self) -> AuthSettings:
+        if self.uses_dev_issuer and running_on_serverless():
+            raise ConfigError(
+                "AUTH0_DOMAIN is not set: the local dev token issuer is refused on "
+                "Lambda/Vercel (AWS_LAMBDA_FUNCTION_NAME or VERCEL is set)"
+            )
+        if self.auth0_domain and "/" in self.auth0_domain:
+            raise ConfigError(
+                f"AUTH0_DOMAIN={self.auth0_domain!r} must be a host name such as "
+                "'tenant.eu.auth0.com', without a path"
+            )
+        if self.auth0_base_url and not self.auth0_base_url.startswith(("https://", "http://")):
+            raise ConfigError(f"AUTH0_BASE_URL={self.auth0_base_url!r} must be an http(s) URL")
+        if bool(self.auth0_mgmt_client_id) != bool(self.auth0_mgmt_client_secret):
+            raise ConfigError(
+                "set both AUTH0_MGMT_CLIENT_ID and AUTH0_MGMT_CLIENT_SECRET, or neither"
+            )
+        return self
+
+
+class PromptSettings(_Group):
+    """Prompt docs: the local folder, or S3 when PROMPT_BUCKET is set; the reload webhook."""
+
+    prompt_docs_dir: Path = Field(default=ROOT / "prompt_docs")
+    prompt_bucket: str | None = None
+    prompt_prefix: str = "prompt_docs/"
+    aws_region: str = "eu-west-1"
+    aws_endpoint_url: str | None = None
+    prompt_ttl_s: float = Field(default=60.0, ge=0)
+    s3_timeout_s: float = Field(default=5.0, gt=0)
+    s3_max_attempts: int = Field(default=3, ge=1, le=10)
+    update_docs_secret: str | None = None
+    update_docs_max_skew_s: int = Field(default=300, ge=1)
+
+
+class StoreSettings(_Group):
+    """Chat store: SQLite under data_dir, or MongoDB when MONGODB_URI is set."""
+
+    sqlite_path: Path | None = None
+    mongodb_uri: str | None = None
+    mongodb_db: str = "aircoach"
+    mongodb_chats_collection: str = "chats"
+    mongodb_quiz_collection: str = "quiz"
+    store_timeout_s: float = Field(default=5.0, gt=0)
+
+    @property
+    def sqlite_file(self) -> Path:
+        return self.sqlite_path or self.data_dir / "aircoach.sqlite3"
+
+
+class MemorySettings(_Group):
+    history_limit: int = Field(default=10, ge=0, le=200)
+    memory_max_threads: int = Field(default=1000, ge=1)
+
+
+class ModelSettings(_Group):
+    model_provider: Literal["gemini", "openai", "offline"] | None = None
+    model_name: str = "gemini-2.5-flash"
+    model_temperature: float = Field(default=0.3, ge=0, le=2)
+    model_timeout_s: float = Field(default=30.0, gt=0)
+    model_max_retries: int = Field(default=1, ge=0, le=5)
+    model_base_url: str | None = None  # the primary model's endpoint (a gateway, a test fake)
+    model_fallback: str | None = None  # "provider:model" tried when the first fails early
+    google_api_key: str | None = Field(
+        default=None, validation_alias=AliasChoices("google_api_key", "gemini_api_key")
+    )
+    gemini_base_url: str | None = None
+    openai_api_key: str | None = None
+    openai_base_url: str | None = None
+
     @property
     def resolved_model_provider(self) -> str:
         if self.model_provider:
             return self.model_provider
-        return "gemini" if (self.google_api_key or self.gemini_api_key) else "offline"
+        return "gemini" if self.google_api_key else "offline"
 
     @field_validator("model_fallback")
     @classmethod
@@ -151,12 +224,14 @@ class Settings(BaseSettings):
         return value.strip()
 
     @model_validator(mode="after")
-    def _model_credentials(self) -> Settings:
+    def _model_credentials(self) -> ModelSettings:
         providers = {self.resolved_model_provider: "MODEL_PROVIDER"}
         if self.model_fallback:
             providers.setdefault(self.model_fallback.partition(":")[0], "MODEL_FALLBACK")
-        if "gemini" in providers and not (self.google_api_key or self.gemini_api_key):
-            raise ConfigError(f"{providers['gemini']} uses Gemini: set GOOGLE_API_KEY")
+        if "gemini" in providers and not self.google_api_key:
+            raise ConfigError(
+                f"{providers['gemini']} uses Gemini: set GOOGLE_API_KEY (or GEMINI_API_KEY)"
+            )
         if "openai" in providers and not (self.openai_api_key or self._openai_url_set):
             raise ConfigError(
                 f"{providers['openai']} uses OpenAI: set OPENAI_API_KEY, or OPENAI_BASE_URL "
@@ -169,38 +244,75 @@ class Settings(BaseSettings):
         primary_url = self.model_base_url if self.model_provider == "openai" else None
         return bool(self.openai_base_url or primary_url)
 
-    @model_validator(mode="after")
-    def _dev_issuer_only_on_a_laptop(self) -> Settings:
-        if self.uses_dev_issuer and running_on_serverless():
-            raise ConfigError(
-                "AUTH0_DOMAIN is not set: the local dev token issuer is refused on "
-                "Lambda/Vercel (AWS_LAMBDA_FUNCTION_NAME or VERCEL is set)"
-            )
-        return self
 
-    @field_validator("auth0_domain", mode="before")
+class ToolSettings(_Group):
+    """The variables `tools.json` may reference (`${NAME}`), read like every other setting
+    from the environment and `.env`: the documented tool URLs and every `TOOL_*` variable."""
+
+    tool_env: dict[str, str] = Field(default_factory=dict, repr=False, exclude=True)
+
+    @field_validator("tool_env")
     @classmethod
-    def _bare_domain(cls, value: object) -> object:
-        # People paste the tenant URL; the issuer must come out as exactly https://{domain}/.
-        if isinstance(value, str):
-            value = value.strip().removeprefix("https://").rstrip("/")
-            return value or None
-        return value
+    def _only_tool_variables(cls, env: dict[str, str]) -> dict[str, str]:
+        return {name: value for name, value in env.items() if tool_variable_allowed(name) and value}
 
-    @model_validator(mode="after")
-    def _auth0_settings_make_sense(self) -> Settings:
-        if self.auth0_domain and "/" in self.auth0_domain:
-            raise ConfigError(
-                f"AUTH0_DOMAIN={self.auth0_domain!r} must be a host name such as "
-                "'tenant.eu.auth0.com', without a path"
-            )
-        if self.auth0_base_url and not self.auth0_base_url.startswith(("https://", "http://")):
-            raise ConfigError(f"AUTH0_BASE_URL={self.auth0_base_url!r} must be an http(s) URL")
-        if bool(self.auth0_mgmt_client_id) != bool(self.auth0_mgmt_client_secret):
-            raise ConfigError(
-                "set both AUTH0_MGMT_CLIENT_ID and AUTH0_MGMT_CLIENT_SECRET, or neither"
-            )
-        return self
+
+class _ToolVariables(PydanticBaseSettingsSource):
+    """Fills `tool_env` from `.env` and the environment (the environment wins, as for every
+    other setting), unless the caller passed `tool_env` itself."""
+
+    def __init__(
+        self,
+        settings_cls: type[BaseSettings],
+        dotenv: PydanticBaseSettingsSource,
+        given: Mapping[str, Any],
+    ):
+        super().__init__(settings_cls)
+        self._dotenv = dotenv
+        self._given = given
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        if "tool_env" in self._given:
+            return {}
+        from_file = self._dotenv.env_vars if isinstance(self._dotenv, DotEnvSettingsSource) else {}
+        variables = {
+            name.upper(): value for name, value in from_file.items() if isinstance(value, str)
+        }
+        variables.update(os.environ)
+        return {"tool_env": variables}
+
+
+class Settings(
+    ServerSettings,
+    AuthSettings,
+    PromptSettings,
+    StoreSettings,
+    MemorySettings,
+    ModelSettings,
+    ToolSettings,
+):
+    """Every setting. Components take the group they need (`AuthSettings`, ...)."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        given = getattr(init_settings, "init_kwargs", {})
+        return (
+            init_settings,
+            env_settings,
+            dotenv_settings,
+            _ToolVariables(settings_cls, dotenv_settings, given),
+            file_secret_settings,
+        )
 
 
 def get_settings() -> Settings:

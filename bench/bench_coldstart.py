@@ -37,7 +37,7 @@ def timed(args: list[str], env: dict[str, str]) -> float:
 
 
 def main() -> None:
-    from aircoach.auth import DevIssuer
+    from aircoach.auth.tokens import DevIssuer
     from aircoach.settings import Settings
 
     data_dir = Path(tempfile.mkdtemp(prefix="aircoach-cold-"))

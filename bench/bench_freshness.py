@@ -29,14 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from aircoach.agent import build_agent
-from aircoach.chat import new_turn_id
-from aircoach.memory import Memory
+from aircoach.llm.offline import OfflineChatModel
 from aircoach.models import Turn
-from aircoach.offline_model import OfflineChatModel
 from aircoach.settings import ROOT, Settings
 from aircoach.store import ChatStore, build_stores
-from aircoach.tools import ToolContext
+from aircoach.tools.registry import ToolContext
+from aircoach.turn.agent import build_agent
+from aircoach.turn.memory import Memory
+from aircoach.turn.turn import new_turn_id
 
 SYSTEM = "\n\n".join(p.read_text("utf-8") for p in sorted((ROOT / "prompt_docs").glob("*.md")))
 
@@ -60,13 +60,29 @@ def saver_bytes(saver: InMemorySaver) -> int:
     return blobs + checkpoints + writes
 
 
+class _CountingChats:
+    """The store, counting the reads of recent turns: one per thread rebuilt from it."""
+
+    def __init__(self, inner: ChatStore):
+        self.inner = inner
+        self.reseeds = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def recent_turns(self, user_id: str, limit: int) -> Any:
+        self.reseeds += 1
+        return await self.inner.recent_turns(user_id, limit)
+
+
 class Bench:
     def __init__(self, settings: Settings, memory: Memory, chats: ChatStore):
-        self.memory, self.chats = memory, chats
+        self.memory = memory
+        self.chats = _CountingChats(chats)
         self.agent = build_agent(
             model=OfflineChatModel(),
             tools=[],
-            ctx=ToolContext(settings=settings, quiz=build_stores(settings)[1], user_id="-"),
+            ctx=ToolContext(quiz=build_stores(settings)[1], user_id="-"),
             system_prompt=SYSTEM,
             checkpointer=memory.checkpointer,
             history_limit=settings.history_limit,
@@ -105,7 +121,7 @@ async def warm_path(settings: Settings, label: str) -> None:
     # history_limit is large here so that no turn of the 200 is a length-triggered reseed.
     for i in range(200):
         await bench.turn("warm", f"domanda {i} sul volo")
-    assert bench.memory.reseeds == 0
+    assert bench.chats.reseeds == 0
     checks = sorted(bench.check_s)
     print(
         f"  {label:<8} freshness check on the warm path, 200 turns: median "
@@ -149,7 +165,7 @@ async def long_conversation(settings: Settings, turns: int) -> None:
         for i in range(turns):
             await bench.turn(f"long-{prune}", f"domanda numero {i}")
             sizes.append(saver_bytes(memory.checkpointer))
-        assert memory.reseeds == 0
+        assert bench.chats.reseeds == 0
         print(
             f"  {turns} warm turns, {label}: checkpointer {sizes[turns // 2 - 1] / 1024:.0f} KiB "
             f"after {turns // 2}, {sizes[-1] / 1024:.0f} KiB after {turns}"

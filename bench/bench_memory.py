@@ -21,7 +21,7 @@ USERS = 10_000
 
 async def main() -> None:
     from aircoach.app import create_app
-    from aircoach.auth import DevIssuer
+    from aircoach.auth.tokens import DevIssuer
     from aircoach.settings import Settings
 
     data_dir = Path(tempfile.mkdtemp(prefix="aircoach-mem-"))
@@ -52,7 +52,7 @@ async def main() -> None:
         elapsed = time.perf_counter() - start
         gc.collect()
         last = rss_mb()
-        memory = app.state.runtime.memory
+        memory = app.state.services.memory
         print(
             f"rss after first turn {first:.1f} MB, after {USERS} users {last:.1f} MB: "
             f"growth {last - first:.1f} MB (target < 50 MB)"

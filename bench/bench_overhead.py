@@ -53,7 +53,7 @@ async def run(
 
 
 def main() -> None:
-    from aircoach.auth import DevIssuer
+    from aircoach.auth.tokens import DevIssuer
     from aircoach.settings import Settings
 
     data_dir = Path(tempfile.mkdtemp(prefix="aircoach-bench-"))

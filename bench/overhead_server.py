@@ -15,13 +15,15 @@ import uvicorn
 from fastapi import Request
 from langchain_core.messages import AIMessageChunk
 
-from aircoach.agent import build_agent
 from aircoach.app import create_app
-from aircoach.offline_model import OfflineChatModel
-from aircoach.prompts import LocalDocSource, PromptStore
+from aircoach.llm.offline import OfflineChatModel
+from aircoach.prompts.sources import LocalDocSource
+from aircoach.prompts.store import PromptStore
 from aircoach.settings import get_settings
-from aircoach.sse import event_stream
-from aircoach.tools import ToolContext
+from aircoach.tools.registry import ToolContext
+from aircoach.turn.agent import build_agent
+from aircoach.turn.events import AgentMessage, Done
+from aircoach.turn.sse import event_stream
 
 QUERY = "Come si regola l'altimetro con il QNH prima del decollo?"
 
@@ -54,22 +56,24 @@ def build() -> object:
 
         async def events():
             for word in words:
-                yield {"type": "agent_message", "content": word}
-            yield {"type": "done", "turn_id": uuid.uuid4().hex}
+                yield AgentMessage(content=word)
+            yield Done(
+                turn_id=uuid.uuid4().hex, prompt_version="bench", model="offline", context_turns=0
+            )
 
         return event_stream(events())
 
     @app.post("/bench/agent")
     async def agent(request: Request):
-        runtime = app.state.runtime
-        snapshot = await runtime.prompts.current()
-        registry = runtime.tools_for(snapshot)
+        services = app.state.services
+        snapshot = await services.prompts.current()
+        registry = services.tools_for(snapshot)
         tools = registry.enabled(None)
         text = registry.system_prompt(snapshot.text, tools)
         graph = build_agent(
             model=OfflineChatModel(tool_examples={t.name: list(t.examples) for t in tools}),
             tools=tools,
-            ctx=ToolContext(settings=settings, quiz=runtime.quiz, user_id="bench"),
+            ctx=ToolContext(quiz=services.quiz, user_id="bench"),
             system_prompt=text,
             checkpointer=None,
             history_limit=settings.history_limit,
@@ -79,8 +83,10 @@ def build() -> object:
             payload = {"messages": [{"role": "user", "content": QUERY}]}
             async for message, _meta in graph.astream(payload, stream_mode="messages"):
                 if isinstance(message, AIMessageChunk) and message.text:
-                    yield {"type": "agent_message", "content": message.text}
-            yield {"type": "done", "turn_id": uuid.uuid4().hex}
+                    yield AgentMessage(content=message.text)
+            yield Done(
+                turn_id=uuid.uuid4().hex, prompt_version="bench", model="offline", context_turns=0
+            )
 
         return event_stream(events())
 

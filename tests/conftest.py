@@ -5,23 +5,24 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
-from aircoach.app import create_app
-from aircoach.auth import DevIssuer
+from aircoach.auth.tokens import DevIssuer
+from aircoach.llm.factory import ConfiguredModels
 from aircoach.settings import ROOT, Settings
+from tests.helpers import app_with, asgi_client
 from tests.mongo_server import (  # noqa: F401 (fixtures)
     mongo_server,
     restartable_mongo,
     store_settings,
 )
-from tests.scripted_model import Script, ScriptedChatModel
-from tests.sse import parse_sse
+from tests.scripted_model import Script, ScriptedModels
 
 # Fixtures of fake backends: Auth0 tenant (`tests.fake_auth0`); S3 via moto: `aws_env`, `s3`,
 # `moto_server`, `s3_server` (`tests.s3`).
@@ -108,7 +109,9 @@ def data_dir(tmp_path: Path, _dev_key: bytes) -> Path:
 
 @pytest.fixture
 def settings(data_dir: Path) -> Settings:
-    return Settings(_env_file=None, data_dir=data_dir, prompt_docs_dir=ROOT / "prompt_docs")
+    return Settings(
+        _env_file=None, data_dir=data_dir, prompt_docs_dir=ROOT / "prompt_docs", tool_env={}
+    )
 
 
 @pytest.fixture
@@ -132,19 +135,34 @@ def auth(token: Callable[..., str]) -> Callable[..., dict[str, str]]:
     return headers
 
 
-@pytest.fixture
-def app(settings: Settings):
-    return create_app(settings)
+class ModelSlot:
+    """The app's model provider in tests: the configured models until a test scripts one."""
+
+    def __init__(self, provider: Any):
+        self.provider = provider
+
+    async def models_for(self, tools: list[Any]) -> list[Any]:
+        return await self.provider.models_for(tools)
 
 
 @pytest.fixture
-async def client(app) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+def models(settings: Settings) -> ModelSlot:
+    return ModelSlot(ConfiguredModels(settings))
+
+
+@pytest.fixture
+def app(settings: Settings, models: ModelSlot) -> FastAPI:
+    return app_with(settings, models=models)
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with asgi_client(app) as c:
         yield c
 
 
 @pytest.fixture
-def script(app) -> Any:
+def script(models: ModelSlot) -> Iterator[Callable[[list[Any]], Script]]:
     """Give the app a scripted model: `script([call(...), text(...)])`. Fails the test if a
     reply is left unused."""
     scripts: list[Script] = []
@@ -152,7 +170,7 @@ def script(app) -> Any:
     def use(replies: list[Any]) -> Script:
         s = Script(replies)
         scripts.append(s)
-        app.state.runtime.model_factory = lambda settings, tools: ScriptedChatModel(script=s)
+        models.provider = ScriptedModels(s)
         return s
 
     yield use
@@ -160,20 +178,20 @@ def script(app) -> Any:
         s.assert_used()
 
 
-async def chat(
-    client: httpx.AsyncClient, headers: dict[str, str], query: str, **body: Any
-) -> list[dict[str, Any]]:
-    response = await client.post(
-        "/api/stream_query", json={"query": query, **body}, headers=headers
-    )
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"].startswith("text/event-stream")
-    return parse_sse(response.text)
-
-
-# Tests that need a backend fake running beside them (moto, nx-27017) are integration tests:
-# `make test` runs them, `make test-unit` leaves them out.
-_BACKEND_FIXTURES = {"aws_env", "mongo_server", "restartable_mongo"}
+# Tests that need a backend fake beside them (moto, nx-27017, a loopback server) are
+# integration tests: `make test` runs them, `make test-unit` leaves them out.
+_BACKEND_FIXTURES = {
+    "aws_env",
+    "s3",
+    "s3_server",
+    "moto_server",
+    "mongo_server",
+    "restartable_mongo",
+    "tenant",
+    "tool_service",
+    "gemini_api",
+    "openai_api",
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -11,7 +11,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from functools import cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -23,6 +23,7 @@ from jwt.algorithms import RSAAlgorithm
 
 from aircoach.settings import Settings
 from tests.clock import FakeClock
+from tests.loopback import LoopbackServer, QuietHandler
 
 
 @cache
@@ -51,26 +52,19 @@ class FakeTenant:
         self.slow_s: dict[str, float] = {}  # kinds answered after a delay
         self.issued_tokens: set[str] = set()
         self.in_flight = threading.Semaphore(0)  # released when a slow request arrives
-        self._release = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
+        self._server = LoopbackServer(_handler(self))
+        self._release = self._server.release
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self._server.url
 
     def start(self) -> FakeTenant:
-        self._thread.start()
+        self._server.start()
         return self
 
     def stop(self) -> None:
-        self._release.set()
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.stop()
 
     def settings(self, data_dir: Path, **overrides: Any) -> Settings:
         values: dict[str, Any] = {
@@ -187,7 +181,7 @@ def _handler(tenant: FakeTenant) -> type[BaseHTTPRequestHandler]:
         ("POST", "/oauth/token"): "token",
     }
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def _serve(self, method: str) -> None:
             url = urlsplit(self.path)
             kind = routes.get((method, url.path))
@@ -213,9 +207,6 @@ def _handler(tenant: FakeTenant) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             self._serve("POST")
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
 
     return Handler
 

@@ -16,14 +16,9 @@ from typing import Any
 import pytest
 
 from aircoach.settings import Settings
+from tests.loopback import free_port
 
 _START_TIMEOUT_S = 15.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _executable() -> str:
@@ -40,7 +35,7 @@ class MongoServer:
     def __init__(self, workdir: Path, db: str = "memory"):
         self.workdir = workdir
         self.db = db
-        self.port = _free_port()
+        self.port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -120,7 +115,9 @@ def mongo_settings(server: MongoServer, base: Settings, **overrides: Any) -> Set
         update={
             "mongodb_uri": server.uri,
             "mongodb_db": f"t{uuid.uuid4().hex[:12]}",
-            "store_timeout_s": 2.0,
+            # Generous: a deadline only for operations that should succeed (a test of a
+            # store that fails sets its own, after warming the database up).
+            "store_timeout_s": 30.0,
             **overrides,
         }
     )

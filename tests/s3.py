@@ -5,7 +5,6 @@ Test modules load the fixtures with `pytest_plugins = ["tests.s3"]`."""
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from moto import mock_aws
 from moto.server import ThreadedMotoServer
 
 from aircoach.settings import ROOT, Settings
+from tests.loopback import free_port
 
 BUCKET = "aircoach-prompts"
 PREFIX = "prompt_docs/"
@@ -80,12 +80,6 @@ def make_bucket(client: Any, *, versioned: bool = True, docs: Path | None = None
     for path in sorted((docs or ROOT / "prompt_docs").iterdir()):
         if path.is_file():
             client.put_object(Bucket=BUCKET, Key=PREFIX + path.name, Body=path.read_bytes())
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def s3_settings(data_dir: Path, **overrides: Any) -> Settings:

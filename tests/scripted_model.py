@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import Field
 
-from aircoach.offline_model import OfflineChatModel
+from aircoach.llm.offline import OfflineChatModel
 
 
 class ScriptExhausted(AssertionError):
@@ -67,3 +67,13 @@ class ScriptedChatModel(OfflineChatModel):
 
     def respond(self, messages: list[BaseMessage]) -> AIMessage:
         return self.script.next(messages)
+
+
+class ScriptedModels:
+    """A model provider (`Services.build(models=...)`): each request gets a scripted model."""
+
+    def __init__(self, script: Script):
+        self.script = script
+
+    async def models_for(self, tools: list[Any]) -> list[Any]:
+        return [ScriptedChatModel(script=self.script)]

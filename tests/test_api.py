@@ -10,12 +10,12 @@ import jwt
 import pytest
 
 from aircoach.settings import ROOT
-from tests.conftest import chat
+from tests.helpers import app_with, asgi_client, chat
 from tests.scripted_model import call, text
 
 
 async def nothing_stored(app, sub="user-1"):
-    assert await app.state.runtime.chats.history(sub, limit=5, before=None) == []
+    assert await app.state.services.chats.history(sub, limit=5, before=None) == []
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ async def test_wrong_audience_is_401(client, issuer):
 
 
 async def test_token_from_another_key_is_401(client, settings, tmp_path):
-    from aircoach.auth import DevIssuer
+    from aircoach.auth.tokens import DevIssuer
 
     stranger = DevIssuer(tmp_path / "other").mint("user-1", audience=settings.auth0_audience)
     response = await client.post(
@@ -194,17 +194,18 @@ async def test_update_docs_needs_the_admin_permission(client, auth):
     assert response.status_code == 403 and "admin:docs" in response.json()["message"]
 
 
-async def test_update_docs_reloads_and_reports_the_version(client, auth, tmp_path, app):
+async def test_update_docs_reloads_and_reports_the_version(settings, auth, tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "00_a.md").write_text("# Uno\nPrima versione del prompt.")
-    app.state.runtime.prompts.source.folder = docs
+    app = app_with(settings.model_copy(update={"prompt_docs_dir": docs}))
     admin = auth("boss", permissions=["admin:docs"])
-    first = (await client.post("/api/update_docs", headers=admin)).json()
+    async with asgi_client(app) as client:
+        first = (await client.post("/api/update_docs", headers=admin)).json()
+        (docs / "10_b.md").write_text("Seconda parte.")
+        second = (await client.post("/api/update_docs", headers=admin)).json()
     assert first["docs_count"] == 1 and first["docs_details"][0]["key"] == "00_a.md"
     assert first["system_prompt"] == "# Uno\nPrima versione del prompt."
-    (docs / "10_b.md").write_text("Seconda parte.")
-    second = (await client.post("/api/update_docs", headers=admin)).json()
     assert second["previous_version"] == first["prompt_version"] != second["prompt_version"]
     assert second["docs_count"] == 2 and second["message"] == "prompt updated"
     assert second["system_prompt"].endswith("Seconda parte.")

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from aircoach.auth import DevIssuer, TokenVerifier
+from aircoach.auth.tokens import DevIssuer, TokenVerifier
 from aircoach.errors import AuthError
 from aircoach.settings import DEV_ISSUER
 from tests.clock import FakeClock

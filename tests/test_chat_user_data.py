@@ -8,10 +8,10 @@ import logging
 import pytest
 from langchain_core.messages import SystemMessage
 
+from aircoach.auth.userdata import SECTION_TITLE
 from aircoach.settings import Settings
-from aircoach.userdata import SECTION_TITLE
-from tests.conftest import chat
 from tests.fake_auth0 import FakeTenant
+from tests.helpers import chat
 from tests.scripted_model import text
 
 SUB = "auth0|mario"
@@ -69,7 +69,7 @@ async def test_prompt_version_and_thread_stay_the_base_prompts(client, headers, 
     script([text("uno"), text("due")])
     with_data = await chat(client, headers, "Ciao", user_data=True)
     without = await chat(client, headers, "Ciao di nuovo", user_data=False)
-    base_version = app.state.runtime.prompts.snapshot.version
+    base_version = app.state.services.prompts.snapshot.version
     assert with_data[-1]["prompt_version"] == without[-1]["prompt_version"] == base_version
     # Same thread: the second turn saw the first one.
     assert without[-1]["context_turns"] == 1
@@ -86,7 +86,7 @@ async def test_profile_is_cached_across_turns(client, headers, script, tenant):
 async def test_auth0_down_or_slow_the_chat_answers_without_user_data(
     client, headers, script, tenant, caplog, trouble
 ):
-    caplog.set_level(logging.WARNING, "aircoach.userdata")
+    caplog.set_level(logging.WARNING, "aircoach.auth.userdata")
     await client.get("/api/tools", headers=headers)  # JWKS cached: only the Management API fails
     if trouble == "down":
         tenant.down.update({"token", "users"})
@@ -110,7 +110,6 @@ async def test_without_management_credentials_no_call_is_made(data_dir, tenant):
     app = create_app(
         tenant.settings(data_dir, auth0_mgmt_client_id=None, auth0_mgmt_client_secret=None)
     )
-    app.state.runtime.model_factory = None
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://t"
     ) as client:
@@ -121,4 +120,4 @@ async def test_without_management_credentials_no_call_is_made(data_dir, tenant):
         )
     assert response.status_code == 200
     assert tenant.hits["token"] == 0 and tenant.hits["users"] == 0
-    assert app.state.runtime.user_data is None
+    assert app.state.services.user_data is None

@@ -6,7 +6,7 @@ import asyncio
 import subprocess
 import sys
 
-from aircoach.auth import build_verifier
+from aircoach.auth.tokens import build_verifier
 from aircoach.settings import ROOT
 
 

@@ -10,8 +10,8 @@ import pytest
 from moto import mock_aws
 
 from aircoach.__main__ import main
-from aircoach.prompts import PromptStore, build_prompt
-from aircoach.s3docs import S3DocSource
+from aircoach.prompts.s3 import S3DocSource
+from aircoach.prompts.store import PromptStore, build_prompt
 from aircoach.settings import ROOT
 from tests.s3 import BUCKET, PREFIX, REGION, s3_settings
 

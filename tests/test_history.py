@@ -23,7 +23,7 @@ def stored(user: str, n: int) -> Turn:
 
 async def test_history_pages_the_callers_turns_newest_first(store_settings, auth):
     app = create_app(store_settings)
-    chats = app.state.runtime.chats
+    chats = app.state.services.chats
     for n in range(5):
         await chats.append_turn(stored("alice", n))
         await chats.append_turn(stored("mallory", n))

@@ -3,7 +3,6 @@ prompt versions; and bounded (threads per process, checkpoints per thread)."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
@@ -14,16 +13,15 @@ import httpx
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from aircoach.agent import build_agent
-from aircoach.app import create_app
-from aircoach.chat import new_turn_id
-from aircoach.memory import Memory
 from aircoach.models import Turn
-from aircoach.settings import ROOT, Settings
+from aircoach.settings import Settings
 from aircoach.store import build_stores
-from aircoach.tools import ToolContext
-from tests.conftest import chat
-from tests.scripted_model import Script, ScriptedChatModel, text
+from aircoach.tools.registry import ToolContext
+from aircoach.turn.agent import build_agent
+from aircoach.turn.memory import Memory
+from aircoach.turn.turn import new_turn_id
+from tests.helpers import ObservedChats, app_with, chat, copy_prompt_docs
+from tests.scripted_model import Script, ScriptedChatModel, ScriptedModels, text
 
 
 def humans(messages: list[BaseMessage]) -> list[str]:
@@ -34,8 +32,8 @@ def answers(messages: list[BaseMessage]) -> list[str]:
     return [m.text for m in messages if isinstance(m, AIMessage) and m.text]
 
 
-def scripted(app: Any, script: Script) -> None:
-    app.state.runtime.model_factory = lambda settings, tools: ScriptedChatModel(script=script)
+def scripted_app(settings: Settings, script: Script, **parts: Any) -> Any:
+    return app_with(settings, models=ScriptedModels(script), **parts)
 
 
 @pytest.fixture
@@ -63,10 +61,10 @@ async def test_two_instances_sharing_a_store_each_turn_sees_every_earlier_turn(
     store_settings: Settings, auth, clients
 ):
     settings = store_settings.model_copy(update={"history_limit": 3})
-    apps = [create_app(settings), create_app(settings)]  # two processes' worth of memory
     script = Script([text(f"risposta {i}") for i in range(8)])
-    for app in apps:
-        scripted(app, script)
+    stores = [ObservedChats(build_stores(settings)[0]) for _ in range(2)]
+    # Two processes' worth of memory over one database.
+    apps = [scripted_app(settings, script, chats=store) for store in stores]
     instances = [await clients(app) for app in apps]
     headers = auth("pilot")
 
@@ -78,7 +76,7 @@ async def test_two_instances_sharing_a_store_each_turn_sees_every_earlier_turn(
         assert humans(shown) == [*(f"domanda {j}" for j in earlier), f"domanda {i}"]
         assert answers(shown) == [f"risposta {j}" for j in earlier]
     # Each instance had to catch up with the other before every one of its turns but its first.
-    assert [app.state.runtime.memory.reseeds for app in apps] == [3, 4]
+    assert [store.reseeds for store in stores] == [3, 4]
 
 
 async def test_a_turn_stored_by_another_instance_while_this_one_answers_is_not_missed(
@@ -86,20 +84,22 @@ async def test_a_turn_stored_by_another_instance_while_this_one_answers_is_not_m
 ):
     """A answers turn 2 while B stores turn 3; A's own turn 2 is then the newest stored turn,
     but A's next turn must still see B's (the freshness mark compares the newest two ids)."""
-    from aircoach.auth import Principal
-    from aircoach.chat import prepare_turn
+    from aircoach.auth.tokens import Principal
     from aircoach.models import MessageRequest
+    from aircoach.turn.prepare import prepare_turn
 
-    a, b = create_app(store_settings), create_app(store_settings)
     script = Script([text("r1"), text("r3 da B"), text("r2 da A"), text("r4")])
-    scripted(a, script)
-    scripted(b, script)
+    a, b = scripted_app(store_settings, script), scripted_app(store_settings, script)
     client_a, client_b = await clients(a), await clients(b)
     headers = auth("pilot")
     await chat(client_a, headers, "q1")
-    in_flight = await prepare_turn(a.state.runtime, Principal("pilot"), MessageRequest(query="q2"))
+    services = a.state.services
+    snapshot = await services.prompts.current()
+    in_flight = await prepare_turn(
+        services, Principal("pilot"), MessageRequest(query="q2"), snapshot
+    )
     await chat(client_b, headers, "q3 via B")  # stored while A is still answering q2
-    assert [e["type"] async for e in in_flight.events()][-1] == "done"  # q2 is now the newest
+    assert [e.type async for e in in_flight.events()][-1] == "done"  # q2 is now the newest
 
     events = await chat(client_a, headers, "q4")
     shown = script.calls[-1]
@@ -109,11 +109,11 @@ async def test_a_turn_stored_by_another_instance_while_this_one_answers_is_not_m
 
 async def test_a_warm_thread_is_not_reread_and_stays_short(settings, auth, clients):
     settings = settings.model_copy(update={"history_limit": 2})
-    app = create_app(settings)
     script = Script([text(f"risposta {i}") for i in range(9)])
-    scripted(app, script)
+    chats = ObservedChats(build_stores(settings)[0])
+    app = scripted_app(settings, script, chats=chats)
     client = await clients(app)
-    memory: Memory = app.state.runtime.memory
+    memory: Memory = app.state.services.memory
 
     contexts = [
         (await chat(client, auth("pilot"), f"domanda {i}"))[-1]["context_turns"] for i in range(9)
@@ -121,7 +121,7 @@ async def test_a_warm_thread_is_not_reread_and_stays_short(settings, auth, clien
     assert contexts == [0, 1, 2, 2, 2, 2, 2, 2, 2]
     # Rebuilt from the store (to 2 turns) only when it reached 2 * history_limit turns: before
     # turns 4, 6 and 8; every other turn was answered from memory after one indexed read.
-    assert memory.reseeds == 3
+    assert chats.reseeds == 3
     (thread,) = memory.checkpointer.storage.values()
     assert len(thread[""]) == 1, "older checkpoints of the thread were not pruned"
     assert len(humans(script.calls[-1])) == 3
@@ -129,12 +129,11 @@ async def test_a_warm_thread_is_not_reread_and_stays_short(settings, auth, clien
 
 async def test_evicted_users_get_their_history_back_through_the_api(settings, auth, clients):
     settings = settings.model_copy(update={"memory_max_threads": 10, "history_limit": 3})
-    app = create_app(settings)
     users = 40
     script = Script([text("prima"), *(text("ok") for _ in range(users)), text("bentornato")])
-    scripted(app, script)
+    app = scripted_app(settings, script)
     client = await clients(app)
-    memory: Memory = app.state.runtime.memory
+    memory: Memory = app.state.services.memory
 
     await chat(client, auth("u0"), "la mia prima domanda")
     for n in range(users):
@@ -161,7 +160,7 @@ async def test_5000_users_never_hold_more_than_100_threads(settings):
     agent = build_agent(
         model=ScriptedChatModel(script=script),
         tools=[],
-        ctx=ToolContext(settings=settings, quiz=build_stores(settings)[1], user_id="-"),
+        ctx=ToolContext(quiz=build_stores(settings)[1], user_id="-"),
         system_prompt="Sei un istruttore di volo.",
         checkpointer=memory.checkpointer,
         history_limit=3,
@@ -203,18 +202,16 @@ async def test_5000_users_never_hold_more_than_100_threads(settings):
 async def test_prompt_change_mid_conversation_keeps_the_history(
     settings, auth, clients, tmp_path: Path
 ):
-    docs = tmp_path / "prompt_docs"
-    shutil.copytree(ROOT / "prompt_docs", docs)
-    app = create_app(settings.model_copy(update={"prompt_docs_dir": docs}))
+    docs = copy_prompt_docs(tmp_path / "prompt_docs")
     script = Script([text("uno"), text("due"), text("tre")])
-    scripted(app, script)
+    app = scripted_app(settings.model_copy(update={"prompt_docs_dir": docs}), script)
     client = await clients(app)
 
     first = await chat(client, auth(), "domanda uno")
     await chat(client, auth(), "domanda due")
     doc = sorted(docs.glob("*.md"))[0]
     doc.write_text(doc.read_text("utf-8") + "\n\nNuova regola: rispondi sempre in rima.\n", "utf-8")
-    snapshot, previous = await app.state.runtime.prompts.reload()
+    snapshot, previous = await app.state.services.prompts.reload()
     assert previous == first[-1]["prompt_version"] != snapshot.version
 
     done = (await chat(client, auth(), "domanda tre"))[-1]
@@ -226,9 +223,8 @@ async def test_prompt_change_mid_conversation_keeps_the_history(
 
 
 async def test_a_failed_turn_is_not_kept_half_done_in_memory(settings, auth, clients):
-    app = create_app(settings)
     script = Script([text("uno"), RuntimeError("model down"), text("tre")])
-    scripted(app, script)
+    app = scripted_app(settings, script)
     client = await clients(app)
 
     await chat(client, auth(), "domanda uno")

@@ -2,36 +2,31 @@
 
 from __future__ import annotations
 
-from aircoach.app import create_app
-from aircoach.memory import Memory, messages_from_turns
 from aircoach.models import ToolRecord, Turn
-from tests.conftest import chat
-from tests.scripted_model import Script, ScriptedChatModel, call, text
+from aircoach.store import build_stores
+from aircoach.turn.memory import Memory, messages_from_turns
+from tests.helpers import ObservedChats, app_with, asgi_client, chat
+from tests.scripted_model import Script, ScriptedModels, call, text
 
 
 async def test_second_app_on_the_same_store_reseeds_with_tool_results(settings, auth):
-    import httpx
-
-    async def run(app, replies, queries):
+    async def run(replies, queries, chats=None):
         s = Script(replies)
-        app.state.runtime.model_factory = lambda _settings, _tools: ScriptedChatModel(script=s)
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://t"
-        ) as c:
+        # Each app is a new process: empty memory, the same SQLite file.
+        app = app_with(settings, models=ScriptedModels(s), chats=chats)
+        async with asgi_client(app) as c:
             dones = [(await chat(c, auth(), q))[-1] for q in queries]
         s.assert_used()
         return s, dones
 
-    first = create_app(settings)
     _, dones = await run(
-        first,
         [call("domanda_teoria", capitolo=3, numero=1), text("Esatto, è la b.")],
         ["Dammi la domanda 1 del capitolo 3", "La risposta è b"],
     )
     assert [d["context_turns"] for d in dones] == [0, 1]
 
-    restarted = create_app(settings)  # same SQLite file, empty process memory
-    s, dones = await run(restarted, [text("Bentornato.")], ["Eccomi di nuovo"])
+    restarted = ObservedChats(build_stores(settings)[0])
+    s, dones = await run([text("Bentornato.")], ["Eccomi di nuovo"], chats=restarted)
     assert dones[0]["context_turns"] == 2
     shown = s.calls[0]
     tool_messages = [m for m in shown if m.type == "tool"]
@@ -42,7 +37,7 @@ async def test_second_app_on_the_same_store_reseeds_with_tool_results(settings, 
         "La risposta è b",
         "Eccomi di nuovo",
     ]
-    assert restarted.state.runtime.memory.reseeds == 1
+    assert restarted.reseeds == 1
 
 
 def test_messages_from_turns_rebuilds_tool_calls_and_answers():
@@ -76,15 +71,12 @@ def test_messages_from_turns_rebuilds_tool_calls_and_answers():
 
 
 async def test_memory_keeps_at_most_max_threads(settings, auth):
-    import httpx
-
-    app = create_app(settings.model_copy(update={"memory_max_threads": 3}))
     s = Script([text(f"r{i}") for i in range(6)])
-    app.state.runtime.model_factory = lambda _settings, _tools: ScriptedChatModel(script=s)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+    app = app_with(settings.model_copy(update={"memory_max_threads": 3}), models=ScriptedModels(s))
+    async with asgi_client(app) as c:
         for i in range(5):
             await chat(c, auth(f"user-{i}"), "ciao")
-        memory: Memory = app.state.runtime.memory
+        memory: Memory = app.state.services.memory
         assert len(memory) == 3 and memory.checkpointed_threads() == 3
         done = (await chat(c, auth("user-0"), "di nuovo"))[-1]  # evicted early: reseeded
         assert done["context_turns"] == 1

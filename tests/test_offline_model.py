@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
-from aircoach.offline_model import (
+from aircoach.llm.offline import (
     OFFLINE_NOTICE,
     OfflineChatModel,
     best_passage,
@@ -12,7 +12,7 @@ from aircoach.offline_model import (
     score_tool,
 )
 from aircoach.settings import ROOT
-from aircoach.tools import ToolRegistry
+from aircoach.tools.registry import ToolRegistry
 
 QUIZ = ToolRegistry.from_docs(
     {"tools.json": (ROOT / "prompt_docs" / "tools.json").read_text("utf-8")}

@@ -6,26 +6,26 @@ import asyncio
 import threading
 from contextlib import asynccontextmanager
 
-import httpx
 import pytest
 
-from aircoach.app import create_app
-from aircoach.webhook import signed_headers
+from aircoach.auth.webhook import signed_headers
+from aircoach.services import build_prompt_store
 from tests.clock import FakeClock
-from tests.s3 import CallCounter, free_port, s3_settings
-from tests.scripted_model import Script, ScriptedChatModel, text
+from tests.helpers import app_with, asgi_client
+from tests.loopback import free_port
+from tests.s3 import CallCounter, s3_settings
+from tests.scripted_model import Script, ScriptedModels, text
 
 TTL = 30.0
+WAIT_S = 60.0  # generous: these waits end as soon as what they wait for happens
 
 
 @asynccontextmanager
-async def instance(settings):
+async def instance(settings, **parts):
     """One app instance with its own clock, as a separate serverless container would be."""
-    app = create_app(settings)
     clock = FakeClock()
-    app.state.runtime.prompts.clock = clock
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+    app = app_with(settings, prompts=build_prompt_store(settings, clock=clock), **parts)
+    async with asgi_client(app) as client:
         client.clock = clock  # type: ignore[attr-defined]
         client.app = app  # type: ignore[attr-defined]
         yield client
@@ -101,7 +101,10 @@ async def test_cold_start_during_an_outage_is_503_prompt_unavailable(aws_env, da
 
 
 async def test_fifty_concurrent_requests_as_the_ttl_expires_make_one_listing(s3, data_dir, auth):
-    async with instance(s3_settings(data_dir, prompt_ttl_s=TTL)) as app:
+    # A scripted model keeps the 50 turns cheap; the prompt path is what is under test.
+    script = Script([text("Pronto.") for _ in range(50)])
+    settings = s3_settings(data_dir, prompt_ttl_s=TTL)
+    async with instance(settings, models=ScriptedModels(script)) as app:
         old = (await ask(app, auth()))["prompt_version"]
         s3.put("00_ruolo.md", "Sei un coach per piloti di aliante.")
         app.clock.advance(TTL)
@@ -114,18 +117,13 @@ async def test_fifty_concurrent_requests_as_the_ttl_expires_make_one_listing(s3,
             # has seen the other requests finish on the cached prompt.
             if operation == "ListObjectsV2":
                 listing_started.set()
-                release.wait(timeout=10)
+                release.wait(timeout=WAIT_S)
 
-        # A scripted model keeps the 50 turns cheap; the prompt path is what is under test.
-        script = Script([text("Pronto.") for _ in range(50)])
-        app.app.state.runtime.model_factory = lambda settings, tools: ScriptedChatModel(
-            script=script
-        )
-        source = app.app.state.runtime.prompts.source
+        source = app.app.state.services.prompts.source
         calls = CallCounter(on_call=hold_the_listing).attach(source.client)
         tasks = [asyncio.create_task(ask(app, auth(f"user-{i}"))) for i in range(50)]
         finished = []
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(WAIT_S):
             for next_done in asyncio.as_completed(tasks):
                 finished.append(await next_done)
                 if len(finished) == 49:
@@ -134,7 +132,7 @@ async def test_fifty_concurrent_requests_as_the_ttl_expires_make_one_listing(s3,
         release.set()
         answers = await asyncio.gather(*tasks)
         versions = sorted(a["prompt_version"] for a in answers)
-        new = app.app.state.runtime.prompts.snapshot.version
+        new = app.app.state.services.prompts.snapshot.version
         assert new != old
         assert calls.count("ListObjectsV2") == 1
         assert versions.count(old) == 49 and versions.count(new) == 1

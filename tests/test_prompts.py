@@ -9,7 +9,8 @@ import hashlib
 import pytest
 
 from aircoach.errors import PromptUnavailable
-from aircoach.prompts import DocInfo, PromptStore, build_prompt
+from aircoach.prompts.sources import DocInfo
+from aircoach.prompts.store import PromptStore, build_prompt
 from tests.clock import FakeClock
 
 

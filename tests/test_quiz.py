@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from aircoach.quiz import domanda_teoria, seed_demo_questions
+from aircoach.quiz.bank import seed_demo_questions
+from aircoach.quiz.tools import domanda_teoria
 from aircoach.store.sqlite import SqliteQuizStore
-from aircoach.tools import ToolContext
+from aircoach.tools.registry import ToolContext
 
 
 @pytest.fixture
 async def ctx(settings, tmp_path):
     quiz = SqliteQuizStore(tmp_path / "quiz.sqlite3")
     assert await seed_demo_questions(quiz) >= 100
-    return ToolContext(settings=settings, quiz=quiz, user_id="u")
+    return ToolContext(quiz=quiz, user_id="u")
 
 
 async def test_demo_questions_cover_ten_chapters_and_load_once(ctx):

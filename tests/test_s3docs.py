@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from aircoach.prompts import PromptStore, build_prompt
-from aircoach.s3docs import S3DocSource
+from aircoach.prompts.s3 import S3DocSource
+from aircoach.prompts.store import PromptStore, build_prompt
 from aircoach.settings import ROOT
 from tests.clock import FakeClock
 from tests.s3 import PREFIX, CallCounter, s3_settings

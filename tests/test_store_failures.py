@@ -9,13 +9,11 @@ import sqlite3
 import time
 from contextlib import closing
 
-import httpx
 import pytest
 
-from aircoach.app import create_app
-from tests.conftest import chat
+from tests.helpers import app_with, asgi_client, chat
 from tests.mongo_server import MongoServer, mongo_settings
-from tests.scripted_model import Script, ScriptedChatModel, text
+from tests.scripted_model import Script, ScriptedModels, text
 from tests.sse import parse_sse
 
 
@@ -23,10 +21,16 @@ from tests.sse import parse_sse
 async def test_mongodb_stopped_mid_run_gives_503_then_recovers(
     settings, auth, restartable_mongo: MongoServer
 ):
-    app = create_app(mongo_settings(restartable_mongo, settings, store_timeout_s=0.5))
+    # The first use of a cold database (connection, indexes, the quiz bank) under the default
+    # timeout; then a short one, so that the stopped server is noticed quickly.
+    cold = mongo_settings(restartable_mongo, settings)
+    warm = app_with(cold).state.services
+    await warm.quiz_store()
+    await warm.chats.latest_turn_ids("nobody")
+    await warm.chats.aclose()
     script = Script([text("prima"), text("seconda")])
-    app.state.runtime.model_factory = lambda settings, tools: ScriptedChatModel(script=script)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+    app = app_with(cold.model_copy(update={"store_timeout_s": 2.0}), models=ScriptedModels(script))
+    async with asgi_client(app) as c:
         assert (await chat(c, auth(), "domanda uno"))[-1]["context_turns"] == 0
 
         restartable_mongo.stop()
@@ -40,7 +44,7 @@ async def test_mongodb_stopped_mid_run_gives_503_then_recovers(
         restartable_mongo.start()  # same port, same database file
         # The driver rediscovers the server within its heartbeat (>= 0.5 s); until then a
         # request may still get the 503, never a hang or a 500.
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while True:
             response = await c.post(
                 "/api/stream_query", json={"query": "domanda due"}, headers=auth()
@@ -68,7 +72,7 @@ async def test_a_turn_that_cannot_be_stored_says_so_before_done(
         )
         db.commit()
 
-    with caplog.at_level(logging.ERROR, logger="aircoach.chat"):
+    with caplog.at_level(logging.ERROR, logger="aircoach.turn.recorder"):
         events = await chat(client, auth(), "domanda due")
     assert [e["type"] for e in events][-2:] == ["error", "done"]
     assert "".join(e["content"] for e in events if e["type"] == "agent_message") == (
@@ -78,7 +82,7 @@ async def test_a_turn_that_cannot_be_stored_says_so_before_done(
     assert error["code"] == "persist_failed" and error["message"]
     (record,) = [r for r in caplog.records if "persist_failed" in r.getMessage()]
     assert re.search(
-        rf"turn_id={done['turn_id']} user=user-1 content_sha256=[0-9a-f]{{16}}$",
+        rf"turn_id={done['turn_id']} user='user-1' content_sha256=[0-9a-f]{{16}}$",
         record.getMessage(),
     )
 

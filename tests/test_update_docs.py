@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from aircoach.app import create_app
-from aircoach.prompts import build_prompt
+from aircoach.auth.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
+from aircoach.prompts.store import build_prompt
 from aircoach.settings import ROOT
-from aircoach.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
 from tests.s3 import CallCounter, s3_settings
 
 SECRET = "s3cret"
@@ -27,7 +27,7 @@ def s3_app(s3, settings):
 
 @pytest.fixture
 def s3_calls(s3_app) -> CallCounter:
-    return CallCounter().attach(s3_app.state.runtime.prompts.source.client)
+    return CallCounter().attach(s3_app.state.services.prompts.source.client)
 
 
 @pytest.fixture
@@ -125,7 +125,7 @@ async def test_user_token_without_the_permission_is_forbidden(s3_client, s3_call
 
 async def test_signatures_are_refused_when_no_secret_is_configured(s3, settings, aws_env):
     app = create_app(s3_settings(settings.data_dir, update_docs_secret=None))
-    calls = CallCounter().attach(app.state.runtime.prompts.source.client)
+    calls = CallCounter().attach(app.state.services.prompts.source.client)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
         response = await post(c, signed_headers("", BODY))
     assert response.status_code == 401 and "not configured" in response.json()["message"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 
-from aircoach.userdata import SECTION_TITLE, format_user_data, user_data_section
+from aircoach.auth.userdata import SECTION_TITLE, format_user_data, user_data_section
 
 FIELDS = ["course", "level", "goal", "flight_hours", "exam_date", "preferred_name"]
 
@@ -157,14 +157,14 @@ async def test_no_source_no_section():
 
 
 async def test_slow_source_gives_no_section_and_says_why(caplog):
-    caplog.set_level(logging.WARNING, "aircoach.userdata")
+    caplog.set_level(logging.WARNING, "aircoach.auth.userdata")
     text = await user_data_section(_Source(hang=True), "auth0|anna", fields=FIELDS, timeout_s=0.05)
     assert text == ""
     assert "no user data for 'auth0|anna': the profile took more than 0.05s" in caplog.text
 
 
 async def test_failing_source_gives_no_section_and_says_why(caplog):
-    caplog.set_level(logging.WARNING, "aircoach.userdata")
+    caplog.set_level(logging.WARNING, "aircoach.auth.userdata")
     source = _Source(error=ConnectionError("tenant unreachable"))
     assert await user_data_section(source, "auth0|anna", fields=FIELDS, timeout_s=1) == ""
     assert "ConnectionError: tenant unreachable" in caplog.text

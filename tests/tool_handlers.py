@@ -1,6 +1,6 @@
 """Tool handlers used by tests (referenced by dotted path from test ToolSpecs)."""
 
-from aircoach.tools import ToolContext, ToolOutput
+from aircoach.tools.registry import ToolContext, ToolOutput
 
 
 async def echo(ctx: ToolContext, word: str) -> ToolOutput:

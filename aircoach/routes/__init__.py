@@ -1,1 +1,1 @@
-"""HTTP routes: thin functions over the package's modules."""
+"""HTTP routes: thin functions over the package's modules, one module per resource."""

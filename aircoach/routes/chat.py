@@ -8,30 +8,19 @@ from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
-from aircoach.deps import CurrentUser, RuntimeDep
+from aircoach.deps import CurrentUser, ServicesDep
 from aircoach.models import MessageRequest, MessageResponse
 from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, unavailable
+from aircoach.turn.events import ErrorEvent, sse_item_schema
 
 router = APIRouter(prefix="/api", tags=["chat"])
 
-# One SSE event (FastAPI's own convention for streams: `itemSchema`); `data` is one JSON
-# object whose `type` is the event name.
-_SSE_EVENT = {
-    "type": "object",
-    "required": ["event", "data"],
-    "properties": {
-        "event": {"type": "string", "enum": ["tool_result", "agent_message", "error", "done"]},
-        "data": {"type": "string", "contentMediaType": "application/json"},
-        "id": {"type": "string"},
-        "retry": {"type": "integer", "minimum": 0},
-    },
-}
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "SSE stream of `tool_result`, `agent_message`, `error` and `done` events "
         "(or a JSON `MessageResponse` when `stream` is false).",
         "model": MessageResponse,  # application/json, by reference to the components
-        "content": {"text/event-stream": {"itemSchema": _SSE_EVENT}},
+        "content": {"text/event-stream": {"itemSchema": sse_item_schema()}},
     },
     **UNPARSABLE_BODY,
     **UNAUTHORIZED,
@@ -40,10 +29,10 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/stream_query", responses=_RESPONSES, response_model=None)
-async def stream_query(body: MessageRequest, user: CurrentUser, runtime: RuntimeDep) -> Response:
+async def stream_query(body: MessageRequest, user: CurrentUser, services: ServicesDep) -> Response:
     """Ask the coach. The turn is stored before the response ends."""
-    snapshot = await runtime.prompts.current()
-    registry = runtime.tools_for(snapshot)
+    snapshot = await services.prompts.current()
+    registry = services.tools_for(snapshot)
     unknown = registry.unknown(body.tools)
     if unknown:
         raise RequestValidationError(
@@ -57,19 +46,20 @@ async def stream_query(body: MessageRequest, user: CurrentUser, runtime: Runtime
                 for name in unknown
             ]
         )
-    from aircoach.chat import prepare_turn
-    from aircoach.sse import event_stream
+    # Imported here so that the routes which never chat (health) never import LangGraph.
+    from aircoach.turn.prepare import prepare_turn
+    from aircoach.turn.sse import event_stream
 
-    turn = await prepare_turn(runtime, user, body, snapshot)
+    turn = await prepare_turn(services, user, body, snapshot)
     if body.stream:
         return event_stream(turn.events())
 
     errors: list[dict[str, str]] = []
     async for event in turn.events():
-        if event["type"] == "error":
-            errors.append({"code": event["code"], "message": event["message"]})
+        if isinstance(event, ErrorEvent):
+            errors.append({"code": event.code, "message": event.message})
     answer = MessageResponse(
-        answer="".join(turn.answer),
+        answer=turn.text,
         tool=turn.tool,
         turn_id=turn.turn_id,
         prompt_version=turn.prompt_version,

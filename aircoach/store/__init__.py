@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from aircoach.settings import Settings
+from aircoach.settings import StoreSettings
 from aircoach.store.base import ChatStore, QuizStore
 
 
-def build_stores(settings: Settings) -> tuple[ChatStore, QuizStore]:
+def build_stores(settings: StoreSettings) -> tuple[ChatStore, QuizStore]:
     """MongoDB when `MONGODB_URI` is set, else SQLite under `data_dir`. Creates no client."""
     if settings.mongodb_uri:
         from aircoach.store.mongo import MongoChatStore, MongoConnection, MongoQuizStore

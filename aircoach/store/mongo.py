@@ -21,7 +21,7 @@ from pymongo.errors import PyMongoError
 
 from aircoach.errors import StoreUnavailable
 from aircoach.models import Turn
-from aircoach.settings import Settings
+from aircoach.settings import StoreSettings
 from aircoach.store.base import QUESTION_FIELDS, Question
 
 T = TypeVar("T")
@@ -46,7 +46,7 @@ def json_safe(value: Any) -> Any:
 class MongoConnection:
     """One `AsyncMongoClient` per running event loop, created on first use."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: StoreSettings):
         if not settings.mongodb_uri:
             raise ValueError("MongoConnection needs MONGODB_URI")
         self.settings = settings

@@ -10,14 +10,16 @@ fails loudly: a request past the end of the script gets a 500 and is reported by
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-# How long a "hanging" reply holds the request at most (the test releases it sooner).
-HANG_LIMIT_S = 10.0
+from tests.loopback import LoopbackServer
+
+# How long a "hanging" reply holds the request at most: a safety net only, since the test or
+# the server's teardown releases it (no test waits for this to pass).
+HANG_LIMIT_S = 120.0
 
 
 @dataclass
@@ -54,13 +56,12 @@ class FakeModelServer:
     hanging: threading.Event = field(default_factory=threading.Event)
     connections: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: ThreadingHTTPServer | None = None
+    _server: LoopbackServer | None = None
 
     @property
     def url(self) -> str:
         assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self._server.url
 
     def script(self, *replies: Reply) -> FakeModelServer:
         with self._lock:
@@ -80,6 +81,13 @@ class FakeModelServer:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def handle(self) -> None:
+                try:
+                    super().handle()
+                except ConnectionError:
+                    # A client that went away mid-request is a scenario under test, not noise.
+                    fake.client_left.set()
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -102,27 +110,13 @@ class FakeModelServer:
                     fake.client_left.set()
                     self.close_connection = True
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                # A client that went away mid-request is a scenario under test, not noise.
-                if isinstance(sys.exc_info()[1], ConnectionError):
-                    fake.client_left.set()
-                else:
-                    super().handle_error(request, client_address)
-
-        self._server = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        ).start()
+        self._server = LoopbackServer(Handler).start()
         return self
 
     def stop(self) -> None:
         self.release.set()
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
 
     def assert_used(self) -> None:
         assert not self.unexpected, f"requests past the end of the script: {self.unexpected}"

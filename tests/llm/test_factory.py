@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from aircoach.errors import ConfigError
-from aircoach.llm import ModelRef, build_fallback_model, build_model, model_label
+from aircoach.llm.factory import ModelRef, build_fallback_model, build_model, model_label
 from aircoach.settings import ROOT, Settings
 
 
@@ -87,7 +87,7 @@ def test_provider_packages_are_imported_only_when_configured():
     code = (
         "import sys\n"
         "from aircoach.app import create_app\n"
-        "from aircoach.llm import build_model\n"
+        "from aircoach.llm.factory import build_model\n"
         "from aircoach.settings import Settings\n"
         "build_model(Settings(_env_file=None), [])\n"
         "print(sorted(m for m in ('langchain_google_genai', 'langchain_openai', 'google.genai')"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from aircoach.chat import FALLBACK_ANSWER
-from tests.conftest import chat
+from aircoach.turn.turn import FALLBACK_ANSWER
+from tests.helpers import chat
 from tests.llm.conftest import app_client
 from tests.llm.fakes import (
     Reply,
@@ -31,7 +31,7 @@ FAILURES = {
 async def _turn(settings, auth, query="Cos'è lo stallo?"):
     async with app_client(settings) as (client, app):
         events = await chat(client, auth(), query)
-        turns = await app.state.runtime.chats.recent_turns("user-1", 5)
+        turns = await app.state.services.chats.recent_turns("user-1", 5)
     return events, turns
 
 

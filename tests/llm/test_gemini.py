@@ -3,7 +3,7 @@ Gemini REST API on loopback, through POST /api/stream_query."""
 
 from __future__ import annotations
 
-from tests.conftest import chat
+from tests.helpers import chat
 from tests.llm.conftest import app_client
 from tests.llm.fakes import gemini_call, gemini_text
 
@@ -12,7 +12,7 @@ async def test_text_turn_streams_gemini_chunks(gemini_api, gemini_settings, auth
     gemini_api.script(gemini_text("La portanza ", "nasce dalla differenza ", "di pressione."))
     async with app_client(gemini_settings()) as (client, app):
         events = await chat(client, auth(), "Cos'è la portanza?")
-        turns = await app.state.runtime.chats.recent_turns("user-1", 5)
+        turns = await app.state.services.chats.recent_turns("user-1", 5)
 
     assert [e["type"] for e in events] == ["agent_message"] * 3 + ["done"]
     answer = "".join(e["content"] for e in events[:-1])
@@ -38,7 +38,7 @@ async def test_tool_turn_runs_the_function_gemini_calls(gemini_api, gemini_setti
     gemini_api.script(gemini_call("domanda_teoria", capitolo=3))
     async with app_client(gemini_settings()) as (client, app):
         events = await chat(client, auth(), "Dammi una domanda del capitolo 3")
-        turns = await app.state.runtime.chats.recent_turns("user-1", 5)
+        turns = await app.state.services.chats.recent_turns("user-1", 5)
 
     assert [e["type"] for e in events] == ["tool_result", "done"]
     result = events[0]

@@ -1,6 +1,6 @@
 """The Lambda entry (functions/chat.py, Mangum) with Gemini configured: warm invocations reuse
-the process, and must not reuse a model client bound to an earlier event loop (seed 004: "Event
-loop is closed" on the second serverless request)."""
+the process, and must not reuse a model client bound to an earlier event loop ("Event loop is
+closed" on the second serverless request)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mangum import Mangum
 
-from aircoach.auth import DevIssuer
-from aircoach.llm import build_model
+from aircoach.auth.tokens import DevIssuer
+from aircoach.llm.factory import build_model
 from aircoach.settings import ROOT, Settings
+from tests.helpers import app_with
 from tests.lambda_events import chat_event
 from tests.llm.fakes import gemini_text
 from tests.sse import parse_sse
@@ -71,7 +73,7 @@ def test_two_warm_invocations_both_answer(lambda_handler, gemini_api):
 
 
 def test_a_new_event_loop_per_invocation_still_answers(lambda_handler, gemini_api, loop):
-    """Runtimes that start a loop per request (seed 004's Vercel symptom): the first loop is
+    """Runtimes that start a loop per request (as Vercel's did): the first loop is
     closed before the second request, and the model client must not come from it."""
     handler, token = lambda_handler
     gemini_api.script(gemini_text("Uno."), gemini_text("Due."))
@@ -100,19 +102,24 @@ def test_a_client_kept_across_loops_would_break(
     async def keep_open(model: Any) -> None:
         pass
 
-    monkeypatch.setattr("aircoach.chat.aclose_model", keep_open)
+    monkeypatch.setattr("aircoach.turn.chat_models.aclose_model", keep_open)
     # The second request still reaches the server over the pooled connection; its answer
     # never reaches the client.
     gemini_api.script(gemini_text("Uno."), gemini_text("Due."))
-    runtime = handler.app.state.runtime
-    cached: list[Any] = []
+    settings = Settings(_env_file=None)  # the deployment's environment (the fixture's)
 
-    def reuse(settings: Settings, tools: list[Any]) -> Any:
-        if not cached:
-            cached.append(build_model(settings, tools))
-        return cached[0]
+    class KeptModels:
+        """What the factory avoids: one model client for every request."""
 
-    runtime.model_factory = reuse
+        def __init__(self) -> None:
+            self.cached: list[Any] = []
+
+        async def models_for(self, tools: list[Any]) -> list[Any]:
+            if not self.cached:
+                self.cached.append(build_model(settings, tools))
+            return self.cached
+
+    handler = Mangum(app_with(settings, models=KeptModels()), lifespan="off")
     first, _ = _answer(handler(chat_event(token, "Prima domanda"), None))
     second_loop = asyncio.new_event_loop()
     asyncio.set_event_loop(second_loop)

@@ -3,7 +3,7 @@ fake chat-completions API on loopback, with streamed tool calls."""
 
 from __future__ import annotations
 
-from tests.conftest import chat
+from tests.helpers import chat
 from tests.llm.conftest import app_client
 from tests.llm.fakes import openai_call, openai_text
 
@@ -21,7 +21,7 @@ async def test_streamed_tool_call_runs_the_tool(openai_api, model_settings, auth
     openai_api.script(openai_call("domanda_teoria", capitolo=5))
     async with app_client(_settings(model_settings, openai_api)) as (client, app):
         events = await chat(client, auth(), "Una domanda sul capitolo 5")
-        turns = await app.state.runtime.chats.recent_turns("user-1", 5)
+        turns = await app.state.services.chats.recent_turns("user-1", 5)
 
     assert [e["type"] for e in events] == ["tool_result", "done"]
     assert events[0]["final"] is True and events[0]["data"]["question"]["capitolo"] == 5

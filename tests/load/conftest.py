@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aircoach.auth import DevIssuer
+from aircoach.auth.tokens import DevIssuer
 from aircoach.settings import Settings
 from tests.load.harness import ServerProcess
 

@@ -4,7 +4,6 @@ every load and fault test shares (a full answer or a clear error; answered turns
 from __future__ import annotations
 
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import anyio
 import httpx
 
 from aircoach.settings import ROOT
+from tests.loopback import free_port
 from tests.sse import parse_sse
 
 # The error codes a client may see, in a JSON error body or an `error` SSE event.
@@ -36,12 +36,6 @@ KNOWN_CODES = frozenset(
 )
 _START_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 30.0  # a request that takes longer is a hang, and fails the test
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ServerProcess:

@@ -1,5 +1,5 @@
-"""Fixtures of the tool tests: the fake tool service and prompt docs whose shipped tools.json
-points at it, with timeouts and retry pauses short enough for a fast suite."""
+"""Fixtures of the tool tests: the fake tool service, and prompt docs whose shipped tools.json
+points at it, with retry pauses short enough for a fast suite."""
 
 from __future__ import annotations
 
@@ -33,12 +33,15 @@ def fast(config: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def tool_service(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeToolService]:
+def tool_service() -> Iterator[FakeToolService]:
     service = FakeToolService().start()
-    for var, path in URL_VARS.items():
-        monkeypatch.setenv(var, service.url + path)
     yield service
     service.stop()
+
+
+def tool_urls(service: FakeToolService) -> dict[str, str]:
+    """The tool URL variables pointing at `service`."""
+    return {var: service.url + path for var, path in URL_VARS.items()}
 
 
 @pytest.fixture
@@ -57,12 +60,12 @@ def write_tools(folder: Path, config: dict[str, Any] | str) -> None:
 
 
 @pytest.fixture
-def settings(data_dir: Path, docs_dir: Path) -> Settings:
-    return Settings(_env_file=None, data_dir=data_dir, prompt_docs_dir=docs_dir, prompt_ttl_s=0)
-
-
-@pytest.fixture(autouse=True)
-def _no_tool_urls(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tools start unavailable whatever the developer's shell exports."""
-    for var in URL_VARS:
-        monkeypatch.delenv(var, raising=False)
+def settings(data_dir: Path, docs_dir: Path, request: pytest.FixtureRequest) -> Settings:
+    """The HTTP tools point at the fake service when the test uses it; else they are
+    unavailable (whatever the developer's shell exports)."""
+    env = {}
+    if "tool_service" in request.fixturenames:
+        env = tool_urls(request.getfixturevalue("tool_service"))
+    return Settings(
+        _env_file=None, data_dir=data_dir, prompt_docs_dir=docs_dir, prompt_ttl_s=0, tool_env=env
+    )

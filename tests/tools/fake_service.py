@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.loopback import LoopbackServer, QuietHandler
 
 
 @dataclass(frozen=True)
@@ -36,18 +38,12 @@ class FakeToolService:
         self._plans: dict[str, list[Reply]] = {}
         self._hits: list[Hit] = []
         self._lock = threading.Lock()
-        self.release = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        # A short poll interval: shutdown() waits for one, at every teardown.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
+        self._server = LoopbackServer(self._handler_class())
+        self.release = self._server.release
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self._server.url
 
     def plan(self, path: str, *replies: Reply) -> None:
         with self._lock:
@@ -58,14 +54,11 @@ class FakeToolService:
             return [h for h in self._hits if path is None or h.path == path]
 
     def start(self) -> FakeToolService:
-        self._thread.start()
+        self._server.start()
         return self
 
     def stop(self) -> None:
-        self.release.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._server.stop()
 
     def _next(self, hit: Hit) -> Reply:
         with self._lock:
@@ -78,7 +71,7 @@ class FakeToolService:
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         service = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def _serve(self) -> None:
                 parts = urlsplit(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
@@ -106,8 +99,5 @@ class FakeToolService:
                     pass  # the client timed out and left
 
             do_GET = do_POST = _serve
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
 
         return Handler

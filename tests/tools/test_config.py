@@ -10,15 +10,15 @@ import jsonschema
 import pytest
 
 from aircoach.errors import ConfigError
-from aircoach.tools import SCHEMA_FILE, ToolRegistry, parse_tools_config, tools_json_schema
+from aircoach.tools.registry import SCHEMA_FILE, ToolRegistry, parse_tools_config, tools_json_schema
 from tests.tools.conftest import shipped_tools, write_tools
 
 
-def test_shipped_config_is_valid_and_declares_the_seed_tools():
+def test_shipped_config_is_valid_and_declares_the_four_tools():
     config = parse_tools_config(json.dumps(shipped_tools()))
     specs = {t.name: t for t in config.tools}
     assert list(specs) == ["domanda_teoria", "web_search", "kb_search", "lex_search"]
-    assert specs["domanda_teoria"].python == "aircoach.quiz:domanda_teoria"
+    assert specs["domanda_teoria"].python == "aircoach.quiz.tools:domanda_teoria"
     assert specs["domanda_teoria"].return_direct and not specs["domanda_teoria"].source
     assert {n for n, s in specs.items() if s.source} == {"kb_search", "lex_search"}
     assert specs["web_search"].default_enabled is False
@@ -31,18 +31,18 @@ def test_shipped_config_is_valid_and_declares_the_seed_tools():
     assert config.sources_off_warning and "NON inventare" in config.sources_off_warning
 
 
-def test_http_tools_are_unavailable_until_their_url_variable_is_set(monkeypatch):
-    for var in ("SEARXNG_URL", "KB_SEARCH_URL", "LEX_SEARCH_URL"):
-        monkeypatch.delenv(var, raising=False)
-    registry = ToolRegistry(parse_tools_config(json.dumps(shipped_tools())).tools)
-    assert {n: s.available for n, s in registry.specs.items()} == {
+def test_http_tools_are_unavailable_until_their_url_variable_is_set():
+    specs = parse_tools_config(json.dumps(shipped_tools())).tools
+    registry = ToolRegistry(specs, env={})
+    assert {n: registry.available(s) for n, s in registry.specs.items()} == {
         "domanda_teoria": True,
         "web_search": False,
         "kb_search": False,
         "lex_search": False,
     }
-    monkeypatch.setenv("KB_SEARCH_URL", "http://127.0.0.1:9/kb")
-    assert registry.specs["kb_search"].available and not registry.specs["lex_search"].available
+    registry = ToolRegistry(specs, env={"KB_SEARCH_URL": "http://127.0.0.1:9/kb"})
+    available = {n for n, s in registry.specs.items() if registry.available(s)}
+    assert available == {"domanda_teoria", "kb_search"}
 
 
 def test_committed_schema_is_the_generated_one():
@@ -90,8 +90,8 @@ def _set(tool: str, path: str, value: Any):
         (_set("lex_search", "format.max_results", 0), "tool 'lex_search': format.max_results:"),
         (_set("kb_search", "parameters", {"type": "string"}), "tool 'kb_search': parameters:"),
         (
-            _set("domanda_teoria", "python", "aircoach.quiz:nope"),
-            "tool 'domanda_teoria': python: Value error, cannot import 'aircoach.quiz:nope'",
+            _set("domanda_teoria", "python", "aircoach.quiz.tools:nope"),
+            "tool 'domanda_teoria': python: Value error, cannot import 'aircoach.quiz.tools:nope'",
         ),
         (
             _set("domanda_teoria", "http", {"url": "http://127.0.0.1:9"}),

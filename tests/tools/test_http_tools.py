@@ -4,13 +4,15 @@ shaping, caps and no-results text; and the same failures inside a chat turn."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from langchain_core.messages import ToolMessage
 
-from aircoach.http_tools import call_http_tool, format_result
-from aircoach.tools import ResultFormat, ToolContext, ToolSpec, parse_tools_config
-from tests.conftest import chat
+from aircoach.tools.formatting import format_result
+from aircoach.tools.http import call_http_tool
+from aircoach.tools.registry import ResultFormat, ToolContext, ToolSpec, parse_tools_config
+from tests.helpers import chat
 from tests.scripted_model import call, text
 from tests.tools.conftest import BACKOFF_S, TIMEOUT_S, fast, shipped_tools
 from tests.tools.fake_service import Reply
@@ -32,7 +34,11 @@ def specs() -> dict[str, ToolSpec]:
 
 @pytest.fixture
 def ctx(settings) -> ToolContext:
-    return ToolContext(settings=settings, quiz=None, user_id="user-1")  # type: ignore[arg-type]
+    return ToolContext(quiz=None, user_id="user-1", env=settings.tool_env)  # type: ignore[arg-type]
+
+
+def with_env(ctx: ToolContext, **variables: str) -> ToolContext:
+    return replace(ctx, env={**ctx.env, **variables})
 
 
 async def test_503_then_200_retries_once_and_records_latency(tool_service, specs, ctx):
@@ -98,23 +104,19 @@ async def test_get_tool_sends_query_string_and_honours_zero_retries(tool_service
     assert hit.query == {"q": "aeroclub Milano", "format": "json", "language": "it"}
 
 
-async def test_unreachable_service_and_non_json_fail_without_retry(
-    tool_service, specs, ctx, monkeypatch
-):
+async def test_unreachable_service_and_non_json_fail_without_retry(tool_service, specs, ctx):
     tool_service.plan("/kb", Reply(200, b"<html>oops</html>"))
     out = await call_http_tool(specs["kb_search"], ctx, query="x")
     assert out.text == "[Tool kb_search failed: the service did not answer JSON]"
-    monkeypatch.setenv("KB_SEARCH_URL", "http://127.0.0.1:9/kb")  # discard port: refused
-    out = await call_http_tool(specs["kb_search"], ctx, query="x")
+    refused = with_env(ctx, KB_SEARCH_URL="http://127.0.0.1:9/kb")  # the discard port
+    out = await call_http_tool(specs["kb_search"], refused, query="x")
     assert out.text == "[Tool kb_search failed: ConnectError]" and out.data["meta"]["attempts"] == 1
 
 
-async def test_endpoint_in_meta_hides_credentials_and_query(tool_service, specs, ctx, monkeypatch):
-    monkeypatch.setenv(
-        "KB_SEARCH_URL", tool_service.url.replace("//", "//user:secret@") + "/kb?key=k"
-    )
+async def test_endpoint_in_meta_hides_credentials_and_query(tool_service, specs, ctx):
+    url = tool_service.url.replace("//", "//user:secret@") + "/kb?key=k"
     tool_service.plan("/kb", Reply(200, {"results": []}))
-    out = await call_http_tool(specs["kb_search"], ctx, query="x")
+    out = await call_http_tool(specs["kb_search"], with_env(ctx, KB_SEARCH_URL=url), query="x")
     assert out.data["meta"]["endpoint"] == f"{tool_service.url}/kb"
     assert tool_service.hits("/kb")[0].headers["authorization"].startswith("Basic ")
 

@@ -8,7 +8,7 @@ import logging
 import pytest
 from langchain_core.messages import SystemMessage
 
-from tests.conftest import chat
+from tests.helpers import app_with, asgi_client, chat
 from tests.scripted_model import text
 from tests.tools.conftest import shipped_tools
 from tests.tools.fake_service import Reply
@@ -22,15 +22,19 @@ def _system(script_calls) -> str:
     return first.text
 
 
-async def test_tools_lists_every_declared_tool_with_its_availability(client, auth, monkeypatch):
-    monkeypatch.setenv("LEX_SEARCH_URL", "http://127.0.0.1:9/lex")
-    response = await client.get("/api/tools", headers=auth())
+async def test_tools_lists_every_declared_tool_with_its_availability(settings, auth):
+    only_lex = settings.model_copy(
+        update={"tool_env": {"LEX_SEARCH_URL": "http://127.0.0.1:9/lex"}}
+    )
+    async with asgi_client(app_with(only_lex)) as client:
+        response = await client.get("/api/tools", headers=auth())
+        anonymous = await client.get("/api/tools")
     assert response.status_code == 200
     tools = {t["name"]: t for t in response.json()}
     assert list(tools) == ["domanda_teoria", "web_search", "kb_search", "lex_search"]
     assert tools["domanda_teoria"] == {
         "name": "domanda_teoria",
-        "description": tools["domanda_teoria"]["description"],
+        "description": shipped_tools()["tools"][0]["description"],
         "default_enabled": True,
         "source": False,
         "return_direct": True,
@@ -42,7 +46,7 @@ async def test_tools_lists_every_declared_tool_with_its_availability(client, aut
         "kb_search": (False, True, True),
         "lex_search": (True, True, True),
     }
-    assert (await client.get("/api/tools")).status_code == 401
+    assert anonymous.status_code == 401
 
 
 @pytest.mark.parametrize(
@@ -67,10 +71,7 @@ async def test_only_the_tools_switched_on_are_bound(
     assert s.bound == [bound]
 
 
-async def test_an_unavailable_tool_stays_off_even_when_switched_on(
-    client, auth, script, monkeypatch
-):
-    monkeypatch.delenv("SEARXNG_URL", raising=False)
+async def test_an_unavailable_tool_stays_off_even_when_switched_on(client, auth, script):
     s = script([text("Ciao.")])
     await chat(client, auth(), "Ciao", tools={"web_search": True})
     assert s.bound == [["domanda_teoria"]]
@@ -121,7 +122,7 @@ async def test_unconfigured_sources_count_as_off(client, auth, script):
 
 async def test_one_compact_log_line_per_request(client, auth, script, tool_service, caplog):
     script([text("Uno."), text("Due.")])
-    with caplog.at_level(logging.INFO, logger="aircoach.chat"):
+    with caplog.at_level(logging.INFO, logger="aircoach.turn.prepare"):
         await chat(client, auth(), "Ciao")
         await chat(client, auth(), "Ciao", tools={"web_search": True, "lex_search": False})
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tools ")]

@@ -20,7 +20,7 @@ from cachetools import TTLCache
 from jwt import PyJWK, PyJWKClient
 
 from aircoach.errors import AuthError, AuthUnavailable
-from aircoach.settings import Settings
+from aircoach.settings import AuthSettings
 from aircoach.tls import shared_tls_context
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class Auth0KeySource:
     runs in a worker thread, serialised by a thread lock, so it is safe from any event loop.
     """
 
-    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, settings: AuthSettings, *, clock: Callable[[], float] = time.monotonic):
         self.url = f"{settings.auth0_url}/.well-known/jwks.json"
         self.cooldown_s = settings.jwks_refetch_cooldown_s
         self.max_age_s = settings.jwks_max_age_s
@@ -69,7 +69,6 @@ class Auth0KeySource:
         self._attempted_at = float("-inf")  # last attempt, successful or not
         self._attempts = 0
         self._lock = threading.Lock()
-        self.fetches = 0
         self.last_error: str | None = None
 
     async def key_for(self, kid: str | None) -> Any:
@@ -98,7 +97,6 @@ class Auth0KeySource:
             if self._attempts != seen:
                 return  # a fetch finished while this one waited for the lock
             self._attempted_at = self.clock()
-            self.fetches += 1
             try:
                 self._fetch()
             finally:
@@ -170,7 +168,7 @@ class Auth0Management:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: AuthSettings,
         *,
         clock: Callable[[], float] = time.monotonic,
         transport: httpx.AsyncBaseTransport | None = None,

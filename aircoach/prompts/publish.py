@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from aircoach.errors import ConfigError
-from aircoach.prompts import DocInfo, LocalDocSource, PromptSource, build_prompt
-from aircoach.s3docs import S3DocSource
-from aircoach.settings import Settings
+from aircoach.prompts.s3 import S3DocSource
+from aircoach.prompts.sources import DocInfo, LocalDocSource, PromptSource
+from aircoach.prompts.store import build_prompt
+from aircoach.settings import PromptSettings
 
 
 class DocsCommandError(Exception):
@@ -53,7 +54,7 @@ class ObjectVersion:
 class DocsBucket:
     """The docs under `s3://{PROMPT_BUCKET}/{PROMPT_PREFIX}` and the local `prompt_docs/`."""
 
-    def __init__(self, settings: Settings, folder: Path | None = None):
+    def __init__(self, settings: PromptSettings, folder: Path | None = None):
         if not settings.prompt_bucket:
             raise ConfigError("PROMPT_BUCKET is not set: the docs commands need a bucket")
         self.settings = settings

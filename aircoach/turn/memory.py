@@ -136,7 +136,6 @@ class Memory:
         self.reseed_turns = reseed_turns
         self.max_held_turns = max(2 * reseed_turns, 1)
         self._threads: OrderedDict[str, _ThreadMark] = OrderedDict()
-        self.reseeds = 0
 
     def __len__(self) -> int:
         return len(self._threads)
@@ -162,7 +161,6 @@ class Memory:
             await agent.aupdate_state(
                 self.config(thread_id), {"messages": messages_from_turns(turns)}, as_node="model"
             )
-            self.reseeds += 1
             log.info("thread %s reseeded from %d stored turns", thread_id, len(turns))
         self._remember(thread_id, _ThreadMark(latest, len(turns)))
         return len(turns)

@@ -1,37 +1,15 @@
-"""The quiz tool `domanda_teoria` and the demo questions it ships with."""
+"""The quiz tool `domanda_teoria`: pick a question by chapter, number, text or field."""
 
 from __future__ import annotations
 
-import json
-import logging
 import random
-from pathlib import Path
 from typing import Any
 
-import anyio
+from aircoach.quiz.bank import CHAPTERS
+from aircoach.store.base import QUESTION_FIELDS, Question
+from aircoach.tools.registry import ToolContext, ToolOutput
 
-from aircoach.store.base import QUESTION_FIELDS, Question, QuizStore
-from aircoach.tools import ToolContext, ToolOutput
-
-log = logging.getLogger(__name__)
-
-DEMO_QUESTIONS = Path(__file__).parent / "data" / "quiz_questions.json"
-CHAPTERS = range(1, 11)
 MIN_TEXT = 3
-
-
-async def load_demo_questions() -> list[Question]:
-    raw = await anyio.Path(DEMO_QUESTIONS).read_text("utf-8")
-    return json.loads(raw)["questions"]
-
-
-async def seed_demo_questions(quiz: QuizStore, *, only_if_empty: bool = True) -> int:
-    """Load the shipped questions; idempotent (upsert by capitolo + numero)."""
-    if only_if_empty and await quiz.count() > 0:
-        return 0
-    written = await quiz.upsert_questions(await load_demo_questions())
-    log.info("loaded %d demo quiz questions", written)
-    return written
 
 
 def _as_int(name: str, value: Any) -> int:

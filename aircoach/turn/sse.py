@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import Any
 
 import anyio
-from fastapi.sse import EventSourceResponse, format_sse_event
+from fastapi.sse import EventSourceResponse
 from starlette.types import Receive, Scope, Send
+
+from aircoach.turn.events import TurnEvent
 
 HEARTBEAT_S = 15.0
 HEARTBEAT = b": keep-alive\n\n"
 
 
-def encode(event: dict[str, Any]) -> bytes:
-    return format_sse_event(data_str=json.dumps(event, ensure_ascii=False), event=event["type"])
-
-
 async def with_heartbeat(
-    events: AsyncGenerator[dict[str, Any], None], every_s: float
+    events: AsyncGenerator[TurnEvent, None], every_s: float
 ) -> AsyncIterator[bytes]:
     """Encode events, and send a comment line whenever nothing was sent for `every_s`, so that
     proxies and mobile networks keep the connection open while a tool or the model is slow."""
@@ -31,7 +27,7 @@ async def with_heartbeat(
         # closed here and now (and stores what it has), not whenever it is garbage-collected.
         async with send, aclosing(events):
             async for event in events:
-                await send.send(encode(event))
+                await send.send(event.encode())
 
     async with anyio.create_task_group() as tg, receive:
         tg.start_soon(produce)
@@ -70,7 +66,7 @@ class _EventStream(EventSourceResponse):
 
 
 def event_stream(
-    events: AsyncGenerator[dict[str, Any], None], every_s: float = HEARTBEAT_S
+    events: AsyncGenerator[TurnEvent, None], every_s: float = HEARTBEAT_S
 ) -> EventSourceResponse:
     return _EventStream(
         with_heartbeat(events, every_s),

@@ -5,7 +5,7 @@ Tools are declared in `tools.json` among the prompt docs, so they are versioned,
 counted in the prompt version together with the prompt. A `ToolSpec` says what a tool is
 (name, description, JSON Schema parameters, defaults, examples for the offline model's
 scoring) and what runs it: a Python handler `handler(ctx: ToolContext, **arguments) ->
-ToolOutput`, or an HTTP endpoint (see `aircoach.http_tools`).
+ToolOutput`, or an HTTP endpoint (see `aircoach.tools.http`).
 """
 
 from __future__ import annotations
@@ -13,17 +13,15 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-import os
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from aircoach.errors import ConfigError
-from aircoach.settings import ROOT, Settings
+from aircoach.settings import ROOT
 from aircoach.store.base import QuizStore
 
 TOOLS_DOC = "tools.json"
@@ -34,11 +32,12 @@ _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 @dataclass(frozen=True)
 class ToolContext:
-    """What a tool may use while it runs: injected per request, never a module global."""
+    """What a tool may use while it runs: injected per request, never a module global.
+    `env` holds the variables a tool's `${NAME}` may name (`Settings.tool_env`)."""
 
-    settings: Settings
     quiz: QuizStore
     user_id: str
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -53,16 +52,14 @@ class ToolOutput:
 Handler = Callable[..., Awaitable[ToolOutput]]
 
 
-def missing_env(template: str, environ: Mapping[str, str] | None = None) -> list[str]:
-    env = os.environ if environ is None else environ
+def missing_env(template: str, env: Mapping[str, str]) -> list[str]:
     return [name for name in _ENV_VAR.findall(template) if not env.get(name)]
 
 
-def expand_env(template: str, environ: Mapping[str, str] | None = None) -> str:
+def expand_env(template: str, env: Mapping[str, str]) -> str:
     """`${NAME}` replaced by the variable's value; raises ConfigError naming an unset one."""
-    env = os.environ if environ is None else environ
     if missing := missing_env(template, env):
-        raise ConfigError(f"environment variable {missing[0]!r} is not set")
+        raise ConfigError(f"variable {missing[0]!r} is not set")
     return _ENV_VAR.sub(lambda m: env[m.group(1)], template)
 
 
@@ -71,8 +68,7 @@ class _Strict(BaseModel):
 
 
 class RetryPolicy(_Strict):
-    """Seed 000's `_post_with_retry`: one retry after 1 s on 502/503/504 and on a timeout;
-    any other failure is final."""
+    """One retry after 1 s on 502/503/504 and on a timeout; any other failure is final."""
 
     retries: int = Field(default=1, ge=0, le=3, description="Retries after the first attempt.")
     backoff_s: float = Field(default=1.0, ge=0, le=30, description="Pause before a retry.")
@@ -83,8 +79,9 @@ class RetryPolicy(_Strict):
 class HttpTool(_Strict):
     url: str = Field(
         min_length=1,
-        description="Endpoint; `${NAME}` is replaced by the environment variable NAME. "
-        "While a variable is unset the tool is unavailable.",
+        description="Endpoint; `${NAME}` is replaced by the variable NAME (environment or "
+        "`.env`; SEARXNG_URL, KB_SEARCH_URL, LEX_SEARCH_URL or any TOOL_* variable). While a "
+        "variable is unset the tool is unavailable.",
     )
     method: Literal["GET", "POST"] = "POST"
     headers: dict[str, str] = Field(
@@ -152,7 +149,7 @@ class ToolSpec(_Strict):
     examples: list[str] = Field(default_factory=list)
     python: str | None = Field(
         default=None,
-        description="Dotted path of the async handler, e.g. 'aircoach.quiz:domanda_teoria'",
+        description="Dotted path of the async handler, e.g. 'aircoach.quiz.tools:domanda_teoria'",
     )
     http: HttpTool | None = None
     format: ResultFormat = Field(default_factory=ResultFormat)
@@ -179,16 +176,15 @@ class ToolSpec(_Strict):
             raise ValueError("python/http: give exactly one of 'python' or 'http'")
         return self
 
-    @property
-    def available(self) -> bool:
+    def available(self, env: Mapping[str, str]) -> bool:
         """False while an HTTP tool's `${VAR}` is unset: listed, but never switched on."""
         if self.http is None:
             return True
-        return not any(missing_env(t) for t in (self.http.url, *self.http.headers.values()))
+        return not any(missing_env(t, env) for t in (self.http.url, *self.http.headers.values()))
 
     def load_handler(self) -> Handler:
         if self.http is not None:
-            from aircoach.http_tools import call_http_tool
+            from aircoach.tools.http import call_http_tool
 
             return functools.partial(call_http_tool, self)
         assert self.python is not None
@@ -268,17 +264,31 @@ def check_tools_doc(contents: Mapping[str, str]) -> None:
 
 
 class ToolRegistry:
-    def __init__(self, specs: list[ToolSpec], *, sources_off_warning: str | None = None):
+    """The tools of one prompt snapshot, with the variables their endpoints need."""
+
+    def __init__(
+        self,
+        specs: list[ToolSpec],
+        *,
+        sources_off_warning: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ):
         self.specs: dict[str, ToolSpec] = {spec.name: spec for spec in specs}
         self.sources_off_warning = sources_off_warning
+        self.env: Mapping[str, str] = env or {}
 
     @classmethod
-    def from_docs(cls, contents: Mapping[str, str]) -> ToolRegistry:
+    def from_docs(
+        cls, contents: Mapping[str, str], env: Mapping[str, str] | None = None
+    ) -> ToolRegistry:
         """The registry of one prompt snapshot; no `tools.json` means no tools."""
         if TOOLS_DOC not in contents:
-            return cls([])
+            return cls([], env=env)
         config = parse_tools_config(contents[TOOLS_DOC])
-        return cls(config.tools, sources_off_warning=config.sources_off_warning)
+        return cls(config.tools, sources_off_warning=config.sources_off_warning, env=env)
+
+    def available(self, spec: ToolSpec) -> bool:
+        return spec.available(self.env)
 
     @property
     def names(self) -> list[str]:
@@ -293,7 +303,7 @@ class ToolRegistry:
         /api/tools), so a service taken offline never turns requests into errors."""
         toggles = toggles or {}
         return {
-            name: spec.available and toggles.get(name, spec.default_enabled)
+            name: self.available(spec) and toggles.get(name, spec.default_enabled)
             for name, spec in self.specs.items()
         }
 
@@ -302,7 +312,7 @@ class ToolRegistry:
         return [self.specs[name] for name, on in self.switches(toggles).items() if on]
 
     def log_line(self, toggles: Mapping[str, bool] | None) -> str:
-        """`tools a=1 b=0`: compact and greppable, one per request (seed 000)."""
+        """`tools a=1 b=0`: compact and greppable, one per request."""
         flags = " ".join(f"{name}={int(on)}" for name, on in self.switches(toggles).items())
         return f"tools {flags}".rstrip()
 
@@ -313,13 +323,3 @@ class ToolRegistry:
         if self.sources_off_warning and has_sources and not sources_on:
             return f"{prompt}\n\n{self.sources_off_warning.strip()}"
         return prompt
-
-
-def write_schema(path: Path = SCHEMA_FILE) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(tools_json_schema(), indent=2, ensure_ascii=False) + "\n", "utf-8")
-
-
-if __name__ == "__main__":
-    write_schema()
-    print(f"wrote {SCHEMA_FILE}")

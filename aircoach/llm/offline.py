@@ -137,7 +137,7 @@ def _stem_overlap(query: set[str], other: set[str]) -> int:
 
 def score_tool(query: str, description: str, examples: Sequence[str]) -> float:
     """How well `query` matches a tool: the best share of an example's terms found in it,
-    with the description counting for half. Seed 003's scoring, made deterministic."""
+    with the description counting for half; deterministic."""
     q = _terms(query)
     if not q:
         return 0.0

@@ -8,14 +8,14 @@ not outlive the loop that made them. Provider packages are imported only when co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import SecretStr
 
 from aircoach.errors import ConfigError
-from aircoach.settings import Settings
+from aircoach.settings import ModelSettings
 from aircoach.tls import shared_tls_context, tls_context
-from aircoach.tools import ToolSpec
+from aircoach.tools.registry import ToolSpec
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -45,13 +45,13 @@ def model_label(model: object) -> str:
     return str(name).removeprefix("models/") if name else type(model).__name__
 
 
-def build_model(settings: Settings, tools: list[ToolSpec]) -> BaseChatModel:
+def build_model(settings: ModelSettings, tools: list[ToolSpec]) -> BaseChatModel:
     """The primary model: `MODEL_PROVIDER` (or the provider a key implies) and `MODEL_NAME`."""
     ref = ModelRef(settings.resolved_model_provider, settings.model_name)
     return _build(settings, tools, ref, base_url=settings.model_base_url)
 
 
-def build_fallback_model(settings: Settings, tools: list[ToolSpec]) -> BaseChatModel | None:
+def build_fallback_model(settings: ModelSettings, tools: list[ToolSpec]) -> BaseChatModel | None:
     """The second model of `MODEL_FALLBACK`, or None when it is not set."""
     if not settings.model_fallback:
         return None
@@ -68,29 +68,48 @@ async def aclose_model(model: Any) -> None:
         await http_client.aclose()
 
 
-async def warm_up(settings: Settings) -> None:
-    """Build what the model clients share (the TLS context) off the event loop, once, so
-    building a client per request never blocks the loop."""
-    if {settings.resolved_model_provider, (settings.model_fallback or "offline")} != {"offline"}:
-        await shared_tls_context()
+class ModelProvider(Protocol):
+    """Builds the chat models of one request, in the order they are tried (the primary
+    first, then the fallback): created in the request's event loop, closed when it ends."""
+
+    async def models_for(self, tools: list[ToolSpec]) -> list[BaseChatModel]: ...
+
+
+class ConfiguredModels:
+    """The models `MODEL_PROVIDER`, `MODEL_NAME` and `MODEL_FALLBACK` say."""
+
+    def __init__(self, settings: ModelSettings):
+        self.settings = settings
+
+    async def models_for(self, tools: list[ToolSpec]) -> list[BaseChatModel]:
+        settings = self.settings
+        if {settings.resolved_model_provider, (settings.model_fallback or "offline")} != {
+            "offline"
+        }:
+            # What the clients share (the TLS context) is built off the event loop, once, so
+            # building a client per request never blocks the loop.
+            await shared_tls_context()
+        primary = build_model(settings, tools)
+        fallback = build_fallback_model(settings, tools)
+        return [primary] if fallback is None else [primary, fallback]
 
 
 def _build(
-    settings: Settings, tools: list[ToolSpec], ref: ModelRef, *, base_url: str | None
+    settings: ModelSettings, tools: list[ToolSpec], ref: ModelRef, *, base_url: str | None
 ) -> BaseChatModel:
     if ref.provider == "gemini":
         return _gemini(settings, ref.name or settings.model_name, base_url)
     if ref.provider == "openai":
         return _openai(settings, ref.name or settings.model_name, base_url)
-    from aircoach.offline_model import OfflineChatModel
+    from aircoach.llm.offline import OfflineChatModel
 
     return OfflineChatModel(tool_examples={t.name: list(t.examples) for t in tools})
 
 
-def _gemini(settings: Settings, name: str, base_url: str | None) -> BaseChatModel:
+def _gemini(settings: ModelSettings, name: str, base_url: str | None) -> BaseChatModel:
     from langchain_google_genai import ChatGoogleGenerativeAI
 
-    key = settings.google_api_key or settings.gemini_api_key
+    key = settings.google_api_key
     if not key:
         raise ConfigError("the Gemini model needs GOOGLE_API_KEY or GEMINI_API_KEY")
     return ChatGoogleGenerativeAI(
@@ -105,7 +124,7 @@ def _gemini(settings: Settings, name: str, base_url: str | None) -> BaseChatMode
     )
 
 
-def _openai(settings: Settings, name: str, base_url: str | None) -> BaseChatModel:
+def _openai(settings: ModelSettings, name: str, base_url: str | None) -> BaseChatModel:
     import httpx
     from langchain_openai import ChatOpenAI
 

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from aircoach.errors import AuthError
-from aircoach.settings import DEV_ISSUER, Settings
+from aircoach.settings import DEV_ISSUER, AuthSettings
 
 ALGORITHMS = ["RS256"]
 REQUIRED_CLAIMS = ["exp", "iat", "iss", "aud", "sub"]
@@ -194,10 +194,10 @@ def _parse_key(pem: bytes) -> Any:
     return serialization.load_pem_private_key(pem, password=None)
 
 
-def build_verifier(settings: Settings) -> TokenVerifier:
+def build_verifier(settings: AuthSettings) -> TokenVerifier:
     """Auth0 when `AUTH0_DOMAIN` is set, else the dev issuer; no network here (keys load lazily)."""
     if settings.auth0_domain:
-        from aircoach.auth0 import Auth0KeySource
+        from aircoach.auth.auth0 import Auth0KeySource
 
         return TokenVerifier(
             Auth0KeySource(settings),

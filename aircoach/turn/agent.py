@@ -15,8 +15,8 @@ from langchain_core.tools import StructuredTool, ToolException
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from aircoach.failover import ModelFailover
-from aircoach.tools import ToolContext, ToolSpec
+from aircoach.llm.failover import ModelFailover
+from aircoach.tools.registry import ToolContext, ToolSpec
 
 log = logging.getLogger(__name__)
 

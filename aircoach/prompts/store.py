@@ -1,8 +1,8 @@
 """The system prompt: built from Markdown docs, versioned by content, cached and revalidated.
 
-A `PromptSource` lists docs (key + ETag) and reads one; `PromptStore` keeps the last good
-`PromptSnapshot`, revalidates it every `ttl_s` with one listing, fetches only changed docs,
-and swaps the snapshot atomically (one attribute assignment).
+`PromptStore` keeps the last good `PromptSnapshot`, revalidates it every `ttl_s` with one
+listing of its `PromptSource`, fetches only changed docs, and swaps the snapshot atomically
+(one attribute assignment).
 """
 
 from __future__ import annotations
@@ -14,46 +14,15 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 import anyio
 
 from aircoach.errors import ConfigError, InvalidDocs, PromptUnavailable
+from aircoach.prompts.sources import BuiltPromptArchive, DocInfo, PromptSource
 
 log = logging.getLogger(__name__)
 
 PROMPT_SUFFIX = ".md"
-
-
-@dataclass(frozen=True)
-class DocInfo:
-    key: str
-    etag: str
-    size: int
-    last_modified: str | None = None
-    version_id: str | None = None
-
-
-class PromptSource(Protocol):
-    """Where the docs live: the local `prompt_docs/` folder or an S3 prefix."""
-
-    name: str
-
-    async def list_docs(self) -> list[DocInfo]: ...
-
-    async def read_doc(self, info: DocInfo) -> tuple[str, DocInfo]:
-        """The doc's text and the info of what was actually read (S3 adds the object's
-        version id, which its listing does not give)."""
-        ...
-
-
-@runtime_checkable
-class BuiltPromptArchive(Protocol):
-    """A source that keeps an audit copy of every built prompt version."""
-
-    async def archive_built(self, version: str, text: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -74,40 +43,6 @@ def build_prompt(contents: dict[str, str]) -> tuple[str, str]:
     for key in sorted(contents):
         digest.update(key.encode() + b"\0" + contents[key].encode() + b"\0")
     return text, digest.hexdigest()[:12]
-
-
-class LocalDocSource:
-    """Docs in a local folder (the embedded default)."""
-
-    name = "local"
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-
-    async def list_docs(self) -> list[DocInfo]:
-        return await anyio.to_thread.run_sync(self._list)
-
-    def _list(self) -> list[DocInfo]:
-        if not self.folder.is_dir():
-            raise FileNotFoundError(f"prompt docs folder {str(self.folder)!r} does not exist")
-        docs = []
-        for path in sorted(self.folder.iterdir()):
-            if path.is_file() and not path.name.startswith("."):
-                data = path.read_bytes()
-                stat = path.stat()
-                docs.append(
-                    DocInfo(
-                        key=path.name,
-                        etag=hashlib.md5(data, usedforsecurity=False).hexdigest(),
-                        size=len(data),
-                        last_modified=datetime.fromtimestamp(stat.st_mtime, UTC).isoformat(),
-                    )
-                )
-        return docs
-
-    async def read_doc(self, info: DocInfo) -> tuple[str, DocInfo]:
-        text = await anyio.to_thread.run_sync((self.folder / info.key).read_text, "utf-8")
-        return text, info
 
 
 class PromptStore:

@@ -14,8 +14,8 @@ from typing import Any
 
 import anyio
 
-from aircoach.prompts import DocInfo
-from aircoach.settings import Settings
+from aircoach.prompts.sources import DocInfo
+from aircoach.settings import PromptSettings
 
 BUILT_FOLDER = "_built/"
 
@@ -39,7 +39,7 @@ def _botocore_session() -> Any:
     return session
 
 
-def make_s3_client(settings: Settings) -> Any:
+def make_s3_client(settings: PromptSettings) -> Any:
     """A boto3 S3 client for the settings. Blocking (it loads botocore's service models), so
     the server calls it in a worker thread; a session of its own keeps it thread-safe."""
     import boto3
@@ -77,7 +77,7 @@ class S3DocSource:
 
     name = "s3"
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: PromptSettings):
         if not settings.prompt_bucket:
             raise ValueError("S3DocSource needs PROMPT_BUCKET")
         self.settings = settings

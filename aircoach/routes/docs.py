@@ -6,7 +6,7 @@ import logging
 
 from fastapi import APIRouter
 
-from aircoach.deps import DocsReloader, RuntimeDep
+from aircoach.deps import DocsReloader, ServicesDep
 from aircoach.models import DocDetail, ErrorBody, UpdateDocsResponse
 
 router = APIRouter(prefix="/api", tags=["admin"])
@@ -17,7 +17,10 @@ log = logging.getLogger(__name__)
     "/update_docs",
     responses={
         401: {"model": ErrorBody, "description": "No, stale or invalid signature or token."},
-        403: {"model": ErrorBody, "description": "A valid token without `admin:docs`."},
+        403: {
+            "model": ErrorBody,
+            "description": "A valid token without the admin permission (`ADMIN_PERMISSION`).",
+        },
         422: {
             "model": ErrorBody,
             "description": "The docs are invalid (`invalid_docs`); the previous ones keep serving.",
@@ -29,15 +32,15 @@ log = logging.getLogger(__name__)
         },
     },
 )
-async def update_docs(caller: DocsReloader, runtime: RuntimeDep) -> UpdateDocsResponse:
+async def update_docs(caller: DocsReloader, services: ServicesDep) -> UpdateDocsResponse:
     """Reload the docs from their source and rebuild the system prompt on this instance;
     the other instances pick the new version up within `PROMPT_TTL_S`.
 
     Authorise with either an HMAC-SHA256 signature of `"{timestamp}.{raw body}"` keyed with
     `UPDATE_DOCS_SECRET` (headers `X-Aircoach-Timestamp: <unix seconds>` and
-    `X-Aircoach-Signature: sha256=<hex>`, at most 5 minutes off) or a bearer token with the
-    `admin:docs` permission."""
-    snapshot, previous = await runtime.prompts.reload()
+    `X-Aircoach-Signature: sha256=<hex>`, at most `UPDATE_DOCS_MAX_SKEW_S` seconds off) or a
+    bearer token with the `ADMIN_PERMISSION` permission (default `admin:docs`)."""
+    snapshot, previous = await services.prompts.reload()
     changed = previous != snapshot.version
     log.info("update_docs by %s: prompt version %s -> %s", caller, previous, snapshot.version)
     return UpdateDocsResponse(

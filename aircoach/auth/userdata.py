@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from aircoach.settings import Settings
+from aircoach.settings import AuthSettings
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +31,11 @@ class UserDataSource(Protocol):
     async def profile(self, sub: str) -> dict[str, Any]: ...
 
 
-def build_user_data_source(settings: Settings) -> UserDataSource | None:
+def build_user_data_source(settings: AuthSettings) -> UserDataSource | None:
     """The Management API client when its credentials are set; else no user data at all."""
     if not settings.auth0_management_enabled:
         return None
-    from aircoach.auth0 import Auth0Management
+    from aircoach.auth.auth0 import Auth0Management
 
     return Auth0Management(settings)
 

@@ -1,11 +1,11 @@
 """The HTTP tool executor: call a configured endpoint with timeout and retry, and shape the
 answer for the model.
 
-Seed 000's executor, driven by `tools.json`: the model's arguments are capped and merged with
-the fixed fields, sent as JSON (POST) or as the query string (GET); 502/503/504 and timeouts
-are retried as the tool's `RetryPolicy` says; every result carries `meta: {latency_ms,
-source, endpoint}`. Nothing here raises into the turn: a failure becomes a
-`[Tool NAME failed: REASON]` ToolOutput the model can explain.
+Driven by `tools.json`: the model's arguments are capped and merged with the fixed fields,
+sent as JSON (POST) or as the query string (GET); 502/503/504 and timeouts are retried as the
+tool's `RetryPolicy` says; every result carries `meta: {latency_ms, source, endpoint,
+attempts}`. Nothing here raises into the turn: a failure becomes a `[Tool NAME failed:
+REASON]` ToolOutput the model can explain.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import httpx
 
 from aircoach.errors import ConfigError
 from aircoach.tls import shared_tls_context
-from aircoach.tools import ResultFormat, ToolContext, ToolOutput, ToolSpec, expand_env
+from aircoach.tools.formatting import format_result
+from aircoach.tools.registry import ToolContext, ToolOutput, ToolSpec, expand_env
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,8 @@ async def call_http_tool(spec: ToolSpec, ctx: ToolContext, **arguments: Any) -> 
     started = time.perf_counter()
     meta: dict[str, Any] = {"latency_ms": 0, "source": spec.name, "endpoint": None, "attempts": 0}
     try:
-        url = expand_env(http.url)
-        headers = {key: expand_env(value) for key, value in http.headers.items()}
+        url = expand_env(http.url, ctx.env)
+        headers = {key: expand_env(value, ctx.env) for key, value in http.headers.items()}
     except ConfigError as exc:
         return _failure(spec, str(exc), meta, started)
     meta["endpoint"] = _public_endpoint(url)
@@ -116,7 +117,7 @@ async def _read_capped(response: httpx.Response, limit: int) -> bytes | None:
 
 
 def cap_arguments(arguments: Mapping[str, Any], caps: Mapping[str, float]) -> dict[str, Any]:
-    """Drop unset arguments and bound numeric ones (the seed caps `top_k` at 20)."""
+    """Drop unset arguments and bound numeric ones (e.g. `top_k` at 20)."""
     capped: dict[str, Any] = {}
     for name, value in arguments.items():
         if value is None:
@@ -126,63 +127,6 @@ def cap_arguments(arguments: Mapping[str, Any], caps: Mapping[str, float]) -> di
             value = min(value, type(value)(cap))
         capped[name] = value
     return capped
-
-
-def format_result(tool: str, fmt: ResultFormat, body: Mapping[str, Any]) -> str:
-    """The text the model reads: a header and one capped line per result, or `no_results`."""
-    results = body.get(fmt.results_key)
-    if results is None:
-        # A single-document answer (no list): its fields, capped.
-        results = [body] if any(k != "meta" for k in body) else []
-    if not isinstance(results, list):
-        results = [results]
-    if not results:
-        return fmt.no_results.replace("{tool}", tool)
-    header = fmt.header.replace("{tool}", tool).replace("{count}", str(len(results)))
-    lines = [_format_item(item, fmt) for item in results[: fmt.max_results]]
-    if len(results) > fmt.max_results:
-        lines.append(f"(altri {len(results) - fmt.max_results} risultati non mostrati)")
-    return "\n".join([header, *lines])
-
-
-class _Fields(dict[str, str]):
-    """Template values: `{a|b}` takes the first present field; a missing one is empty."""
-
-    def __missing__(self, key: str) -> str:
-        for name in key.split("|"):
-            if name in self:
-                return self[name]
-        return ""
-
-
-def _format_item(item: Any, fmt: ResultFormat) -> str:
-    if not isinstance(item, dict):
-        return f"- {_truncate(_as_text(item), fmt.max_chars)}"
-    fields = _Fields(
-        {
-            key: _truncate(_as_text(value), fmt.max_chars_by_field.get(key, fmt.max_chars))
-            for key, value in item.items()
-            if value is not None and key != "meta"
-        }
-    )
-    if fmt.item is None:
-        return "- " + "; ".join(f"{key}: {value}" for key, value in fields.items())
-    try:
-        return fmt.item.format_map(fields)
-    except (ValueError, IndexError, KeyError):
-        return "- " + "; ".join(f"{key}: {value}" for key, value in fields.items())
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return " ".join(value.split())
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
-
-
-def _truncate(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _failure(spec: ToolSpec, reason: str, meta: dict[str, Any], started: float) -> ToolOutput:

@@ -1,0 +1,75 @@
+"""Where the prompt docs live: the `PromptSource` protocol and the local folder source (the
+embedded default). The S3 source is in `aircoach.prompts.s3`."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import anyio
+
+
+@dataclass(frozen=True)
+class DocInfo:
+    key: str
+    etag: str
+    size: int
+    last_modified: str | None = None
+    version_id: str | None = None
+
+
+class PromptSource(Protocol):
+    """Where the docs live: the local `prompt_docs/` folder or an S3 prefix."""
+
+    name: str
+
+    async def list_docs(self) -> list[DocInfo]: ...
+
+    async def read_doc(self, info: DocInfo) -> tuple[str, DocInfo]:
+        """The doc's text and the info of what was actually read (S3 adds the object's
+        version id, which its listing does not give)."""
+        ...
+
+
+@runtime_checkable
+class BuiltPromptArchive(Protocol):
+    """A source that keeps an audit copy of every built prompt version."""
+
+    async def archive_built(self, version: str, text: str) -> bool: ...
+
+
+class LocalDocSource:
+    """Docs in a local folder (the embedded default)."""
+
+    name = "local"
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    async def list_docs(self) -> list[DocInfo]:
+        return await anyio.to_thread.run_sync(self._list)
+
+    def _list(self) -> list[DocInfo]:
+        if not self.folder.is_dir():
+            raise FileNotFoundError(f"prompt docs folder {str(self.folder)!r} does not exist")
+        docs = []
+        for path in sorted(self.folder.iterdir()):
+            if path.is_file() and not path.name.startswith("."):
+                data = path.read_bytes()
+                stat = path.stat()
+                docs.append(
+                    DocInfo(
+                        key=path.name,
+                        etag=hashlib.md5(data, usedforsecurity=False).hexdigest(),
+                        size=len(data),
+                        last_modified=datetime.fromtimestamp(stat.st_mtime, UTC).isoformat(),
+                    )
+                )
+        return docs
+
+    async def read_doc(self, info: DocInfo) -> tuple[str, DocInfo]:
+        text = await anyio.to_thread.run_sync((self.folder / info.key).read_text, "utf-8")
+        return text, info

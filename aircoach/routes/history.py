@@ -1,0 +1,30 @@
+"""GET /api/history: the caller's stored turns."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from aircoach.deps import ChatStoreDep, CurrentUser
+from aircoach.models import HistoryPage
+from aircoach.routes.responses import UNAUTHORIZED, unavailable
+
+router = APIRouter(prefix="/api", tags=["meta"])
+
+
+@router.get(
+    "/history", responses={**UNAUTHORIZED, **unavailable("auth_unavailable", "store_unavailable")}
+)
+async def history(
+    user: CurrentUser,
+    chats: ChatStoreDep,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    before: Annotated[
+        str | None, Query(max_length=64, description="`next_before` of the previous page")
+    ] = None,
+) -> HistoryPage:
+    """The caller's stored turns, newest first."""
+    turns = await chats.history(user.sub, limit=limit, before=before)
+    next_before = turns[-1].timestamp if len(turns) == limit else None
+    return HistoryPage(turns=turns, next_before=next_before)

@@ -1,0 +1,113 @@
+"""The composition root: every part the routes use, built from settings in one place.
+
+`Services.build(settings)` wires the defaults; a test (or another entry point) passes the
+parts it wants instead, e.g. `Services.build(settings, models=ScriptedModels(...))`. Nothing
+here creates a client: everything that talks to a backend connects lazily, inside the
+request's event loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from aircoach.auth.tokens import TokenVerifier, build_verifier
+from aircoach.auth.userdata import UserDataSource, build_user_data_source
+from aircoach.llm.factory import ConfiguredModels, ModelProvider
+from aircoach.prompts.sources import LocalDocSource, PromptSource
+from aircoach.prompts.store import PromptSnapshot, PromptStore
+from aircoach.settings import PromptSettings, Settings
+from aircoach.store import ChatStore, QuizStore, build_stores
+from aircoach.tools.registry import ToolRegistry, check_tools_doc
+
+if TYPE_CHECKING:
+    from aircoach.turn.memory import Memory
+
+_UNSET: Any = object()
+
+
+def build_prompt_source(settings: PromptSettings) -> PromptSource:
+    if settings.prompt_bucket:
+        from aircoach.prompts.s3 import S3DocSource
+
+        return S3DocSource(settings)
+    return LocalDocSource(settings.prompt_docs_dir)
+
+
+def build_prompt_store(settings: PromptSettings, **options: Any) -> PromptStore:
+    """The prompt store of the settings' source (`options`: e.g. a `clock`)."""
+    return PromptStore(
+        build_prompt_source(settings),
+        ttl_s=settings.prompt_ttl_s,
+        validate=check_tools_doc,
+        **options,
+    )
+
+
+@dataclass
+class Services:
+    settings: Settings
+    verifier: TokenVerifier
+    prompts: PromptStore
+    chats: ChatStore
+    quiz: QuizStore
+    models: ModelProvider
+    user_data: UserDataSource | None
+    _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
+    _quiz_ready: bool = field(default=False, repr=False)
+
+    @classmethod
+    def build(
+        cls,
+        settings: Settings,
+        *,
+        verifier: TokenVerifier | None = None,
+        prompts: PromptStore | None = None,
+        chats: ChatStore | None = None,
+        quiz: QuizStore | None = None,
+        models: ModelProvider | None = None,
+        user_data: UserDataSource | None = _UNSET,
+    ) -> Services:
+        """The parts the settings say, except those given."""
+        if chats is None or quiz is None:
+            default_chats, default_quiz = build_stores(settings)
+            chats = default_chats if chats is None else chats
+            quiz = default_quiz if quiz is None else quiz
+        return cls(
+            settings=settings,
+            verifier=verifier or build_verifier(settings),
+            prompts=prompts or build_prompt_store(settings),
+            chats=chats,
+            quiz=quiz,
+            models=models or ConfiguredModels(settings),
+            user_data=build_user_data_source(settings) if user_data is _UNSET else user_data,
+        )
+
+    @cached_property
+    def memory(self) -> Memory:
+        # Imported here so that routes which never chat (health) never import LangGraph.
+        from aircoach.turn.memory import Memory
+
+        return Memory(
+            max_threads=self.settings.memory_max_threads,
+            reseed_turns=self.settings.history_limit,
+        )
+
+    def tools_for(self, snapshot: PromptSnapshot) -> ToolRegistry:
+        """The tool registry declared by this prompt snapshot's `tools.json` (built once per
+        version; the prompt store never accepts a snapshot whose tools.json is invalid)."""
+        cached = self._tools
+        if cached is None or cached[0] != snapshot.version:
+            registry = ToolRegistry.from_docs(snapshot.contents, env=self.settings.tool_env)
+            cached = self._tools = (snapshot.version, registry)
+        return cached[1]
+
+    async def quiz_store(self) -> QuizStore:
+        """The quiz store, loaded with the demo questions on first use when it is empty."""
+        if not self._quiz_ready:
+            from aircoach.quiz.bank import seed_demo_questions
+
+            await seed_demo_questions(self.quiz)
+            self._quiz_ready = True
+        return self.quiz

@@ -1,0 +1,107 @@
+"""Everything a turn needs before its stream starts, and everything that can still fail with
+an HTTP status: the tools switched on, the system prompt, the models, the agent, the history.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from langgraph.graph.state import CompiledStateGraph
+
+from aircoach.auth.tokens import Principal
+from aircoach.auth.userdata import user_data_section
+from aircoach.errors import StoreUnavailable
+from aircoach.models import MessageRequest
+from aircoach.prompts.store import PromptSnapshot
+from aircoach.services import Services
+from aircoach.tools.registry import ToolContext, ToolRegistry, ToolSpec
+from aircoach.turn.agent import build_agent
+from aircoach.turn.chat_models import TurnModels
+from aircoach.turn.recorder import TurnRecorder
+from aircoach.turn.turn import ChatTurn, new_turn_id
+
+log = logging.getLogger(__name__)
+
+
+async def prepare_turn(
+    services: Services, principal: Principal, request: MessageRequest, snapshot: PromptSnapshot
+) -> ChatTurn:
+    """A turn ready to stream. `snapshot`: the prompt the route validated the switches on."""
+    settings = services.settings
+    registry = services.tools_for(snapshot)
+    enabled = registry.enabled(request.tools)
+    log.info(registry.log_line(request.tools))
+    system_prompt = await _system_prompt(services, principal, request, registry, snapshot, enabled)
+    ctx = ToolContext(
+        quiz=await services.quiz_store(), user_id=principal.sub, env=settings.tool_env
+    )
+    models = await TurnModels.open(services.models, enabled)
+    try:
+        agent = build_agent(
+            model=models.primary,
+            tools=enabled,
+            ctx=ctx,
+            system_prompt=system_prompt,
+            checkpointer=services.memory.checkpointer,
+            history_limit=settings.history_limit,
+            failover=models.failover,
+        )
+        turn_id = new_turn_id()
+        thread_id = f"{principal.sub}:v{snapshot.version}"
+        if request.chat_history:
+            held = await _load_history(services, agent, thread_id, principal.sub)
+            memory_thread, context_turns = thread_id, min(held, settings.history_limit)
+        else:
+            memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
+    except BaseException:
+        await models.aclose()
+        raise
+    return ChatTurn(
+        principal=principal,
+        request=request,
+        agent=agent,
+        models=models,
+        recorder=TurnRecorder(
+            services.chats, services.memory, thread_id=thread_id, memory_thread=memory_thread
+        ),
+        prompt_version=snapshot.version,
+        context_turns=context_turns,
+        return_direct=frozenset(spec.name for spec in enabled if spec.return_direct),
+        turn_id=turn_id,
+    )
+
+
+async def _system_prompt(
+    services: Services,
+    principal: Principal,
+    request: MessageRequest,
+    registry: ToolRegistry,
+    snapshot: PromptSnapshot,
+    enabled: list[ToolSpec],
+) -> str:
+    """The docs' prompt, the sources-off warning when it applies, and the user's profile.
+    The profile never fails the turn; the version (and thread) stays the docs' one."""
+    prompt = registry.system_prompt(snapshot.text, enabled)
+    if not request.user_data:
+        return prompt
+    settings = services.settings
+    section = await user_data_section(
+        services.user_data,
+        principal.sub,
+        fields=settings.user_data_fields,
+        timeout_s=settings.user_data_timeout_s,
+    )
+    return f"{prompt}\n\n{section}" if section else prompt
+
+
+async def _load_history(
+    services: Services, agent: CompiledStateGraph, thread_id: str, user_id: str
+) -> int:
+    """Make the thread hold the user's stored history; how many turns it holds. A store that
+    cannot be read fails the request before anything streams."""
+    try:
+        return await services.memory.ensure_thread(agent, thread_id, user_id, services.chats)
+    except StoreUnavailable:
+        raise
+    except Exception as exc:
+        raise StoreUnavailable() from exc

@@ -1,0 +1,125 @@
+"""One chat turn, once prepared: run the agent, stream its events, store the turn.
+
+`ChatTurn.events()` yields the events of the SSE contract and always records exactly one turn
+before its `done`, also when the model fails or the client leaves.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import anyio
+from langgraph.graph.state import CompiledStateGraph
+
+from aircoach.auth.tokens import Principal
+from aircoach.errors import AppError
+from aircoach.models import MessageRequest, ToolRecord, Turn, TurnStatus
+from aircoach.turn.chat_models import TurnModels
+from aircoach.turn.events import AgentMessage, Done, ErrorEvent, TurnEvent
+from aircoach.turn.recorder import TurnRecorder
+from aircoach.turn.stream import agent_events
+
+log = logging.getLogger(__name__)
+
+FALLBACK_ANSWER = (
+    "Mi dispiace, non sono riuscito a preparare una risposta questa volta. "
+    "Riprova tra poco o riformula la domanda."
+)
+MODEL_FAILED = "The assistant could not complete this answer; please try again."
+
+
+def new_turn_id() -> str:
+    """Time-ordered and unique across instances: sorts like the timestamp it was made at."""
+    return f"{time.time_ns():x}{os.urandom(4).hex()}"
+
+
+@dataclass
+class ChatTurn:
+    principal: Principal
+    request: MessageRequest
+    agent: CompiledStateGraph
+    models: TurnModels
+    recorder: TurnRecorder
+    prompt_version: str
+    context_turns: int
+    return_direct: frozenset[str]
+    turn_id: str = field(default_factory=new_turn_id)
+    answer: list[str] = field(default_factory=list)
+    tool: ToolRecord | None = None
+    status: TurnStatus = "ok"
+
+    @property
+    def model(self) -> str:
+        return self.models.label
+
+    @property
+    def text(self) -> str:
+        return "".join(self.answer)
+
+    async def events(self) -> AsyncGenerator[TurnEvent, None]:
+        ended_by_tool = False
+        try:
+            try:
+                async for event in agent_events(
+                    self.agent,
+                    self.request.query,
+                    thread_id=self.recorder.memory_thread,
+                    return_direct=self.return_direct,
+                ):
+                    if isinstance(event, AgentMessage):
+                        self.answer.append(event.content)
+                    else:
+                        self.tool = ToolRecord(tool_name=event.tool_name, data=event.data)
+                        ended_by_tool = ended_by_tool or event.final
+                    yield event
+            except Exception as exc:
+                self.status = "error"
+                log.exception(
+                    "turn %s for %r failed in the model or agent", self.turn_id, self.principal.sub
+                )
+                yield _error_event(exc)
+            if not self.text.strip() and not ended_by_tool:
+                self.answer = [FALLBACK_ANSWER]
+                yield AgentMessage(content=FALLBACK_ANSWER)
+            if (persist_error := await self.recorder.record(self._stored_turn())) is not None:
+                yield persist_error
+            yield Done(
+                turn_id=self.turn_id,
+                prompt_version=self.prompt_version,
+                model=self.model,
+                context_turns=self.context_turns,
+            )
+        except BaseException:
+            # The client left (cancellation) or the generator was closed: keep what was said.
+            if not self.recorder.attempted:
+                self.status = "interrupted"
+                with anyio.CancelScope(shield=True):
+                    await self.recorder.record(self._stored_turn())
+            raise
+        finally:
+            await self.models.aclose()
+
+    def _stored_turn(self) -> Turn:
+        return Turn(
+            userId=self.principal.sub,
+            human=self.request.query,
+            system=self.text,
+            tool=self.tool,
+            timestamp=datetime.now(UTC).isoformat(),
+            prompt_version=self.prompt_version,
+            model=self.model,
+            thread_id=self.recorder.thread_id,
+            turn_id=self.turn_id,
+            status=self.status,
+        )
+
+
+def _error_event(exc: Exception) -> ErrorEvent:
+    if isinstance(exc, AppError):
+        return ErrorEvent(code=exc.code, message=exc.message)
+    return ErrorEvent(code="model_unavailable", message=MODEL_FAILED)

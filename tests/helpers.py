@@ -1,0 +1,111 @@
+"""Helpers the test modules share: apps built from explicit parts, ASGI clients, a chat turn
+as a client sees it, and a private copy of the prompt docs."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+from aircoach.app import create_app
+from aircoach.services import Services
+from aircoach.settings import ROOT, Settings
+from tests.sse import parse_sse
+
+
+def app_with(settings: Settings, **parts: Any) -> FastAPI:
+    """An app whose services are the settings' defaults except `parts` (see `Services.build`)."""
+    return create_app(services=Services.build(settings, **parts))
+
+
+def services_of(app: FastAPI) -> Services:
+    return app.state.services
+
+
+@asynccontextmanager
+async def asgi_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        yield c
+
+
+async def chat(
+    client: httpx.AsyncClient, headers: dict[str, str], query: str, **body: Any
+) -> list[dict[str, Any]]:
+    """One streamed turn; the events as a client parses them."""
+    response = await client.post(
+        "/api/stream_query", json={"query": query, **body}, headers=headers
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    return parse_sse(response.text)
+
+
+def copy_prompt_docs(folder: Path, *, markdown_only: bool = False) -> Path:
+    """A private copy of the shipped prompt docs, for a test that edits them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for doc in (ROOT / "prompt_docs").iterdir():
+        if doc.is_file() and (doc.suffix == ".md" or not markdown_only):
+            shutil.copy(doc, folder / doc.name)
+    return folder
+
+
+class ObservedChats:
+    """A chat store that counts the calls made to it and signals each stored turn (thread-safe:
+    a server under test may run its own event loop in another thread)."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.calls: Counter[str] = Counter()
+        self.stored = threading.Event()
+        self.turns: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+        if not callable(method):
+            return method
+
+        async def observed(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            result = await method(*args, **kwargs)
+            if name == "append_turn":
+                self.turns.append(args[0])
+                self.stored.set()
+            return result
+
+        return observed
+
+    @property
+    def reseeds(self) -> int:
+        """Threads rebuilt from the store: each one reads the user's recent turns."""
+        return self.calls["recent_turns"]
+
+
+@contextmanager
+def served(app: FastAPI) -> Iterator[str]:
+    """`app` behind a real uvicorn server on a free loopback port, in a thread; its URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(
+        uvicorn.Config(app, lifespan="off", log_level="warning", timeout_graceful_shutdown=1)
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            assert thread.is_alive(), "uvicorn did not start"
+            threading.Event().wait(0.01)
+        host, port = sock.getsockname()
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
