@@ -6,7 +6,11 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test test-unit test-load lint fmt bench clean tools-schema
+.PHONY: run test test-unit test-load test-stress lint fmt bench clean tools-schema
+
+# Some shells export PYTHONDONTWRITEBYTECODE: every run would then compile (and pytest
+# assertion-rewrite) every module again, which doubled the suite's start-up.
+unexport PYTHONDONTWRITEBYTECODE
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,23 @@ def _is_loopback(host: Any) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+@pytest.fixture(autouse=True)
+def unit_tests_start_nothing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """A test that starts a server or a subprocess is an integration test: `make test-unit`
+    must stay fast and self-contained. A unit test that does either fails here."""
+    if request.node.get_closest_marker("integration"):
+        return
+
+    def refuse(what: str) -> Any:
+        def refused(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError(f"a unit test {what}: mark it integration")
+
+        return refused
+
+    monkeypatch.setattr(socket.socket, "listen", refuse("listens on a socket"))
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("starts a subprocess"))
 
 
 @pytest.fixture(autouse=True)

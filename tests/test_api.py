@@ -137,6 +137,7 @@ async def test_health_needs_no_token_and_reports_backends(client):
     assert body["model"] == "offline"
 
 
+@pytest.mark.integration
 def test_health_does_not_import_langgraph():
     code = (
         "import sys, httpx, asyncio\n"

@@ -11,8 +11,8 @@ from langchain_core.messages import SystemMessage
 from aircoach.auth.userdata import SECTION_TITLE
 from aircoach.settings import Settings
 from tests.fake_auth0 import FakeTenant
-from tests.helpers import chat
-from tests.scripted_model import text
+from tests.helpers import app_with, asgi_client, chat
+from tests.scripted_model import Script, ScriptedModels, text
 
 SUB = "auth0|mario"
 
@@ -26,7 +26,9 @@ def settings(data_dir, tenant: FakeTenant) -> Settings:
         "locale": "it",
         "user_metadata": {"course": "VDS", "api_key": "sk-do-not-leak"},
     }
-    return tenant.settings(data_dir, user_data_timeout_s=0.5, auth0_timeout_s=0.3)
+    # Generous: these deadlines bound calls that should succeed (the test of a slow tenant
+    # sets a short turn deadline for the one call that hangs).
+    return tenant.settings(data_dir, user_data_timeout_s=30, auth0_timeout_s=30)
 
 
 @pytest.fixture
@@ -65,13 +67,14 @@ async def test_old_clients_get_user_data_by_default(client, headers, script):
     assert "- nome: Mario Rossi" in system_prompt(s)
 
 
-async def test_prompt_version_and_thread_stay_the_base_prompts(client, headers, script, app):
-    script([text("uno"), text("due")])
+async def test_prompt_version_and_thread_stay_the_base_prompts(client, headers, script):
+    s = script([text("uno"), text("due")])
     with_data = await chat(client, headers, "Ciao", user_data=True)
     without = await chat(client, headers, "Ciao di nuovo", user_data=False)
-    base_version = app.state.services.prompts.snapshot.version
-    assert with_data[-1]["prompt_version"] == without[-1]["prompt_version"] == base_version
-    # Same thread: the second turn saw the first one.
+    shown = [calls[0].text for calls in s.calls]
+    assert SECTION_TITLE in shown[0] and SECTION_TITLE not in shown[1]  # different prompts...
+    assert with_data[-1]["prompt_version"] == without[-1]["prompt_version"]  # ...one version
+    # ...and one thread: the second turn saw the first one.
     assert without[-1]["context_turns"] == 1
 
 
@@ -84,16 +87,22 @@ async def test_profile_is_cached_across_turns(client, headers, script, tenant):
 
 @pytest.mark.parametrize("trouble", ["down", "slow"])
 async def test_auth0_down_or_slow_the_chat_answers_without_user_data(
-    client, headers, script, tenant, caplog, trouble
+    settings, headers, tenant, caplog, trouble
 ):
     caplog.set_level(logging.WARNING, "aircoach.auth.userdata")
-    await client.get("/api/tools", headers=headers)  # JWKS cached: only the Management API fails
-    if trouble == "down":
-        tenant.down.update({"token", "users"})
-    else:
-        tenant.slow_s["token"] = 5
-    s = script([text("Ecco la risposta.")])
-    events = await chat(client, headers, "Cos'è la portanza?")
+    s = Script([text("Ecco la risposta.")])
+    # The turn waits 0.5 s for the profile; only the hanging token call is subject to it.
+    impatient = settings.model_copy(update={"user_data_timeout_s": 0.5})
+    async with asgi_client(app_with(impatient, models=ScriptedModels(s))) as client:
+        await client.get(
+            "/api/tools", headers=headers
+        )  # JWKS cached: only the Management API fails
+        if trouble == "down":
+            tenant.down.update({"token", "users"})
+        else:
+            tenant.slow_s["token"] = 600  # until the tenant stops at teardown
+        events = await chat(client, headers, "Cos'è la portanza?")
+    s.assert_used()
     assert "".join(e["content"] for e in events if e["type"] == "agent_message") == (
         "Ecco la risposta."
     )
@@ -103,16 +112,10 @@ async def test_auth0_down_or_slow_the_chat_answers_without_user_data(
 
 
 async def test_without_management_credentials_no_call_is_made(data_dir, tenant):
-    import httpx
-
-    from aircoach.app import create_app
-
-    app = create_app(
+    app = app_with(
         tenant.settings(data_dir, auth0_mgmt_client_id=None, auth0_mgmt_client_secret=None)
     )
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://t"
-    ) as client:
+    async with asgi_client(app) as client:
         response = await client.post(
             "/api/stream_query",
             json={"query": "Ciao", "user_data": True},

@@ -6,10 +6,13 @@ import asyncio
 import subprocess
 import sys
 
+import pytest
+
 from aircoach.auth.tokens import build_verifier
 from aircoach.settings import ROOT
 
 
+@pytest.mark.integration
 def test_token_command_prints_a_verifiable_token(settings):
     env = {"PATH": "/usr/bin:/bin", "DATA_DIR": str(settings.data_dir)}
     out = subprocess.run(

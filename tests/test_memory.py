@@ -147,6 +147,7 @@ async def test_evicted_users_get_their_history_back_through_the_api(settings, au
     assert answers(script.calls[-1]) == ["prima", "ok"]
 
 
+@pytest.mark.load
 @pytest.mark.integration
 async def test_5000_users_never_hold_more_than_100_threads(settings):
     """5,000 users' turns through one process's memory: the same calls a chat turn makes

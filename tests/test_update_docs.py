@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import time
 
-import httpx
 import pytest
 
-from aircoach.app import create_app
 from aircoach.auth.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
 from aircoach.prompts.store import build_prompt
 from aircoach.settings import ROOT
+from tests.helpers import app_with, asgi_client
 from tests.s3 import CallCounter, s3_settings
 
 SECRET = "s3cret"
@@ -21,8 +20,10 @@ LOCAL = {p.name: p.read_text() for p in sorted((ROOT / "prompt_docs").iterdir())
 
 
 @pytest.fixture
-def s3_app(s3, settings):
-    return create_app(s3_settings(settings.data_dir, update_docs_secret=SECRET))
+def s3_app(aws_env, settings):
+    """An app on the S3 source. The tests that reload ask for the moto bucket (`s3`); the
+    ones that are refused need none: any S3 call they made would show in `s3_calls`."""
+    return app_with(s3_settings(settings.data_dir, update_docs_secret=SECRET))
 
 
 @pytest.fixture
@@ -32,8 +33,7 @@ def s3_calls(s3_app) -> CallCounter:
 
 @pytest.fixture
 async def s3_client(s3_app):
-    transport = httpx.ASGITransport(app=s3_app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+    async with asgi_client(s3_app) as c:
         yield c
 
 
@@ -64,7 +64,7 @@ async def test_valid_signature_reloads_and_details_every_doc(s3, s3_client, s3_c
     assert "Niente quiz oggi." in again["system_prompt"]
 
 
-async def test_admin_token_may_reload(s3_client, s3_calls, auth):
+async def test_admin_token_may_reload(s3, s3_client, s3_calls, auth):
     response = await post(s3_client, auth("admin-1", permissions=["admin:docs"]))
     assert response.status_code == 200 and response.json()["docs_count"] == len(LOCAL)
 
@@ -111,7 +111,7 @@ async def test_rejected_calls_get_401_and_make_no_s3_call(
     assert s3_calls.calls == []
 
 
-async def test_a_signature_just_inside_the_window_is_accepted(s3_client, s3_calls):
+async def test_a_signature_just_inside_the_window_is_accepted(s3, s3_client, s3_calls):
     response = await post(s3_client, skewed(-290))
     assert response.status_code == 200 and s3_calls.count("ListObjectsV2") == 1
 
@@ -123,10 +123,10 @@ async def test_user_token_without_the_permission_is_forbidden(s3_client, s3_call
     assert s3_calls.calls == []
 
 
-async def test_signatures_are_refused_when_no_secret_is_configured(s3, settings, aws_env):
-    app = create_app(s3_settings(settings.data_dir, update_docs_secret=None))
+async def test_signatures_are_refused_when_no_secret_is_configured(settings, aws_env):
+    app = app_with(s3_settings(settings.data_dir, update_docs_secret=None))
     calls = CallCounter().attach(app.state.services.prompts.source.client)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+    async with asgi_client(app) as c:
         response = await post(c, signed_headers("", BODY))
     assert response.status_code == 401 and "not configured" in response.json()["message"]
     assert calls.calls == []

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from aircoach.app import create_app
 from aircoach.settings import ROOT, Settings
+from tests.helpers import app_with, asgi_client
 from tests.llm.fakes import FakeModelServer
 
 
@@ -32,15 +32,24 @@ def openai_api() -> Iterator[FakeModelServer]:
     server.assert_used()
 
 
+# Model deadlines in tests. A reply that should arrive gets a generous one; a short one is
+# met only by a reply that hangs until the test releases it.
+MODEL_TIMEOUT_S = 30.0
+HANG_TIMEOUT_S = 0.5
+# Where a hanging read and a prompt one share the deadline (the first chunks of a stream that
+# then stalls): the prompt one arrives in milliseconds on loopback.
+SHARED_TIMEOUT_S = 5.0
+
+
 @pytest.fixture
 def model_settings(data_dir: Path) -> Callable[..., Settings]:
-    """Settings for a real provider; small timeouts and no retries keep failure tests fast."""
+    """Settings for a real provider; no retries keep failure tests fast."""
 
     def make(**overrides: Any) -> Settings:
         values: dict[str, Any] = {
             "data_dir": data_dir,
             "prompt_docs_dir": ROOT / "prompt_docs",
-            "model_timeout_s": 2.0,
+            "model_timeout_s": MODEL_TIMEOUT_S,
             "model_max_retries": 0,
             **overrides,
         }
@@ -61,7 +70,6 @@ def gemini_settings(model_settings, gemini_api) -> Callable[..., Settings]:
 
 @asynccontextmanager
 async def app_client(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
-    app = create_app(settings)
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+    app = app_with(settings)
+    async with asgi_client(app) as client:
         yield client, app

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import httpx
 import pytest
 
 from aircoach.errors import ConfigError
@@ -53,7 +54,11 @@ def test_openai_client_options_for_ollama():
     assert type(model).__name__ == "ChatOpenAI"
     assert model_label(model) == "llama3.1:8b"
     assert (model.openai_api_base, model.max_retries) == ("http://localhost:11434/v1", 0)
-    assert model.http_async_client is not None  # ours, per request; never the cached default
+    # Ours, one per request: langchain-openai's default client is cached process-wide and
+    # would carry its pooled connections from one event loop into the next.
+    client = model.http_async_client
+    assert isinstance(client, httpx.AsyncClient) and client.timeout.read == settings.model_timeout_s
+    assert build_model(settings, []).http_async_client is not client
 
 
 def test_fallback_parses_provider_and_tagged_name():

@@ -8,7 +8,7 @@ import pytest
 
 from aircoach.turn.turn import FALLBACK_ANSWER
 from tests.helpers import chat
-from tests.llm.conftest import app_client
+from tests.llm.conftest import HANG_TIMEOUT_S, SHARED_TIMEOUT_S, app_client
 from tests.llm.fakes import (
     Reply,
     gemini_empty,
@@ -38,7 +38,8 @@ async def _turn(settings, auth, query="Cos'è lo stallo?"):
 @pytest.mark.parametrize("failure", FAILURES)
 async def test_failure_sends_error_then_fallback_answer(failure, gemini_api, gemini_settings, auth):
     gemini_api.script(FAILURES[failure]())
-    events, turns = await _turn(gemini_settings(model_timeout_s=0.3), auth)
+    timeout = {"model_timeout_s": HANG_TIMEOUT_S} if failure == "hang" else {}
+    events, turns = await _turn(gemini_settings(**timeout), auth)
 
     assert [e["type"] for e in events] == ["error", "agent_message", "done"]
     error = events[0]
@@ -52,14 +53,13 @@ async def test_failure_sends_error_then_fallback_answer(failure, gemini_api, gem
     assert len(gemini_api.requests) == 1  # MODEL_MAX_RETRIES=0: one attempt
 
 
-@pytest.mark.parametrize("failure", FAILURES)
+@pytest.mark.parametrize("failure", [name for name in FAILURES if name != "hang"])
 async def test_fallback_model_answers_when_the_first_fails(
     failure, gemini_api, openai_api, gemini_settings, auth
 ):
     gemini_api.script(FAILURES[failure]())
     openai_api.script(openai_text("Lo stallo è ", "la perdita di portanza."))
     settings = gemini_settings(
-        model_timeout_s=0.3,
         model_fallback="openai:fake-llama",
         openai_base_url=f"{openai_api.url}/v1",
     )
@@ -71,6 +71,18 @@ async def test_fallback_model_answers_when_the_first_fails(
     (turn,) = turns
     assert (turn.status, turn.model) == ("ok", "fake-llama")
     assert turn.system == "Lo stallo è la perdita di portanza."
+
+
+async def test_a_model_that_hangs_times_out_and_the_fallback_answers(
+    gemini_api, gemini_settings, auth
+):
+    """The timeout is met only by the hanging model: the fallback (offline) has no deadline."""
+    gemini_api.script(Reply(hang_before=True))
+    settings = gemini_settings(model_timeout_s=HANG_TIMEOUT_S, model_fallback="offline")
+    events, turns = await _turn(settings, auth)
+
+    assert [e["type"] for e in events if e["type"] != "agent_message"] == ["done"]
+    assert events[-1]["model"] == "offline" and turns[0].status == "ok"
 
 
 async def test_offline_fallback_says_it_is_offline(gemini_api, gemini_settings, auth):
@@ -104,7 +116,7 @@ async def test_no_fallback_once_text_was_streamed(gemini_api, openai_api, gemini
     to it. The partial text stays, the error is reported, and the fallback is not called."""
     gemini_api.script(gemini_text("Lo stallo ", "avviene oltre l'angolo critico.", hang_after=1))
     settings = gemini_settings(
-        model_timeout_s=0.3,
+        model_timeout_s=SHARED_TIMEOUT_S,
         model_fallback="openai:fake-llama",
         openai_base_url=f"{openai_api.url}/v1",
     )

@@ -18,19 +18,22 @@ import httpx
 import pytest
 from pymongo import MongoClient
 
-from aircoach.settings import ROOT
+from aircoach.quiz.bank import seed_demo_questions
+from aircoach.settings import ROOT, Settings
+from aircoach.store import build_stores
 from tests.fake_auth0 import FakeTenant, rsa_key
 from tests.llm.fakes import FakeModelServer, Reply, gemini_text
 from tests.load.harness import (
+    REQUEST_TIMEOUT_S,
     Outcome,
     check_clear,
     check_stored,
     figures,
-    free_port,
     run_load,
     send_turn,
     sqlite_turns,
 )
+from tests.loopback import free_port
 from tests.mongo_server import MongoServer
 from tests.s3 import BUCKET, PREFIX, REGION, Bucket, MotoServer
 from tests.tools.conftest import fast, shipped_tools, write_tools
@@ -74,6 +77,15 @@ def _report(label: str, outcomes: Sequence[Outcome], elapsed: float) -> None:
     print(f"\n{figures(label, outcomes, elapsed)}\n  outcomes: {dict(kinds)}")
 
 
+async def _warm_mongodb(uri: str, db: str) -> None:
+    """Create the indexes and load the quiz bank, as the app's first requests would."""
+    settings = Settings(_env_file=None, mongodb_uri=uri, mongodb_db=db, store_timeout_s=60)
+    chats, quiz = build_stores(settings)
+    await seed_demo_questions(quiz)
+    await chats.latest_turn_ids("nobody")
+    await chats.aclose()  # type: ignore[attr-defined]
+
+
 async def _healthy(url: str) -> dict:
     async with httpx.AsyncClient(base_url=url, timeout=5) as client:
         response = await client.get("/api/health")
@@ -87,10 +99,12 @@ async def _healthy(url: str) -> dict:
 async def test_mongodb_stopped_and_restarted_under_load(
     serve, dev_token, restartable_mongo: MongoServer
 ):
-    # One second per operation: half a second was too tight for a cold start (16 new
-    # connections, indexes, quiz seeding) while another test loads the same two cores.
-    server = serve(MONGODB_URI=restartable_mongo.uri, MONGODB_DB="load", STORE_TIMEOUT_S="1")
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+    # The database's first use (indexes, the quiz bank) before the server under test starts,
+    # with no deadline to speak of; then operations that should succeed get five seconds
+    # (hundreds of times a loopback operation), and an outage costs each request as much.
+    await _warm_mongodb(restartable_mongo.uri, "load")
+    server = serve(MONGODB_URI=restartable_mongo.uri, MONGODB_DB="load", STORE_TIMEOUT_S="5")
+    async with httpx.AsyncClient(base_url=server.url, timeout=REQUEST_TIMEOUT_S) as client:
         warm = await send_turn(client, "u00", dev_token("u00"), "[u00 #warm] ciao")
     assert warm.answered, warm.describe()
     hooks = _hooks(_at(FAULT_AT, restartable_mongo.stop), _at(90, restartable_mongo.start))
@@ -108,8 +122,8 @@ async def test_mongodb_stopped_and_restarted_under_load(
         o.describe() for o in outcomes[:FAULT_AT] if not o.answered
     ]
     # Recovery: the driver finds the restarted server within its heartbeat.
-    deadline = time.monotonic() + 10
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+    deadline = time.monotonic() + 60
+    async with httpx.AsyncClient(base_url=server.url, timeout=REQUEST_TIMEOUT_S) as client:
         while True:
             last = await send_turn(client, "u00", dev_token("u00"), "[u00 #after] ci sei?")
             check_clear(last, codes={"store_unavailable"})
@@ -188,7 +202,9 @@ def _auth0_env(tenant: FakeTenant, base_url: str) -> dict[str, str]:
         "AUTH0_DOMAIN": tenant.domain,
         "AUTH0_AUDIENCE": tenant.audience,
         "AUTH0_BASE_URL": base_url,
-        "AUTH0_TIMEOUT_S": "0.5",
+        # Generous: the first JWKS fetch should succeed; an outage here is a closed port,
+        # refused at once, so no request waits for this deadline.
+        "AUTH0_TIMEOUT_S": "30",
     }
 
 
@@ -278,7 +294,9 @@ async def test_model_timing_out_under_load(serve, dev_token, data_dir: Path):
         server = serve(
             GOOGLE_API_KEY="fake-key",
             MODEL_BASE_URL=gemini.url,
-            MODEL_TIMEOUT_S="2",  # far above a loopback answer, even on a busy machine
+            # Met by the silent and stalled replies; a good reply streams in milliseconds
+            # on loopback, a thousand times under this even on a busy machine.
+            MODEL_TIMEOUT_S="5",
             MODEL_MAX_RETRIES="0",
         )
         outcomes, elapsed = await run_load(server.url, _plan(), dev_token, concurrency=CONCURRENCY)

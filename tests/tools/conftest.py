@@ -12,10 +12,18 @@ from typing import Any
 import pytest
 
 from aircoach.settings import ROOT, Settings
+from aircoach.tools.registry import ToolSpec
 from tests.tools.fake_service import FakeToolService
 
-TIMEOUT_S = 0.3
+# Tool deadlines in tests. A reply that should arrive gets a generous one; a short one is met
+# only by a reply that hangs until the service is released.
+TIMEOUT_S = 30.0
+HANG_TIMEOUT_S = 0.5
+# Where a hanging attempt and a prompt one share the deadline (a timeout, then a retry that
+# succeeds): the prompt one arrives in milliseconds on loopback.
+SHARED_TIMEOUT_S = 5.0
 BACKOFF_S = 0.05
+HANG = 600.0  # `Reply(delay_s=HANG)`: held until the fake service stops
 URL_VARS = {"SEARXNG_URL": "/searx", "KB_SEARCH_URL": "/kb", "LEX_SEARCH_URL": "/lex"}
 
 
@@ -24,7 +32,7 @@ def shipped_tools() -> dict[str, Any]:
 
 
 def fast(config: dict[str, Any]) -> dict[str, Any]:
-    """The config with short timeouts and retry pauses; everything else as shipped."""
+    """The config with short retry pauses (and generous deadlines); the rest as shipped."""
     for tool in config["tools"]:
         if http := tool.get("http"):
             http["timeout_s"] = TIMEOUT_S
@@ -69,3 +77,8 @@ def settings(data_dir: Path, docs_dir: Path, request: pytest.FixtureRequest) -> 
     return Settings(
         _env_file=None, data_dir=data_dir, prompt_docs_dir=docs_dir, prompt_ttl_s=0, tool_env=env
     )
+
+
+def with_timeout(spec: ToolSpec, seconds: float) -> ToolSpec:
+    assert spec.http is not None
+    return spec.model_copy(update={"http": spec.http.model_copy(update={"timeout_s": seconds})})

@@ -14,7 +14,15 @@ from aircoach.tools.http import call_http_tool
 from aircoach.tools.registry import ResultFormat, ToolContext, ToolSpec, parse_tools_config
 from tests.helpers import chat
 from tests.scripted_model import call, text
-from tests.tools.conftest import BACKOFF_S, TIMEOUT_S, fast, shipped_tools
+from tests.tools.conftest import (
+    BACKOFF_S,
+    HANG,
+    HANG_TIMEOUT_S,
+    SHARED_TIMEOUT_S,
+    fast,
+    shipped_tools,
+    with_timeout,
+)
 from tests.tools.fake_service import Reply
 
 pytestmark = pytest.mark.integration
@@ -72,11 +80,12 @@ async def test_fixed_fields_are_merged_over_the_model_arguments(tool_service, sp
 
 async def test_timeout_then_success(tool_service, specs, ctx):
     tool_service.plan(
-        "/kb", Reply(200, {"results": [KB_HIT]}, delay_s=30), Reply(200, {"results": [KB_HIT]})
+        "/kb", Reply(200, {"results": [KB_HIT]}, delay_s=HANG), Reply(200, {"results": [KB_HIT]})
     )
-    out = await call_http_tool(specs["kb_search"], ctx, query="densità")
+    kb = with_timeout(specs["kb_search"], SHARED_TIMEOUT_S)
+    out = await call_http_tool(kb, ctx, query="densità")
     assert out.ok and out.data["meta"]["attempts"] == 2
-    assert out.data["meta"]["latency_ms"] >= (TIMEOUT_S + BACKOFF_S) * 1000
+    assert out.data["meta"]["latency_ms"] >= (SHARED_TIMEOUT_S + BACKOFF_S) * 1000
     assert len(tool_service.hits("/kb")) == 2
 
 
@@ -89,9 +98,10 @@ async def test_500_is_not_retried(tool_service, specs, ctx):
 
 
 async def test_two_timeouts_give_up_after_one_retry(tool_service, specs, ctx):
-    tool_service.plan("/lex", Reply(200, delay_s=30))
-    out = await call_http_tool(specs["lex_search"], ctx, query="SERA")
-    assert out.text == f"[Tool lex_search failed: timeout after {round(TIMEOUT_S * 1000)}ms]"
+    tool_service.plan("/lex", Reply(200, delay_s=HANG))
+    lex = with_timeout(specs["lex_search"], HANG_TIMEOUT_S)
+    out = await call_http_tool(lex, ctx, query="SERA")
+    assert out.text == f"[Tool lex_search failed: timeout after {round(HANG_TIMEOUT_S * 1000)}ms]"
     assert len(tool_service.hits("/lex")) == 2
 
 
