@@ -27,6 +27,9 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m "not integration"
 
+test-stress: $(STAMP)
+	bash .ci/stress
+
 test-load: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m load -s
 

@@ -1,4 +1,5 @@
-"""The application factory: wires routers and error handlers, nothing else."""
+"""The application factory: the services (built from settings, or given), logging, CORS,
+routers and error handlers. Everything else lives in the modules it wires."""
 
 from __future__ import annotations
 

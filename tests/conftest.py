@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from aircoach.auth.tokens import DevIssuer
 from aircoach.llm.factory import ConfiguredModels
 from aircoach.settings import ROOT, Settings
+from tests.clock import FakeClock
 from tests.helpers import app_with, asgi_client
 from tests.mongo_server import (  # noqa: F401 (fixtures)
     mongo_server,
@@ -107,6 +108,12 @@ def no_internet(monkeypatch: pytest.MonkeyPatch) -> None:
         "VERCEL",
     ):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A clock the test moves by hand (TTLs, cooldowns, caches)."""
+    return FakeClock()
 
 
 @pytest.fixture(scope="session")

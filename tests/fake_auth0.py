@@ -22,7 +22,6 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
 from aircoach.settings import Settings
-from tests.clock import FakeClock
 from tests.loopback import LoopbackServer, QuietHandler
 
 
@@ -216,8 +215,3 @@ def tenant() -> Iterator[FakeTenant]:
     fake = FakeTenant().start()
     yield fake
     fake.stop()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()

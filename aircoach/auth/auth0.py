@@ -171,7 +171,6 @@ class Auth0Management:
         settings: AuthSettings,
         *,
         clock: Callable[[], float] = time.monotonic,
-        transport: httpx.AsyncBaseTransport | None = None,
     ):
         assert settings.auth0_management_enabled, "Management API credentials are not set"
         self.base_url = settings.auth0_url
@@ -180,7 +179,6 @@ class Auth0Management:
         self.client_secret = settings.auth0_mgmt_client_secret
         self.timeout_s = settings.auth0_timeout_s
         self.clock = clock
-        self.transport = transport
         self._token: tuple[str, float] | None = None  # (token, renew at)
         self._profiles: TTLCache[str, dict[str, Any]] = TTLCache(
             maxsize=settings.user_data_cache_size, ttl=settings.user_data_ttl_s, timer=clock
@@ -206,7 +204,7 @@ class Auth0Management:
 
     async def _fetch_profile(self, sub: str) -> dict[str, Any]:
         async with httpx.AsyncClient(
-            timeout=self.timeout_s, transport=self.transport, verify=await shared_tls_context()
+            timeout=self.timeout_s, verify=await shared_tls_context()
         ) as http:
             token = await self._access_token(http)
             response = await http.get(

@@ -8,7 +8,6 @@ import base64
 import hashlib
 import hmac
 import json
-import socket
 import time
 
 import jwt
@@ -21,6 +20,8 @@ from aircoach.errors import AuthError, AuthUnavailable, ConfigError
 from aircoach.settings import DEV_ISSUER, Settings
 from tests.clock import FakeClock
 from tests.fake_auth0 import FakeTenant, rsa_key
+from tests.helpers import app_with, asgi_client
+from tests.loopback import free_port
 
 
 @pytest.fixture
@@ -298,16 +299,9 @@ async def test_http_jwks_down_with_nothing_cached_is_503(client, tenant):
 
 
 async def test_http_jwks_unreachable_is_503(data_dir, tenant):
-    from aircoach.app import create_app
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        closed_port = s.getsockname()[1]
-    app = create_app(tenant.settings(data_dir, auth0_base_url=f"http://127.0.0.1:{closed_port}"))
-    import httpx
-
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+    nothing_listens = f"http://127.0.0.1:{free_port()}"
+    app = app_with(tenant.settings(data_dir, auth0_base_url=nothing_listens))
+    async with asgi_client(app) as client:
         response = await client.get(
             "/api/tools", headers={"Authorization": f"Bearer {tenant.mint()}"}
         )

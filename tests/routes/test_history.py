@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import httpx
-
-from aircoach.app import create_app
 from aircoach.models import Turn
+from tests.helpers import app_with, asgi_client
 
 
 def stored(user: str, n: int) -> Turn:
@@ -22,7 +20,7 @@ def stored(user: str, n: int) -> Turn:
 
 
 async def test_history_pages_the_callers_turns_newest_first(store_settings, auth):
-    app = create_app(store_settings)
+    app = app_with(store_settings)
     chats = app.state.services.chats
     for n in range(5):
         await chats.append_turn(stored("alice", n))
@@ -30,7 +28,7 @@ async def test_history_pages_the_callers_turns_newest_first(store_settings, auth
 
     seen: list[str] = []
     before = None
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+    async with asgi_client(app) as c:
         for _ in range(4):
             params = {"limit": 2, **({"before": before} if before else {})}
             response = await c.get("/api/history", params=params, headers=auth("alice"))

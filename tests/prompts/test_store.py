@@ -11,7 +11,6 @@ import pytest
 from aircoach.errors import PromptUnavailable
 from aircoach.prompts.sources import DocInfo
 from aircoach.prompts.store import PromptStore, build_prompt
-from tests.clock import FakeClock
 
 
 class MemorySource:
@@ -57,11 +56,6 @@ class ArchivingSource(MemorySource):
 
 
 DOCS = {"00_a.md": "Sei un istruttore.", "10_b.md": "Rispondi in italiano.", "t.json": "{}"}
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 async def test_first_load_builds_in_key_order_and_versions_by_content(clock):

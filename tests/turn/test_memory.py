@@ -20,7 +20,7 @@ from aircoach.tools.registry import ToolContext
 from aircoach.turn.agent import build_agent
 from aircoach.turn.memory import Memory
 from aircoach.turn.turn import new_turn_id
-from tests.helpers import ObservedChats, app_with, chat, copy_prompt_docs
+from tests.helpers import ObservedChats, app_with, asgi_client, chat, copy_prompt_docs
 from tests.scripted_model import Script, ScriptedChatModel, ScriptedModels, text
 
 
@@ -41,10 +41,7 @@ async def clients() -> AsyncIterator[Callable[[Any], httpx.AsyncClient]]:
     async with AsyncExitStack() as stack:
 
         async def open_client(app: Any) -> httpx.AsyncClient:
-            transport = httpx.ASGITransport(app=app)
-            return await stack.enter_async_context(
-                httpx.AsyncClient(transport=transport, base_url="http://t")
-            )
+            return await stack.enter_async_context(asgi_client(app))
 
         yield open_client
 
