@@ -68,8 +68,21 @@ class _Group(BaseSettings):
 
 
 class ServerSettings(_Group):
+    """The HTTP server: logging, CORS, and the wall-clock cap of a chat turn."""
+
     log_level: str = "INFO"
+    # JSON lines where a log service reads them (default on Lambda/Vercel), text on a laptop.
+    log_format: Literal["text", "json"] | None = None
     cors_origins: list[str] = Field(default_factory=lambda: ["*"])
+    # The whole agent run of one turn (every model call and tool call). Keep it below the
+    # platform's function timeout minus the store's: the turn is stored after the cap.
+    turn_timeout_s: float = Field(default=45.0, gt=0)
+
+    @property
+    def resolved_log_format(self) -> str:
+        if self.log_format:
+            return self.log_format
+        return "json" if running_on_serverless() else "text"
 
 
 class AuthSettings(_Group):
@@ -170,18 +183,56 @@ class PromptSettings(_Group):
 
 
 class StoreSettings(_Group):
-    """Chat store: SQLite under data_dir, or MongoDB when MONGODB_URI is set."""
+    """Chat store: SQLite under data_dir, or MongoDB when MONGODB_URI is set; and the
+    dead-letter spool for turns the store refused (S3, or files under data_dir)."""
 
+    # An explicit choice; unset means MongoDB when MONGODB_URI is set, else SQLite (refused
+    # on Lambda/Vercel, where a /tmp file dies with the instance).
+    store: Literal["sqlite", "mongodb"] | None = None
     sqlite_path: Path | None = None
     mongodb_uri: str | None = None
     mongodb_db: str = "aircoach"
     mongodb_chats_collection: str = "chats"
     mongodb_quiz_collection: str = "quiz"
     store_timeout_s: float = Field(default=5.0, gt=0)
+    deadletter_bucket: str | None = None
+    deadletter_prefix: str = "deadletter/"
 
     @property
     def sqlite_file(self) -> Path:
         return self.sqlite_path or self.data_dir / "aircoach.sqlite3"
+
+    @property
+    def store_kind(self) -> Literal["sqlite", "mongodb"]:
+        if self.store:
+            return self.store
+        return "mongodb" if self.mongodb_uri else "sqlite"
+
+    @property
+    def deadletter_folder(self) -> Path:
+        """Where turns the store refused wait when no DEADLETTER_BUCKET is set."""
+        return self.data_dir / "deadletter"
+
+    @field_validator("deadletter_prefix")
+    @classmethod
+    def _prefix_is_a_folder(cls, value: str) -> str:
+        value = value.strip().lstrip("/")
+        if not value:
+            raise ConfigError("DEADLETTER_PREFIX must name a folder, e.g. 'deadletter/'")
+        return value if value.endswith("/") else f"{value}/"
+
+    @model_validator(mode="after")
+    def _store_is_chosen(self) -> StoreSettings:
+        if self.store == "mongodb" and not self.mongodb_uri:
+            raise ConfigError("STORE=mongodb needs MONGODB_URI")
+        if self.store == "sqlite" and self.mongodb_uri:
+            raise ConfigError("STORE=sqlite but MONGODB_URI is set: unset one of them")
+        if self.store is None and not self.mongodb_uri and running_on_serverless():
+            raise ConfigError(
+                "MONGODB_URI is not set: a SQLite file in /tmp dies with the instance, so it "
+                "is refused on Lambda/Vercel unless chosen with STORE=sqlite"
+            )
+        return self
 
 
 class MemorySettings(_Group):
@@ -225,6 +276,12 @@ class ModelSettings(_Group):
 
     @model_validator(mode="after")
     def _model_credentials(self) -> ModelSettings:
+        if not self.model_provider and not self.google_api_key and running_on_serverless():
+            raise ConfigError(
+                "no model is configured (GOOGLE_API_KEY, or MODEL_PROVIDER=gemini|openai): "
+                "the offline stand-in is refused on Lambda/Vercel unless chosen with "
+                "MODEL_PROVIDER=offline"
+            )
         providers = {self.resolved_model_provider: "MODEL_PROVIDER"}
         if self.model_fallback:
             providers.setdefault(self.model_fallback.partition(":")[0], "MODEL_FALLBACK")
@@ -264,7 +321,7 @@ class _ToolVariables(PydanticBaseSettingsSource):
     def __init__(
         self,
         settings_cls: type[BaseSettings],
-        dotenv: PydanticBaseSettingsSource,
+        dotenv: PydanticBaseSettingsSource | None,
         given: Mapping[str, Any],
     ):
         super().__init__(settings_cls)
@@ -306,6 +363,11 @@ class Settings(
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         given = getattr(init_settings, "init_kwargs", {})
+        if running_on_serverless():
+            # A `.env` that slipped into a deploy would fill every setting the platform leaves
+            # unset with a developer's local value: there, the environment is the only source.
+            tools = _ToolVariables(settings_cls, None, given)
+            return (init_settings, env_settings, tools, file_secret_settings)
         return (
             init_settings,
             env_settings,
@@ -313,6 +375,19 @@ class Settings(
             _ToolVariables(settings_cls, dotenv_settings, given),
             file_secret_settings,
         )
+
+    @model_validator(mode="after")
+    def _dead_letters_stay_out_of_the_docs(self) -> Settings:
+        # The docs listing reads every key under PROMPT_PREFIX: a spooled turn there would
+        # become a prompt doc (and change prompt_version); and the replay would read docs.
+        if self.deadletter_bucket and self.deadletter_bucket == self.prompt_bucket:
+            spool, docs = self.deadletter_prefix, self.prompt_prefix
+            if spool.startswith(docs) or docs.startswith(spool):
+                raise ConfigError(
+                    f"DEADLETTER_PREFIX={spool!r} and PROMPT_PREFIX={docs!r} overlap in bucket "
+                    f"{self.deadletter_bucket!r}: use a folder outside the prompt docs"
+                )
+        return self
 
 
 def get_settings() -> Settings:

@@ -106,6 +106,9 @@ def no_internet(monkeypatch: pytest.MonkeyPatch) -> None:
         "PROMPT_BUCKET",
         "AWS_LAMBDA_FUNCTION_NAME",
         "VERCEL",
+        "STORE",
+        "LOG_FORMAT",
+        "DEADLETTER_BUCKET",
     ):
         monkeypatch.delenv(name, raising=False)
 

@@ -1,4 +1,5 @@
-"""Settings: embedded defaults, and the dev issuer refused where it must not run."""
+"""Settings: embedded defaults, and the local stand-ins (dev issuer, offline model, SQLite in
+/tmp) refused on Lambda/Vercel unless chosen explicitly."""
 
 from __future__ import annotations
 
@@ -15,13 +16,112 @@ def test_embedded_defaults_need_no_environment(tmp_path):
     assert (s.history_limit, s.memory_max_threads, s.prompt_ttl_s) == (10, 1000, 60.0)
 
 
-@pytest.mark.parametrize("variable", ["AWS_LAMBDA_FUNCTION_NAME", "VERCEL"])
-def test_dev_issuer_is_refused_on_serverless(monkeypatch, variable):
+SERVERLESS = ["AWS_LAMBDA_FUNCTION_NAME", "VERCEL"]
+
+
+def _production(monkeypatch: pytest.MonkeyPatch, variable: str, **settings: str) -> None:
+    """A Lambda or Vercel environment with everything it needs, plus `settings`."""
     monkeypatch.setenv(variable, "1")
-    with pytest.raises(ConfigError, match="AUTH0_DOMAIN"):
+    env = {
+        "AUTH0_DOMAIN": "tenant.eu.auth0.com",
+        "GOOGLE_API_KEY": "k",
+        "MONGODB_URI": "mongodb://db.example:27017",
+        **settings,
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.mark.parametrize("variable", SERVERLESS)
+def test_dev_issuer_is_refused_on_serverless(monkeypatch, variable):
+    _production(monkeypatch, variable, AUTH0_DOMAIN="")
+    with pytest.raises(ConfigError, match=r"^AUTH0_DOMAIN is not set"):
         Settings(_env_file=None)
     monkeypatch.setenv("AUTH0_DOMAIN", "tenant.eu.auth0.com")
     assert not Settings(_env_file=None).uses_dev_issuer
+
+
+@pytest.mark.parametrize("variable", SERVERLESS)
+def test_no_model_is_refused_on_serverless_unless_offline_is_chosen(monkeypatch, variable):
+    _production(monkeypatch, variable, GOOGLE_API_KEY="")
+    with pytest.raises(ConfigError, match="MODEL_PROVIDER=offline") as refused:
+        Settings(_env_file=None)
+    assert "\n" not in str(refused.value)  # one line, naming the setting
+    monkeypatch.setenv("MODEL_PROVIDER", "offline")
+    assert Settings(_env_file=None).resolved_model_provider == "offline"
+    monkeypatch.setenv("MODEL_PROVIDER", "openai")
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    assert Settings(_env_file=None).resolved_model_provider == "openai"
+
+
+@pytest.mark.parametrize("variable", SERVERLESS)
+def test_no_mongodb_is_refused_on_serverless_unless_sqlite_is_chosen(monkeypatch, variable):
+    _production(monkeypatch, variable, MONGODB_URI="")
+    with pytest.raises(ConfigError, match=r"^MONGODB_URI is not set.*STORE=sqlite"):
+        Settings(_env_file=None)
+    monkeypatch.setenv("STORE", "sqlite")
+    assert Settings(_env_file=None).store_kind == "sqlite"
+
+
+def test_locally_nothing_is_required(monkeypatch):
+    settings = Settings(_env_file=None)
+    assert settings.store is None and settings.store_kind == "sqlite"
+    assert settings.resolved_model_provider == "offline" and settings.uses_dev_issuer
+    assert settings.resolved_log_format == "text"
+    monkeypatch.setenv("MONGODB_URI", "mongodb://127.0.0.1:1")
+    assert Settings(_env_file=None).store_kind == "mongodb"
+
+
+def test_an_explicit_store_must_agree_with_mongodb_uri(monkeypatch):
+    monkeypatch.setenv("STORE", "mongodb")
+    with pytest.raises(ConfigError, match="STORE=mongodb needs MONGODB_URI"):
+        Settings(_env_file=None)
+    monkeypatch.setenv("STORE", "sqlite")
+    monkeypatch.setenv("MONGODB_URI", "mongodb://127.0.0.1:1")
+    with pytest.raises(ConfigError, match="STORE=sqlite but MONGODB_URI is set"):
+        Settings(_env_file=None)
+
+
+@pytest.mark.parametrize("variable", SERVERLESS)
+def test_serverless_reads_no_dotenv_and_logs_json(monkeypatch, tmp_path, variable):
+    """A `.env` shipped by mistake must not fill in what the platform left unset."""
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("MONGODB_URI=mongodb://laptop:27017\nHISTORY_LIMIT=3\nTOOL_X=local\n")
+    _production(monkeypatch, variable, MONGODB_URI="", STORE="sqlite")
+    monkeypatch.setenv("KB_SEARCH_URL", "http://kb.internal")
+    settings = Settings(_env_file=dotenv)
+    assert settings.mongodb_uri is None and settings.history_limit == 10
+    assert settings.tool_env == {"KB_SEARCH_URL": "http://kb.internal"}
+    assert settings.resolved_log_format == "json"
+    assert Settings(_env_file=dotenv, log_format="text").resolved_log_format == "text"
+
+
+@pytest.mark.parametrize(
+    ("prompt_prefix", "deadletter_prefix"),
+    [("prompt_docs/", "prompt_docs/deadletter/"), ("", "deadletter/"), ("docs/", "docs")],
+)
+def test_dead_letters_may_not_share_the_docs_folder(prompt_prefix, deadletter_prefix):
+    with pytest.raises(ConfigError, match=r"DEADLETTER_PREFIX=.*overlap"):
+        Settings(
+            _env_file=None,
+            prompt_bucket="b",
+            prompt_prefix=prompt_prefix,
+            deadletter_bucket="b",
+            deadletter_prefix=deadletter_prefix,
+        )
+
+
+def test_dead_letters_beside_the_docs_or_in_another_bucket_are_fine():
+    beside = Settings(_env_file=None, prompt_bucket="b", deadletter_bucket="b")
+    assert (beside.prompt_prefix, beside.deadletter_prefix) == ("prompt_docs/", "deadletter/")
+    other = Settings(_env_file=None, prompt_bucket="b", prompt_prefix="", deadletter_bucket="c")
+    assert other.deadletter_bucket == "c"
+
+
+def test_deadletter_prefix_is_a_folder():
+    assert Settings(_env_file=None, deadletter_prefix="/spool").deadletter_prefix == "spool/"
+    with pytest.raises(ConfigError, match="DEADLETTER_PREFIX"):
+        Settings(_env_file=None, deadletter_prefix="/")
 
 
 def test_gemini_is_chosen_when_a_key_is_present(monkeypatch):

@@ -20,7 +20,7 @@ async def health(services: ServicesDep) -> dict[str, Any]:
         # Still 200: the process is alive; "degraded" says a backend is failing.
         "status": "degraded" if prompt["status"] in ("degraded", "unavailable") else "ok",
         "auth": "auth0" if settings.auth0_domain else "dev-issuer",
-        "store": "mongodb" if settings.mongodb_uri else "sqlite",
+        "store": settings.store_kind,
         "model": settings.resolved_model_provider,
         "prompt": prompt,
     }

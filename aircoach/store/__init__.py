@@ -7,8 +7,8 @@ from aircoach.store.base import ChatStore, QuizStore
 
 
 def build_stores(settings: StoreSettings) -> tuple[ChatStore, QuizStore]:
-    """MongoDB when `MONGODB_URI` is set, else SQLite under `data_dir`. Creates no client."""
-    if settings.mongodb_uri:
+    """MongoDB or SQLite, as `STORE` (or `MONGODB_URI`) says. Creates no client."""
+    if settings.store_kind == "mongodb":
         from aircoach.store.mongo import MongoChatStore, MongoConnection, MongoQuizStore
 
         connection = MongoConnection(settings)
