@@ -1,5 +1,5 @@
-"""The application factory: the services (built from settings, or given), logging, CORS,
-routers and error handlers. Everything else lives in the modules it wires."""
+"""The application factory: the services (built from settings, or given), logging, request
+ids, CORS, routers and error handlers. Everything else lives in the modules it wires."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from aircoach.errors import AppError
+from aircoach.logs import REQUEST_ID_HEADER, RequestIdMiddleware, configure_logging
 from aircoach.routes import chat, docs, health, history, tools
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
@@ -39,9 +40,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     if services is None:
         services = Services.build(settings or get_settings())
     settings = services.settings
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings)
     app = FastAPI(title="AIR Coach API", version="0.1.0")
     app.state.services = services
     app.add_middleware(
@@ -49,7 +48,9 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         allow_origins=settings.cors_origins,
         allow_methods=["*"],
         allow_headers=["*"],
+        expose_headers=[REQUEST_ID_HEADER],
     )
+    app.add_middleware(RequestIdMiddleware)  # outermost: every response and line gets the id
     app.add_exception_handler(AppError, _app_error)
     for module in (chat, health, tools, history, docs):
         app.include_router(module.router)

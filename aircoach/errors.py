@@ -88,3 +88,10 @@ class AuthUnavailable(BackendUnavailable):
 class ModelUnavailable(BackendUnavailable):
     code = "model_unavailable"
     message = "The language model is unavailable right now; please retry in a moment."
+
+
+class TurnTimeout(ModelUnavailable):
+    """The turn's agent run hit `TURN_TIMEOUT_S` (a model that trickles bytes never times out
+    per read)."""
+
+    message = "The language model took too long to answer; please retry in a moment."

@@ -39,6 +39,7 @@ class MessageResponse(BaseModel):
     context_turns: int
     status: TurnStatus
     errors: list[dict[str, str]] = Field(default_factory=list)
+    request_id: str = Field(description="The request's id, as in the X-Request-ID header.")
 
 
 class Turn(BaseModel):

@@ -19,6 +19,7 @@ from aircoach.prompts.sources import LocalDocSource, PromptSource
 from aircoach.prompts.store import PromptSnapshot, PromptStore
 from aircoach.settings import PromptSettings, Settings
 from aircoach.store import ChatStore, QuizStore, build_stores
+from aircoach.store.spool import DeadLetters, FileSpool, S3Spool, TurnSpool
 from aircoach.tools.registry import ToolRegistry, check_tools_doc
 
 if TYPE_CHECKING:
@@ -45,6 +46,22 @@ def build_prompt_store(settings: PromptSettings, **options: Any) -> PromptStore:
     )
 
 
+def build_dead_letters(settings: Settings) -> DeadLetters:
+    """S3 under DEADLETTER_BUCKET when set, else files under the data dir."""
+    spool: TurnSpool
+    if settings.deadletter_bucket:
+        from aircoach.prompts.s3 import make_s3_client
+
+        spool = S3Spool(
+            settings.deadletter_bucket,
+            settings.deadletter_prefix,
+            client=lambda: make_s3_client(settings),
+        )
+    else:
+        spool = FileSpool(settings.deadletter_folder)
+    return DeadLetters(spool)
+
+
 @dataclass
 class Services:
     settings: Settings
@@ -54,6 +71,7 @@ class Services:
     quiz: QuizStore
     models: ModelProvider
     user_data: UserDataSource | None
+    dead_letters: DeadLetters
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _quiz_ready: bool = field(default=False, repr=False)
 
@@ -68,6 +86,7 @@ class Services:
         quiz: QuizStore | None = None,
         models: ModelProvider | None = None,
         user_data: UserDataSource | None = _UNSET,
+        dead_letters: DeadLetters | None = None,
     ) -> Services:
         """The parts the settings say, except those given."""
         if chats is None or quiz is None:
@@ -82,6 +101,7 @@ class Services:
             quiz=quiz,
             models=models or ConfiguredModels(settings),
             user_data=build_user_data_source(settings) if user_data is _UNSET else user_data,
+            dead_letters=dead_letters or build_dead_letters(settings),
         )
 
     @cached_property

@@ -67,5 +67,6 @@ async def stream_query(body: MessageRequest, user: CurrentUser, services: Servic
         context_turns=turn.context_turns,
         status=turn.status,
         errors=errors,
+        request_id=turn.request_id,
     )
     return Response(answer.model_dump_json(), media_type="application/json")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from aircoach.deps import ChatStoreDep, CurrentUser
+from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.models import HistoryPage
 from aircoach.routes.responses import UNAUTHORIZED, unavailable
 
@@ -19,12 +19,15 @@ router = APIRouter(prefix="/api", tags=["meta"])
 async def history(
     user: CurrentUser,
     chats: ChatStoreDep,
+    services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     before: Annotated[
         str | None, Query(max_length=64, description="`next_before` of the previous page")
     ] = None,
 ) -> HistoryPage:
     """The caller's stored turns, newest first."""
+    # Turns the store refused earlier belong in this page once it takes writes again.
+    await services.dead_letters.replay(chats)
     turns = await chats.history(user.sub, limit=limit, before=before)
     next_before = turns[-1].timestamp if len(turns) == limit else None
     return HistoryPage(turns=turns, next_before=next_before)

@@ -14,7 +14,10 @@ QUESTION_FIELDS = ("capitolo", "numero", "argomento", "difficolta", "corretta")
 
 
 class ChatStore(Protocol):
-    async def append_turn(self, turn: Turn) -> None: ...
+    async def append_turn(self, turn: Turn) -> None:
+        """Store the turn; a turn whose `turn_id` is stored already is left as it is, so a
+        write retried after a timeout (or a dead letter replayed twice) is stored once."""
+        ...
 
     async def recent_turns(self, user_id: str, limit: int) -> list[Turn]:
         """The user's last `limit` turns, oldest first."""

@@ -9,6 +9,7 @@ JSON-safe here (ObjectId, datetime), so the rest of the app never sees a BSON ty
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Awaitable, Callable
 from datetime import date, datetime
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import PyMongoError
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from aircoach.errors import StoreUnavailable
 from aircoach.models import Turn
@@ -118,7 +119,14 @@ class MongoChatStore:
     async def append_turn(self, turn: Turn) -> None:
         # Timestamps are stored as the ISO strings the app made (UTC, one format): they sort
         # as text, round-trip exactly and serve as the `before` cursor unchanged.
-        await self._db.run(self._name, lambda c: c.insert_one(turn.model_dump()))
+        doc = turn.model_dump(exclude={"turn_id"})
+
+        async def insert_once(c: AsyncCollection) -> None:
+            # A concurrent write of the same turn (a dead letter replayed twice) may win.
+            with contextlib.suppress(DuplicateKeyError):
+                await c.update_one({"turn_id": turn.turn_id}, {"$setOnInsert": doc}, upsert=True)
+
+        await self._db.run(self._name, insert_once)
 
     async def recent_turns(self, user_id: str, limit: int) -> list[Turn]:
         if limit <= 0:

@@ -104,7 +104,10 @@ class SqliteChatStore:
         columns = ", ".join(row)
         marks = ", ".join(f":{name}" for name in row)
         await self._db.run(
-            lambda c: c.execute(f"INSERT INTO chats ({columns}) VALUES ({marks})", row)
+            lambda c: c.execute(
+                f"INSERT INTO chats ({columns}) VALUES ({marks}) ON CONFLICT(turn_id) DO NOTHING",
+                row,
+            )
         )
 
     async def recent_turns(self, user_id: str, limit: int) -> list[Turn]:

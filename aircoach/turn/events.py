@@ -54,6 +54,7 @@ class Done(_Event):
     prompt_version: str
     model: str = Field(description="The model that answered.")
     context_turns: int = Field(description="Stored turns the model was shown.")
+    request_id: str = Field(description="The request's id, as in the X-Request-ID header.")
 
 
 TurnEvent = ToolResult | AgentMessage | ErrorEvent | Done

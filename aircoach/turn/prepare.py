@@ -62,11 +62,16 @@ async def prepare_turn(
         agent=agent,
         models=models,
         recorder=TurnRecorder(
-            services.chats, services.memory, thread_id=thread_id, memory_thread=memory_thread
+            services.chats,
+            services.memory,
+            services.dead_letters,
+            thread_id=thread_id,
+            memory_thread=memory_thread,
         ),
         prompt_version=snapshot.version,
         context_turns=context_turns,
         return_direct=frozenset(spec.name for spec in enabled if spec.return_direct),
+        timeout_s=settings.turn_timeout_s,
         turn_id=turn_id,
     )
 

@@ -1,13 +1,16 @@
 """Storing a turn: exactly one document per request, and process memory kept consistent with
-what the store holds (the store is the source of truth)."""
+what the store holds (the store is the source of truth). A turn the store refuses goes to the
+dead-letter spool, and the spool is replayed once the store takes a turn again."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from typing import Literal
 
 from aircoach.models import Turn
 from aircoach.store.base import ChatStore
+from aircoach.store.spool import DeadLetters
 from aircoach.turn.events import ErrorEvent
 from aircoach.turn.memory import Memory
 
@@ -26,37 +29,55 @@ class TurnRecorder:
     join) the history (`chat_history: false`), deleted once the turn is recorded.
     """
 
-    def __init__(self, chats: ChatStore, memory: Memory, *, thread_id: str, memory_thread: str):
+    def __init__(
+        self,
+        chats: ChatStore,
+        memory: Memory,
+        dead_letters: DeadLetters,
+        *,
+        thread_id: str,
+        memory_thread: str,
+    ):
         self.chats = chats
         self.memory = memory
+        self.dead_letters = dead_letters
         self.thread_id = thread_id
         self.memory_thread = memory_thread
         self.attempted = False  # record() ran (it runs once per turn)
-        self.stored = False  # and the store took the turn
+        self.outcome: Literal["pending", "stored", "spooled", "lost"] = "pending"
+
+    @property
+    def stored(self) -> bool:
+        """The store took the turn."""
+        return self.outcome == "stored"
 
     @property
     def joins_history(self) -> bool:
         return self.memory_thread == self.thread_id
 
     async def record(self, turn: Turn) -> ErrorEvent | None:
-        """Store the turn; on failure, the `error` event for the stream (nothing is lost
-        silently: the log line names the turn and its content hash)."""
+        """Store the turn; on failure, spool it as a dead letter and return the `error`
+        event for the stream (nothing is lost silently: the log line names the turn, its
+        content hash and where it went)."""
         self.attempted = True
         try:
             await self.chats.append_turn(turn)
         except Exception:
+            kept = await self.dead_letters.keep(turn)
+            self.outcome = "spooled" if kept else "lost"
             digest = hashlib.sha256(turn.model_dump_json().encode()).hexdigest()[:16]
             log.exception(
-                "persist_failed turn_id=%s user=%r content_sha256=%s",
+                "persist_failed turn_id=%s user=%r content_sha256=%s dead_letter=%s",
                 turn.turn_id,
                 turn.userId,
                 digest,
+                self.dead_letters.spool.kind if kept else "lost",
             )
             # The thread now holds a turn the store does not: rebuild it from the store.
             self.memory.forget(self.thread_id)
             return PERSIST_FAILED
         else:
-            self.stored = True
+            self.outcome = "stored"
             if self.joins_history:
                 if turn.status == "ok":
                     self.memory.record_turn(self.thread_id, turn.turn_id)
@@ -67,3 +88,8 @@ class TurnRecorder:
         finally:
             if not self.joins_history:
                 await self.memory.checkpointer.adelete_thread(self.memory_thread)
+
+    async def replay_dead_letters(self) -> None:
+        """Once the store took this turn, move turns it refused earlier into it."""
+        if self.stored:
+            await self.dead_letters.replay(self.chats)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,10 +18,11 @@ import anyio
 from langgraph.graph.state import CompiledStateGraph
 
 from aircoach.auth.tokens import Principal
-from aircoach.errors import AppError
+from aircoach.errors import AppError, TurnTimeout
+from aircoach.logs import current_request, current_request_id, log_fields
 from aircoach.models import MessageRequest, ToolRecord, Turn, TurnStatus
 from aircoach.turn.chat_models import TurnModels
-from aircoach.turn.events import AgentMessage, Done, ErrorEvent, TurnEvent
+from aircoach.turn.events import AgentMessage, Done, ErrorEvent, ToolResult, TurnEvent
 from aircoach.turn.recorder import TurnRecorder
 from aircoach.turn.stream import agent_events
 
@@ -48,10 +50,15 @@ class ChatTurn:
     prompt_version: str
     context_turns: int
     return_direct: frozenset[str]
+    timeout_s: float  # TURN_TIMEOUT_S: the whole agent run, every model and tool call
     turn_id: str = field(default_factory=new_turn_id)
+    request_id: str = field(default_factory=lambda: current_request_id() or uuid.uuid4().hex)
     answer: list[str] = field(default_factory=list)
     tool: ToolRecord | None = None
     status: TurnStatus = "ok"
+    tools_used: list[str] = field(default_factory=list)
+    error_codes: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
 
     @property
     def model(self) -> str:
@@ -61,39 +68,80 @@ class ChatTurn:
     def text(self) -> str:
         return "".join(self.answer)
 
+    def summary(self) -> dict[str, object]:
+        """The fields of the turn's summary log line: no query text, no answer, no token.
+        A feature that wants its outcome in the line adds one entry here."""
+        request = current_request()
+        return {
+            "user": self.principal.sub,
+            "turn_id": self.turn_id,
+            "prompt_version": self.prompt_version,
+            "model": self.model,
+            "tools": self.tools_used,
+            "latency_ms": request.elapsed_ms() if request else _ms_since(self.started),
+            "outcome": self.status,
+            "errors": self.error_codes,
+            "stored": self.recorder.outcome,
+            "context_turns": self.context_turns,
+            "stream": self.request.stream,
+        }
+
     async def events(self) -> AsyncGenerator[TurnEvent, None]:
         ended_by_tool = False
         try:
+            stream = agent_events(
+                self.agent,
+                self.request.query,
+                thread_id=self.recorder.memory_thread,
+                return_direct=self.return_direct,
+            )
+            deadline = anyio.current_time() + self.timeout_s
             try:
-                async for event in agent_events(
-                    self.agent,
-                    self.request.query,
-                    thread_id=self.recorder.memory_thread,
-                    return_direct=self.return_direct,
-                ):
+                while True:
+                    # The deadline covers each wait for the agent, never our own `yield`
+                    # (a cancel scope must not span a yield of this generator).
+                    with anyio.move_on_after(deadline - anyio.current_time()) as budget:
+                        event = await anext(stream, None)
+                    if budget.cancelled_caught:
+                        raise TurnTimeout()
+                    if event is None:
+                        break
                     if isinstance(event, AgentMessage):
                         self.answer.append(event.content)
-                    else:
+                    elif isinstance(event, ToolResult):
                         self.tool = ToolRecord(tool_name=event.tool_name, data=event.data)
+                        self.tools_used.append(event.tool_name)
                         ended_by_tool = ended_by_tool or event.final
                     yield event
+            except TurnTimeout as exc:
+                self.status = "error"
+                log.warning(
+                    "turn %s for %r cut off after TURN_TIMEOUT_S=%s",
+                    self.turn_id,
+                    self.principal.sub,
+                    self.timeout_s,
+                )
+                yield self._error(_error_event(exc))
             except Exception as exc:
                 self.status = "error"
                 log.exception(
                     "turn %s for %r failed in the model or agent", self.turn_id, self.principal.sub
                 )
-                yield _error_event(exc)
+                yield self._error(_error_event(exc))
             if not self.text.strip() and not ended_by_tool:
                 self.answer = [FALLBACK_ANSWER]
                 yield AgentMessage(content=FALLBACK_ANSWER)
             if (persist_error := await self.recorder.record(self._stored_turn())) is not None:
-                yield persist_error
+                yield self._error(persist_error)
             yield Done(
                 turn_id=self.turn_id,
                 prompt_version=self.prompt_version,
                 model=self.model,
                 context_turns=self.context_turns,
+                request_id=self.request_id,
             )
+            # After `done`, still inside the request (nothing may run once the response ends).
+            await self.recorder.replay_dead_letters()
         except BaseException:
             # The client left (cancellation) or the generator was closed: keep what was said.
             if not self.recorder.attempted:
@@ -103,6 +151,11 @@ class ChatTurn:
             raise
         finally:
             await self.models.aclose()
+            log_fields(log, "turn", self.summary())
+
+    def _error(self, event: ErrorEvent) -> ErrorEvent:
+        self.error_codes.append(event.code)
+        return event
 
     def _stored_turn(self) -> Turn:
         return Turn(
@@ -117,6 +170,10 @@ class ChatTurn:
             turn_id=self.turn_id,
             status=self.status,
         )
+
+
+def _ms_since(started: float) -> int:
+    return round((time.monotonic() - started) * 1000)
 
 
 def _error_event(exc: Exception) -> ErrorEvent:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -20,6 +21,7 @@ from tests.loopback import LoopbackServer
 # How long a "hanging" reply holds the request at most: a safety net only, since the test or
 # the server's teardown releases it (no test waits for this to pass).
 HANG_LIMIT_S = 120.0
+TRICKLE_EVERY_S = 0.05
 
 
 @dataclass
@@ -27,13 +29,16 @@ class Reply:
     """One scripted answer: an HTTP status with a JSON body, or an SSE stream of chunks.
 
     `hang_before` holds the request before anything is sent (a model that never answers);
-    `hang_after` sends the first `hang_after` chunks and then holds the stream open."""
+    `hang_after` sends the first `hang_after` chunks and then holds the stream open;
+    `trickle_after` sends the first chunks and then a comment line every `TRICKLE_EVERY_S`
+    until released (a model that keeps a per-read timeout happy and never finishes)."""
 
     status: int = 200
     body: Any = None
     chunks: list[str] | None = None
     hang_before: bool = False
     hang_after: int | None = None
+    trickle_after: int | None = None
 
 
 @dataclass
@@ -142,6 +147,13 @@ class FakeModelServer:
         handler.send_header("Transfer-Encoding", "chunked")
         handler.end_headers()
         for i, chunk in enumerate(reply.chunks):
+            if reply.trickle_after is not None and i == reply.trickle_after:
+                self.hanging.set()
+                deadline = time.monotonic() + HANG_LIMIT_S
+                while not self.release.wait(TRICKLE_EVERY_S) and time.monotonic() < deadline:
+                    # A blank line: bytes every client's SSE parser skips. Fails once the
+                    # client left.
+                    _write_chunk(handler, b"\n")
             if reply.hang_after is not None and i == reply.hang_after:
                 self._hang()
                 # Probe the connection: a client that left makes this write fail.
@@ -176,13 +188,15 @@ def _gemini_chunk(parts: list[dict[str, Any]], finish: str | None = None) -> str
     return _sse(payload)
 
 
-def gemini_text(*pieces: str, hang_after: int | None = None) -> Reply:
+def gemini_text(
+    *pieces: str, hang_after: int | None = None, trickle_after: int | None = None
+) -> Reply:
     """Text streamed in the given pieces, the last one with finishReason STOP."""
     chunks = [
         _gemini_chunk([{"text": p}], "STOP" if i == len(pieces) - 1 else None)
         for i, p in enumerate(pieces)
     ]
-    return Reply(chunks=chunks, hang_after=hang_after)
+    return Reply(chunks=chunks, hang_after=hang_after, trickle_after=trickle_after)
 
 
 def gemini_call(name: str, **args: Any) -> Reply:

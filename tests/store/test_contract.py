@@ -62,6 +62,16 @@ async def test_recent_turns_are_the_users_last_ones_oldest_first(chats: ChatStor
     assert await chats.recent_turns("nobody", 5) == []
 
 
+async def test_a_turn_id_is_stored_once(chats: ChatStore):
+    """A retried write, or a dead letter replayed twice, leaves one turn: the first."""
+    first = make_turn("alice", 1)
+    await chats.append_turn(first)
+    await chats.append_turn(first.model_copy(update={"system": "altra risposta"}))
+    await chats.append_turn(first)
+    assert await chats.recent_turns("alice", 10) == [first]
+    assert await chats.latest_turn_ids("alice") == [first.turn_id]
+
+
 async def test_latest_turn_ids_follow_time_not_insertion(chats: ChatStore):
     assert await chats.latest_turn_ids("alice") == []
     late, early, earliest = make_turn("alice", 2), make_turn("alice", 1), make_turn("alice", 0)

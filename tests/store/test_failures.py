@@ -1,5 +1,6 @@
 """A failing store never loses a turn silently: 503 before the stream when history cannot be
-read, a `persist_failed` event when the answer cannot be stored; recovery when it returns."""
+read, a `persist_failed` event (and a dead letter) when the answer cannot be stored; recovery
+when it returns. The dead letters themselves: tests/store/test_dead_letters.py."""
 
 from __future__ import annotations
 
@@ -82,15 +83,17 @@ async def test_a_turn_that_cannot_be_stored_says_so_before_done(
     assert error["code"] == "persist_failed" and error["message"]
     (record,) = [r for r in caplog.records if "persist_failed" in r.getMessage()]
     assert re.search(
-        rf"turn_id={done['turn_id']} user='user-1' content_sha256=[0-9a-f]{{16}}$",
+        rf"turn_id={done['turn_id']} user='user-1' content_sha256=[0-9a-f]{{16}} "
+        r"dead_letter=file$",
         record.getMessage(),
     )
 
     with closing(sqlite3.connect(settings.sqlite_file)) as db:
         db.execute("DROP TRIGGER refuse")
         db.commit()
-    # Memory does not pretend the lost turn happened: the next turn sees only what is stored.
+    # Memory does not pretend the refused turn was stored: the next turn sees only what the
+    # store holds; after its `done` the dead letter is replayed into the store.
     events = await chat(client, auth(), "domanda tre")
     assert events[-1]["context_turns"] == 1
     history = (await client.get("/api/history", headers=auth())).json()["turns"]
-    assert [t["human"] for t in history] == ["domanda tre", "domanda uno"]
+    assert [t["human"] for t in history] == ["domanda tre", "domanda due", "domanda uno"]

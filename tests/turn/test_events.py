@@ -15,7 +15,7 @@ CONTRACT = {
     "tool_result": {"type", "tool_name", "data", "final"},
     "agent_message": {"type", "content"},
     "error": {"type", "code", "message"},
-    "done": {"type", "turn_id", "prompt_version", "model", "context_turns"},
+    "done": {"type", "turn_id", "prompt_version", "model", "context_turns", "request_id"},
 }
 
 

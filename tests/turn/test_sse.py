@@ -12,7 +12,7 @@ async def test_heartbeat_comments_while_the_producer_is_slow():
     """Whatever the machine's load: every event arrives once and in order, and while the
     producer waits the stream carries heartbeats (the producer waits until two were sent)."""
     release = anyio.Event()
-    done = Done(turn_id="t", prompt_version="v", model="m", context_turns=0)
+    done = Done(turn_id="t", prompt_version="v", model="m", context_turns=0, request_id="r")
 
     async def events():
         yield AgentMessage(content="a")

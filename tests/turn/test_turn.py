@@ -7,6 +7,7 @@ import json
 from aircoach.tools.registry import ToolSpec
 from tests.helpers import app_with, asgi_client, chat, copy_prompt_docs
 from tests.scripted_model import Script, ScriptedModels, call, text
+from tests.turn.test_events import CONTRACT
 
 ECHO = ToolSpec(
     name="echo",
@@ -28,7 +29,7 @@ async def test_text_turn_streams_deltas_then_done(app, client, auth, script):
     answer = "".join(e["content"] for e in events[:-1])
     assert answer == "La portanza nasce dalla differenza di pressione."
     done = events[-1]
-    assert set(done) == {"type", "turn_id", "prompt_version", "model", "context_turns"}
+    assert set(done) == CONTRACT["done"]
     assert done["model"] == "scripted" and done["context_turns"] == 0
     assert s.bound == [["domanda_teoria"]]
     [turn] = await stored(app)

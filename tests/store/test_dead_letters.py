@@ -1,0 +1,206 @@
+"""Dead letters: a turn the store refuses is spooled (S3, or files under the data dir) and
+replayed into the store by the next request that finds it healthy, each turn once."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from aircoach.models import Turn
+from aircoach.services import Services, build_dead_letters
+from aircoach.store.spool import DeadLetters, FileSpool
+from tests.helpers import app_with, asgi_client, chat, services_of
+from tests.s3 import BUCKET, PREFIX, s3_settings
+from tests.scripted_model import Script, ScriptedModels, text
+
+N = 3
+
+
+def refuse_writes(path: Path) -> None:
+    """A real backend failure: the database refuses writes, reads still work."""
+    with closing(sqlite3.connect(path)) as db:
+        db.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON chats BEGIN SELECT RAISE(ABORT, 'full'); END"
+        )
+        db.commit()
+
+
+def accept_writes(path: Path) -> None:
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("DROP TRIGGER refuse")
+        db.commit()
+
+
+def a_turn(turn_id: str, human: str = "domanda", user: str = "user-1") -> Turn:
+    return Turn(
+        userId=user,
+        human=human,
+        system="risposta",
+        timestamp="2026-11-22T10:00:00+00:00",
+        prompt_version="v1",
+        model="scripted",
+        thread_id=f"{user}:vv1",
+        turn_id=turn_id,
+    )
+
+
+async def test_store_down_for_n_turns_then_up_every_turn_in_history_once(
+    settings, auth, caplog: pytest.LogCaptureFixture
+):
+    script = Script([text(f"risposta {i}") for i in range(N + 2)])
+    app = app_with(settings, models=ScriptedModels(script))
+    spool = services_of(app).dead_letters.spool
+    async with asgi_client(app) as client:
+        await chat(client, auth(), "prima, salvata")
+        refuse_writes(settings.sqlite_file)
+        refused = []
+        with caplog.at_level(logging.ERROR, logger="aircoach.turn.recorder"):
+            for i in range(N):
+                events = await chat(client, auth(), f"rifiutata {i}")
+                assert [e["type"] for e in events][-2:] == ["error", "done"]
+                assert events[-2]["code"] == "persist_failed"  # the client is still told
+                refused.append(events[-1]["turn_id"])
+        assert await spool.keys(100) == [f"{turn_id}.json" for turn_id in refused]
+        print(f"\nstore refusing writes: {N} turns answered, persist_failed sent, spooled:")
+        for record in caplog.records:
+            if record.getMessage().startswith("persist_failed"):
+                print("  log:", record.getMessage())
+
+        # Still down: a history read replays nothing and loses nothing.
+        page = (await client.get("/api/history", headers=auth())).json()
+        assert [t["human"] for t in page["turns"]] == ["prima, salvata"]
+        assert len(await spool.keys(100)) == N
+
+        accept_writes(settings.sqlite_file)
+        page = (await client.get("/api/history", headers=auth())).json()
+        humans = [t["human"] for t in page["turns"]]
+        print(f"store back; GET /api/history (replays the spool first): {humans}")
+        assert humans == [f"rifiutata {i}" for i in reversed(range(N))] + ["prima, salvata"]
+        assert [t["turn_id"] for t in page["turns"][:N]] == refused[::-1]
+        assert {t["status"] for t in page["turns"]} == {"ok"}
+        assert await spool.keys(100) == []
+
+        # Replayed turns are history like any other: the next turn is shown them, once.
+        events = await chat(client, auth(), "dopo")
+        assert events[-1]["context_turns"] == N + 1
+        page = (await client.get("/api/history", headers=auth())).json()
+        ids = [t["turn_id"] for t in page["turns"]]
+        assert len(ids) == len(set(ids)) == N + 2
+        print(f"after one more turn: {len(ids)} turns in history, each once; spool empty")
+    script.assert_used()
+
+
+async def test_the_next_healthy_turn_replays_after_its_done(settings, auth):
+    script = Script([text("uno"), text("due")])
+    app = app_with(settings, models=ScriptedModels(script))
+    async with asgi_client(app) as client:
+        await services_of(app).chats.latest_turn_ids("user-1")  # creates the file
+        refuse_writes(settings.sqlite_file)
+        await chat(client, auth(), "rifiutata")
+        accept_writes(settings.sqlite_file)
+        events = await chat(client, auth(), "salvata")
+        assert "error" not in {e["type"] for e in events}
+        stored = await services_of(app).chats.history("user-1", limit=10, before=None)
+        assert sorted(t.human for t in stored) == ["rifiutata", "salvata"]
+        assert await services_of(app).dead_letters.spool.keys(10) == []
+
+
+async def test_replay_is_idempotent_by_turn_id(settings, data_dir):
+    services = Services.build(settings)
+    stored = a_turn("0001", "già salvata")
+    await services.chats.append_turn(stored)
+    spool = FileSpool(data_dir / "spool")
+    # The store took it although the write looked failed (a timeout after the commit), and
+    # two instances replay the same entry.
+    await spool.put(stored.model_copy(update={"system": "copia"}))
+    await spool.put(a_turn("0002", "persa"))
+    first, second = DeadLetters(spool), DeadLetters(spool)
+    assert await first.replay(services.chats) == 2
+    await spool.put(a_turn("0002", "persa"))  # a second copy, as if spooled twice
+    assert await second.replay(services.chats) == 1
+    turns = await services.chats.history("user-1", limit=10, before=None)
+    assert sorted((t.turn_id, t.system) for t in turns) == [
+        ("0001", "risposta"),  # the first write stays
+        ("0002", "risposta"),
+    ]
+
+
+async def test_a_spool_that_fails_too_says_the_turn_is_lost(
+    settings, auth, data_dir, caplog: pytest.LogCaptureFixture
+):
+    blocked = data_dir / "not-a-folder"
+    blocked.write_text("a file where the spool folder should be")
+    app = app_with(
+        settings,
+        models=ScriptedModels(Script([text("persa")])),
+        dead_letters=DeadLetters(FileSpool(blocked)),
+    )
+    async with asgi_client(app) as client:
+        await services_of(app).chats.latest_turn_ids("user-1")  # creates the file
+        refuse_writes(settings.sqlite_file)
+        with caplog.at_level(logging.INFO, logger="aircoach"):
+            events = await chat(client, auth(), "domanda")
+    assert events[-2]["code"] == "persist_failed"
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("dead-letter spool (file) refused turn") for m in messages)
+    assert any(m.endswith("dead_letter=lost") for m in messages)
+    (summary,) = [m for m in messages if m.startswith("turn ")]
+    assert " stored=lost " in summary
+
+
+async def test_a_long_backlog_drains_in_batches(settings, data_dir):
+    services = Services.build(settings)
+    spool = FileSpool(data_dir / "spool")
+    for n in range(5):
+        await spool.put(a_turn(f"{n:04d}"))
+    dead_letters = DeadLetters(spool, batch=2)
+    moved = [await dead_letters.replay(services.chats) for _ in range(4)]
+    assert moved == [2, 2, 1, 0]  # the last call finds the spool empty and is not due again
+    assert len(await services.chats.history("user-1", limit=10, before=None)) == 5
+
+
+async def test_an_unreadable_entry_is_left_in_place(settings, data_dir, caplog):
+    spool = FileSpool(data_dir / "spool")
+    (data_dir / "spool").mkdir()
+    (data_dir / "spool" / "0000.json").write_text("{not json")
+    await spool.put(a_turn("0001"))
+    assert await DeadLetters(spool).replay(Services.build(settings).chats) == 1
+    assert (data_dir / "spool" / "0000.json").exists()
+    assert "dead letter '0000.json' is not a turn" in caplog.text
+
+
+def test_without_a_bucket_the_spool_is_a_folder_of_the_data_dir(settings):
+    spool = build_dead_letters(settings).spool
+    assert isinstance(spool, FileSpool) and spool.folder == settings.data_dir / "deadletter"
+
+
+async def test_an_s3_spool_beside_the_docs_leaves_prompt_version_unchanged(s3, data_dir, auth):
+    """DEADLETTER_BUCKET may be the docs bucket, in a folder outside PROMPT_PREFIX: a spooled
+    turn never becomes a prompt doc, and the docs are never replayed as turns."""
+    settings = s3_settings(data_dir, deadletter_bucket=BUCKET, deadletter_prefix="deadletter/")
+    app = app_with(settings, models=ScriptedModels(Script([text("risposta")])))
+    services = services_of(app)
+    before = (await services.prompts.current()).version
+    async with asgi_client(app) as client:
+        await services.chats.latest_turn_ids("user-1")  # creates the SQLite file
+        refuse_writes(settings.sqlite_file)
+        events = await chat(client, auth(), "rifiutata")
+        assert events[-2]["code"] == "persist_failed"
+    keys = [k for k in s3.all_keys() if k.startswith("deadletter/")]
+    assert keys == [f"deadletter/{events[-1]['turn_id']}.json"]
+    assert not any(k.startswith(PREFIX + "deadletter") for k in s3.all_keys())
+
+    snapshot, previous = await services.prompts.reload()
+    assert snapshot.version == previous == before
+    assert all(not doc.key.startswith("deadletter") for doc in snapshot.docs)
+
+    accept_writes(settings.sqlite_file)
+    assert await services.dead_letters.replay(services.chats) == 1
+    assert [t.human for t in await services.chats.history("user-1", limit=5, before=None)] == [
+        "rifiutata"
+    ]
+    assert [k for k in s3.all_keys() if k.startswith("deadletter/")] == []

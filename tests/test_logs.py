@@ -1,0 +1,173 @@
+"""Logs: JSON lines that survive a runtime's own handlers, a request id on every line and in
+the response, one summary line per turn with no query text and no token."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from mangum import Mangum
+
+from aircoach.logs import APP_LOGGER, configure_logging
+from tests.helpers import app_with, asgi_client
+from tests.lambda_events import chat_event, response_body
+from tests.scripted_model import Script, ScriptedModels, call, text
+from tests.sse import parse_sse
+
+
+@pytest.fixture
+def pristine_logging() -> Iterator[logging.Handler]:
+    """A root logger as the Lambda runtime leaves it (its own handler, level WARNING); the
+    logging state is restored afterwards, so that other tests' caplog keeps working."""
+    root, app_logger = logging.getLogger(), logging.getLogger(APP_LOGGER)
+    saved = (root.handlers[:], root.level, app_logger.handlers[:], app_logger.level)
+    saved_propagate = app_logger.propagate
+    runtime = logging.Handler()
+    runtime.records = []  # type: ignore[attr-defined]
+    runtime.emit = runtime.records.append  # type: ignore[method-assign]
+    root.handlers[:] = [runtime]
+    root.setLevel(logging.WARNING)
+    yield runtime
+    root.handlers[:], app_logger.handlers[:] = saved[0], saved[2]
+    root.setLevel(saved[1])
+    app_logger.setLevel(saved[3])
+    app_logger.propagate = saved_propagate
+
+
+def json_lines(err: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+
+
+async def test_json_lines_reach_stderr_past_the_runtimes_handler(
+    settings, auth, capsys, pristine_logging
+):
+    """On Lambda the runtime owns the root logger at WARNING: basicConfig did nothing there,
+    and the INFO lines were dropped. Now each is one JSON object, written once."""
+    json_settings = settings.model_copy(update={"log_format": "json"})
+    script = Script([call("domanda_teoria", capitolo=3)])
+    app = app_with(json_settings, models=ScriptedModels(script))
+    async with asgi_client(app) as client:
+        response = await client.post(
+            "/api/stream_query",
+            json={"query": "Dammi una domanda del capitolo 3 SEGRETO"},
+            headers={**auth(), "X-Request-ID": "req-abc.123"},
+        )
+    token = auth()["Authorization"].removeprefix("Bearer ")
+    err = capsys.readouterr().err
+    lines = json_lines(err)
+    assert len(lines) == len(err.strip().splitlines())  # nothing but JSON objects
+    assert {line["request_id"] for line in lines} == {"req-abc.123"}
+    assert pristine_logging.records == []  # not repeated by the runtime's handler
+    (summary,) = [line for line in lines if line.get("event") == "turn"]
+    done = parse_sse(response.text)[-1]
+    assert response.headers["X-Request-ID"] == done["request_id"] == "req-abc.123"
+    assert summary["turn_id"] == done["turn_id"]
+    assert {k: summary[k] for k in ("user", "prompt_version", "model", "tools", "outcome")} == {
+        "user": "user-1",
+        "prompt_version": done["prompt_version"],
+        "model": "scripted",
+        "tools": ["domanda_teoria"],
+        "outcome": "ok",
+    }
+    assert summary["stored"] == "stored" and summary["errors"] == []
+    assert isinstance(summary["latency_ms"], int) and summary["level"] == "INFO"
+    assert "SEGRETO" not in err and token not in err  # no query text, no token
+
+
+async def test_text_lines_go_through_the_root_logger(settings, client, auth, script, caplog):
+    script([text("ciao")])
+    with caplog.at_level(logging.INFO, logger=APP_LOGGER):
+        response = await client.post("/api/stream_query", json={"query": "Saluta"}, headers=auth())
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("turn ")]
+    turn_id = parse_sse(response.text)[-1]["turn_id"]
+    assert f"turn user=user-1 turn_id={turn_id} " in line
+    assert " outcome=ok " in line and " tools=- " in line and "Saluta" not in line
+
+
+def test_configuring_twice_keeps_one_handler(settings, pristine_logging):
+    json_settings = settings.model_copy(update={"log_format": "json"})
+    for _ in range(3):
+        configure_logging(json_settings)
+    assert len(logging.getLogger(APP_LOGGER).handlers) == 1
+    configure_logging(settings)  # back to text: lines go to the root's (runtime's) handler
+    app_logger = logging.getLogger(APP_LOGGER)
+    assert app_logger.handlers == [] and app_logger.propagate
+    logging.getLogger("aircoach.test").info("through the runtime")
+    assert [r.getMessage() for r in pristine_logging.records] == ["through the runtime"]
+
+
+def test_without_handlers_the_root_gets_ours(settings, pristine_logging, capsys):
+    logging.getLogger().handlers.clear()
+    configure_logging(settings.model_copy(update={"log_format": "json"}))
+    logging.getLogger("httpx").info("HTTP Request: GET https://x/?key=1")  # dropped
+    logging.getLogger("somelib").warning("disk almost full")
+    (line,) = json_lines(capsys.readouterr().err)
+    assert (line["logger"], line["msg"], line["level"]) == (
+        "somelib",
+        "disk almost full",
+        "WARNING",
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "echoed"),
+    [
+        ("abc-123", "abc-123"),
+        ("x" * 200, None),  # too long: replaced, never echoed
+        ("two words", None),
+        ('"><script>', None),
+    ],
+)
+async def test_the_request_id_header_is_taken_only_when_sane(client, given, echoed):
+    response = await client.get("/api/health", headers={"X-Request-ID": given})
+    request_id = response.headers["X-Request-ID"]
+    if echoed:
+        assert request_id == echoed
+    else:
+        assert request_id != given and len(request_id) == 32
+
+
+async def test_every_response_gets_an_id_even_errors(client):
+    first = await client.get("/api/history")
+    second = await client.get("/api/history")
+    assert first.status_code == 401
+    assert first.headers["X-Request-ID"] != second.headers["X-Request-ID"]
+
+
+async def test_cors_lets_browsers_read_the_request_id(client):
+    response = await client.get("/api/health", headers={"Origin": "https://app.example"})
+    assert "x-request-id" in response.headers["access-control-expose-headers"].lower()
+
+
+def test_lambda_invocations_use_the_platforms_request_id(settings, token):
+    """Mangum hands the Lambda context to the app: its id is the one in the runtime's
+    START/END/REPORT lines, so the app's lines join them in CloudWatch."""
+    handler = Mangum(app_with(settings), lifespan="off")
+    context = SimpleNamespace(aws_request_id="8f5c6b5e-lambda")
+    response = handler(
+        chat_event(token("lambda-user"), "Dammi una domanda del capitolo 3"), context
+    )
+    assert response["headers"]["x-request-id"] == "8f5c6b5e-lambda"
+    assert parse_sse(response_body(response))[-1]["request_id"] == "8f5c6b5e-lambda"
+    # Without a context (API Gateway's id is the next best)
+    response = handler(chat_event(token("lambda-user"), "Dammi una domanda del capitolo 4"), {})
+    assert response["headers"]["x-request-id"] == "req"
+
+
+async def test_vercel_id_is_used_when_the_client_sends_none(client):
+    response = await client.get("/api/health", headers={"x-vercel-id": "fra1::iad1::abc-1700"})
+    assert response.headers["X-Request-ID"] == "fra1::iad1::abc-1700"
+
+
+async def test_the_json_answer_carries_the_request_id(client, auth, script):
+    script([text("ciao")])
+    response = await client.post(
+        "/api/stream_query",
+        json={"query": "Saluta", "stream": False},
+        headers={**auth(), "X-Request-ID": "json-1"},
+    )
+    assert response.json()["request_id"] == response.headers["X-Request-ID"] == "json-1"
