@@ -71,6 +71,25 @@ class Auth0KeySource:
         self._lock = threading.Lock()
         self.last_error: str | None = None
 
+    def health(self) -> dict[str, object]:
+        """The key cache, for `/api/health` (touches no backend): `fresh` while younger than
+        `jwks_max_age_s`; `unavailable` when no key could be fetched, `degraded` when the last
+        refresh failed and older keys are in use."""
+        fetched = self._fetched_at != float("-inf")
+        age = self.clock() - self._fetched_at if fetched else None
+        if not self._keys:
+            status = "unavailable" if self.last_error else "not_loaded"
+        else:
+            status = "degraded" if self.last_error else "ok"
+        return {
+            "source": "auth0",
+            "status": status,
+            "keys": len(self._keys),
+            "fresh": age is not None and age < self.max_age_s,
+            "age_s": None if age is None else round(age, 1),
+            "last_error": self.last_error,
+        }
+
     async def key_for(self, kid: str | None) -> Any:
         if not kid:
             raise AuthError("token header has no 'kid'")

@@ -41,6 +41,10 @@ class KeySource(Protocol):
 
     async def key_for(self, kid: str | None) -> Any: ...
 
+    def health(self) -> dict[str, object]:
+        """The key source's state for `/api/health`, touching no backend."""
+        ...
+
 
 class TokenVerifier:
     """Verifies bearer tokens. A token that verified is remembered for `cache_ttl_s` (never past
@@ -135,6 +139,9 @@ class DevIssuer:
             serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
         )
         return hashlib.sha256(der).hexdigest()[:16]
+
+    def health(self) -> dict[str, object]:
+        return {"source": "dev-issuer", "status": "ok", "key_loaded": self._private_key is not None}
 
     async def key_for(self, kid: str | None) -> Any:
         if self._private_key is None:

@@ -133,8 +133,8 @@ async def test_token_from_another_key_is_401(client, settings, tmp_path):
 
 async def test_health_needs_no_token_and_reports_backends(client):
     body = (await client.get("/api/health")).json()
-    assert body["status"] == "ok" and body["store"] == "sqlite" and body["auth"] == "dev-issuer"
-    assert body["model"] == "offline"
+    assert body["status"] == "ok" and body["store"]["backend"] == "sqlite"
+    assert body["auth"]["source"] == "dev-issuer" and body["model"]["provider"] == "offline"
 
 
 @pytest.mark.integration

@@ -1,0 +1,106 @@
+"""GET /api/health tells the truth about every dependency (token keys, store, prompt, model,
+dead letters), still answers 200 while one fails, and never shows a secret."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aircoach.auth.auth0 import Auth0KeySource
+from aircoach.auth.tokens import TokenVerifier
+from tests.helpers import app_with, asgi_client
+from tests.loopback import free_port
+
+
+async def test_a_healthy_laptop(client):
+    body = (await client.get("/api/health")).json()
+    assert body["status"] == "ok"
+    assert body["auth"] == {"source": "dev-issuer", "status": "ok", "key_loaded": False}
+    store = body["store"]
+    assert (store["backend"], store["status"], store["error"]) == ("sqlite", "ok", None)
+    assert body["prompt"]["status"] == "not_loaded"  # a cold instance: nothing asked yet
+    assert body["model"] == {"provider": "offline", "name": None, "fallback": None}
+    assert body["dead_letters"] == {
+        "spool": "file",
+        "spooled": 0,
+        "replayed": 0,
+        "pending": None,
+        "last_error": None,
+    }
+
+
+async def test_a_store_that_cannot_be_opened_is_reported(settings, data_dir):
+    (data_dir / "blocked").write_text("a file where a folder should be")
+    broken = settings.model_copy(update={"sqlite_path": data_dir / "blocked" / "db.sqlite3"})
+    async with asgi_client(app_with(broken)) as client:
+        response = await client.get("/api/health")
+    assert response.status_code == 200  # alive; the body says what fails
+    body = response.json()
+    assert body["status"] == "degraded"
+    assert body["store"]["status"] == "unavailable" and body["store"]["error"] == "FileExistsError"
+
+
+SECRETS = {
+    "google_api_key": "sekrit-google-key",
+    "openai_api_key": "sekrit-openai-key",
+    "update_docs_secret": "sekrit-webhook",
+    "tool_env": {"TOOL_KB_TOKEN": "sekrit-tool-token", "KB_SEARCH_URL": "http://kb.local"},
+}
+
+
+async def test_no_secret_in_the_health_answer(settings):
+    configured = settings.model_copy(
+        update={**SECRETS, "model_provider": "gemini", "model_fallback": "openai:gpt-4o-mini"}
+    )
+    async with asgi_client(app_with(configured)) as client:
+        body = (await client.get("/api/health")).json()
+    text = json.dumps(body)
+    assert "sekrit" not in text
+    assert body["model"] == {
+        "provider": "gemini",
+        "name": "gemini-2.5-flash",
+        "fallback": "openai:gpt-4o-mini",
+    }
+
+
+@pytest.mark.integration
+async def test_an_unreachable_mongodb_is_reported_without_its_password(settings):
+    uri = f"mongodb://aircoach:sekrit-db-password@127.0.0.1:{free_port()}/?directConnection=true"
+    down = settings.model_copy(update={"mongodb_uri": uri, "store_timeout_s": 0.5})
+    async with asgi_client(app_with(down)) as client:
+        body = (await client.get("/api/health")).json()
+    assert body["status"] == "degraded" and body["store"]["backend"] == "mongodb"
+    assert body["store"]["status"] == "unavailable" and body["store"]["error"]
+    assert "sekrit" not in json.dumps(body)
+
+
+async def test_auth0_key_cache_fresh_age_and_last_error(tenant, data_dir, clock):
+    settings = tenant.settings(data_dir)
+    keys = Auth0KeySource(settings, clock=clock)
+    verifier = TokenVerifier(
+        keys, issuer=tenant.issuer, audience=tenant.audience, cache_ttl_s=0, clock=clock
+    )
+    app = app_with(settings, verifier=verifier)
+    headers = {"Authorization": f"Bearer {tenant.mint()}"}
+    async with asgi_client(app) as client:
+        cold = (await client.get("/api/health")).json()
+        assert cold["auth"]["status"] == "not_loaded" and cold["status"] == "ok"
+        assert (await client.get("/api/tools", headers=headers)).status_code == 200
+        warm = (await client.get("/api/health")).json()["auth"]
+        assert (warm["status"], warm["keys"], warm["fresh"], warm["last_error"]) == (
+            "ok",
+            1,
+            True,
+            None,
+        )
+        assert warm["age_s"] == 0
+
+        tenant.down.add("jwks")
+        clock.advance(keys.max_age_s + 5)  # due for a refresh, which fails
+        assert (await client.get("/api/tools", headers=headers)).status_code == 200
+        body = (await client.get("/api/health")).json()
+    auth = body["auth"]
+    assert (auth["status"], auth["keys"], auth["fresh"]) == ("degraded", 1, False)
+    assert auth["age_s"] == keys.max_age_s + 5 and "503" in auth["last_error"]
+    assert body["status"] == "degraded"
