@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test test-unit test-load test-stress lint fmt bench clean tools-schema
+.PHONY: run test test-unit test-load test-stress lint fmt bench bundle bundle-check clean tools-schema
 
 # Some shells export PYTHONDONTWRITEBYTECODE: every run would then compile (and pytest
 # assertion-rewrite) every module again, which doubled the suite's start-up.
@@ -45,8 +45,16 @@ fmt: $(STAMP)
 tools-schema: $(STAMP)
 	$(BIN)/python -m aircoach.tools
 
+# The Lambda zip (dist/aircoach-lambda.zip): downloads python3.12 manylinux wheels from the
+# package index, so it is not part of make test. serverless.yml ships this zip.
+bundle: $(STAMP)
+	$(BIN)/python deploy/bundle.py build
+
+bundle-check: $(STAMP)
+	$(BIN)/python deploy/bundle.py check
+
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache dist

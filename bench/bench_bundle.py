@@ -1,65 +1,35 @@
-"""Bundle size: `pip install --target` of requirements.txt as Lambda would get it (boto3 and its
-dependencies come with the Lambda runtime, so they are left out), unzipped size."""
+"""Bundle size: the Lambda zip `make bundle` builds and serverless.yml ships
+(dist/aircoach-lambda.zip; built first when missing): files, zipped and unzipped size, the
+largest packages."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import tempfile
+import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-
-def size_mb(folder: Path) -> float:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
+from deploy.bundle import ZIP, build
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        target = Path(tmp) / "package"
-        reqs = Path(tmp) / "requirements.txt"
-        lines = [
-            line
-            for line in (ROOT / "requirements.txt").read_text().splitlines()
-            if not line.strip().startswith(RUNTIME_PROVIDED)
-        ]
-        reqs.write_text("\n".join(lines))
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--target",
-                str(target),
-                "--platform",
-                "manylinux2014_x86_64",
-                "--implementation",
-                "cp",
-                "--python-version",
-                "3.12",
-                "--only-binary=:all:",
-                "-r",
-                str(reqs),
-            ],
-            check=True,
-        )
-        for name in RUNTIME_PROVIDED:
-            for path in target.glob(f"{name}*"):
-                subprocess.run(["rm", "-rf", str(path)], check=True)
-        total = size_mb(target)
-        biggest = sorted(
-            ((size_mb(p), p.name) for p in target.iterdir() if p.is_dir()), reverse=True
-        )[:8]
-        print(
-            f"Lambda bundle (requirements.txt, python 3.12 manylinux, without boto3): {total:.1f} MB unzipped "
-            f"(target < 150 MB)"
-        )
-        for mb, name in biggest:
-            print(f"  {mb:6.1f} MB  {name}")
+    if not ZIP.exists():
+        build()
+    with zipfile.ZipFile(ZIP) as bundle:
+        infos = [i for i in bundle.infolist() if not i.is_dir()]
+    unzipped = sum(i.file_size for i in infos) / 2**20
+    by_top: dict[str, int] = {}
+    for info in infos:
+        top = info.filename.split("/")[0].split("-")[0]
+        by_top[top] = by_top.get(top, 0) + info.file_size
+    print(
+        f"Lambda bundle {ZIP.name} (requirements.txt, python 3.12 manylinux, without boto3): "
+        f"{len(infos)} files, {ZIP.stat().st_size / 2**20:.1f} MB zipped, "
+        f"{unzipped:.1f} MB unzipped (target < 150 MB)"
+    )
+    for name, size in sorted(by_top.items(), key=lambda kv: -kv[1])[:8]:
+        print(f"  {size / 2**20:6.1f} MB  {name}")
 
 
 if __name__ == "__main__":

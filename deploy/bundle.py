@@ -1,0 +1,187 @@
+"""The Lambda bundle: exactly the app and its runtime dependencies, for python3.12 on x86_64.
+
+    python deploy/bundle.py build   # dist/aircoach-lambda.zip (make bundle)
+    python deploy/bundle.py check   # list it, fail on anything local (make bundle-check)
+
+`build` asks pip for manylinux wheels of requirements.txt (`--platform manylinux2014_x86_64
+--python-version 3.12 --only-binary=:all:`), so it needs neither Docker nor python3.12 on the
+host, and a Mac or Windows machine bundles the same Linux wheels. boto3 and its dependencies
+come with the Lambda runtime and are left out. The app's folders are copied from the work
+tree (without caches); nothing else of the work tree is.
+
+`check` accepts a file only if a distribution in the zip installed it (its RECORD lists it) or
+it is one of the app's files, and among the app's files refuses the local things by name:
+`.env*`, the data dir, SQLite files, the dev issuer key, dead letters, caches. Anything else
+(`tests/`, `bench/`, `.venv`, `node_modules`, a stray file) is neither, and fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import fnmatch
+import io
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path, PurePosixPath
+
+ROOT = Path(__file__).resolve().parent.parent
+ZIP = ROOT / "dist" / "aircoach-lambda.zip"
+
+# The app: the Lambda handler's package and what it reads at run time.
+APP_FOLDERS = ("aircoach", "functions", "prompt_docs")
+# Provided by the Lambda Python runtime (and ~25 MB): not bundled.
+RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath")
+PLATFORM = ("--platform", "manylinux2014_x86_64", "--implementation", "cp")
+PYTHON_VERSION = "3.12"
+
+# Local things that must never ship, whatever else the check allows.
+FORBIDDEN = (
+    ".env",
+    ".env.*",
+    ".aircoach",
+    "*.sqlite3",
+    "*.sqlite3-*",
+    "dev_issuer_key.pem",
+    "tests",
+    "bench",
+    ".venv",
+    "node_modules",
+    "__pycache__",
+    "*.pyc",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".git",
+    ".serverless",
+    ".vercel",
+    "deadletter",
+)
+
+
+def build(target: Path = ZIP) -> Path:
+    """Build the zip at `target` (replacing it); returns its path."""
+    with tempfile.TemporaryDirectory() as tmp:
+        staging = Path(tmp) / "bundle"
+        requirements = Path(tmp) / "requirements.txt"
+        requirements.write_text(_runtime_requirements())
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-compile",  # .pyc of this host's Python would be useless on 3.12
+                "--target",
+                str(staging),
+                *PLATFORM,
+                "--python-version",
+                PYTHON_VERSION,
+                "--only-binary=:all:",
+                "-r",
+                str(requirements),
+            ],
+            check=True,
+        )
+        shutil.rmtree(staging / "bin", ignore_errors=True)  # console scripts: unused on Lambda
+        for folder in APP_FOLDERS:
+            shutil.copytree(
+                ROOT / folder,
+                staging / folder,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"),
+            )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp_zip = target.with_suffix(".tmp")
+        with zipfile.ZipFile(tmp_zip, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as bundle:
+            for path in sorted(staging.rglob("*")):
+                if path.is_file():
+                    bundle.write(path, path.relative_to(staging).as_posix())
+        tmp_zip.replace(target)
+    return target
+
+
+def _runtime_requirements() -> str:
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    return "\n".join(line for line in lines if not _names_one_of(line, RUNTIME_PROVIDED)) + "\n"
+
+
+def _names_one_of(line: str, names: tuple[str, ...]) -> bool:
+    name = line.split("#")[0].strip().split("[")[0]
+    for cut in "<>=!~ ;":
+        name = name.split(cut)[0]
+    return name.lower() in names
+
+
+def problems(names: list[str], recorded: set[str]) -> list[str]:
+    """Why each unexpected file of the zip should not be there (empty: a clean bundle).
+    `recorded`: the files the bundled distributions installed (their RECORD)."""
+    found = []
+    for name in names:
+        parts = PurePosixPath(name).parts
+        top = parts[0]
+        if top in RUNTIME_PROVIDED or top.startswith(tuple(f"{p}-" for p in RUNTIME_PROVIDED)):
+            found.append(f"{name}: provided by the Lambda runtime")
+        elif name in recorded:
+            continue  # installed by pip from a wheel: a package's own file
+        elif any(fnmatch.fnmatch(part, pattern) for part in parts for pattern in FORBIDDEN):
+            found.append(f"{name}: a local file")
+        elif top not in APP_FOLDERS:
+            found.append(f"{name}: neither the app's nor an installed distribution's")
+    return found
+
+
+def recorded_in(bundle: zipfile.ZipFile) -> set[str]:
+    """Every file the distributions in the zip installed (their RECORD files)."""
+    files: set[str] = set()
+    for name in bundle.namelist():
+        if name.endswith(".dist-info/RECORD"):
+            rows = csv.reader(io.StringIO(bundle.read(name).decode()))
+            files.update(row[0] for row in rows if row)
+    return files
+
+
+def check(path: Path = ZIP) -> int:
+    """Print the bundle's contents by top-level folder; 1 if it holds anything local."""
+    if not path.exists():
+        print(f"{path} does not exist: run make bundle first", file=sys.stderr)
+        return 1
+    with zipfile.ZipFile(path) as bundle:
+        infos = [i for i in bundle.infolist() if not i.is_dir()]
+        recorded = recorded_in(bundle)
+    found = problems([i.filename for i in infos], recorded)
+    by_top: dict[str, tuple[int, int]] = {}
+    for info in infos:
+        top = info.filename.split("/")[0]
+        count, size = by_top.get(top, (0, 0))
+        by_top[top] = (count + 1, size + info.file_size)
+    unzipped = sum(i.file_size for i in infos)
+    print(f"{path.relative_to(ROOT)}: {len(infos)} files, {path.stat().st_size / 2**20:.1f} MB")
+    print(f"unzipped {unzipped / 2**20:.1f} MB (Lambda's limit: 250 MB; our target < 150 MB)")
+    for top, (count, size) in sorted(by_top.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {size / 2**20:7.2f} MB  {count:5d} files  {top}")
+    if found:
+        print(f"\n{len(found)} files must not be in the bundle:", file=sys.stderr)
+        for line in found[:50]:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    print("\nno local file: every file is the app's or an installed distribution's")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["build", "check"])
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        print(f"built {build().relative_to(ROOT)}")
+        return 0
+    return check()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""The deploy files ship exactly the app and configure everything: Vercel's ignore rules, the
+Lambda bundle's check, and serverless.yml's environment against the settings model."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pathspec
+import yaml
+
+from aircoach.settings import ROOT, Settings
+from deploy import bundle
+
+# What a developer's work tree holds that must never reach a deploy.
+LOCAL = [
+    ".env",
+    ".env.local",
+    ".env.production",
+    ".aircoach/dev_issuer_key.pem",
+    ".aircoach/aircoach.sqlite3",
+    ".aircoach/deadletter/18ea.json",
+    ".venv/lib/python3.11/site-packages/fastapi/__init__.py",
+    "tests/conftest.py",
+    "bench/bench_bundle.py",
+    "aircoach/__pycache__/app.cpython-311.pyc",
+    ".pytest_cache/v/cache/nodeids",
+    ".mypy_cache/3.11/aircoach/app.data.json",
+    ".ruff_cache/content",
+    "node_modules/serverless/package.json",
+    "dist/aircoach-lambda.zip",
+    "deploy/bundle.py",
+    "aircoach/.env",
+]
+# What the Vercel function needs.
+APP = [
+    "api/index.py",
+    "aircoach/app.py",
+    "aircoach/turn/turn.py",
+    "aircoach/data/quiz_questions.json",
+    "prompt_docs/tools.json",
+    "prompt_docs/00_ruolo.md",
+    "requirements.txt",
+    "vercel.json",
+]
+
+
+def _gitignore(lines: list[str]) -> pathspec.PathSpec:
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def test_vercel_uploads_the_app_and_nothing_local():
+    ignore = _gitignore((ROOT / ".vercelignore").read_text().splitlines())
+    assert [path for path in LOCAL if not ignore.match_file(path)] == []
+    assert [path for path in APP if ignore.match_file(path)] == []
+    # pyproject.toml stays local too: Vercel would install from it instead of requirements.txt.
+    assert ignore.match_file("pyproject.toml")
+
+
+def test_the_vercel_function_excludes_local_files_too():
+    config = json.loads((ROOT / "vercel.json").read_text())
+    function = config["functions"]["api/index.py"]
+    patterns = re.fullmatch(r"\{(.*)\}", function["excludeFiles"])[1].split(",")
+    excluded = _gitignore(patterns)
+    inside_the_function = [p for p in LOCAL if not p.startswith(("deploy/", "dist/"))]
+    assert [path for path in inside_the_function if not excluded.match_file(path)] == []
+    assert [path for path in APP if excluded.match_file(path)] == []
+
+
+def test_git_ignores_local_files_but_not_the_example():
+    ignore = _gitignore((ROOT / ".gitignore").read_text().splitlines())
+    for path in (".env", ".env.local", "node_modules/x/package.json", "dist/aircoach-lambda.zip"):
+        assert ignore.match_file(path), path
+    assert not ignore.match_file(".env.example")
+
+
+# --- serverless.yml ---------------------------------------------------------------------------
+
+# Settings deliberately not passed to Lambda, and why.
+NOT_ON_LAMBDA = {
+    "DATA_DIR": "only /tmp is writable there, and /tmp/aircoach is the default",
+    "PROMPT_DOCS_DIR": "the docs folder in the zip is the default; production docs are on S3",
+    "AWS_REGION": "reserved: the Lambda runtime sets it, a function may not",
+    "AWS_ENDPOINT_URL": "S3 emulators (MinIO, LocalStack, moto) on a laptop only",
+}
+
+
+def _serverless() -> dict:
+    return yaml.safe_load((ROOT / "serverless.yml").read_text())
+
+
+def _tools_json_variables() -> set[str]:
+    return set(re.findall(r"\$\{([A-Z0-9_]+)\}", (ROOT / "prompt_docs" / "tools.json").read_text()))
+
+
+def test_every_setting_reaches_lambda():
+    """A setting added to the model (or a variable to the shipped tools.json) and not to
+    serverless.yml fails here, and so does one passed that nothing reads."""
+    settings = {name.upper() for name in Settings.model_fields} - {"TOOL_ENV"}
+    aliases = {"GEMINI_API_KEY"}  # GOOGLE_API_KEY's alias: a user may set only that one
+    expected = (settings | aliases | _tools_json_variables()) - set(NOT_ON_LAMBDA)
+    environment = set(_serverless()["provider"]["environment"])
+    assert sorted(expected - environment) == [], "missing from serverless.yml"
+    assert sorted(environment - expected) == [], "passed but not a setting"
+
+
+def test_optional_settings_default_to_empty_so_the_app_default_applies():
+    environment = _serverless()["provider"]["environment"]
+    required = {"AUTH0_DOMAIN", "PROMPT_BUCKET"}  # a deploy without them fails to resolve
+    for name, value in environment.items():
+        expected = f"${{env:{name}}}" if name in required else f"${{env:{name}, ''}}"
+        assert value == expected, name
+
+
+def test_lambda_ships_the_checked_bundle():
+    config = _serverless()
+    assert ROOT / config["package"]["artifact"] == bundle.ZIP
+    assert "plugins" not in config  # nothing repackages the work tree
+    assert config["provider"]["runtime"] == f"python{bundle.PYTHON_VERSION}"
+    assert config["provider"]["architecture"] == "x86_64"  # the manylinux x86_64 wheels
+    assert config["functions"]["api"]["handler"] == "functions/chat.handler"
+
+
+def test_function_timeouts_leave_room_for_the_turn_cap_and_the_store():
+    defaults = Settings(_env_file=None)
+    needed = defaults.turn_timeout_s + defaults.store_timeout_s
+    assert _serverless()["provider"]["timeout"] > needed
+    vercel = json.loads((ROOT / "vercel.json").read_text())
+    assert vercel["functions"]["api/index.py"]["maxDuration"] > needed
+
+
+def test_the_deploy_tool_is_pinned():
+    package = json.loads((ROOT / "package.json").read_text())
+    version = package["devDependencies"]["serverless"]
+    assert re.fullmatch(r"3\.\d+\.\d+", version)  # exact, v3 (v4 needs a login)
+    lock = json.loads((ROOT / "package-lock.json").read_text())
+    assert lock["packages"]["node_modules/serverless"]["version"] == version
+
+
+# --- the bundle check -------------------------------------------------------------------------
+
+
+def test_the_bundle_check_accepts_the_app_and_installed_files_only():
+    recorded = {"fastapi/__init__.py", "fastapi-0.1.dist-info/RECORD", "google/genai/tests/t.py"}
+    clean = ["aircoach/app.py", "functions/chat.py", "prompt_docs/tools.json", *sorted(recorded)]
+    assert bundle.problems(clean, recorded) == []
+    local = [
+        ".env",
+        "aircoach/.env.local",
+        ".aircoach/aircoach.sqlite3",
+        "aircoach/dev_issuer_key.pem",
+        "aircoach/__pycache__/app.cpython-311.pyc",
+        "tests/conftest.py",
+        "bench/bench_bundle.py",
+        "node_modules/x/index.js",
+        "notes.txt",
+        "boto3/__init__.py",
+    ]
+    found = bundle.problems(local, recorded)
+    assert [line.split(":")[0] for line in found] == local
+    assert "boto3/__init__.py: provided by the Lambda runtime" in found
+    assert ".env: a local file" in found
+    assert "notes.txt: neither the app's nor an installed distribution's" in found
+
+
+def test_the_bundle_leaves_out_what_the_lambda_runtime_provides():
+    requirements = bundle._runtime_requirements()
+    assert "fastapi" in requirements and "mangum" in requirements
+    assert not re.search(r"^boto3", requirements, re.MULTILINE)
