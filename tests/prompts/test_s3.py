@@ -9,11 +9,11 @@ import pytest
 
 from aircoach.prompts.s3 import S3DocSource
 from aircoach.prompts.store import PromptStore, build_prompt
-from aircoach.settings import ROOT
 from tests.clock import FakeClock
+from tests.helpers import shipped_docs
 from tests.s3 import PREFIX, CallCounter, s3_settings
 
-LOCAL = {p.name: p.read_text() for p in sorted((ROOT / "prompt_docs").iterdir()) if p.is_file()}
+LOCAL = shipped_docs()
 
 
 @pytest.fixture

@@ -10,13 +10,12 @@ import pytest
 
 from aircoach.auth.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
 from aircoach.prompts.store import build_prompt
-from aircoach.settings import ROOT
-from tests.helpers import app_with, asgi_client
+from tests.helpers import app_with, asgi_client, shipped_docs
 from tests.s3 import CallCounter, s3_settings
 
 SECRET = "s3cret"
 BODY = json.dumps({"reason": "docs pushed by CI"}).encode()
-LOCAL = {p.name: p.read_text() for p in sorted((ROOT / "prompt_docs").iterdir()) if p.is_file()}
+LOCAL = shipped_docs()
 
 
 @pytest.fixture
