@@ -122,6 +122,8 @@ def _docs(args: argparse.Namespace) -> None:
             st = bucket.status()
             print(f"local  {st.local_version or '(no docs)'}  {bucket.folder}")
             print(f"remote {st.remote_version or '(no docs)'}  {where}")
+            for name, (local_task, remote_task) in st.tasks.items():
+                print(f"  task {name}: local {local_task or '-'}  remote {remote_task or '-'}")
             for label, keys in (
                 ("only local", st.only_local),
                 ("only remote", st.only_remote),

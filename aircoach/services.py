@@ -8,6 +8,7 @@ request's event loop.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from aircoach.prompts.sources import LocalDocSource, PromptSource
 from aircoach.prompts.store import PromptSnapshot, PromptStore
 from aircoach.settings import PromptSettings, Settings
 from aircoach.store import ChatStore, QuizStore, build_stores
+from aircoach.tasks.definition import TaskCatalog, check_task_docs, load_tasks
 from aircoach.tools.registry import ToolRegistry, check_tools_doc
 
 if TYPE_CHECKING:
@@ -35,12 +37,18 @@ def build_prompt_source(settings: PromptSettings) -> PromptSource:
     return LocalDocSource(settings.prompt_docs_dir)
 
 
+def check_docs(contents: Mapping[str, str]) -> None:
+    """Docs that must not be served raise `ConfigError`: a bad `tools.json` or a bad task."""
+    check_tools_doc(contents)
+    check_task_docs(contents)
+
+
 def build_prompt_store(settings: PromptSettings, **options: Any) -> PromptStore:
     """The prompt store of the settings' source (`options`: e.g. a `clock`)."""
     return PromptStore(
         build_prompt_source(settings),
         ttl_s=settings.prompt_ttl_s,
-        validate=check_tools_doc,
+        validate=check_docs,
         **options,
     )
 
@@ -55,6 +63,7 @@ class Services:
     models: ModelProvider
     user_data: UserDataSource | None
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
+    _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
     _quiz_ready: bool = field(default=False, repr=False)
 
     @classmethod
@@ -101,6 +110,14 @@ class Services:
         if cached is None or cached[0] != snapshot.version:
             registry = ToolRegistry.from_docs(snapshot.contents, env=self.settings.tool_env)
             cached = self._tools = (snapshot.version, registry)
+        return cached[1]
+
+    def tasks_for(self, snapshot: PromptSnapshot) -> TaskCatalog:
+        """The tasks of this prompt snapshot (`tasks/<name>/`), parsed once per set of docs.
+        Keyed by the docs, not `snapshot.version`: a task edit leaves the prompt version."""
+        cached = self._tasks
+        if cached is None or cached[0] != snapshot.docs:
+            cached = self._tasks = (snapshot.docs, load_tasks(snapshot.contents))
         return cached[1]
 
     async def quiz_store(self) -> QuizStore:
