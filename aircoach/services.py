@@ -19,11 +19,13 @@ from aircoach.llm.factory import ConfiguredModels, ModelProvider
 from aircoach.prompts.sources import LocalDocSource, PromptSource
 from aircoach.prompts.store import PromptSnapshot, PromptStore
 from aircoach.settings import PromptSettings, Settings
-from aircoach.store import ChatStore, QuizStore, build_stores
+from aircoach.store import ChatStore, QuizStore, TaskStores, build_stores, build_task_stores
 from aircoach.tasks.definition import TaskCatalog, check_task_docs, load_tasks
 from aircoach.tools.registry import ToolRegistry, check_tools_doc
 
 if TYPE_CHECKING:
+    from aircoach.tasks.engine import TaskEngine
+    from aircoach.tasks.models import TaskModels
     from aircoach.turn.memory import Memory
 
 _UNSET: Any = object()
@@ -53,6 +55,12 @@ def build_prompt_store(settings: PromptSettings, **options: Any) -> PromptStore:
     )
 
 
+def _configured_task_models(settings: Settings) -> TaskModels:
+    from aircoach.tasks.models import ConfiguredTaskModels
+
+    return ConfiguredTaskModels(settings)
+
+
 @dataclass
 class Services:
     settings: Settings
@@ -62,6 +70,8 @@ class Services:
     quiz: QuizStore
     models: ModelProvider
     user_data: UserDataSource | None
+    task_stores: TaskStores
+    task_models: TaskModels
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
     _quiz_ready: bool = field(default=False, repr=False)
@@ -77,6 +87,8 @@ class Services:
         quiz: QuizStore | None = None,
         models: ModelProvider | None = None,
         user_data: UserDataSource | None = _UNSET,
+        task_stores: TaskStores | None = None,
+        task_models: TaskModels | None = None,
     ) -> Services:
         """The parts the settings say, except those given."""
         if chats is None or quiz is None:
@@ -91,7 +103,15 @@ class Services:
             quiz=quiz,
             models=models or ConfiguredModels(settings),
             user_data=build_user_data_source(settings) if user_data is _UNSET else user_data,
+            task_stores=task_stores or build_task_stores(settings),
+            task_models=task_models or _configured_task_models(settings),
         )
+
+    @cached_property
+    def task_engine(self) -> TaskEngine:
+        from aircoach.tasks.engine import TaskEngine
+
+        return TaskEngine(self.task_stores, self.task_models, self.settings.code_version)
 
     @cached_property
     def memory(self) -> Memory:

@@ -16,12 +16,15 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aircoach.errors import ConfigError
 from aircoach.prompts.keys import docs_under, docs_version, folders_in
+
+if TYPE_CHECKING:
+    from aircoach.tasks.kinds import TaskKind
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -30,6 +33,8 @@ MANIFEST = "task.json"
 PROMPT = "prompt.md"
 SCHEMA = "schema.json"
 _NAME_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
+# Path segments of the task routes (`/api/tasks/review`, `/api/tasks/runs/...`).
+RESERVED_NAMES = ("review", "runs")
 # Keys of a JSON Schema that describe it rather than constrain it; providers' structured output
 # modes refuse some of them, so the model is sent the schema without them.
 _SCHEMA_META_KEYS = ("$schema", "$id", "title", "description")
@@ -83,6 +88,12 @@ class TaskDefinition:
     @property
     def name(self) -> str:
         return self.manifest.name
+
+    @property
+    def kind(self) -> TaskKind:
+        from aircoach.tasks.kinds import kinds
+
+        return kinds()[self.manifest.kind]
 
     @property
     def permission(self) -> str:
@@ -169,6 +180,8 @@ def _load_task(folder: str, files: dict[str, str]) -> TaskDefinition:
     manifest = parse_model(f"{where}/{MANIFEST}", Manifest, read_json(where, files, MANIFEST))
     if manifest.name != folder:
         raise ConfigError(f"{where}/{MANIFEST}: name {manifest.name!r} must be the folder name")
+    if manifest.name in RESERVED_NAMES:
+        raise ConfigError(f"{where}: {manifest.name!r} is reserved; not one of {RESERVED_NAMES}")
     kind = kinds().get(manifest.kind)
     if kind is None:
         raise ConfigError(

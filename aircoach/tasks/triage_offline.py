@@ -158,10 +158,10 @@ def _priority(
         hits = [h for cue in cues.priority.get(value, []) for h in matcher.hits(cue)]
         if hits:
             level = max(level, levels.index(value))
-            signals += [f"{value}: {h.cue}" for h in hits if f"{value}: {h.cue}" not in signals]
+            signals += [f"{value}: {h.cue}" for h in hits]
     for label in labels:
         floor = cues.topic_priority.get(label)
         if floor is not None and levels.index(floor) > level:
             level = levels.index(floor)
             signals.append(f"{floor}: topic {label}")
-    return levels[level], signals
+    return levels[level], list(dict.fromkeys(signals))
