@@ -10,6 +10,12 @@ from aircoach.tasks.definition import TaskDefinition, load_tasks
 from aircoach.tasks.kinds import Prepared, TaskKind, kinds
 from aircoach.tasks.triage import TriageInput
 from tests.helpers import shipped_docs
+from tests.llm.conftest import (  # noqa: F401 (fixtures: the fake model servers)
+    gemini_api,
+    gemini_settings,
+    model_settings,
+    openai_api,
+)
 
 
 @pytest.fixture(scope="session")
