@@ -15,7 +15,7 @@ from aircoach.deps import CurrentUser, ServicesDep
 from aircoach.errors import Conflict, ForbiddenError, NotFound
 from aircoach.models import ErrorBody
 from aircoach.routes.limits import read_capped_json
-from aircoach.routes.responses import UNAUTHORIZED, Responses, unavailable
+from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
 from aircoach.services import Services
 from aircoach.tasks.batch import run_batch
 from aircoach.tasks.definition import TaskCatalog, TaskDefinition
@@ -32,6 +32,7 @@ from aircoach.tasks.schemas import (
     TaskFailedBody,
     TaskInfo,
     TaskResult,
+    ValidationErrorBody,
 )
 from aircoach.tasks.triage import TriageInput
 
@@ -153,18 +154,9 @@ async def list_tasks(user: CurrentUser, services: ServicesDep) -> list[TaskInfo]
         **_TOO_LARGE,
         **_INVALID,
         503: {
+            "model": TaskFailedBody | ErrorBody,
             "description": "No valid output after the whole fallback chain (`task_failed`, "
             "with the `review_id` of the input kept for review), or a backend failed.",
-            "content": {
-                "application/json": {
-                    "schema": {
-                        "anyOf": [
-                            {"$ref": "#/components/schemas/TaskFailedBody"},
-                            {"$ref": "#/components/schemas/ErrorBody"},
-                        ]
-                    }
-                }
-            },
         },
     },
 )
@@ -282,12 +274,13 @@ async def get_review_item(review_id: str, user: CurrentUser, services: ServicesD
 @router.post(
     "/review/{review_id}/resolve",
     responses={
+        **UNPARSABLE_BODY,
         **UNAUTHORIZED,
         **_FORBIDDEN,
         404: {"model": ErrorBody, "description": "No such item, or its task left the docs."},
         409: {"model": ErrorBody, "description": "The item is resolved already (`conflict`)."},
         422: {
-            "model": InvalidOutputBody,
+            "model": InvalidOutputBody | ValidationErrorBody,
             "description": "The output does not pass the task's stages (`invalid_output`), "
             "or the body does not validate.",
         },

@@ -146,3 +146,9 @@ class InvalidOutputBody(BaseModel):
     message: str
     stage: str
     issues: list[Issue]
+
+
+class ValidationErrorBody(BaseModel):
+    """FastAPI's answer to a body that does not validate."""
+
+    detail: list[dict[str, Any]]
