@@ -115,17 +115,47 @@ def tokens(text: str) -> list[str]:
     return [m.group().casefold() for m in _TOKEN.finditer(_NOISE.sub(" ", _normalise(text)))]
 
 
+@dataclass(frozen=True)
+class TextIndex:
+    """The canonical text made ready for the verifiers once per request, so that checking an
+    answer costs lookups, not a pass over the text per keyword and per quote."""
+
+    normalised: str  # see `normalise_quote`
+    ngrams: frozenset[str]  # every run of 1 to 3 words within a phrase
+    phrases: tuple[tuple[str, ...], ...]
+
+    def contains_quote(self, quote: str) -> bool:
+        wanted = normalise_quote(quote)
+        return bool(wanted) and wanted in self.normalised
+
+    def contains_term(self, term: str) -> bool:
+        """Whether the words of `term` occur, in a row, within one phrase of the text."""
+        wanted = tuple(term.split())
+        if not wanted:
+            return False
+        if len(wanted) <= _MAX_N:
+            return " ".join(wanted) in self.ngrams
+        return any(
+            words[i : i + len(wanted)] == wanted
+            for words in self.phrases
+            for i in range(len(words) - len(wanted) + 1)
+        )
+
+
+def index_text(text: str) -> TextIndex:
+    phrases = tuple(tuple(tokens(phrase)) for phrase in _phrases(text))
+    ngrams = frozenset(
+        " ".join(words[i : i + n])
+        for words in phrases
+        for n in range(1, _MAX_N + 1)
+        for i in range(len(words) - n + 1)
+    )
+    return TextIndex(normalise_quote(text), ngrams, phrases)
+
+
 def contains_term(text: str, term: str) -> bool:
     """Whether the words of `term` occur, in a row, within one phrase of `text`."""
-    wanted = term.split()
-    if not wanted:
-        return False
-    for phrase in _phrases(text):
-        words = tokens(phrase)
-        for i in range(len(words) - len(wanted) + 1):
-            if words[i : i + len(wanted)] == wanted:
-                return True
-    return False
+    return index_text(text).contains_term(term)
 
 
 def normalise_quote(text: str) -> str:

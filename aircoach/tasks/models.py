@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+import anyio
+
 from aircoach.llm.factory import (
     ModelRef,
     aclose_model,
@@ -88,7 +90,9 @@ class OfflineTaskModel:
     notice: str | None = OFFLINE_NOTICE
 
     async def generate(self, request: StructuredRequest) -> str:
-        answer = request.definition.kind.offline(request.definition, request.prepared)
+        definition, prepared = request.definition, request.prepared
+        # Matching every cue over a long e-mail is CPU work: off the event loop.
+        answer = await anyio.to_thread.run_sync(definition.kind.offline, definition, prepared)
         return json.dumps(answer, ensure_ascii=False)
 
     async def aclose(self) -> None:

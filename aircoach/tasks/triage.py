@@ -21,9 +21,10 @@ from aircoach.tasks.candidates import (
     CANDIDATES_VERSION,
     Candidate,
     CanonicalEmail,
+    TextIndex,
     canonical_email,
-    contains_term,
     generate_candidates,
+    index_text,
     load_stoplist,
     normalise_quote,
     stoplist_version,
@@ -114,6 +115,7 @@ class TriageSetup:
 class TriageContext:
     email: CanonicalEmail
     candidates: dict[str, Candidate]  # by id, in rank order
+    index: TextIndex  # the canonical text, ready for the verifiers
 
 
 class EmailTriage:
@@ -179,7 +181,9 @@ class EmailTriage:
                 for c in candidates
             ],
         }
-        context = TriageContext(email, {c.candidate_id: c for c in candidates})
+        context = TriageContext(
+            email, {c.candidate_id: c for c in candidates}, index_text(email.text)
+        )
         return Prepared(shrunk=shrink, payload=payload, context=context)
 
     def check(self, definition: TaskDefinition, prepared: Prepared, data: Any) -> Checked:
@@ -309,13 +313,11 @@ def _business_rules(rules: TriageRules, context: TriageContext, data: dict[str, 
 
 
 def _verify_evidence_and_keywords(context: TriageContext, data: dict[str, Any]) -> None:
-    text = normalise_quote(context.email.text)
     evidence: list[Issue] = []
     keywords: list[Issue] = []
     for i, topic in enumerate(data["topics"]):
         for j, item in enumerate(topic["evidence"]):
-            quote = normalise_quote(item["quote"])
-            if not quote or quote not in text:
+            if not context.index.contains_quote(item["quote"]):
                 evidence.append(
                     issue(
                         "evidence",
@@ -325,7 +327,7 @@ def _verify_evidence_and_keywords(context: TriageContext, data: dict[str, Any]) 
                 )
         for j, keyword in enumerate(topic["keywords"]):
             candidate = context.candidates[keyword["candidate_id"]]
-            if not contains_term(context.email.text, candidate.term):
+            if not context.index.contains_term(candidate.term):
                 keywords.append(
                     issue(
                         "keywords",

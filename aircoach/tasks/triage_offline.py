@@ -14,6 +14,7 @@ the topics found (`topic_priority`).
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,8 @@ class _Hit:
 
 
 class _Matcher:
-    """Cue matching over the canonical text's words, with their character offsets."""
+    """Cue matching over the canonical text's words, with their character offsets. The words
+    are also kept sorted, so a cue's first prefix is found by bisection, not by a scan."""
 
     def __init__(self, subject: str, text: str):
         self.text = text
@@ -45,15 +47,21 @@ class _Matcher:
             word = tokens(match.group())
             if word:
                 self.words.append((word[0], match.start()))
+        self.sorted = sorted((word, i) for i, (word, _) in enumerate(self.words))
 
     def hits(self, cue: str) -> list[_Hit]:
-        parts = cue.casefold().split()
+        first, *rest = cue.casefold().split()
         found = []
-        for i in range(len(self.words) - len(parts) + 1):
-            if all(self.words[i + j][0].startswith(p) for j, p in enumerate(parts)):
+        at = bisect_left(self.sorted, (first, -1))
+        while at < len(self.sorted) and self.sorted[at][0].startswith(first):
+            i = self.sorted[at][1]
+            at += 1
+            if i + len(rest) >= len(self.words):
+                continue
+            if all(self.words[i + 1 + j][0].startswith(p) for j, p in enumerate(rest)):
                 start = self.words[i][1]
                 found.append(_Hit(cue, start < self.subject_end, start))
-        return found
+        return sorted(found, key=lambda h: h.start)
 
 
 def offline_triage(
