@@ -25,6 +25,7 @@ async def test_listing_is_one_call_relative_to_prefix_without_the_audit_folder(s
     s3.client.put_object(Bucket=s3.name, Key=PREFIX + "_built/abc.md", Body=b"old build")
     s3.client.put_object(Bucket=s3.name, Key=PREFIX + "folder/", Body=b"")
     s3.client.put_object(Bucket=s3.name, Key="elsewhere/x.md", Body=b"not a doc")
+    s3.client.put_object(Bucket=s3.name, Key=PREFIX + "tasks/.DS_Store", Body=b"hidden")
     calls = CallCounter().attach(source.client)
     docs = await source.list_docs()
     assert calls.calls == ["ListObjectsV2"]
