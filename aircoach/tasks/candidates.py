@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
 # Bump when anything below changes what comes out (canonical text, tokens, filters, ranking).
-CANDIDATES_VERSION = "cand-1"
+CANDIDATES_VERSION = "cand-2"
 
 SOURCES = ("subject", "body")
 _SUBJECT_WEIGHT = 1.5
@@ -48,7 +48,12 @@ _FORWARD_HEADER = re.compile(
 _SIGNATURE = re.compile(r"^\s*--\s*$")
 _SENT_FROM = re.compile(r"^\s*(inviato da|inviato dal mio|sent from)\b.*$", re.IGNORECASE)
 _QUOTED = re.compile(r"^\s*>")
-_NOISE = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+|(https?://|www\.)\S+", re.IGNORECASE)
+# Bounded and anchored to the start of a run: an unbounded `[\w.+-]+@` backtracks over the rest
+# of a long run of letters at every position (quadratic: seconds for 8,000 characters).
+_NOISE = re.compile(
+    r"(?<![\w.+-])[\w.+-]{1,64}@[\w-]{1,63}(\.[\w-]{1,63})+|(https?://|www\.)\S+",
+    re.IGNORECASE,
+)
 # A phrase ends at punctuation other than hyphen and apostrophe, or at a line break.
 _PHRASE_BREAK = re.compile(r"[.,;:!?()\[\]{}\"«»“”<>=*/|\\\n\r\t]+")
 _TOKEN = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
