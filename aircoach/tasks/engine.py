@@ -4,8 +4,9 @@ review queue.
 The fallback policy (the task's `task.json`): up to `attempts` with the full request, then
 `shrink_attempts` with the shrunk one (fewer candidates, shorter body), then
 `fallback_attempts` on `MODEL_FALLBACK`, then the review queue with the input, every attempt's
-raw answer and errors, and the PipelineVersion. A failed attempt's errors go back to the model
-in the next one. Every run, valid or dead letter, is stored in `task_runs` before the caller
+raw answer and errors, and the PipelineVersion. A refused answer's errors go back to the model
+in the next attempt; a call that fails (timeout, 5xx after the client's retries) ends that
+model's turn, since asking it again would only add its timeout. Every run, valid or dead letter, is stored in `task_runs` before the caller
 gets its answer, and logged as one summary line (`task_run key=value ...`).
 """
 
@@ -150,9 +151,12 @@ class TaskEngine:
         models = _Models(self.models, definition.manifest.temperature)
         result: tuple[dict[str, Any], list[Issue], str] | None = None
         tried: list[str] = []
+        unreachable: set[Which] = set()
         try:
             feedback: str | None = None
             for step in plan(definition.manifest.policy):
+                if step.which in unreachable:
+                    continue
                 model = await models.get(step.which)
                 if model is None:
                     continue  # no MODEL_FALLBACK
@@ -167,6 +171,10 @@ class TaskEngine:
                     len(attempts) + 1, model, request, step
                 )
                 attempts.append(attempt)
+                if attempt.stage == "model":
+                    # The call itself failed (after the client's own retries): asking the same
+                    # model again would only add its timeout; go on with the next model.
+                    unreachable.add(step.which)
                 if checked is not None:
                     warnings = list(checked[1])
                     if model.notice:

@@ -135,8 +135,7 @@ async def test_repeated_failure_shrinks_then_falls_back(stores, triage):
 
 async def test_the_whole_chain_failing_queues_the_input_for_review(stores, triage, caplog):
     caplog.set_level(logging.INFO, logger="aircoach.tasks.engine")
-    boom = TimeoutError("model timed out")
-    models = ScriptedTaskModels(["x1", "x2", boom, "x4"], fallback=["x5"])
+    models = ScriptedTaskModels(["x1", "x2", "x3", "x4"], fallback=[TimeoutError("timed out")])
     with pytest.raises(TaskFailed) as caught:
         await engine_with(stores, models).run(triage, MAIL, caller="u", source="api")
     run = caught.value.run
@@ -146,10 +145,9 @@ async def test_the_whole_chain_failing_queues_the_input_for_review(stores, triag
     assert item is not None and item.status == "open" and item.run_id == run.run_id
     assert item.input == run.input and item.pipeline_version == run.pipeline_version
     assert item.pipeline_version.model == "scripted-primary+scripted-fallback"
-    assert [a.raw for a in item.attempts] == ["x1", "x2", None, "x4", "x5"]
-    assert item.attempts[2].stage == "model"
-    assert item.attempts[2].errors[0].message == "TimeoutError: model timed out"
-    assert models.primary.requests[3].feedback is None  # nothing to say after a call failure
+    assert [a.raw for a in item.attempts] == ["x1", "x2", "x3", "x4", None]
+    assert item.attempts[4].stage == "model"
+    assert item.attempts[4].errors[0].message == "TimeoutError: timed out"
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("task_run ")]
     assert "status=dead_letter" in line and f"review_id={run.review_id}" in line
     assert "shrunk=true" in line and "attempts=5" in line
@@ -217,3 +215,18 @@ async def test_a_reviewer_resolves_once_with_a_validated_output(stores, triage):
     )
     with pytest.raises(AlreadyResolved):
         await engine.resolve_review(triage, item, output, reviewer="rev-2")
+
+
+async def test_a_failed_call_goes_straight_to_the_next_model(stores, triage):
+    models = ScriptedTaskModels([ConnectionError("refused")], fallback=[good])
+    run = await engine_with(stores, models).run(triage, MAIL, caller="u", source="api")
+    models.assert_used()
+    assert [(a.model, a.shrunk, a.stage) for a in run.attempts] == [
+        ("scripted-primary", False, "model"),
+        ("scripted-fallback", True, None),
+    ]
+    assert models.fallback.requests[0].feedback is None  # nothing to say after a call failure
+    without_fallback = ScriptedTaskModels([ConnectionError("refused")])
+    with pytest.raises(TaskFailed) as caught:
+        await engine_with(stores, without_fallback).run(triage, MAIL, caller="u", source="api")
+    assert len(caught.value.run.attempts) == 1

@@ -100,8 +100,8 @@ async def test_repeated_failure_shrinks_then_the_fallback_model_answers(
 ):
     openai_api.script(
         openai_json("not json at all"),
-        openai_error(500),
         openai_json('{"topics": []}'),
+        openai_json(with_invented_candidate(triage)),
         openai_json(with_invented_candidate(triage)),  # the shrunk attempt
     )
     gemini_api.script(gemini_json(answer(triage, shrink=True)))
@@ -117,8 +117,8 @@ async def test_repeated_failure_shrinks_then_the_fallback_model_answers(
     body = response.json()
     assert [(a["model"], a["shrunk"], a["stage"]) for a in body["attempts"]] == [
         ("fake-llama", False, "parse"),
-        ("fake-llama", False, "model"),
         ("fake-llama", False, "schema"),
+        ("fake-llama", False, "business"),
         ("fake-llama", True, "business"),
         ("gemini-2.5-flash", True, None),
     ]
@@ -153,3 +153,25 @@ async def test_when_the_fallback_fails_too_the_input_goes_to_review(
     assert item.pipeline_version.model == "fake-llama+gemini-2.5-flash"
     run = await app.state.services.task_stores.runs.get_run(body["run_id"])
     assert run is not None and run.status == "dead_letter"
+
+
+async def test_a_server_error_goes_straight_to_the_fallback_model(
+    openai_api, gemini_api, model_settings, auth, triage
+):
+    openai_api.script(openai_error(500))
+    gemini_api.script(gemini_json(answer(triage, shrink=True)))
+    settings = openai_settings(
+        model_settings,
+        openai_api,
+        model_fallback="gemini:gemini-2.5-flash",
+        google_api_key="fake-key",
+        gemini_base_url=gemini_api.url,
+    )
+    response = await post(app_with(settings), auth)
+    assert response.status_code == 200, response.text
+    attempts = response.json()["attempts"]
+    assert [(a["model"], a["stage"]) for a in attempts] == [
+        ("fake-llama", "model"),
+        ("gemini-2.5-flash", None),
+    ]
+    assert "500" in attempts[0]["errors"][0]["message"]
