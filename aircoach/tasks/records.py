@@ -7,7 +7,7 @@ import os
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 RunStatus = Literal["ok", "dead_letter"]
 RunSource = Literal["api", "batch", "sqs", "review", "eval"]
@@ -122,6 +122,12 @@ class Contact(BaseModel):
         default="contact", max_length=40, description="allievo, partner, fornitore..."
     )
     since: str | None = None
+
+    @model_validator(mode="after")
+    def _an_address_or_a_domain(self) -> Contact:
+        if not (self.email or self.domain):
+            raise ValueError("a contact needs an email or a domain")
+        return self
 
     @property
     def key(self) -> str:

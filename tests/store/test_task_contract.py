@@ -151,3 +151,5 @@ async def test_contacts_upsert_by_key_and_find(stores: TaskStores):
     assert await stores.contacts.upsert_contacts([renamed]) == 1
     assert (await stores.contacts.find_contact(anna.key)).name == "Anna Verdi Rossi"
     assert await stores.contacts.upsert_contacts([]) == 0
+    with pytest.raises(ValueError, match="an email or a domain"):
+        Contact(name="Nessuno")
