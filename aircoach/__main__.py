@@ -1,4 +1,4 @@
-"""Command line: `python -m aircoach serve | token | chat | seed-quiz | docs ...`."""
+"""Command line: `python -m aircoach serve | token | chat | seed-quiz | seed-contacts | docs ...`."""
 
 from __future__ import annotations
 
@@ -98,6 +98,25 @@ def _seed_quiz(args: argparse.Namespace) -> None:
     print(f"{written} questions loaded (existing ones with the same capitolo+numero replaced)")
 
 
+def _seed_contacts(args: argparse.Namespace) -> None:
+    from aircoach.store import build_task_stores
+    from aircoach.tasks.contacts import seed_demo_contacts
+
+    contacts = build_task_stores(get_settings()).contacts
+
+    async def seed() -> int:
+        try:
+            return await seed_demo_contacts(contacts)
+        finally:
+            if aclose := getattr(contacts, "aclose", None):
+                await aclose()
+
+    written = asyncio.run(seed())
+    print(
+        f"{written} demo contacts loaded (existing ones with the same address or domain replaced)"
+    )
+
+
 def _docs(args: argparse.Namespace) -> None:
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -122,6 +141,8 @@ def _docs(args: argparse.Namespace) -> None:
             st = bucket.status()
             print(f"local  {st.local_version or '(no docs)'}  {bucket.folder}")
             print(f"remote {st.remote_version or '(no docs)'}  {where}")
+            for name, (local_task, remote_task) in st.tasks.items():
+                print(f"  task {name}: local {local_task or '-'}  remote {remote_task or '-'}")
             for label, keys in (
                 ("only local", st.only_local),
                 ("only remote", st.only_remote),
@@ -167,6 +188,11 @@ def main(argv: list[str] | None = None) -> None:
         "seed-quiz", help="load the demo quiz questions into the configured store"
     )
     seed.set_defaults(func=_seed_quiz)
+
+    contacts = sub.add_parser(
+        "seed-contacts", help="load the demo contacts (customer status of the e-mail triage)"
+    )
+    contacts.set_defaults(func=_seed_contacts)
 
     docs = sub.add_parser("docs", help="manage the prompt docs in the S3 bucket (PROMPT_BUCKET)")
     docs.set_defaults(func=_docs)

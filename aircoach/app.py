@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from aircoach.errors import AppError
 from aircoach.logs import REQUEST_ID_HEADER, RequestIdMiddleware, configure_logging
-from aircoach.routes import chat, docs, health, history, tools
+from aircoach.routes import chat, docs, health, history, tasks, tools
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
 
@@ -52,6 +52,6 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     )
     app.add_middleware(RequestIdMiddleware)  # outermost: every response and line gets the id
     app.add_exception_handler(AppError, _app_error)
-    for module in (chat, health, tools, history, docs):
+    for module in (chat, health, tools, history, docs, tasks):
         app.include_router(module.router)
     return app

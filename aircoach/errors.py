@@ -64,6 +64,24 @@ class InvalidDocs(AppError):
     message = "The prompt docs are invalid; the previous version keeps serving."
 
 
+class PayloadTooLarge(AppError):
+    code = "payload_too_large"
+    status = 413
+    message = "The request body is too large."
+
+
+class NotFound(AppError):
+    code = "not_found"
+    status = 404
+    message = "Not found."
+
+
+class Conflict(AppError):
+    code = "conflict"
+    status = 409
+    message = "The resource is not in a state that allows this operation."
+
+
 class BackendUnavailable(AppError):
     """A backend (store, prompt source, identity provider, model) failed."""
 

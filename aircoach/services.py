@@ -8,6 +8,7 @@ request's event loop.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -18,11 +19,14 @@ from aircoach.llm.factory import ConfiguredModels, ModelProvider
 from aircoach.prompts.sources import LocalDocSource, PromptSource
 from aircoach.prompts.store import PromptSnapshot, PromptStore
 from aircoach.settings import PromptSettings, Settings
-from aircoach.store import ChatStore, QuizStore, build_stores
+from aircoach.store import ChatStore, QuizStore, TaskStores, build_stores, build_task_stores
 from aircoach.store.spool import DeadLetters, FileSpool, S3Spool, TurnSpool
+from aircoach.tasks.definition import TaskCatalog, check_task_docs, load_tasks
 from aircoach.tools.registry import ToolRegistry, check_tools_doc
 
 if TYPE_CHECKING:
+    from aircoach.tasks.engine import TaskEngine
+    from aircoach.tasks.models import TaskModels
     from aircoach.turn.memory import Memory
 
 _UNSET: Any = object()
@@ -36,12 +40,18 @@ def build_prompt_source(settings: PromptSettings) -> PromptSource:
     return LocalDocSource(settings.prompt_docs_dir)
 
 
+def check_docs(contents: Mapping[str, str]) -> None:
+    """Docs that must not be served raise `ConfigError`: a bad `tools.json` or a bad task."""
+    check_tools_doc(contents)
+    check_task_docs(contents)
+
+
 def build_prompt_store(settings: PromptSettings, **options: Any) -> PromptStore:
     """The prompt store of the settings' source (`options`: e.g. a `clock`)."""
     return PromptStore(
         build_prompt_source(settings),
         ttl_s=settings.prompt_ttl_s,
-        validate=check_tools_doc,
+        validate=check_docs,
         **options,
     )
 
@@ -62,6 +72,12 @@ def build_dead_letters(settings: Settings) -> DeadLetters:
     return DeadLetters(spool)
 
 
+def _configured_task_models(settings: Settings) -> TaskModels:
+    from aircoach.tasks.models import ConfiguredTaskModels
+
+    return ConfiguredTaskModels(settings)
+
+
 @dataclass
 class Services:
     settings: Settings
@@ -72,7 +88,10 @@ class Services:
     models: ModelProvider
     user_data: UserDataSource | None
     dead_letters: DeadLetters
+    task_stores: TaskStores
+    task_models: TaskModels
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
+    _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
     _quiz_ready: bool = field(default=False, repr=False)
 
     @classmethod
@@ -87,6 +106,8 @@ class Services:
         models: ModelProvider | None = None,
         user_data: UserDataSource | None = _UNSET,
         dead_letters: DeadLetters | None = None,
+        task_stores: TaskStores | None = None,
+        task_models: TaskModels | None = None,
     ) -> Services:
         """The parts the settings say, except those given."""
         if chats is None or quiz is None:
@@ -102,7 +123,15 @@ class Services:
             models=models or ConfiguredModels(settings),
             user_data=build_user_data_source(settings) if user_data is _UNSET else user_data,
             dead_letters=dead_letters or build_dead_letters(settings),
+            task_stores=task_stores or build_task_stores(settings),
+            task_models=task_models or _configured_task_models(settings),
         )
+
+    @cached_property
+    def task_engine(self) -> TaskEngine:
+        from aircoach.tasks.engine import TaskEngine
+
+        return TaskEngine(self.task_stores, self.task_models, self.settings.code_version)
 
     @cached_property
     def memory(self) -> Memory:
@@ -121,6 +150,14 @@ class Services:
         if cached is None or cached[0] != snapshot.version:
             registry = ToolRegistry.from_docs(snapshot.contents, env=self.settings.tool_env)
             cached = self._tools = (snapshot.version, registry)
+        return cached[1]
+
+    def tasks_for(self, snapshot: PromptSnapshot) -> TaskCatalog:
+        """The tasks of this prompt snapshot (`tasks/<name>/`), parsed once per set of docs.
+        Keyed by the docs, not `snapshot.version`: a task edit leaves the prompt version."""
+        cached = self._tasks
+        if cached is None or cached[0] != snapshot.docs:
+            cached = self._tasks = (snapshot.docs, load_tasks(snapshot.contents))
         return cached[1]
 
     async def quiz_store(self) -> QuizStore:

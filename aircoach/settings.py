@@ -314,6 +314,19 @@ class ToolSettings(_Group):
         return {name: value for name, value in env.items() if tool_variable_allowed(name) and value}
 
 
+class TaskSettings(_Group):
+    """Structured tasks (`/api/tasks`): body limits, batch concurrency, the review permission,
+    and the code version stored with every run."""
+
+    # The task routes read bigger bodies than the chat: an e-mail, or a batch of them.
+    task_max_body_bytes: int = Field(default=1_000_000, ge=1024, le=6_000_000)
+    task_batch_max_body_bytes: int = Field(default=5_000_000, ge=1024, le=6_000_000)
+    task_batch_concurrency: int = Field(default=4, ge=1, le=32)
+    task_review_permission: str = "tasks:review"
+    # Deployments set it to the commit they ship (e.g. `git rev-parse --short HEAD`).
+    code_version: str | None = None
+
+
 class _ToolVariables(PydanticBaseSettingsSource):
     """Fills `tool_env` from `.env` and the environment (the environment wins, as for every
     other setting), unless the caller passed `tool_env` itself."""
@@ -350,6 +363,7 @@ class Settings(
     MemorySettings,
     ModelSettings,
     ToolSettings,
+    TaskSettings,
 ):
     """Every setting. Components take the group they need (`AuthSettings`, ...)."""
 

@@ -212,6 +212,7 @@ _BACKEND_FIXTURES = {
     "aws_env",
     "s3",
     "s3_server",
+    "sqs",
     "moto_server",
     "mongo_server",
     "restartable_mongo",

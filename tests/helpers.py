@@ -3,7 +3,6 @@ as a client sees it, and a private copy of the prompt docs."""
 
 from __future__ import annotations
 
-import shutil
 import socket
 import threading
 from collections import Counter
@@ -49,12 +48,25 @@ async def chat(
     return parse_sse(response.text)
 
 
+def shipped_docs() -> dict[str, str]:
+    """The shipped prompt docs by key, sub-folders included (`tasks/email_triage/task.json`)."""
+    root = ROOT / "prompt_docs"
+    return {
+        path.relative_to(root).as_posix(): path.read_text("utf-8")
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
 def copy_prompt_docs(folder: Path, *, markdown_only: bool = False) -> Path:
-    """A private copy of the shipped prompt docs, for a test that edits them."""
+    """A private copy of the shipped prompt docs, for a test that edits them (`markdown_only`:
+    the top-level Markdown docs alone, so no tools and no tasks)."""
     folder.mkdir(parents=True, exist_ok=True)
-    for doc in (ROOT / "prompt_docs").iterdir():
-        if doc.is_file() and (doc.suffix == ".md" or not markdown_only):
-            shutil.copy(doc, folder / doc.name)
+    for key, text in shipped_docs().items():
+        if markdown_only and ("/" in key or not key.endswith(".md")):
+            continue
+        (folder / key).parent.mkdir(parents=True, exist_ok=True)
+        (folder / key).write_text(text, "utf-8")
     return folder
 
 
@@ -109,3 +121,16 @@ def served(app: FastAPI) -> Iterator[str]:
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+def load_serverless_yml() -> dict[str, Any]:
+    """serverless.yml as data; CloudFormation tags (`!GetAtt X.Arn`) become `{tag: value}`."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor(
+        "!", lambda loader, tag, node: {tag: loader.construct_scalar(node)}
+    )
+    return yaml.load((ROOT / "serverless.yml").read_text(), Loader=Loader)

@@ -77,9 +77,11 @@ def make_bucket(client: Any, *, versioned: bool = True, docs: Path | None = None
     client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
     if versioned:
         client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
-    for path in sorted((docs or ROOT / "prompt_docs").iterdir()):
+    root = docs or ROOT / "prompt_docs"
+    for path in sorted(root.rglob("*")):
         if path.is_file():
-            client.put_object(Bucket=BUCKET, Key=PREFIX + path.name, Body=path.read_bytes())
+            key = PREFIX + path.relative_to(root).as_posix()
+            client.put_object(Bucket=BUCKET, Key=key, Body=path.read_bytes())
 
 
 def s3_settings(data_dir: Path, **overrides: Any) -> Settings:

@@ -7,10 +7,10 @@ import json
 import re
 
 import pathspec
-import yaml
 
 from aircoach.settings import ROOT, Settings
 from deploy import bundle
+from tests.helpers import load_serverless_yml
 
 # What a developer's work tree holds that must never reach a deploy.
 LOCAL = [
@@ -86,7 +86,7 @@ NOT_ON_LAMBDA = {
 
 
 def _serverless() -> dict:
-    return yaml.safe_load((ROOT / "serverless.yml").read_text())
+    return load_serverless_yml()
 
 
 def _tools_json_variables() -> set[str]:

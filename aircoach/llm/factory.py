@@ -45,17 +45,37 @@ def model_label(model: object) -> str:
     return str(name).removeprefix("models/") if name else type(model).__name__
 
 
+def primary_ref(settings: ModelSettings) -> ModelRef:
+    """`MODEL_PROVIDER` (or the provider a key implies) and `MODEL_NAME`."""
+    return ModelRef(settings.resolved_model_provider, settings.model_name)
+
+
+def fallback_ref(settings: ModelSettings) -> ModelRef | None:
+    """The model of `MODEL_FALLBACK`, or None when it is not set."""
+    return ModelRef.parse(settings.model_fallback) if settings.model_fallback else None
+
+
 def build_model(settings: ModelSettings, tools: list[ToolSpec]) -> BaseChatModel:
     """The primary model: `MODEL_PROVIDER` (or the provider a key implies) and `MODEL_NAME`."""
-    ref = ModelRef(settings.resolved_model_provider, settings.model_name)
-    return _build(settings, tools, ref, base_url=settings.model_base_url)
+    return _build(settings, tools, primary_ref(settings), base_url=settings.model_base_url)
 
 
 def build_fallback_model(settings: ModelSettings, tools: list[ToolSpec]) -> BaseChatModel | None:
     """The second model of `MODEL_FALLBACK`, or None when it is not set."""
-    if not settings.model_fallback:
-        return None
-    return _build(settings, tools, ModelRef.parse(settings.model_fallback), base_url=None)
+    ref = fallback_ref(settings)
+    return None if ref is None else _build(settings, tools, ref, base_url=None)
+
+
+def build_provider_model(
+    settings: ModelSettings, ref: ModelRef, *, base_url: str | None, temperature: float
+) -> BaseChatModel:
+    """A Gemini or OpenAI-compatible client for `ref` at `temperature` (the structured tasks
+    use their own, lower one). Not for the offline provider: a task has its own offline model."""
+    if ref.provider == "gemini":
+        return _gemini(settings, ref.name or settings.model_name, base_url, temperature)
+    if ref.provider == "openai":
+        return _openai(settings, ref.name or settings.model_name, base_url, temperature)
+    raise ValueError(f"provider {ref.provider!r} has no client")
 
 
 async def aclose_model(model: Any) -> None:
@@ -106,7 +126,9 @@ def _build(
     return OfflineChatModel(tool_examples={t.name: list(t.examples) for t in tools})
 
 
-def _gemini(settings: ModelSettings, name: str, base_url: str | None) -> BaseChatModel:
+def _gemini(
+    settings: ModelSettings, name: str, base_url: str | None, temperature: float | None = None
+) -> BaseChatModel:
     from langchain_google_genai import ChatGoogleGenerativeAI
 
     key = settings.google_api_key
@@ -116,7 +138,7 @@ def _gemini(settings: ModelSettings, name: str, base_url: str | None) -> BaseCha
         model=name,
         google_api_key=key,
         base_url=base_url or settings.gemini_base_url,
-        temperature=settings.model_temperature,
+        temperature=settings.model_temperature if temperature is None else temperature,
         timeout=settings.model_timeout_s,
         # The SDK counts attempts, and reads 0 as "its default of 5": one more than retries.
         max_retries=settings.model_max_retries + 1,
@@ -124,7 +146,9 @@ def _gemini(settings: ModelSettings, name: str, base_url: str | None) -> BaseCha
     )
 
 
-def _openai(settings: ModelSettings, name: str, base_url: str | None) -> BaseChatModel:
+def _openai(
+    settings: ModelSettings, name: str, base_url: str | None, temperature: float | None = None
+) -> BaseChatModel:
     import httpx
     from langchain_openai import ChatOpenAI
 
@@ -138,7 +162,7 @@ def _openai(settings: ModelSettings, name: str, base_url: str | None) -> BaseCha
         model=name,
         api_key=SecretStr(key),
         base_url=base_url,
-        temperature=settings.model_temperature,
+        temperature=settings.model_temperature if temperature is None else temperature,
         timeout=settings.model_timeout_s,
         max_retries=settings.model_max_retries,
         # Our own client: langchain-openai's default one is cached process-wide, which would

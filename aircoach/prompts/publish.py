@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import mimetypes
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from aircoach.prompts.s3 import S3DocSource
 from aircoach.prompts.sources import DocInfo, LocalDocSource, PromptSource
 from aircoach.prompts.store import build_prompt
 from aircoach.settings import PromptSettings
+from aircoach.tasks.definition import task_versions
 
 
 class DocsCommandError(Exception):
@@ -35,10 +36,13 @@ class Status:
     only_local: list[str]
     only_remote: list[str]
     different: list[str]
+    # Each task's own version, local and remote (a task edit leaves `prompt_version` alone).
+    tasks: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
 
     @property
     def in_sync(self) -> bool:
-        return self.local_version == self.remote_version
+        """Every doc the same on both sides (a task edit leaves the prompt version alone)."""
+        return not (self.only_local or self.only_remote or self.different)
 
 
 @dataclass(frozen=True)
@@ -78,9 +82,10 @@ class DocsBucket:
             )
 
     def push(self, *, delete: bool = False) -> list[PushResult]:
-        """Upload the local docs whose MD5 differs from the remote ETag."""
+        """Upload the local docs (sub-folders included) whose MD5 differs from the remote ETag."""
         self.require_versioning()
-        local = asyncio.run(LocalDocSource(self.folder).list_docs())
+        folder = LocalDocSource(self.folder)
+        local = asyncio.run(folder.list_docs())
         remote = {d.key: d for d in self.source.list_docs_blocking()}
         results = []
         for doc in local:
@@ -93,7 +98,7 @@ class DocsBucket:
             response = self.client.put_object(
                 Bucket=self.bucket,
                 Key=self.prefix + doc.key,
-                Body=(self.folder / doc.key).read_bytes(),
+                Body=folder.path_of(doc.key).read_bytes(),
                 ContentType=content_type,
             )
             results.append(PushResult(doc.key, "uploaded", response.get("VersionId")))
@@ -112,6 +117,7 @@ class DocsBucket:
         remote_docs, remote = asyncio.run(_read_all(self.source))
         local_etags = {d.key: d.etag for d in local_docs}
         remote_etags = {d.key: d.etag for d in remote_docs}
+        local_tasks, remote_tasks = task_versions(local), task_versions(remote)
         return Status(
             local_version=build_prompt(local)[1] if local else None,
             remote_version=build_prompt(remote)[1] if remote else None,
@@ -120,6 +126,10 @@ class DocsBucket:
             different=sorted(
                 k for k in set(local) & set(remote) if local_etags[k] != remote_etags[k]
             ),
+            tasks={
+                name: (local_tasks.get(name), remote_tasks.get(name))
+                for name in sorted(set(local_tasks) | set(remote_tasks))
+            },
         )
 
     def history(self, key: str) -> list[ObjectVersion]:

@@ -2,8 +2,9 @@
 
 `list_docs()` is the cheap revalidation: ONE `list_objects_v2` call (more pages only past 1000
 keys) giving keys, ETags, sizes and dates. Object version ids do not come with that listing;
-`read_doc()` takes them from `get_object` when a doc is fetched. The built prompt of each new
-version is archived under `{PROMPT_PREFIX}_built/`, a folder the listing skips.
+`read_doc()` takes them from `get_object` when a doc is fetched. Keys in sub-folders are docs
+too (`tasks/email_triage/prompt.md`). The built prompt of each new version is archived under
+`{PROMPT_PREFIX}_built/`, a folder the listing skips.
 """
 
 from __future__ import annotations
@@ -72,6 +73,14 @@ def _etag(value: str) -> str:
     return value.strip('"')
 
 
+def _is_doc_key(key: str) -> bool:
+    """Docs are every key under the prefix, sub-folders included (`tasks/email_triage/...`),
+    except folder markers, the archive of built prompts and hidden files, as locally."""
+    if not key or key.endswith("/") or key.startswith(BUILT_FOLDER):
+        return False
+    return not any(part.startswith(".") for part in key.split("/"))
+
+
 class S3DocSource:
     """Docs under `s3://{PROMPT_BUCKET}/{PROMPT_PREFIX}`; keys are relative to the prefix."""
 
@@ -115,7 +124,7 @@ class S3DocSource:
             page = self.client.list_objects_v2(**kwargs)
             for obj in page.get("Contents", []):
                 key = obj["Key"][len(self.prefix) :]
-                if not key or key.endswith("/") or key.startswith(BUILT_FOLDER):
+                if not _is_doc_key(key):
                     continue
                 docs.append(
                     DocInfo(

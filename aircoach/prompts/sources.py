@@ -42,7 +42,9 @@ class BuiltPromptArchive(Protocol):
 
 
 class LocalDocSource:
-    """Docs in a local folder (the embedded default)."""
+    """Docs in a local folder (the embedded default), sub-folders included: a doc's key is its
+    path inside the folder with `/` separators (`tasks/email_triage/prompt.md`). Hidden files
+    and folders (a leading dot) are not docs."""
 
     name = "local"
 
@@ -56,20 +58,24 @@ class LocalDocSource:
         if not self.folder.is_dir():
             raise FileNotFoundError(f"prompt docs folder {str(self.folder)!r} does not exist")
         docs = []
-        for path in sorted(self.folder.iterdir()):
-            if path.is_file() and not path.name.startswith("."):
-                data = path.read_bytes()
-                stat = path.stat()
-                docs.append(
-                    DocInfo(
-                        key=path.name,
-                        etag=hashlib.md5(data, usedforsecurity=False).hexdigest(),
-                        size=len(data),
-                        last_modified=datetime.fromtimestamp(stat.st_mtime, UTC).isoformat(),
-                    )
+        for path in self.folder.rglob("*"):
+            relative = path.relative_to(self.folder)
+            if not path.is_file() or any(part.startswith(".") for part in relative.parts):
+                continue
+            data = path.read_bytes()
+            docs.append(
+                DocInfo(
+                    key=relative.as_posix(),
+                    etag=hashlib.md5(data, usedforsecurity=False).hexdigest(),
+                    size=len(data),
+                    last_modified=datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(),
                 )
-        return docs
+            )
+        return sorted(docs, key=lambda d: d.key)
+
+    def path_of(self, key: str) -> Path:
+        return self.folder.joinpath(*key.split("/"))
 
     async def read_doc(self, info: DocInfo) -> tuple[str, DocInfo]:
-        text = await anyio.to_thread.run_sync((self.folder / info.key).read_text, "utf-8")
+        text = await anyio.to_thread.run_sync(self.path_of(info.key).read_text, "utf-8")
         return text, info

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -18,11 +17,10 @@ from dataclasses import dataclass, field, replace
 import anyio
 
 from aircoach.errors import ConfigError, InvalidDocs, PromptUnavailable
+from aircoach.prompts.keys import PROMPT_SUFFIX, docs_version, is_chat_doc, is_system_prompt_doc
 from aircoach.prompts.sources import BuiltPromptArchive, DocInfo, PromptSource
 
 log = logging.getLogger(__name__)
-
-PROMPT_SUFFIX = ".md"
 
 
 @dataclass(frozen=True)
@@ -34,15 +32,13 @@ class PromptSnapshot:
     loaded_at: float = 0.0
 
 
-def build_prompt(contents: dict[str, str]) -> tuple[str, str]:
-    """(system prompt, version) from doc contents: Markdown docs in key order; every doc,
-    configuration included, counts towards the version, so equal docs give equal versions."""
-    parts = [contents[key].strip() for key in sorted(contents) if key.endswith(PROMPT_SUFFIX)]
+def build_prompt(contents: Mapping[str, str]) -> tuple[str, str]:
+    """(system prompt, version) from doc contents: the top-level Markdown docs in key order.
+    The version covers the top-level docs only (the prompt and `tools.json`): a doc in a
+    sub-folder (a task, a manual) has a version of its own, see `aircoach.prompts.keys`."""
+    parts = [contents[key].strip() for key in sorted(contents) if is_system_prompt_doc(key)]
     text = "\n\n".join(part for part in parts if part)
-    digest = hashlib.sha256()
-    for key in sorted(contents):
-        digest.update(key.encode() + b"\0" + contents[key].encode() + b"\0")
-    return text, digest.hexdigest()[:12]
+    return text, docs_version({k: v for k, v in contents.items() if is_chat_doc(k)})
 
 
 class PromptStore:
@@ -176,7 +172,9 @@ class PromptStore:
             return replace(old, loaded_at=self.clock())
         text, version = build_prompt(contents)
         if not text:
-            raise ValueError(f"no {PROMPT_SUFFIX} docs in prompt source {self.source.name!r}")
+            raise ValueError(
+                f"no top-level {PROMPT_SUFFIX} docs in prompt source {self.source.name!r}"
+            )
         if self.validate is not None:
             self.validate(contents)
         if old is None or old.version != version:

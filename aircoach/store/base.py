@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from aircoach.models import Turn
+from aircoach.tasks.records import Contact, ReviewItem, ReviewStatus, TaskRun
 
 Question = dict[str, Any]
 
@@ -48,3 +49,45 @@ class QuizStore(Protocol):
     async def search_text(self, text: str, limit: int = 5) -> list[Question]:
         """Case-insensitive substring search in the question text."""
         ...
+
+
+# --- tasks (aircoach.tasks): runs, the review queue, contacts -----------------------------------
+
+
+class TaskRunStore(Protocol):
+    """`task_runs`: every run of a task, valid output or dead letter."""
+
+    async def insert_run(self, run: TaskRun) -> None: ...
+
+    async def get_run(self, run_id: str) -> TaskRun | None: ...
+
+
+class ReviewQueueStore(Protocol):
+    """`task_review_queue`: inputs the fallback chain could not turn into a valid output."""
+
+    async def enqueue(self, item: ReviewItem) -> None: ...
+
+    async def get_item(self, review_id: str) -> ReviewItem | None: ...
+
+    async def list_items(
+        self, *, status: ReviewStatus, task: str | None, limit: int, after: str | None
+    ) -> list[ReviewItem]:
+        """Items with `status` (of `task` when given), oldest first, after the `after` id."""
+        ...
+
+    async def resolve(self, review_id: str, *, run_id: str, by: str, at: str) -> bool:
+        """Mark an open item resolved by `run_id`; False when it was not open (atomic: two
+        reviewers cannot both resolve it)."""
+        ...
+
+    async def reopen(self, review_id: str) -> None:
+        """Undo `resolve` (its run could not be stored)."""
+        ...
+
+
+class ContactStore(Protocol):
+    """`contacts`: known senders, by `Contact.key` (`email:<address>` or `domain:<domain>`)."""
+
+    async def upsert_contacts(self, contacts: list[Contact]) -> int: ...
+
+    async def find_contact(self, key: str) -> Contact | None: ...

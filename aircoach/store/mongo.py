@@ -47,10 +47,18 @@ def json_safe(value: Any) -> Any:
 class MongoConnection:
     """One `AsyncMongoClient` per running event loop, created on first use."""
 
-    def __init__(self, settings: StoreSettings):
+    def __init__(
+        self,
+        settings: StoreSettings,
+        *,
+        create_indexes: Callable[[Any], Awaitable[None]] | None = None,
+    ):
+        """`create_indexes(db)`: the indexes of the collections this connection serves
+        (default: the chat and quiz collections)."""
         if not settings.mongodb_uri:
             raise ValueError("MongoConnection needs MONGODB_URI")
         self.settings = settings
+        self._index = create_indexes or self._create_indexes
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: AsyncMongoClient | None = None
         self._indexed = False
@@ -75,7 +83,7 @@ class MongoConnection:
     async def collection(self, name: str) -> AsyncCollection:
         db = self._current_client()[self.settings.mongodb_db]
         if not self._indexed:
-            await self._create_indexes(db)
+            await self._index(db)
             self._indexed = True
         return db[name]
 

@@ -49,8 +49,9 @@ class _Sqlite:
     """One short-lived connection per operation, in a worker thread; WAL lets several
     processes (or app instances) share the file."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, schema: str = _SCHEMA):
         self.path = path
+        self.schema = schema
         self._ready = False
         self._lock = threading.Lock()
         self._anchor: sqlite3.Connection | None = None
@@ -70,7 +71,7 @@ class _Sqlite:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
+            conn.executescript(self.schema)
             # Kept open, never queried again: when the last connection to a WAL file closes,
             # SQLite checkpoints and fsyncs, which would cost ~10 ms on every operation.
             self._anchor = conn

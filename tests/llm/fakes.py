@@ -266,3 +266,49 @@ def openai_call(name: str, call_id: str = "call_fake_1", **args: Any) -> Reply:
 
 def openai_error(status: int) -> Reply:
     return Reply(status, {"error": {"message": "fake failure", "type": "server_error"}})
+
+
+# ---- Non-streamed JSON answers (structured output: the tasks)
+
+
+def gemini_json(text: str) -> Reply:
+    """A whole `generateContent` answer whose text is `text` (the JSON the schema asked for)."""
+    return Reply(
+        200,
+        {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [{"text": text}]},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 120,
+                "candidatesTokenCount": 40,
+                "totalTokenCount": 160,
+            },
+            "modelVersion": "gemini-2.5-flash",
+        },
+    )
+
+
+def openai_json(text: str) -> Reply:
+    """A whole (not streamed) chat completion whose content is `text`."""
+    return Reply(
+        200,
+        {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": "fake-llama",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 120, "completion_tokens": 40, "total_tokens": 160},
+        },
+    )

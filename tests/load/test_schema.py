@@ -28,8 +28,23 @@ OPERATIONS = [
     ("GET", "/api/tools"),
     ("GET", "/api/history"),
     ("GET", "/api/health"),
+    ("GET", "/api/tasks"),
+    ("POST", "/api/tasks/{task}"),
+    ("POST", "/api/tasks/{task}/batch"),
+    ("GET", "/api/tasks/review"),
+    ("GET", "/api/tasks/review/{review_id}"),
+    ("POST", "/api/tasks/review/{review_id}/resolve"),
+    ("GET", "/api/tasks/runs/{run_id}"),
 ]
-WITH_INPUTS = [("POST", "/api/stream_query"), ("GET", "/api/history")]
+WITH_INPUTS = [
+    ("POST", "/api/stream_query"),
+    ("GET", "/api/history"),
+    ("POST", "/api/tasks/{task}"),
+    ("POST", "/api/tasks/{task}/batch"),
+    ("GET", "/api/tasks/review"),
+    ("POST", "/api/tasks/review/{review_id}/resolve"),
+]
+PERMISSIONS = ["admin:docs", "tasks:email_triage", "tasks:review"]
 
 
 def _tool_names(settings) -> list[str]:
@@ -58,7 +73,7 @@ def api_schema(settings):
 
 @pytest.fixture
 def admin_headers(issuer, settings) -> dict[str, str]:
-    token = issuer.mint("schema-user", audience=settings.auth0_audience, permissions=["admin:docs"])
+    token = issuer.mint("schema-user", audience=settings.auth0_audience, permissions=PERMISSIONS)
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -102,3 +117,17 @@ def test_known_answers_conform(api_schema, admin_headers, query, stream):
     assert response.status_code == 200
     if query == "Fammi un quiz":
         assert ("event: tool_result" if stream else '"tool_name":"domanda_teoria"') in response.text
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_task_answers_conform(api_schema, admin_headers, batch):
+    """A task run that random task names never reach: the offline triage of one e-mail."""
+    mail = {"subject": "Fattura", "from": "a@example.it", "body": "Non ho ricevuto la fattura."}
+    path = "/api/tasks/{task}/batch" if batch else "/api/tasks/{task}"
+    case = api_schema[path]["POST"].Case(
+        path_parameters={"task": "email_triage"},
+        body={"inputs": [mail, mail]} if batch else mail,
+        headers=admin_headers,
+    )
+    response = case.call_and_validate()
+    assert response.status_code == 200

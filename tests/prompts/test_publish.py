@@ -13,9 +13,10 @@ from aircoach.__main__ import main
 from aircoach.prompts.s3 import S3DocSource
 from aircoach.prompts.store import PromptStore, build_prompt
 from aircoach.settings import ROOT
+from tests.helpers import shipped_docs
 from tests.s3 import BUCKET, PREFIX, REGION, s3_settings
 
-DOCS = sum(1 for p in (ROOT / "prompt_docs").iterdir() if p.is_file())
+DOCS = len(shipped_docs())
 
 
 @pytest.fixture
@@ -58,7 +59,9 @@ def versioning_on(client) -> None:
 
 
 def local_version(folder) -> str:
-    return build_prompt({p.name: p.read_text() for p in folder.iterdir() if p.is_file()})[1]
+    return build_prompt(
+        {p.relative_to(folder).as_posix(): p.read_text() for p in folder.rglob("*") if p.is_file()}
+    )[1]
 
 
 def test_push_refuses_a_bucket_without_versioning(empty_bucket, cli, capsys):
@@ -126,3 +129,24 @@ def test_push_delete_leaves_history_and_status_without_bucket_is_an_error(
     monkeypatch.delenv("PROMPT_BUCKET")
     with pytest.raises(SystemExit, match="PROMPT_BUCKET is not set"):
         cli("status")
+
+
+def test_push_uploads_sub_folders_and_status_versions_tasks_apart(empty_bucket, cli, docs_dir):
+    versioning_on(empty_bucket)
+    out = cli("push")
+    assert "uploaded  tasks/email_triage/task.json" in out
+    keys = [o["Key"] for o in empty_bucket.list_objects_v2(Bucket=BUCKET)["Contents"]]
+    assert PREFIX + "tasks/email_triage/schema.json" in keys
+    prompt_version = local_version(docs_dir)
+    status = cli("status")
+    (task_line,) = [line for line in status.splitlines() if "task email_triage" in line]
+    local_task, remote_task = task_line.split()[3], task_line.split()[5]
+    assert local_task == remote_task and "in sync" in status
+
+    (docs_dir / "tasks" / "email_triage" / "prompt.md").write_text("Nuove istruzioni.\n")
+    status = cli("status")
+    assert "different: tasks/email_triage/prompt.md" in status and "differs" in status
+    assert f"local  {prompt_version}" in status and f"remote {prompt_version}" in status
+    (task_line,) = [line for line in status.splitlines() if "task email_triage" in line]
+    assert task_line.split()[3] != task_line.split()[5] == remote_task
+    assert "uploaded  tasks/email_triage/prompt.md" in cli("push")

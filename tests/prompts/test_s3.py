@@ -9,11 +9,11 @@ import pytest
 
 from aircoach.prompts.s3 import S3DocSource
 from aircoach.prompts.store import PromptStore, build_prompt
-from aircoach.settings import ROOT
 from tests.clock import FakeClock
+from tests.helpers import shipped_docs
 from tests.s3 import PREFIX, CallCounter, s3_settings
 
-LOCAL = {p.name: p.read_text() for p in sorted((ROOT / "prompt_docs").iterdir()) if p.is_file()}
+LOCAL = shipped_docs()
 
 
 @pytest.fixture
@@ -25,6 +25,7 @@ async def test_listing_is_one_call_relative_to_prefix_without_the_audit_folder(s
     s3.client.put_object(Bucket=s3.name, Key=PREFIX + "_built/abc.md", Body=b"old build")
     s3.client.put_object(Bucket=s3.name, Key=PREFIX + "folder/", Body=b"")
     s3.client.put_object(Bucket=s3.name, Key="elsewhere/x.md", Body=b"not a doc")
+    s3.client.put_object(Bucket=s3.name, Key=PREFIX + "tasks/.DS_Store", Body=b"hidden")
     calls = CallCounter().attach(source.client)
     docs = await source.list_docs()
     assert calls.calls == ["ListObjectsV2"]

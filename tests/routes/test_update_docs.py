@@ -10,13 +10,12 @@ import pytest
 
 from aircoach.auth.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
 from aircoach.prompts.store import build_prompt
-from aircoach.settings import ROOT
-from tests.helpers import app_with, asgi_client
+from tests.helpers import app_with, asgi_client, shipped_docs
 from tests.s3 import CallCounter, s3_settings
 
 SECRET = "s3cret"
 BODY = json.dumps({"reason": "docs pushed by CI"}).encode()
-LOCAL = {p.name: p.read_text() for p in sorted((ROOT / "prompt_docs").iterdir()) if p.is_file()}
+LOCAL = shipped_docs()
 
 
 @pytest.fixture
@@ -138,3 +137,23 @@ async def test_local_source_reloads_too(client, auth):
     body = response.json()
     assert body["prompt_version"] == build_prompt(LOCAL)[1]
     assert all(d["version_id"] is None for d in body["docs_details"])
+
+
+async def test_a_taxonomy_edit_on_s3_is_a_new_task_version_not_a_new_prompt(s3, s3_client, auth):
+    """Editing a task is a docs push and a reload: the task's version moves, the chat's
+    prompt version (and its memory threads) does not."""
+    headers = auth("office", permissions=["admin:docs", "tasks:email_triage"])
+    first = (await post(s3_client, headers)).json()
+    (task,) = (await s3_client.get("/api/tasks", headers=headers)).json()
+    rules = json.loads(LOCAL["tasks/email_triage/rules.json"])
+    rules["topics"]["METEO"] = "Voli annullati o rinviati per il meteo (anche vento e nebbia)."
+    s3.put("tasks/email_triage/rules.json", json.dumps(rules, ensure_ascii=False))
+
+    second = (await post(s3_client, headers)).json()
+    assert second["prompt_version"] == first["prompt_version"]
+    assert second["system_prompt"] == first["system_prompt"]
+    (edited,) = (await s3_client.get("/api/tasks", headers=headers)).json()
+    assert edited["version"] != task["version"]
+    mail = {"from": "a@example.it", "body": "Il volo di domani è annullato per la nebbia?"}
+    run = (await s3_client.post("/api/tasks/email_triage", json=mail, headers=headers)).json()
+    assert run["pipeline_version"]["task_version"] == edited["version"]

@@ -1,0 +1,331 @@
+"""`/api/tasks`: structured tasks (validated JSON outputs), their batches and review queue."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import anyio
+from fastapi import APIRouter, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+
+from aircoach.auth.tokens import Principal
+from aircoach.deps import CurrentUser, ServicesDep
+from aircoach.errors import Conflict, ForbiddenError, NotFound
+from aircoach.models import ErrorBody
+from aircoach.routes.limits import read_capped_json
+from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
+from aircoach.services import Services
+from aircoach.tasks.batch import run_batch
+from aircoach.tasks.definition import TaskCatalog, TaskDefinition
+from aircoach.tasks.engine import AlreadyResolved, InvalidOutput, TaskFailed
+from aircoach.tasks.records import ReviewStatus, TaskRun
+from aircoach.tasks.schemas import (
+    MAX_BATCH,
+    BatchResponse,
+    InvalidOutputBody,
+    ResolveRequest,
+    ReviewDetail,
+    ReviewPage,
+    ReviewSummary,
+    TaskFailedBody,
+    TaskInfo,
+    TaskResult,
+    ValidationErrorBody,
+)
+from aircoach.tasks.triage import TriageInput
+
+router = APIRouter(prefix="/api/tasks", tags=["tasks"])
+
+_FORBIDDEN: Responses = {
+    403: {"model": ErrorBody, "description": "The token lacks the permission (`forbidden`)."}
+}
+_NOT_FOUND: Responses = {404: {"model": ErrorBody, "description": "No such task (`not_found`)."}}
+_TOO_LARGE: Responses = {
+    413: {"model": ErrorBody, "description": "The body is over the limit (`payload_too_large`)."}
+}
+_INVALID: Responses = {
+    422: {"description": "The input does not validate (FastAPI's `detail` list)."}
+}
+_UNAVAILABLE = unavailable("auth_unavailable", "prompt_unavailable", "store_unavailable")
+
+# The triage task's input: the request body of the task routes (a task of another kind
+# documents its own input in its folder).
+_INPUT_SCHEMA = TriageInput.model_json_schema(by_alias=True)
+_INPUT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": _INPUT_SCHEMA}},
+    }
+}
+_BATCH_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["inputs"],
+                    "properties": {
+                        "inputs": {
+                            "type": "array",
+                            "minItems": 1,
+                            "maxItems": MAX_BATCH,
+                            "items": _INPUT_SCHEMA,
+                        }
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+async def _catalog(services: Services) -> TaskCatalog:
+    return services.tasks_for(await services.prompts.current())
+
+
+async def _task(services: Services, name: str) -> TaskDefinition:
+    catalog = await _catalog(services)
+    definition = catalog.get(name)
+    if definition is None:
+        raise NotFound(f"unknown task {name[:40]!r}; valid: {catalog.names}")
+    return definition
+
+
+def _require(user: Principal, permission: str) -> None:
+    if permission not in user.permissions:
+        raise ForbiddenError(f"this operation needs the {permission!r} permission")
+
+
+def _invalid(exc: ValidationError, *prefix: str | int) -> RequestValidationError:
+    # The input is not echoed back: it may be a 200,000-character e-mail.
+    return RequestValidationError(
+        [
+            {"type": e["type"], "loc": ("body", *prefix, *e["loc"]), "msg": e["msg"]}
+            for e in exc.errors(include_url=False, include_input=False, include_context=False)
+        ]
+    )
+
+
+def _parse_input(definition: TaskDefinition, data: Any, *prefix: str | int) -> BaseModel:
+    try:
+        return definition.kind.input_model.model_validate(data)
+    except ValidationError as exc:
+        raise _invalid(exc, *prefix) from None
+
+
+def _failed(exc: TaskFailed) -> JSONResponse:
+    body = TaskFailedBody(
+        message="No valid output after every attempt and the fallback model; the input is "
+        "kept for review.",
+        review_id=exc.run.review_id or "",
+        run_id=exc.run.run_id,
+    )
+    return JSONResponse(body.model_dump(), status_code=503)
+
+
+@router.get("", responses={**UNAUTHORIZED, **_UNAVAILABLE})
+async def list_tasks(user: CurrentUser, services: ServicesDep) -> list[TaskInfo]:
+    """The tasks of the current docs, their versions, and whether the caller may run them."""
+    catalog = await _catalog(services)
+    return [
+        TaskInfo(
+            name=d.name,
+            title=d.manifest.title,
+            description=d.manifest.description,
+            version=d.version,
+            permission=d.permission,
+            allowed=d.permission in user.permissions,
+        )
+        for d in catalog.tasks.values()
+    ]
+
+
+@router.post(
+    "/{task}",
+    openapi_extra=_INPUT_BODY,
+    responses={
+        **UNAUTHORIZED,
+        **_FORBIDDEN,
+        **_NOT_FOUND,
+        **_TOO_LARGE,
+        **_INVALID,
+        503: {
+            "model": TaskFailedBody | ErrorBody,
+            "description": "No valid output after the whole fallback chain (`task_failed`, "
+            "with the `review_id` of the input kept for review), or a backend failed.",
+        },
+    },
+)
+async def run_task(
+    task: str, request: Request, user: CurrentUser, services: ServicesDep
+) -> TaskResult:
+    """Run a task on one input (the triage task: `subject`, `from`, `body`). Needs the task's
+    permission (`tasks:<name>`). The body may be up to `TASK_MAX_BODY_BYTES` (1 MB)."""
+    definition = await _task(services, task)
+    _require(user, definition.permission)
+    data = await read_capped_json(request, services.settings.task_max_body_bytes)
+    task_input = _parse_input(definition, data)
+    try:
+        run = await services.task_engine.run(definition, task_input, caller=user.sub, source="api")
+    except TaskFailed as exc:
+        return _failed(exc)  # type: ignore[return-value]
+    return TaskResult.from_run(run)
+
+
+@router.post(
+    "/{task}/batch",
+    openapi_extra=_BATCH_BODY,
+    responses={
+        **UNAUTHORIZED,
+        **_FORBIDDEN,
+        **_NOT_FOUND,
+        **_TOO_LARGE,
+        **_INVALID,
+        **_UNAVAILABLE,
+    },
+)
+async def run_task_batch(
+    task: str, request: Request, user: CurrentUser, services: ServicesDep
+) -> BatchResponse:
+    """Run a task on up to 50 inputs, a few at a time (`TASK_BATCH_CONCURRENCY`); each input
+    has its own outcome. Every input is validated before any runs. A real inbox goes through
+    SQS instead (`functions/tasks_worker.py`)."""
+    definition = await _task(services, task)
+    _require(user, definition.permission)
+    data = await read_capped_json(request, services.settings.task_batch_max_body_bytes)
+    if (
+        not isinstance(data, dict)
+        or set(data) != {"inputs"}
+        or not isinstance(data["inputs"], list)
+    ):
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("body",), "msg": 'expected {"inputs": [...]}'}]
+        )
+    inputs = data["inputs"]
+    if not 1 <= len(inputs) <= MAX_BATCH:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("body", "inputs"),
+                    "msg": f"between 1 and {MAX_BATCH} inputs, not {len(inputs)}",
+                }
+            ]
+        )
+    parsed = [_parse_input(definition, item, "inputs", i) for i, item in enumerate(inputs)]
+    results = await run_batch(
+        services.task_engine,
+        definition,
+        parsed,
+        caller=user.sub,
+        source="batch",
+        concurrency=services.settings.task_batch_concurrency,
+    )
+    return BatchResponse(results=results)
+
+
+@router.get("/review", responses={**UNAUTHORIZED, **_FORBIDDEN, **_UNAVAILABLE})
+async def list_review_queue(
+    user: CurrentUser,
+    services: ServicesDep,
+    status: ReviewStatus = "open",
+    task: Annotated[str | None, Query(max_length=40)] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    after: Annotated[
+        str | None, Query(max_length=64, description="`next_after` of the previous page")
+    ] = None,
+) -> ReviewPage:
+    """Inputs no model could turn into a valid output, oldest first. Needs `tasks:review`."""
+    _require(user, services.settings.task_review_permission)
+    items = await services.task_stores.reviews.list_items(
+        status=status, task=task, limit=limit, after=after
+    )
+    return ReviewPage(
+        items=[ReviewSummary.of(i) for i in items],
+        next_after=items[-1].review_id if len(items) == limit else None,
+    )
+
+
+@router.get(
+    "/review/{review_id}", responses={**UNAUTHORIZED, **_FORBIDDEN, **_NOT_FOUND, **_UNAVAILABLE}
+)
+async def get_review_item(review_id: str, user: CurrentUser, services: ServicesDep) -> ReviewDetail:
+    """One queued input: its attempts (raw answers and errors), its PipelineVersion, and what
+    the model reads for it now (the candidates a corrected output must pick from)."""
+    _require(user, services.settings.task_review_permission)
+    item = await services.task_stores.reviews.get_item(review_id)
+    if item is None:
+        raise NotFound(f"no review item {review_id[:64]!r}")
+    definition = (await _catalog(services)).get(item.task)
+    model_input = None
+    if definition is not None:
+        task_input = definition.kind.input_model.model_validate(item.input)
+        prepared = await anyio.to_thread.run_sync(
+            lambda: definition.kind.prepare(definition, task_input, shrink=False)
+        )
+        model_input = prepared.payload
+    return ReviewDetail(**item.model_dump(), model_input=model_input)
+
+
+@router.post(
+    "/review/{review_id}/resolve",
+    responses={
+        **UNPARSABLE_BODY,
+        **UNAUTHORIZED,
+        **_FORBIDDEN,
+        404: {"model": ErrorBody, "description": "No such item, or its task left the docs."},
+        409: {"model": ErrorBody, "description": "The item is resolved already (`conflict`)."},
+        422: {
+            "model": InvalidOutputBody | ValidationErrorBody,
+            "description": "The output does not pass the task's stages (`invalid_output`), "
+            "or the body does not validate.",
+        },
+        **_UNAVAILABLE,
+    },
+)
+async def resolve_review_item(
+    review_id: str, body: ResolveRequest, user: CurrentUser, services: ServicesDep
+) -> TaskResult:
+    """Submit the corrected output of a queued input. It is validated by the task's stages
+    and stored as a run with `source: "review"`; the item is then `resolved`."""
+    _require(user, services.settings.task_review_permission)
+    item = await services.task_stores.reviews.get_item(review_id)
+    if item is None:
+        raise NotFound(f"no review item {review_id[:64]!r}")
+    if item.status != "open":
+        raise Conflict(f"review item {review_id!r} is {item.status} already")
+    definition = (await _catalog(services)).get(item.task)
+    if definition is None:
+        raise NotFound(f"task {item.task!r} is no longer in the docs")
+    try:
+        run = await services.task_engine.resolve_review(
+            definition, item, body.output, reviewer=user.sub
+        )
+    except InvalidOutput as exc:
+        failure = exc.failure
+        invalid = InvalidOutputBody(
+            message=f"the output does not pass the {failure.stage!r} stage",
+            stage=failure.stage,
+            issues=failure.issues,
+        )
+        return JSONResponse(invalid.model_dump(), status_code=422)  # type: ignore[return-value]
+    except AlreadyResolved:
+        raise Conflict(f"review item {review_id!r} is resolved already") from None
+    return TaskResult.from_run(run)
+
+
+@router.get(
+    "/runs/{run_id}", responses={**UNAUTHORIZED, **_FORBIDDEN, **_NOT_FOUND, **_UNAVAILABLE}
+)
+async def get_run(run_id: str, user: CurrentUser, services: ServicesDep) -> TaskRun:
+    """One stored run, as audited: input, output, every attempt with its raw answer, and the
+    PipelineVersion. Needs `tasks:review`."""
+    _require(user, services.settings.task_review_permission)
+    run = await services.task_stores.runs.get_run(run_id)
+    if run is None:
+        raise NotFound(f"no run {run_id[:64]!r}")
+    return run

@@ -1,0 +1,394 @@
+"""The task engine: one run of a task, from input to a stored, validated output or to the
+review queue.
+
+The fallback policy (the task's `task.json`): up to `attempts` with the full request, then
+`shrink_attempts` with the shrunk one (fewer candidates, shorter body), then
+`fallback_attempts` on `MODEL_FALLBACK`, then the review queue with the input, every attempt's
+raw answer and errors, and the PipelineVersion. A refused answer's errors go back to the model
+in the next attempt; a call that fails (timeout, 5xx after the client's retries) ends that
+model's turn, since asking it again would only add its timeout. Every run, valid or dead letter, is stored in `task_runs` before the caller
+gets its answer, and logged as one summary line (`task_run key=value ...`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+import anyio
+from pydantic import BaseModel
+
+import aircoach
+from aircoach.store import TaskStores
+from aircoach.tasks.contacts import lookup_customer
+from aircoach.tasks.definition import Policy, TaskDefinition
+from aircoach.tasks.kinds import Prepared
+from aircoach.tasks.models import StructuredModel, StructuredRequest, TaskModels, Which
+from aircoach.tasks.records import (
+    MAX_RAW_CHARS,
+    Attempt,
+    Customer,
+    Issue,
+    PipelineVersion,
+    ReviewItem,
+    RunSource,
+    TaskRun,
+    new_id,
+)
+from aircoach.tasks.validation import MAX_MESSAGE_CHARS, StageFailure, parse_stage, schema_stage
+
+log = logging.getLogger(__name__)
+
+_CLOSE_TIMEOUT_S = 2.0
+_FEEDBACK_ISSUES = 5
+
+
+class TaskFailed(Exception):
+    """The whole fallback chain ended without a valid output; the input is in the review queue
+    (`run.review_id`) and the dead-letter run is stored."""
+
+    def __init__(self, run: TaskRun):
+        super().__init__(f"task {run.task!r} run {run.run_id} went to review {run.review_id}")
+        self.run = run
+
+
+class InvalidOutput(Exception):
+    """A reviewer's output that does not pass the task's stages."""
+
+    def __init__(self, failure: StageFailure):
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+class AlreadyResolved(Exception):
+    """The review item was resolved already (or meanwhile, by someone else)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    which: Which
+    shrink: bool
+
+
+def plan(policy: Policy) -> Iterator[Step]:
+    """The attempts of the fallback policy, in order."""
+    yield from (Step("primary", False) for _ in range(policy.attempts))
+    yield from (Step("primary", True) for _ in range(policy.shrink_attempts))
+    yield from (Step("fallback", True) for _ in range(policy.fallback_attempts))
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def feedback_for(failure: StageFailure) -> str:
+    """What the model is told about its previous, refused answer (in the task's language)."""
+    lines = "\n".join(f"- {i.message}" for i in failure.issues[:_FEEDBACK_ISSUES])
+    return (
+        f"La risposta precedente non è valida (controllo '{failure.stage}'):\n{lines}\n"
+        "Rispondi di nuovo con un oggetto JSON che rispetti lo schema e le regole."
+    )
+
+
+class _Models:
+    """The models of one run, opened on first use and closed when the run ends."""
+
+    def __init__(self, provider: TaskModels, temperature: float):
+        self.provider = provider
+        self.temperature = temperature
+        self.opened: dict[Which, StructuredModel | None] = {}
+
+    async def get(self, which: Which) -> StructuredModel | None:
+        if which not in self.opened:
+            self.opened[which] = await self.provider.open(which, temperature=self.temperature)
+        return self.opened[which]
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT_S):
+            for model in self.opened.values():
+                if model is not None:
+                    await model.aclose()
+
+
+@dataclass
+class TaskEngine:
+    stores: TaskStores
+    models: TaskModels
+    code_version: str | None = None
+
+    def pipeline_version(self, definition: TaskDefinition, model: str) -> PipelineVersion:
+        versions = definition.kind.versions(definition)
+        return PipelineVersion(
+            task=definition.name,
+            task_version=definition.version,
+            schema_hash=definition.schema_hash,
+            candidates_version=versions["candidates_version"],
+            stoplist_version=versions["stoplist_version"],
+            model=model,
+            code_version=self.code_version or f"aircoach-{aircoach.__version__}",
+        )
+
+    async def run(
+        self,
+        definition: TaskDefinition,
+        task_input: BaseModel,
+        *,
+        caller: str,
+        source: RunSource,
+    ) -> TaskRun:
+        """Run the task on `task_input`. Returns the stored run; raises `TaskFailed` when the
+        input went to the review queue, `StoreUnavailable` when the store failed."""
+        started = time.perf_counter()
+        kind = definition.kind
+        customer = await lookup_customer(self.stores.contacts, kind.sender(task_input))
+        prepared: dict[bool, Prepared] = {}
+        attempts: list[Attempt] = []
+        models = _Models(self.models, definition.manifest.temperature)
+        result: tuple[dict[str, Any], list[Issue], str] | None = None
+        tried: list[str] = []
+        unreachable: set[Which] = set()
+        try:
+            feedback: str | None = None
+            for step in plan(definition.manifest.policy):
+                if step.which in unreachable:
+                    continue
+                model = await models.get(step.which)
+                if model is None:
+                    continue  # no MODEL_FALLBACK
+                if step.shrink not in prepared:
+                    prepared[step.shrink] = await anyio.to_thread.run_sync(
+                        partial(kind.prepare, definition, task_input, shrink=step.shrink)
+                    )
+                if model.label not in tried:
+                    tried.append(model.label)
+                request = StructuredRequest(definition, prepared[step.shrink], feedback)
+                attempt, checked, feedback = await self._attempt(
+                    len(attempts) + 1, model, request, step
+                )
+                attempts.append(attempt)
+                if attempt.stage == "model":
+                    # The call itself failed (after the client's own retries): asking the same
+                    # model again would only add its timeout; go on with the next model.
+                    unreachable.add(step.which)
+                if checked is not None:
+                    warnings = list(checked[1])
+                    if model.notice:
+                        warnings.insert(
+                            0, Issue(stage="model", code="offline_model", message=model.notice)
+                        )
+                    result = (checked[0], warnings, model.label)
+                    break
+        finally:
+            await models.aclose()
+
+        payload = task_input.model_dump(by_alias=True)
+        latency_ms = round((time.perf_counter() - started) * 1000, 1)
+        if result is not None:
+            output, warnings, label = result
+            run = TaskRun(
+                run_id=new_id(),
+                task=definition.name,
+                status="ok",
+                source=source,
+                caller=caller,
+                created_at=now_iso(),
+                input=payload,
+                output=output,
+                customer=customer,
+                warnings=warnings,
+                attempts=attempts,
+                model=label,
+                pipeline_version=self.pipeline_version(definition, label),
+                latency_ms=latency_ms,
+            )
+            await self._store(run)
+            return run
+        version = self.pipeline_version(definition, "+".join(tried) or "none")
+        run = await self._dead_letter(
+            definition, payload, customer, attempts, version, caller, source, latency_ms
+        )
+        raise TaskFailed(run)
+
+    async def _attempt(
+        self, n: int, model: StructuredModel, request: StructuredRequest, step: Step
+    ) -> tuple[Attempt, tuple[dict[str, Any], list[Issue]] | None, str | None]:
+        """One call and its validation: (the attempt, the checked output or None, feedback)."""
+        t0 = time.perf_counter()
+
+        def attempt(stage: str | None, errors: list[Issue], raw: str | None = None) -> Attempt:
+            return Attempt(
+                n=n,
+                model=model.label,
+                shrunk=step.shrink,
+                ok=stage is None,
+                stage=stage,
+                errors=errors,
+                latency_ms=_ms(t0),
+                raw=raw,
+            )
+
+        try:
+            raw = await model.generate(request)
+        except Exception as exc:  # the call failed: timeout, 5xx, refused connection...
+            message = f"{type(exc).__name__}: {exc}"[:MAX_MESSAGE_CHARS]
+            log.warning(
+                "task %s attempt %d: model %r failed: %s",
+                request.definition.name,
+                n,
+                model.label,
+                message,
+            )
+            error = Issue(stage="model", code="model_error", message=message)
+            return attempt("model", [error]), None, None
+        try:
+            data = parse_stage(raw)
+            schema_stage(request.definition, data)
+            checked = request.definition.kind.check(request.definition, request.prepared, data)
+        except StageFailure as failure:
+            return (
+                attempt(failure.stage, failure.issues, raw[:MAX_RAW_CHARS]),
+                None,
+                feedback_for(failure),
+            )
+        return attempt(None, []), (checked.output, checked.warnings), None
+
+    async def _dead_letter(
+        self,
+        definition: TaskDefinition,
+        payload: dict[str, Any],
+        customer: Customer,
+        attempts: list[Attempt],
+        version: PipelineVersion,
+        caller: str,
+        source: RunSource,
+        latency_ms: float,
+    ) -> TaskRun:
+        run_id, review_id, created_at = new_id(), new_id(), now_iso()
+        item = ReviewItem(
+            review_id=review_id,
+            task=definition.name,
+            created_at=created_at,
+            source=source,
+            caller=caller,
+            input=payload,
+            attempts=attempts,
+            pipeline_version=version,
+            run_id=run_id,
+        )
+        run = TaskRun(
+            run_id=run_id,
+            task=definition.name,
+            status="dead_letter",
+            source=source,
+            caller=caller,
+            created_at=created_at,
+            input=payload,
+            customer=customer,
+            attempts=attempts,
+            model=None,
+            pipeline_version=version,
+            review_id=review_id,
+            latency_ms=latency_ms,
+        )
+        # The review item first: if the run cannot be stored afterwards, the input is still
+        # kept for a human, and the caller (503) may retry.
+        try:
+            await self.stores.reviews.enqueue(item)
+        except Exception:
+            _log_summary(run, "store_failed")
+            raise
+        await self._store(run)
+        return run
+
+    async def _store(self, run: TaskRun) -> None:
+        try:
+            await self.stores.runs.insert_run(run)
+        except Exception:
+            _log_summary(run, "store_failed")
+            raise
+        _log_summary(run, run.status)
+
+    # --- review ---------------------------------------------------------------------------
+
+    async def resolve_review(
+        self, definition: TaskDefinition, item: ReviewItem, output: Any, *, reviewer: str
+    ) -> TaskRun:
+        """Store a reviewer's output for a queued input: validated by the same stages against
+        the candidates of the input, stored as a run with `source: "review"`. Raises
+        `InvalidOutput`, `AlreadyResolved`, or `StoreUnavailable`."""
+        started = time.perf_counter()
+        kind = definition.kind
+        task_input = kind.input_model.model_validate(item.input)
+        prepared = await anyio.to_thread.run_sync(
+            partial(kind.prepare, definition, task_input, shrink=False)
+        )
+        try:
+            schema_stage(definition, output)
+            checked = kind.check(definition, prepared, output)
+        except StageFailure as failure:
+            raise InvalidOutput(failure) from None
+        customer = await lookup_customer(self.stores.contacts, kind.sender(task_input))
+        label = f"review:{reviewer}"
+        run = TaskRun(
+            run_id=new_id(),
+            task=definition.name,
+            status="ok",
+            source="review",
+            caller=reviewer,
+            created_at=now_iso(),
+            input=item.input,
+            output=checked.output,
+            customer=customer,
+            warnings=checked.warnings,
+            attempts=[],
+            model=label,
+            pipeline_version=self.pipeline_version(definition, label),
+            review_id=item.review_id,
+            latency_ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+        if not await self.stores.reviews.resolve(
+            item.review_id, run_id=run.run_id, by=reviewer, at=run.created_at
+        ):
+            raise AlreadyResolved(item.review_id)
+        try:
+            await self._store(run)
+        except Exception:
+            # The item stays open for the next reviewer rather than resolved by nothing.
+            with anyio.CancelScope(shield=True):
+                await self.stores.reviews.reopen(item.review_id)
+            raise
+        return run
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000, 1)
+
+
+def _log_summary(run: TaskRun, status: str) -> None:
+    """One line per run, `key=value` (the structured logger of the app can parse it)."""
+    version = run.pipeline_version
+    log.info(
+        "task_run task=%s run_id=%s source=%s status=%s attempts=%d shrunk=%s model=%s "
+        "task_version=%s schema_hash=%s candidates_version=%s stoplist_version=%s "
+        "code_version=%s warnings=%d review_id=%s latency_ms=%s",
+        run.task,
+        run.run_id,
+        run.source,
+        status,
+        len(run.attempts),
+        str(any(a.shrunk for a in run.attempts)).lower(),
+        version.model,
+        version.task_version,
+        version.schema_hash,
+        version.candidates_version,
+        version.stoplist_version,
+        version.code_version,
+        len(run.warnings),
+        run.review_id or "-",
+        run.latency_ms,
+    )

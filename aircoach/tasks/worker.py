@@ -1,0 +1,115 @@
+"""Task runs from SQS: the Lambda handler of a real inbox (`functions/tasks_worker.py`).
+
+Each SQS message body is `{"task": "email_triage", "input": {...}}`. The records of one
+invocation run concurrently (at most `TASK_BATCH_CONCURRENCY`), and the handler reports partial
+batch failures (`ReportBatchItemFailures`), so one bad message never makes SQS redeliver the
+others:
+
+- a valid output, or a dead letter (the input is in the review queue): the message is done;
+- a message that cannot be run (not JSON, unknown task, invalid input): a failure; SQS
+  redelivers it and, after the queue's `maxReceiveCount`, moves it to the dead-letter queue for
+  someone to look at;
+- a backend failure (store, prompt source): a failure; SQS redelivers it later.
+
+SQS delivers at least once: a message may run twice, and both runs are stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import anyio
+from pydantic import ValidationError
+
+from aircoach.services import Services
+from aircoach.tasks.definition import TaskCatalog
+from aircoach.tasks.engine import TaskFailed
+
+log = logging.getLogger(__name__)
+
+
+class UnrunnableMessage(Exception):
+    """A message no retry can run: it belongs in the dead-letter queue."""
+
+
+class SqsTaskWorker:
+    def __init__(self, services: Services):
+        self.services = services
+
+    def handle(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        """The Lambda handler: a fresh event loop per invocation (clients are made in it)."""
+        return asyncio.run(self.process(event))
+
+    async def process(self, event: dict[str, Any]) -> dict[str, Any]:
+        records = event.get("Records") or []
+        ids = [str(r.get("messageId", "")) for r in records]
+        try:
+            catalog = self.services.tasks_for(await self.services.prompts.current())
+        except Exception as exc:
+            log.error("sqs batch of %d: docs unavailable (%s); all redelivered", len(ids), exc)
+            return _failures(ids)
+        failed: list[str] = []
+        limiter = anyio.CapacityLimiter(self.services.settings.task_batch_concurrency)
+
+        async def one(record: dict[str, Any]) -> None:
+            async with limiter:
+                if not await self._run(catalog, record):
+                    failed.append(str(record.get("messageId", "")))
+
+        async with anyio.create_task_group() as group:
+            for record in records:
+                group.start_soon(one, record)
+        return _failures([i for i in ids if i in failed])
+
+    async def _run(self, catalog: TaskCatalog, record: dict[str, Any]) -> bool:
+        """Whether the message is done (to be deleted)."""
+        message_id = record.get("messageId")
+        try:
+            definition, task_input = _parse(catalog, record)
+        except UnrunnableMessage as exc:
+            log.error("sqs message %s cannot run: %s", message_id, exc)
+            return False
+        try:
+            await self.services.task_engine.run(definition, task_input, caller="sqs", source="sqs")
+        except TaskFailed as exc:
+            log.info("sqs message %s: queued for review as %s", message_id, exc.run.review_id)
+        except Exception as exc:
+            log.warning("sqs message %s failed, to be redelivered: %r", message_id, exc)
+            return False
+        return True
+
+
+def _parse(catalog: TaskCatalog, record: dict[str, Any]) -> tuple[Any, Any]:
+    try:
+        body = json.loads(record.get("body") or "")
+    except json.JSONDecodeError as exc:
+        raise UnrunnableMessage(f"body is not JSON ({exc.msg})") from None
+    if not isinstance(body, dict) or not isinstance(body.get("input"), dict):
+        raise UnrunnableMessage('body must be {"task": NAME, "input": {...}}')
+    name = str(body.get("task", ""))[:40]
+    definition = catalog.get(name)
+    if definition is None:
+        raise UnrunnableMessage(f"unknown task {name!r}; valid: {catalog.names}")
+    try:
+        return definition, definition.kind.input_model.model_validate(body["input"])
+    except ValidationError as exc:
+        fields = sorted({".".join(map(str, e["loc"])) for e in exc.errors()})
+        raise UnrunnableMessage(f"invalid input for {name!r}: fields {fields}") from None
+
+
+def _failures(ids: list[str]) -> dict[str, Any]:
+    return {"batchItemFailures": [{"itemIdentifier": i} for i in ids]}
+
+
+def worker_from_environment() -> SqsTaskWorker:
+    """The worker of the Lambda entry: settings from the environment, logging set up."""
+    from aircoach.settings import get_settings
+
+    settings = get_settings()
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    return SqsTaskWorker(Services.build(settings))

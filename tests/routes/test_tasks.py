@@ -1,0 +1,306 @@
+"""`/api/tasks` through the app: permissions, 404/413/422, the result and the 503 with its
+review id, batches with bounded concurrency, the review queue and runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from aircoach.errors import StoreUnavailable
+from aircoach.store import TaskStores
+from aircoach.tasks.contacts import seed_demo_contacts
+from aircoach.tasks.models import StructuredRequest
+from tests.helpers import app_with, asgi_client, copy_prompt_docs
+from tests.tasks.scripted import ScriptedTaskModels
+
+RUN = ["tasks:email_triage"]
+REVIEW = ["tasks:review"]
+MAIL = {
+    "subject": "Re: lezione di domani",
+    "from": "Sara Conti <sara.conti@outlook.it>",
+    "body": "Buongiorno, domani mattina c'è nebbia: la lezione di volo è confermata?\n\n> vecchio",
+}
+
+
+def good(request: StructuredRequest) -> str:
+    return json.dumps(request.definition.kind.offline(request.definition, request.prepared))
+
+
+@pytest.fixture
+def task_app(settings):
+    def make(models=None, **overrides):
+        return app_with(settings.model_copy(update=overrides), task_models=models)
+
+    return make
+
+
+async def test_the_offline_model_runs_the_triage_and_says_so(task_app, auth):
+    app = task_app()
+    await seed_demo_contacts(app.state.services.task_stores.contacts)
+    async with asgi_client(app) as client:
+        response = await client.post(
+            "/api/tasks/email_triage", json=MAIL, headers=auth(permissions=RUN)
+        )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert set(body) == {
+        "output",
+        "customer",
+        "warnings",
+        "attempts",
+        "model",
+        "pipeline_version",
+        "run_id",
+    }
+    assert body["model"] == "offline-rules" and body["warnings"][0]["code"] == "offline_model"
+    assert body["customer"]["match"] == "exact" and body["customer"]["status"] == "existing"
+    labels = [t["label"] for t in body["output"]["topics"]]
+    assert "PRENOTAZIONE_VOLO" in labels and "METEO" in labels
+    assert body["attempts"] == [
+        {
+            "n": 1,
+            "model": "offline-rules",
+            "shrunk": False,
+            "ok": True,
+            "stage": None,
+            "errors": [],
+            "latency_ms": body["attempts"][0]["latency_ms"],
+            "raw": None,
+        }
+    ]
+    assert set(body["pipeline_version"]) == {
+        "task",
+        "task_version",
+        "schema_hash",
+        "candidates_version",
+        "stoplist_version",
+        "model",
+        "code_version",
+    }
+    run = await app.state.services.task_stores.runs.get_run(body["run_id"])
+    assert run is not None and run.caller == "user-1" and run.output == body["output"]
+
+
+async def test_tokens_need_the_tasks_permission(task_app, auth):
+    async with asgi_client(task_app()) as client:
+        assert (await client.post("/api/tasks/email_triage", json=MAIL)).status_code == 401
+        denied = await client.post("/api/tasks/email_triage", json=MAIL, headers=auth())
+        assert denied.status_code == 403 and "'tasks:email_triage'" in denied.json()["message"]
+        review = await client.get("/api/tasks/review", headers=auth(permissions=RUN))
+        assert review.status_code == 403 and "'tasks:review'" in review.json()["message"]
+        listed = (await client.get("/api/tasks", headers=auth())).json()
+        assert [(t["name"], t["allowed"]) for t in listed] == [("email_triage", False)]
+
+
+async def test_unknown_task_bad_input_and_bodies_too_large(task_app, auth):
+    headers = auth(permissions=RUN)
+    models = CountingModels()
+    async with asgi_client(task_app(models, task_max_body_bytes=10_000)) as client:
+        missing = await client.post("/api/tasks/nope", json=MAIL, headers=headers)
+        assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+        assert "valid: ['email_triage']" in missing.json()["message"]
+
+        huge_subject = {**MAIL, "subject": "x" * 5000}
+        bad = await client.post("/api/tasks/email_triage", json=huge_subject, headers=headers)
+        assert bad.status_code == 422
+        assert bad.json()["detail"][0]["loc"] == ["body", "subject"]
+        assert "xxxx" not in bad.text  # the input is never echoed
+        extra = await client.post(
+            "/api/tasks/email_triage", json={**MAIL, "cc": "x"}, headers=headers
+        )
+        assert extra.status_code == 422 and extra.json()["detail"][0]["loc"] == ["body", "cc"]
+        not_json = await client.post("/api/tasks/email_triage", content=b"{nope", headers=headers)
+        assert (
+            not_json.status_code == 422 and not_json.json()["detail"][0]["type"] == "json_invalid"
+        )
+
+        big = {**MAIL, "body": "parola " * 3000}
+        declared = await client.post("/api/tasks/email_triage", json=big, headers=headers)
+        assert declared.status_code == 413 and declared.json()["error"] == "payload_too_large"
+
+        async def chunks():  # no Content-Length: counted while read
+            for _ in range(20):
+                yield b"x" * 1000
+
+        streamed = await client.post("/api/tasks/email_triage", content=chunks(), headers=headers)
+        assert streamed.status_code == 413
+    assert models.calls == 0
+
+
+async def test_the_default_limit_is_one_megabyte(task_app, auth):
+    headers = auth(permissions=RUN)
+    async with asgi_client(task_app()) as client:
+        near = {**MAIL, "body": "a" * 190_000}  # within the input's own limit and 1 MB
+        assert (
+            await client.post("/api/tasks/email_triage", json=near, headers=headers)
+        ).status_code == 200
+        over = await client.post(
+            "/api/tasks/email_triage", content=b" " * 1_000_001, headers=headers
+        )
+        assert over.status_code == 413
+
+
+async def test_a_failed_chain_is_a_503_with_the_review_id(task_app, auth):
+    models = ScriptedTaskModels(["no"] * 4)
+    app = task_app(models)
+    async with asgi_client(app) as client:
+        response = await client.post(
+            "/api/tasks/email_triage", json=MAIL, headers=auth(permissions=RUN)
+        )
+        assert response.status_code == 503
+        body = response.json()
+        assert body["error"] == "task_failed" and body["review_id"] and body["run_id"]
+        models.assert_used()
+
+        reviewer = auth("rev-1", permissions=REVIEW)
+        page = (await client.get("/api/tasks/review", headers=reviewer)).json()
+        (summary,) = page["items"]
+        assert summary["review_id"] == body["review_id"] and page["next_after"] is None
+        assert summary["input_preview"]["subject"] == MAIL["subject"] and summary["attempts"] == 4
+        assert summary["last_error"]["stage"] == "parse"
+
+        detail = (
+            await client.get(f"/api/tasks/review/{body['review_id']}", headers=reviewer)
+        ).json()
+        assert [a["raw"] for a in detail["attempts"]] == ["no"] * 4
+        candidates = detail["model_input"]["candidate_keywords"]
+        assert candidates and all({"candidate_id", "term"} <= set(c) for c in candidates)
+
+        run = (await client.get(f"/api/tasks/runs/{body['run_id']}", headers=reviewer)).json()
+        assert run["status"] == "dead_letter" and run["review_id"] == body["review_id"]
+
+        # The reviewer's output goes through the same stages.
+        term = candidates[0]
+        output = {
+            "topics": [
+                {
+                    "label": "METEO",
+                    "confidence": 1.0,
+                    "keywords": [{"candidate_id": "cdeadbeef000", "term": "nebbia"}],
+                    "evidence": [{"quote": "domani mattina c'è nebbia"}],
+                }
+            ],
+            "sentiment": {"value": "neutral", "confidence": 1.0},
+            "priority": {"value": "urgent", "confidence": 1.0, "signals": ["volo domani mattina"]},
+        }
+        url = f"/api/tasks/review/{body['review_id']}/resolve"
+        refused = await client.post(url, json={"output": output}, headers=reviewer)
+        assert refused.status_code == 422 and refused.json()["error"] == "invalid_output"
+        assert refused.json()["stage"] == "business"
+        output["topics"][0]["keywords"] = [
+            {"candidate_id": term["candidate_id"], "term": term["term"]}
+        ]
+        resolved = await client.post(url, json={"output": output}, headers=reviewer)
+        assert resolved.status_code == 200, resolved.text
+        assert resolved.json()["model"] == "review:rev-1"
+        again = await client.post(url, json={"output": output}, headers=reviewer)
+        assert again.status_code == 409 and again.json()["error"] == "conflict"
+        assert (await client.get("/api/tasks/review", headers=reviewer)).json()["items"] == []
+        closed = (await client.get("/api/tasks/review?status=resolved", headers=reviewer)).json()
+        assert [i["review_id"] for i in closed["items"]] == [body["review_id"]]
+        missing = await client.get("/api/tasks/review/nope", headers=reviewer)
+        assert missing.status_code == 404
+
+
+class CountingModels:
+    """The offline answer, slowly enough to observe how many run at once."""
+
+    def __init__(self, fail_marked: bool = False):
+        self.running = self.peak = self.calls = 0
+        self.fail_marked = fail_marked  # subjects ending in "!" get an invalid answer
+        self.label = "counting"
+        self.notice = None
+
+    async def open(self, which, *, temperature):
+        return self if which == "primary" else None
+
+    async def generate(self, request):
+        self.calls += 1
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        await asyncio.sleep(0)  # let the others start
+        await asyncio.sleep(0)
+        self.running -= 1
+        if self.fail_marked and request.prepared.payload["subject"].endswith("!"):
+            return "not json"
+        return good(request)
+
+    async def aclose(self):
+        return None
+
+
+async def test_a_batch_runs_each_input_with_bounded_concurrency(task_app, auth):
+    models = CountingModels(fail_marked=True)
+    app = task_app(models, task_batch_concurrency=3)
+    inputs = [{**MAIL, "subject": f"Lezione {n}" + ("!" if n == 7 else "")} for n in range(50)]
+    async with asgi_client(app) as client:
+        response = await client.post(
+            "/api/tasks/email_triage/batch", json={"inputs": inputs}, headers=auth(permissions=RUN)
+        )
+        assert response.status_code == 200, response.text
+        results = response.json()["results"]
+        assert [r["index"] for r in results] == list(range(50))
+        assert [r["status"] for r in results].count("ok") == 49
+        assert results[7]["status"] == "review" and results[7]["review_id"]
+        assert results[0]["result"]["output"]["topics"]
+        assert 1 < models.peak <= 3
+
+        too_many = await client.post(
+            "/api/tasks/email_triage/batch",
+            json={"inputs": [*inputs, MAIL]},
+            headers=auth(permissions=RUN),
+        )
+        assert too_many.status_code == 422 and "between 1 and 50" in too_many.text
+        one_bad = await client.post(
+            "/api/tasks/email_triage/batch",
+            json={"inputs": [MAIL, {"from": "x"}]},
+            headers=auth(permissions=RUN),
+        )
+        assert one_bad.status_code == 422
+        assert one_bad.json()["detail"][0]["loc"] == ["body", "inputs", 1, "body"]
+        assert models.calls == 49 + 4  # input 7: 3 attempts and a shrunk one; none for the refused
+
+
+class DownRuns:
+    async def insert_run(self, run):
+        raise StoreUnavailable()
+
+    async def get_run(self, run_id):
+        raise StoreUnavailable()
+
+
+async def test_a_store_outage_is_a_503_and_a_batch_error_per_input(settings, auth):
+    from aircoach.store import build_task_stores
+
+    real = build_task_stores(settings)
+    app = app_with(settings, task_stores=TaskStores(DownRuns(), real.reviews, real.contacts))
+    async with asgi_client(app) as client:
+        single = await client.post(
+            "/api/tasks/email_triage", json=MAIL, headers=auth(permissions=RUN)
+        )
+        assert single.status_code == 503 and single.json()["error"] == "store_unavailable"
+        batch = await client.post(
+            "/api/tasks/email_triage/batch", json={"inputs": [MAIL]}, headers=auth(permissions=RUN)
+        )
+        assert batch.json()["results"][0]["status"] == "error"
+        assert batch.json()["results"][0]["error"]["error"] == "store_unavailable"
+
+
+async def test_an_invalid_task_is_refused_on_reload_and_the_last_good_keeps_serving(
+    settings, auth, tmp_path
+):
+    docs = copy_prompt_docs(tmp_path / "docs")
+    app = app_with(settings.model_copy(update={"prompt_docs_dir": docs}))
+    admin = auth("admin", permissions=["admin:docs", *RUN])
+    async with asgi_client(app) as client:
+        first = await client.post("/api/tasks/email_triage", json=MAIL, headers=admin)
+        assert first.status_code == 200
+        schema = docs / "tasks" / "email_triage" / "schema.json"
+        schema.write_text(schema.read_text().replace('"maxItems": 5', '"maxItems": 4', 1))
+        reload = await client.post("/api/update_docs", headers=admin)
+        assert reload.status_code == 422 and reload.json()["error"] == "invalid_docs"
+        assert "tasks/email_triage/schema.json" in reload.json()["message"]
+        again = await client.post("/api/tasks/email_triage", json=MAIL, headers=admin)
+        assert again.json()["pipeline_version"] == first.json()["pipeline_version"]
