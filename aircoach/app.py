@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from aircoach.errors import AppError
+from aircoach.http_errors import validation_error
 from aircoach.routes import chat, docs, health, history, tools
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
@@ -51,6 +53,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         allow_headers=["*"],
     )
     app.add_exception_handler(AppError, _app_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
     for module in (chat, health, tools, history, docs):
         app.include_router(module.router)
     return app

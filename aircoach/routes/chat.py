@@ -41,7 +41,7 @@ async def stream_query(body: MessageRequest, user: CurrentUser, services: Servic
                     "type": "value_error",
                     "loc": ("body", "tools", name),
                     "msg": f"unknown tool {name!r}; valid: {registry.names}",
-                    "input": body.tools,
+                    "input": name,
                 }
                 for name in unknown
             ]

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from aircoach.errors import ConfigError
+from aircoach.models import MAX_TOOLS
 from aircoach.settings import ROOT
 from aircoach.store.base import QuizStore
 
@@ -212,7 +213,7 @@ class ToolsConfig(_Strict):
         default=None,
         description="Section added to the system prompt when every `source` tool is off.",
     )
-    tools: list[ToolSpec] = Field(default_factory=list)
+    tools: list[ToolSpec] = Field(default_factory=list, max_length=MAX_TOOLS)
 
     @model_validator(mode="after")
     def _unique_names(self) -> ToolsConfig:
