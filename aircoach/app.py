@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
+from aircoach.bodies import BodyLimit
 from aircoach.errors import AppError
 from aircoach.http_errors import validation_error
 from aircoach.routes import chat, docs, health, history, tools
@@ -46,6 +47,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     )
     app = FastAPI(title="AIR Coach API", version="0.1.0")
     app.state.services = services
+    # Inside CORS (added first): a browser client can read the 413 too.
+    app.add_middleware(BodyLimit, default=settings.max_body_bytes)
     app.add_middleware(
         CORSMiddleware,
         allow_origins=settings.cors_origins,

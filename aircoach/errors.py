@@ -56,6 +56,18 @@ class ForbiddenError(AppError):
     message = "This token lacks the permission this operation needs."
 
 
+class BodyTooLarge(AppError):
+    """A request body over its route's limit (`MAX_BODY_BYTES`, or the route's own)."""
+
+    code = "body_too_large"
+    status = 413
+    message = "The request body is too large."
+
+    def __init__(self, limit: int):
+        super().__init__(f"The request body is larger than {limit} bytes.")
+        self.limit = limit
+
+
 class InvalidDocs(AppError):
     """A forced docs reload found docs that must not be served; the last good ones stay."""
 

@@ -107,3 +107,20 @@ class UpdateDocsResponse(BaseModel):
 class ErrorBody(BaseModel):
     error: str
     message: str
+
+
+class ValidationIssue(BaseModel):
+    """One reason a request was refused: where (`loc`), why, and a bounded preview of the
+    value at fault (never the whole input)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+    input: Any = None
+    ctx: dict[str, Any] | None = None
+
+
+class ValidationErrorBody(BaseModel):
+    """422: the request did not validate (at most 20 issues are listed)."""
+
+    detail: list[ValidationIssue]

@@ -70,6 +70,8 @@ class _Group(BaseSettings):
 class ServerSettings(_Group):
     log_level: str = "INFO"
     cors_origins: list[str] = Field(default_factory=lambda: ["*"])
+    # Largest request body a route reads (a route may declare its own: aircoach.bodies).
+    max_body_bytes: int = Field(default=64 * 1024, ge=1024)
 
 
 class AuthSettings(_Group):

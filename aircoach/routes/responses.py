@@ -5,24 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from aircoach.models import ErrorBody
+from aircoach.models import ErrorBody, ValidationErrorBody
 
 Responses = dict[int | str, dict[str, Any]]
 
-# FastAPI's own answer (`{"detail": ...}`) to a JSON body it cannot even decode (not UTF-8);
-# a body that decodes but does not validate is a 422.
-UNPARSABLE_BODY: Responses = {
-    400: {
-        "description": "The body could not be parsed (for example, it is not UTF-8).",
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["detail"],
-                    "properties": {"detail": {"type": "string"}},
-                }
-            }
-        },
+# A route that parses its body itself (`aircoach.bodies.parse_json_body`) declares its 422:
+# FastAPI documents it only for the parameters it validates.
+INVALID_BODY: Responses = {
+    422: {
+        "model": ValidationErrorBody,
+        "description": "The body is not JSON or does not validate; `detail` names each field.",
+    }
+}
+
+TOO_LARGE: Responses = {
+    413: {
+        "model": ErrorBody,
+        "description": "The body is larger than the route's limit (`body_too_large`).",
     }
 }
 
