@@ -17,7 +17,10 @@ MAX_TOOL_NAME = 64
 class MessageRequest(BaseModel):
     """A chat turn. Old clients that send only `query` keep working."""
 
-    model_config = ConfigDict(extra="ignore")
+    # Strict types: a switch is JSON true or false, as the schema says (lax mode took 0, 1
+    # and "yes" too, and the schema's negative tests sometimes caught it). Unknown fields are
+    # still ignored.
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     query: str = Field(min_length=1, max_length=4000, description="The user's message.")
     chat_history: bool = Field(default=True, description="Show the model the earlier turns.")

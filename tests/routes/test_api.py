@@ -26,6 +26,10 @@ async def nothing_stored(app, sub="user-1"):
         ({}, ["body", "query"]),
         ({"query": 42}, ["body", "query"]),
         ({"query": "ok", "stream": "maybe"}, ["body", "stream"]),
+        ({"query": "ok", "stream": 1}, ["body", "stream"]),
+        ({"query": "ok", "chat_history": 0}, ["body", "chat_history"]),
+        ({"query": "ok", "user_data": "true"}, ["body", "user_data"]),
+        ({"query": "ok", "tools": {"domanda_teoria": 1}}, ["body", "tools", "domanda_teoria"]),
         ({"query": "ok", "chat_history": [1]}, ["body", "chat_history"]),
         ({"query": "ok", "tools": ["domanda_teoria"]}, ["body", "tools"]),
         (
