@@ -8,6 +8,7 @@ request's event loop.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -35,12 +36,15 @@ def build_prompt_source(settings: PromptSettings) -> PromptSource:
     return LocalDocSource(settings.prompt_docs_dir)
 
 
-def build_prompt_store(settings: PromptSettings, **options: Any) -> PromptStore:
-    """The prompt store of the settings' source (`options`: e.g. a `clock`)."""
+def build_prompt_store(settings: Settings, **options: Any) -> PromptStore:
+    """The prompt store of the settings' source (`options`: e.g. a `clock`); docs whose
+    `tools.json` does not validate under these settings are never served."""
     return PromptStore(
         build_prompt_source(settings),
         ttl_s=settings.prompt_ttl_s,
-        validate=check_tools_doc,
+        validate=functools.partial(
+            check_tools_doc, python_tool_modules=settings.python_tool_modules
+        ),
         **options,
     )
 
@@ -99,7 +103,11 @@ class Services:
         version; the prompt store never accepts a snapshot whose tools.json is invalid)."""
         cached = self._tools
         if cached is None or cached[0] != snapshot.version:
-            registry = ToolRegistry.from_docs(snapshot.contents, env=self.settings.tool_env)
+            registry = ToolRegistry.from_docs(
+                snapshot.contents,
+                env=self.settings.tool_env,
+                python_tool_modules=self.settings.python_tool_modules,
+            )
             cached = self._tools = (snapshot.version, registry)
         return cached[1]
 
