@@ -24,7 +24,7 @@ async def _app_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, AppError)
     if exc.status >= 500:
         log.warning(
-            "%s %s -> %d %s: %s",
+            "%s %r -> %d %s: %s",
             request.method,
             request.url.path,
             exc.status,

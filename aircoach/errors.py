@@ -26,13 +26,26 @@ class AuthError(AppError):
     message = "Missing or invalid bearer token."
 
     def __init__(self, message: str | None = None):
-        reason = (message or self.message).replace('"', "'")
+        # A reason may quote a token's header (its `kid`): bounded, and printable ASCII in the
+        # header (a non-Latin-1 character there was a 500).
+        message = _cut(message or self.message, 200)
         super().__init__(
             message,
             headers={
-                "WWW-Authenticate": f'Bearer error="invalid_token", error_description="{reason}"'
+                "WWW-Authenticate": 'Bearer error="invalid_token", '
+                f'error_description="{_header_text(message)}"'
             },
         )
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _header_text(text: str) -> str:
+    """`text` inside a quoted-string header value: printable ASCII, no `"` or backslash."""
+    text = text.replace('"', "'")
+    return "".join(c if " " <= c <= "~" and c != "\\" else "?" for c in text)
 
 
 class MissingTokenError(AppError):
