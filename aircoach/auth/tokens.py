@@ -196,7 +196,8 @@ class DevIssuer:
 
 def _load_or_create_key(path: Path) -> rsa.RSAPrivateKey:
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # DATA_DIR also holds the SQLite file (everyone's conversations): private.
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         pem = key.private_bytes(
             serialization.Encoding.PEM,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -17,6 +19,8 @@ from aircoach.models import ToolRecord, Turn
 from aircoach.store.base import QUESTION_FIELDS, Question
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chats (
@@ -67,7 +71,7 @@ class _Sqlite:
         with self._lock:
             if self._ready:
                 return
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _create_private(self.path)
             conn = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
@@ -86,6 +90,20 @@ class _Sqlite:
             return await anyio.to_thread.run_sync(work)
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable() from exc
+
+
+def _create_private(path: Path) -> None:
+    """The database holds everyone's conversations: its folder is created 0700 and the file
+    0600 (SQLite gives its -wal and -shm files the file's mode). A file this process owns that
+    others may read (created before this rule) is tightened."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    info = path.stat()
+    if info.st_mode & 0o077 and hasattr(os, "getuid") and info.st_uid == os.getuid():
+        for file in (path, *(path.with_name(path.name + end) for end in ("-wal", "-shm"))):
+            if file.exists():
+                file.chmod(0o600)
+        log.info("%s was readable by others: now 0600", path)
 
 
 def _turn_from_row(row: sqlite3.Row) -> Turn:
