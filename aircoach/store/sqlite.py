@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS chats (
     status TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS chats_user_time ON chats (userId, timestamp);
+CREATE INDEX IF NOT EXISTS chats_user_turn ON chats (userId, turn_id);
 CREATE TABLE IF NOT EXISTS quiz (
     capitolo INTEGER NOT NULL,
     numero INTEGER NOT NULL,
@@ -130,7 +131,7 @@ class SqliteChatStore:
             return []
         rows = await self._db.run(
             lambda c: c.execute(
-                "SELECT * FROM chats WHERE userId = ? ORDER BY timestamp DESC, turn_id DESC LIMIT ?",
+                "SELECT * FROM chats WHERE userId = ? ORDER BY turn_id DESC LIMIT ?",
                 (user_id, limit),
             ).fetchall()
         )
@@ -139,8 +140,7 @@ class SqliteChatStore:
     async def latest_turn_ids(self, user_id: str, limit: int = 2) -> list[str]:
         rows = await self._db.run(
             lambda c: c.execute(
-                "SELECT turn_id FROM chats WHERE userId = ? "
-                "ORDER BY timestamp DESC, turn_id DESC LIMIT ?",
+                "SELECT turn_id FROM chats WHERE userId = ? ORDER BY turn_id DESC LIMIT ?",
                 (user_id, limit),
             ).fetchall()
         )
