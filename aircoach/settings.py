@@ -75,6 +75,9 @@ class ServerSettings(_Group):
     cors_origins: list[str] = Field(default_factory=lambda: ["*"])
     # Largest request body a route reads (a route may declare its own: aircoach.bodies).
     max_body_bytes: int = Field(default=64 * 1024, ge=1024)
+    # `serve` only: a request (headers and body) must arrive within this many seconds of its
+    # first byte (aircoach.server).
+    request_receipt_timeout_s: float = Field(default=20.0, gt=0)
 
 
 class AuthSettings(_Group):
