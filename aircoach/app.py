@@ -45,7 +45,14 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    app = FastAPI(title="AIR Coach API", version="0.1.0")
+    public_docs = settings.api_docs
+    app = FastAPI(
+        title="AIR Coach API",
+        version="0.1.0",
+        docs_url="/docs" if public_docs else None,
+        redoc_url="/redoc" if public_docs else None,
+        openapi_url="/openapi.json" if public_docs else None,
+    )
     app.state.services = services
     # Inside CORS (added first): a browser client can read the 413 too.
     app.add_middleware(BodyLimit, default=settings.max_body_bytes)

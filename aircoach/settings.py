@@ -78,6 +78,8 @@ class ServerSettings(_Group):
     # `serve` only: a request (headers and body) must arrive within this many seconds of its
     # first byte (aircoach.server).
     request_receipt_timeout_s: float = Field(default=20.0, gt=0)
+    # /docs, /redoc and /openapi.json: the contract clients implement, no secret in it.
+    api_docs: bool = True
 
 
 class AuthSettings(_Group):
