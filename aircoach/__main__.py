@@ -13,9 +13,8 @@ from aircoach.settings import get_settings
 
 
 def _serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
     from aircoach.app import create_app
+    from aircoach.server import serve
 
     settings = get_settings()
     app = create_app(settings)
@@ -27,7 +26,12 @@ def _serve(args: argparse.Namespace) -> None:
             f"  .venv/bin/python -m aircoach chat --url http://{args.host}:{args.port}\n",
             flush=True,
         )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    serve(
+        app,
+        host=args.host,
+        port=args.port,
+        receipt_timeout_s=settings.request_receipt_timeout_s,
+    )
 
 
 def _dev_token(settings, sub: str, ttl: int, permissions: list[str]) -> str:

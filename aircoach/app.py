@@ -6,10 +6,13 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
+from aircoach.bodies import BodyLimit
 from aircoach.errors import AppError
+from aircoach.http_errors import validation_error
 from aircoach.logs import REQUEST_ID_HEADER, RequestIdMiddleware, configure_logging
 from aircoach.routes import chat, docs, health, history, tasks, tools
 from aircoach.services import Services
@@ -22,7 +25,7 @@ async def _app_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, AppError)
     if exc.status >= 500:
         log.warning(
-            "%s %s -> %d %s: %s",
+            "%s %r -> %d %s: %s",
             request.method,
             request.url.path,
             exc.status,
@@ -41,8 +44,17 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         services = Services.build(settings or get_settings())
     settings = services.settings
     configure_logging(settings)
-    app = FastAPI(title="AIR Coach API", version="0.1.0")
+    public_docs = settings.api_docs
+    app = FastAPI(
+        title="AIR Coach API",
+        version="0.1.0",
+        docs_url="/docs" if public_docs else None,
+        redoc_url="/redoc" if public_docs else None,
+        openapi_url="/openapi.json" if public_docs else None,
+    )
     app.state.services = services
+    # Inside CORS (added first): a browser client can read the 413 too.
+    app.add_middleware(BodyLimit, default=settings.max_body_bytes, settings=settings)
     app.add_middleware(
         CORSMiddleware,
         allow_origins=settings.cors_origins,
@@ -52,6 +64,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     )
     app.add_middleware(RequestIdMiddleware)  # outermost: every response and line gets the id
     app.add_exception_handler(AppError, _app_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
     for module in (chat, health, tools, history, docs, tasks):
         app.include_router(module.router)
     return app

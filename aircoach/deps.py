@@ -9,7 +9,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from aircoach.auth import webhook
 from aircoach.auth.tokens import Principal
+from aircoach.bodies import parse_json_body
 from aircoach.errors import ForbiddenError, MissingTokenError
+from aircoach.models import MessageRequest
 from aircoach.services import Services
 from aircoach.settings import Settings
 from aircoach.store import ChatStore
@@ -46,6 +48,15 @@ async def current_user(services: ServicesDep, credentials: BearerCredentials) ->
 
 
 CurrentUser = Annotated[Principal, Depends(current_user)]
+
+
+async def chat_message(request: Request, user: CurrentUser) -> MessageRequest:
+    """The chat body, parsed only once the caller's token verified: an anonymous caller
+    never gets its body read (`user` is resolved first)."""
+    return await parse_json_body(request, MessageRequest)
+
+
+ChatMessage = Annotated[MessageRequest, Depends(chat_message)]
 
 
 async def docs_reloader(

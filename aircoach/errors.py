@@ -26,13 +26,26 @@ class AuthError(AppError):
     message = "Missing or invalid bearer token."
 
     def __init__(self, message: str | None = None):
-        reason = (message or self.message).replace('"', "'")
+        # A reason may quote a token's header (its `kid`): bounded, and printable ASCII in the
+        # header (a non-Latin-1 character there was a 500).
+        message = _cut(message or self.message, 200)
         super().__init__(
             message,
             headers={
-                "WWW-Authenticate": f'Bearer error="invalid_token", error_description="{reason}"'
+                "WWW-Authenticate": 'Bearer error="invalid_token", '
+                f'error_description="{_header_text(message)}"'
             },
         )
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _header_text(text: str) -> str:
+    """`text` inside a quoted-string header value: printable ASCII, no `"` or backslash."""
+    text = text.replace('"', "'")
+    return "".join(c if " " <= c <= "~" and c != "\\" else "?" for c in text)
 
 
 class MissingTokenError(AppError):
@@ -56,18 +69,24 @@ class ForbiddenError(AppError):
     message = "This token lacks the permission this operation needs."
 
 
+class BodyTooLarge(AppError):
+    """A request body over its route's limit (`MAX_BODY_BYTES`, or the route's own)."""
+
+    code = "body_too_large"
+    status = 413
+    message = "The request body is too large."
+
+    def __init__(self, limit: int):
+        super().__init__(f"The request body is larger than {limit} bytes.")
+        self.limit = limit
+
+
 class InvalidDocs(AppError):
     """A forced docs reload found docs that must not be served; the last good ones stay."""
 
     code = "invalid_docs"
     status = 422
     message = "The prompt docs are invalid; the previous version keeps serving."
-
-
-class PayloadTooLarge(AppError):
-    code = "payload_too_large"
-    status = 413
-    message = "The request body is too large."
 
 
 class NotFound(AppError):

@@ -2,25 +2,43 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 TurnStatus = Literal["ok", "error", "interrupted"]
+
+# The most tools a `tools.json` may declare, and so the most switches a request may send.
+MAX_TOOLS = 64
+# A tool name's longest form (`ToolSpec.name`).
+MAX_TOOL_NAME = 64
 
 
 class MessageRequest(BaseModel):
     """A chat turn. Old clients that send only `query` keep working."""
 
-    model_config = ConfigDict(extra="ignore")
+    # Strict types: a switch is JSON true or false, as the schema says (lax mode took 0, 1
+    # and "yes" too, and the schema's negative tests sometimes caught it). Unknown fields are
+    # still ignored.
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     query: str = Field(min_length=1, max_length=4000, description="The user's message.")
     chat_history: bool = Field(default=True, description="Show the model the earlier turns.")
     user_data: bool = Field(default=True, description="Add the user's profile to the prompt.")
     stream: bool = Field(default=True, description="SSE stream when true, JSON when false.")
-    tools: dict[str, bool] | None = Field(
-        default=None, description="Tool switches by name; missing names take their defaults."
+    tools: dict[Annotated[str, Field(max_length=MAX_TOOL_NAME)], bool] | None = Field(
+        default=None,
+        max_length=MAX_TOOLS,
+        description="Tool switches by name; missing names take their defaults.",
     )
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _few_switches(cls, tools: Any) -> Any:
+        # Counted before each switch is validated: a map of thousands of names fails at once.
+        if isinstance(tools, dict) and len(tools) > MAX_TOOLS:
+            raise ValueError(f"at most {MAX_TOOLS} tool switches, got {len(tools)}")
+        return tools
 
 
 class ToolRecord(BaseModel):
@@ -93,3 +111,20 @@ class UpdateDocsResponse(BaseModel):
 class ErrorBody(BaseModel):
     error: str
     message: str
+
+
+class ValidationIssue(BaseModel):
+    """One reason a request was refused: where (`loc`), why, and a bounded preview of the
+    value at fault (never the whole input)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+    input: Any = None
+    ctx: dict[str, Any] | None = None
+
+
+class ValidationErrorBody(BaseModel):
+    """422: the request did not validate (at most 20 issues are listed)."""
+
+    detail: list[ValidationIssue]

@@ -8,6 +8,7 @@ request's event loop.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -40,18 +41,20 @@ def build_prompt_source(settings: PromptSettings) -> PromptSource:
     return LocalDocSource(settings.prompt_docs_dir)
 
 
-def check_docs(contents: Mapping[str, str]) -> None:
-    """Docs that must not be served raise `ConfigError`: a bad `tools.json` or a bad task."""
-    check_tools_doc(contents)
+def check_docs(contents: Mapping[str, str], *, python_tool_modules: tuple[str, ...]) -> None:
+    """Docs that must not be served raise `ConfigError`: a bad `tools.json` (under these
+    settings' module allowlist) or a bad task."""
+    check_tools_doc(contents, python_tool_modules=python_tool_modules)
     check_task_docs(contents)
 
 
-def build_prompt_store(settings: PromptSettings, **options: Any) -> PromptStore:
-    """The prompt store of the settings' source (`options`: e.g. a `clock`)."""
+def build_prompt_store(settings: Settings, **options: Any) -> PromptStore:
+    """The prompt store of the settings' source (`options`: e.g. a `clock`); docs that do not
+    validate under these settings are never served."""
     return PromptStore(
         build_prompt_source(settings),
         ttl_s=settings.prompt_ttl_s,
-        validate=check_docs,
+        validate=functools.partial(check_docs, python_tool_modules=settings.python_tool_modules),
         **options,
     )
 
@@ -148,7 +151,11 @@ class Services:
         version; the prompt store never accepts a snapshot whose tools.json is invalid)."""
         cached = self._tools
         if cached is None or cached[0] != snapshot.version:
-            registry = ToolRegistry.from_docs(snapshot.contents, env=self.settings.tool_env)
+            registry = ToolRegistry.from_docs(
+                snapshot.contents,
+                env=self.settings.tool_env,
+                python_tool_modules=self.settings.python_tool_modules,
+            )
             cached = self._tools = (snapshot.version, registry)
         return cached[1]
 

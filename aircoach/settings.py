@@ -39,6 +39,9 @@ MODEL_PROVIDERS = ("gemini", "openai", "offline")
 TOOL_VARIABLE_PREFIX = "TOOL_"
 TOOL_URL_VARIABLES = ("SEARXNG_URL", "KB_SEARCH_URL", "LEX_SEARCH_URL")
 
+# Packages whose functions `tools.json` may name as `python:` handlers (PYTHON_TOOL_MODULES).
+DEFAULT_PYTHON_TOOL_MODULES = ("aircoach",)
+
 
 def running_on_serverless(environ: Mapping[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
@@ -83,6 +86,14 @@ class ServerSettings(_Group):
         if self.log_format:
             return self.log_format
         return "json" if running_on_serverless() else "text"
+
+    # Largest request body a route reads (a route may declare its own: aircoach.bodies).
+    max_body_bytes: int = Field(default=64 * 1024, ge=1024)
+    # `serve` only: a request (headers and body) must arrive within this many seconds of its
+    # first byte (aircoach.server).
+    request_receipt_timeout_s: float = Field(default=20.0, gt=0)
+    # /docs, /redoc and /openapi.json: the contract clients implement, no secret in it.
+    api_docs: bool = True
 
 
 class AuthSettings(_Group):
@@ -307,6 +318,9 @@ class ToolSettings(_Group):
     from the environment and `.env`: the documented tool URLs and every `TOOL_*` variable."""
 
     tool_env: dict[str, str] = Field(default_factory=dict, repr=False, exclude=True)
+    # Packages (with their sub-modules) a `python:` tool handler may come from: importing a
+    # module runs its code, so the docs may name only these.
+    python_tool_modules: tuple[str, ...] = DEFAULT_PYTHON_TOOL_MODULES
 
     @field_validator("tool_env")
     @classmethod

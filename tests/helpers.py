@@ -16,6 +16,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from aircoach.app import create_app
+from aircoach.server import server_config
 from aircoach.services import Services
 from aircoach.settings import ROOT, Settings
 from tests.sse import parse_sse
@@ -102,12 +103,19 @@ class ObservedChats:
 
 
 @contextmanager
-def served(app: FastAPI) -> Iterator[str]:
-    """`app` behind a real uvicorn server on a free loopback port, in a thread; its URL."""
+def served(app: FastAPI, *, receipt_timeout_s: float = 30.0) -> Iterator[str]:
+    """`app` behind a real uvicorn server on a free loopback port, in a thread, configured
+    as `serve` configures it (receipt deadline, header limit); its URL."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(
-        uvicorn.Config(app, lifespan="off", log_level="warning", timeout_graceful_shutdown=1)
+        server_config(
+            app,
+            receipt_timeout_s=receipt_timeout_s,
+            lifespan="off",
+            log_level="warning",
+            timeout_graceful_shutdown=1,
+        )
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

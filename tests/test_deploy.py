@@ -82,6 +82,7 @@ NOT_ON_LAMBDA = {
     "PROMPT_DOCS_DIR": "the docs folder in the zip is the default; production docs are on S3",
     "AWS_REGION": "reserved: the Lambda runtime sets it, a function may not",
     "AWS_ENDPOINT_URL": "S3 emulators (MinIO, LocalStack, moto) on a laptop only",
+    "REQUEST_RECEIPT_TIMEOUT_S": "`serve` (uvicorn) only: on Lambda, API Gateway receives requests",
 }
 
 

@@ -19,6 +19,7 @@ import httpx
 from cachetools import TTLCache
 from jwt import PyJWK, PyJWKClient
 
+from aircoach.auth.tokens import shown
 from aircoach.errors import AuthError, AuthUnavailable
 from aircoach.settings import AuthSettings
 from aircoach.tls import shared_tls_context
@@ -105,7 +106,7 @@ class Auth0KeySource:
             return jwk.key
         if not self._keys:
             raise AuthUnavailable()
-        raise AuthError(f"signing key {kid!r} is not in the tenant's JWKS")
+        raise AuthError(f"signing key {shown(kid)} is not in the tenant's JWKS")
 
     def _may_fetch(self) -> bool:
         wait = self.cooldown_s if self._keys else min(self.cooldown_s, _EMPTY_RETRY_S)

@@ -9,6 +9,7 @@ import functools
 import hashlib
 import os
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,27 @@ from aircoach.settings import DEV_ISSUER, AuthSettings
 
 ALGORITHMS = ["RS256"]
 REQUIRED_CLAIMS = ["exp", "iat", "iss", "aud", "sub"]
+# NumericDate claims: PyJWT takes "1795372800" (a string) too, which the verified-token cache
+# then compares with a number (every later request was a 500). Auth0 sends integers.
+INTEGER_CLAIMS = ("exp", "iat", "nbf")
+# Characters a subject may not hold: it is logged and becomes part of thread ids and queries
+# (CR/LF/ESC forged log lines; a NUL matched another user's turns on nx-27017).
+_FORBIDDEN_IN_SUBJECT = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def shown(value: Any, limit: int = 40) -> str:
+    """A token-supplied value for a message: ASCII repr, at most `limit` characters."""
+    text = ascii(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def subject_problem(sub: Any) -> str | None:
+    """Why `sub` cannot be a user id, or None."""
+    if not isinstance(sub, str) or not sub.strip():
+        return "token has no subject"
+    if any(unicodedata.category(c) in _FORBIDDEN_IN_SUBJECT for c in sub):
+        return "token subject has control characters"
+    return None
 
 
 @dataclass(frozen=True)
@@ -86,8 +108,11 @@ class TokenVerifier:
         except jwt.PyJWTError as exc:
             raise AuthError("malformed token") from exc
         if header.get("alg") not in ALGORITHMS:
-            raise AuthError(f"algorithm {header.get('alg')!r} is not accepted")
-        key = await self.keys.key_for(header.get("kid"))
+            raise AuthError(f"algorithm {shown(header.get('alg'))} is not accepted")
+        kid = header.get("kid")
+        if kid is not None and not isinstance(kid, str):
+            raise AuthError("token header 'kid' must be a string")
+        key = await self.keys.key_for(kid)
         try:
             claims = jwt.decode(
                 token,
@@ -108,9 +133,14 @@ class TokenVerifier:
             raise AuthError("token not yet valid") from exc
         except jwt.PyJWTError as exc:
             raise AuthError(f"invalid token: {exc}") from exc
+        for name in INTEGER_CLAIMS:
+            value = claims.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise AuthError(f"claim {name!r} must be an integer")
         sub = claims.get("sub")
-        if not isinstance(sub, str) or not sub.strip():
-            raise AuthError("token has no subject")
+        if problem := subject_problem(sub):
+            raise AuthError(problem)
+        assert isinstance(sub, str)
         permissions = claims.get("permissions") or []
         if not isinstance(permissions, list):
             permissions = []
@@ -173,7 +203,8 @@ class DevIssuer:
 
 def _load_or_create_key(path: Path) -> rsa.RSAPrivateKey:
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # DATA_DIR also holds the SQLite file (everyone's conversations): private.
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         pem = key.private_bytes(
             serialization.Encoding.PEM,

@@ -8,9 +8,10 @@ from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
-from aircoach.deps import CurrentUser, ServicesDep
+from aircoach.bodies import json_body_openapi
+from aircoach.deps import ChatMessage, CurrentUser, ServicesDep
 from aircoach.models import MessageRequest, MessageResponse
-from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, unavailable
+from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, unavailable
 from aircoach.turn.events import ErrorEvent, sse_item_schema
 
 router = APIRouter(prefix="/api", tags=["chat"])
@@ -22,14 +23,20 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
         "model": MessageResponse,  # application/json, by reference to the components
         "content": {"text/event-stream": {"itemSchema": sse_item_schema()}},
     },
-    **UNPARSABLE_BODY,
     **UNAUTHORIZED,
+    **TOO_LARGE,
+    **INVALID_BODY,
     **unavailable("auth_unavailable", "prompt_unavailable", "store_unavailable"),
 }
 
 
-@router.post("/stream_query", responses=_RESPONSES, response_model=None)
-async def stream_query(body: MessageRequest, user: CurrentUser, services: ServicesDep) -> Response:
+@router.post(
+    "/stream_query",
+    responses=_RESPONSES,
+    response_model=None,
+    openapi_extra=json_body_openapi(MessageRequest),
+)
+async def stream_query(user: CurrentUser, body: ChatMessage, services: ServicesDep) -> Response:
     """Ask the coach. The turn is stored before the response ends."""
     snapshot = await services.prompts.current()
     registry = services.tools_for(snapshot)
@@ -41,7 +48,7 @@ async def stream_query(body: MessageRequest, user: CurrentUser, services: Servic
                     "type": "value_error",
                     "loc": ("body", "tools", name),
                     "msg": f"unknown tool {name!r}; valid: {registry.names}",
-                    "input": body.tools,
+                    "input": name,
                 }
                 for name in unknown
             ]

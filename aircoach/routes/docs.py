@@ -8,6 +8,7 @@ from fastapi import APIRouter
 
 from aircoach.deps import DocsReloader, ServicesDep
 from aircoach.models import DocDetail, ErrorBody, UpdateDocsResponse
+from aircoach.routes.responses import TOO_LARGE
 
 router = APIRouter(prefix="/api", tags=["admin"])
 log = logging.getLogger(__name__)
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
             "model": ErrorBody,
             "description": "A valid token without the admin permission (`ADMIN_PERMISSION`).",
         },
+        **TOO_LARGE,
         422: {
             "model": ErrorBody,
             "description": "The docs are invalid (`invalid_docs`); the previous ones keep serving.",

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from aircoach.models import ErrorBody
+from aircoach.models import ErrorBody, ValidationErrorBody
 
 Responses = dict[int | str, dict[str, Any]]
 
-# FastAPI's own answer (`{"detail": ...}`) to a JSON body it cannot even decode (not UTF-8);
-# a body that decodes but does not validate is a 422.
+# A route that parses its body itself (`aircoach.bodies.parse_json_body`) declares its 422:
+# FastAPI documents it only for the parameters it validates.
+INVALID_BODY: Responses = {
+    422: {
+        "model": ValidationErrorBody,
+        "description": "The body is not JSON or does not validate; `detail` names each field.",
+    }
+}
+
+# FastAPI's own answer (`{"detail": ...}`) to a body it cannot even decode (not UTF-8), on
+# routes that let FastAPI parse their body; the chat route parses its own (a 422).
 UNPARSABLE_BODY: Responses = {
     400: {
         "description": "The body could not be parsed (for example, it is not UTF-8).",
@@ -23,6 +32,13 @@ UNPARSABLE_BODY: Responses = {
                 }
             }
         },
+    }
+}
+
+TOO_LARGE: Responses = {
+    413: {
+        "model": ErrorBody,
+        "description": "The body is larger than the route's limit (`body_too_large`).",
     }
 }
 

@@ -11,11 +11,17 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from aircoach.auth.tokens import Principal
+from aircoach.bodies import max_body_bytes, read_json_body
 from aircoach.deps import CurrentUser, ServicesDep
 from aircoach.errors import Conflict, ForbiddenError, NotFound
 from aircoach.models import ErrorBody
-from aircoach.routes.limits import read_capped_json
-from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
+from aircoach.routes.responses import (
+    TOO_LARGE,
+    UNAUTHORIZED,
+    UNPARSABLE_BODY,
+    Responses,
+    unavailable,
+)
 from aircoach.services import Services
 from aircoach.tasks.batch import run_batch
 from aircoach.tasks.definition import TaskCatalog, TaskDefinition
@@ -42,9 +48,6 @@ _FORBIDDEN: Responses = {
     403: {"model": ErrorBody, "description": "The token lacks the permission (`forbidden`)."}
 }
 _NOT_FOUND: Responses = {404: {"model": ErrorBody, "description": "No such task (`not_found`)."}}
-_TOO_LARGE: Responses = {
-    413: {"model": ErrorBody, "description": "The body is over the limit (`payload_too_large`)."}
-}
 _INVALID: Responses = {
     422: {"description": "The input does not validate (FastAPI's `detail` list)."}
 }
@@ -151,7 +154,7 @@ async def list_tasks(user: CurrentUser, services: ServicesDep) -> list[TaskInfo]
         **UNAUTHORIZED,
         **_FORBIDDEN,
         **_NOT_FOUND,
-        **_TOO_LARGE,
+        **TOO_LARGE,
         **_INVALID,
         503: {
             "model": TaskFailedBody | ErrorBody,
@@ -160,6 +163,7 @@ async def list_tasks(user: CurrentUser, services: ServicesDep) -> list[TaskInfo]
         },
     },
 )
+@max_body_bytes("task_max_body_bytes")
 async def run_task(
     task: str, request: Request, user: CurrentUser, services: ServicesDep
 ) -> TaskResult:
@@ -167,7 +171,7 @@ async def run_task(
     permission (`tasks:<name>`). The body may be up to `TASK_MAX_BODY_BYTES` (1 MB)."""
     definition = await _task(services, task)
     _require(user, definition.permission)
-    data = await read_capped_json(request, services.settings.task_max_body_bytes)
+    data = await read_json_body(request)
     task_input = _parse_input(definition, data)
     try:
         run = await services.task_engine.run(definition, task_input, caller=user.sub, source="api")
@@ -183,11 +187,12 @@ async def run_task(
         **UNAUTHORIZED,
         **_FORBIDDEN,
         **_NOT_FOUND,
-        **_TOO_LARGE,
+        **TOO_LARGE,
         **_INVALID,
         **_UNAVAILABLE,
     },
 )
+@max_body_bytes("task_batch_max_body_bytes")
 async def run_task_batch(
     task: str, request: Request, user: CurrentUser, services: ServicesDep
 ) -> BatchResponse:
@@ -196,7 +201,7 @@ async def run_task_batch(
     SQS instead (`functions/tasks_worker.py`)."""
     definition = await _task(services, task)
     _require(user, definition.permission)
-    data = await read_capped_json(request, services.settings.task_batch_max_body_bytes)
+    data = await read_json_body(request)
     if (
         not isinstance(data, dict)
         or set(data) != {"inputs"}

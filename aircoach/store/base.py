@@ -21,11 +21,13 @@ class ChatStore(Protocol):
         ...
 
     async def recent_turns(self, user_id: str, limit: int) -> list[Turn]:
-        """The user's last `limit` turns, oldest first."""
+        """The user's last `limit` turns by turn id (the order they were asked in), oldest
+        first. Turn ids are unique and time-ordered: exact for turns a microsecond apart."""
         ...
 
     async def latest_turn_ids(self, user_id: str, limit: int = 2) -> list[str]:
-        """The ids of the user's last `limit` turns, newest first (one indexed read)."""
+        """The ids of the user's last `limit` turns by turn id, newest first (one indexed
+        read)."""
         ...
 
     async def history(self, user_id: str, *, limit: int, before: str | None) -> list[Turn]:

@@ -28,6 +28,9 @@ from aircoach.store.base import QUESTION_FIELDS, Question
 T = TypeVar("T")
 
 _NEWEST_FIRST = [("timestamp", DESCENDING), ("turn_id", DESCENDING)]
+# Turn ids are unique and time-ordered (the turn's start): the order of the questions, exact
+# within a second, whatever the timestamps' format.
+_LATEST_TURNS = [("turn_id", DESCENDING)]
 _BY_CHAPTER = [("capitolo", ASCENDING), ("numero", ASCENDING)]
 
 
@@ -91,6 +94,7 @@ class MongoConnection:
         # create_index is idempotent: every cold instance may run this once, concurrently.
         chats = db[self.settings.mongodb_chats_collection]
         await chats.create_index([("userId", ASCENDING), *_NEWEST_FIRST], name="user_time")
+        await chats.create_index([("userId", ASCENDING), *_LATEST_TURNS], name="user_turn")
         await chats.create_index("turn_id", unique=True, name="turn_id")
         quiz = db[self.settings.mongodb_quiz_collection]
         await quiz.create_index(_BY_CHAPTER, unique=True, name="capitolo_numero")
@@ -141,7 +145,7 @@ class MongoChatStore:
             return []
 
         async def read(c: AsyncCollection) -> list[dict[str, Any]]:
-            return await c.find({"userId": user_id}).sort(_NEWEST_FIRST).limit(limit).to_list()
+            return await c.find({"userId": user_id}).sort(_LATEST_TURNS).limit(limit).to_list()
 
         docs = await self._db.run(self._name, read)
         return [_turn(d) for d in reversed(docs)]
@@ -149,7 +153,7 @@ class MongoChatStore:
     async def latest_turn_ids(self, user_id: str, limit: int = 2) -> list[str]:
         async def read(c: AsyncCollection) -> list[dict[str, Any]]:
             cursor = c.find({"userId": user_id}, {"turn_id": 1, "_id": 0})
-            return await cursor.sort(_NEWEST_FIRST).limit(limit).to_list()
+            return await cursor.sort(_LATEST_TURNS).limit(limit).to_list()
 
         return [doc["turn_id"] for doc in await self._db.run(self._name, read)]
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -18,6 +20,8 @@ from aircoach.store.base import QUESTION_FIELDS, Question
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chats (
     turn_id TEXT PRIMARY KEY,
@@ -32,6 +36,7 @@ CREATE TABLE IF NOT EXISTS chats (
     status TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS chats_user_time ON chats (userId, timestamp);
+CREATE INDEX IF NOT EXISTS chats_user_turn ON chats (userId, turn_id);
 CREATE TABLE IF NOT EXISTS quiz (
     capitolo INTEGER NOT NULL,
     numero INTEGER NOT NULL,
@@ -68,7 +73,7 @@ class _Sqlite:
         with self._lock:
             if self._ready:
                 return
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _create_private(self.path)
             conn = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(self.schema)
@@ -87,6 +92,20 @@ class _Sqlite:
             return await anyio.to_thread.run_sync(work)
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable() from exc
+
+
+def _create_private(path: Path) -> None:
+    """The database holds everyone's conversations: its folder is created 0700 and the file
+    0600 (SQLite gives its -wal and -shm files the file's mode). A file this process owns that
+    others may read (created before this rule) is tightened."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    info = path.stat()
+    if info.st_mode & 0o077 and hasattr(os, "getuid") and info.st_uid == os.getuid():
+        for file in (path, *(path.with_name(path.name + end) for end in ("-wal", "-shm"))):
+            if file.exists():
+                file.chmod(0o600)
+        log.info("%s was readable by others: now 0600", path)
 
 
 def _turn_from_row(row: sqlite3.Row) -> Turn:
@@ -116,7 +135,7 @@ class SqliteChatStore:
             return []
         rows = await self._db.run(
             lambda c: c.execute(
-                "SELECT * FROM chats WHERE userId = ? ORDER BY timestamp DESC, turn_id DESC LIMIT ?",
+                "SELECT * FROM chats WHERE userId = ? ORDER BY turn_id DESC LIMIT ?",
                 (user_id, limit),
             ).fetchall()
         )
@@ -125,8 +144,7 @@ class SqliteChatStore:
     async def latest_turn_ids(self, user_id: str, limit: int = 2) -> list[str]:
         rows = await self._db.run(
             lambda c: c.execute(
-                "SELECT turn_id FROM chats WHERE userId = ? "
-                "ORDER BY timestamp DESC, turn_id DESC LIMIT ?",
+                "SELECT turn_id FROM chats WHERE userId = ? ORDER BY turn_id DESC LIMIT ?",
                 (user_id, limit),
             ).fetchall()
         )

@@ -4,8 +4,9 @@ answer for the model.
 Driven by `tools.json`: the model's arguments are capped and merged with the fixed fields,
 sent as JSON (POST) or as the query string (GET); 502/503/504 and timeouts are retried as the
 tool's `RetryPolicy` says; every result carries `meta: {latency_ms, source, endpoint,
-attempts}`. Nothing here raises into the turn: a failure becomes a `[Tool NAME failed:
-REASON]` ToolOutput the model can explain.
+attempts}`, where `endpoint` is the URL template of tools.json, never an expanded variable.
+Nothing here raises into the turn: a failure becomes a `[Tool NAME failed: REASON]`
+ToolOutput the model can explain.
 """
 
 from __future__ import annotations
@@ -41,13 +42,19 @@ async def call_http_tool(spec: ToolSpec, ctx: ToolContext, **arguments: Any) -> 
     http = spec.http
     assert http is not None, f"tool {spec.name!r} has no http config"
     started = time.perf_counter()
-    meta: dict[str, Any] = {"latency_ms": 0, "source": spec.name, "endpoint": None, "attempts": 0}
+    # The template as tools.json writes it (`${TOOL_METEO_URL}/metar`): an expanded variable
+    # may hold a key, and `meta` reaches the client and the stored turn.
+    meta: dict[str, Any] = {
+        "latency_ms": 0,
+        "source": spec.name,
+        "endpoint": _public_endpoint(http.url),
+        "attempts": 0,
+    }
     try:
         url = expand_env(http.url, ctx.env)
         headers = {key: expand_env(value, ctx.env) for key, value in http.headers.items()}
     except ConfigError as exc:
         return _failure(spec, str(exc), meta, started)
-    meta["endpoint"] = _public_endpoint(url)
     payload = {**cap_arguments(arguments, http.caps), **http.fixed}
 
     attempt = 0
@@ -144,8 +151,7 @@ def _elapsed_ms(started: float) -> int:
 
 
 def _public_endpoint(url: str) -> str:
-    """The URL without credentials or query string: `meta` goes to the client."""
+    """A URL template without credentials or query string: `meta` goes to the client."""
     parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
+    netloc = parts.netloc.rpartition("@")[2]  # no user:password@
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

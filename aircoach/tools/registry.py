@@ -12,16 +12,31 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from aircoach.errors import ConfigError
-from aircoach.settings import ROOT
+from aircoach.models import MAX_TOOLS
+from aircoach.settings import (
+    DEFAULT_PYTHON_TOOL_MODULES,
+    ROOT,
+    TOOL_URL_VARIABLES,
+    tool_variable_allowed,
+)
 from aircoach.store.base import QuizStore
 
 TOOLS_DOC = "tools.json"
@@ -50,6 +65,11 @@ class ToolOutput:
 
 
 Handler = Callable[..., Awaitable[ToolOutput]]
+
+
+def env_names(template: str) -> list[str]:
+    """The variables a template names as `${NAME}`."""
+    return _ENV_VAR.findall(template)
 
 
 def missing_env(template: str, env: Mapping[str, str]) -> list[str]:
@@ -109,6 +129,19 @@ class HttpTool(_Strict):
             raise ValueError(f"must start with http://, https:// or ${{VAR}}, got {url!r}")
         return url
 
+    @model_validator(mode="after")
+    def _only_tool_variables(self) -> HttpTool:
+        # Whoever edits the docs must not be able to send the server's other secrets (model
+        # keys, AWS credentials, the webhook secret) to a host of their choice.
+        for template in (self.url, *self.headers.values()):
+            for name in env_names(template):
+                if not tool_variable_allowed(name):
+                    allowed = ", ".join(TOOL_URL_VARIABLES)
+                    raise ValueError(
+                        f"variable {name!r} may not be used: only {allowed} and TOOL_* variables"
+                    )
+        return self
+
 
 class ResultFormat(_Strict):
     """How a result becomes text for the model (the client gets the raw data)."""
@@ -165,9 +198,12 @@ class ToolSpec(_Strict):
 
     @field_validator("python")
     @classmethod
-    def _importable(cls, path: str | None) -> str | None:
+    def _importable(cls, path: str | None, info: ValidationInfo) -> str | None:
+        # The allowed modules come from the validation context (`PYTHON_TOOL_MODULES`, via
+        # `parse_tools_config`); a spec built in code gets the default, the package's own.
         if path is not None:
-            _import_handler(path)
+            context = info.context if isinstance(info.context, dict) else {}
+            _import_handler(path, context.get("python_tool_modules", DEFAULT_PYTHON_TOOL_MODULES))
         return path
 
     @model_validator(mode="after")
@@ -188,19 +224,40 @@ class ToolSpec(_Strict):
 
             return functools.partial(call_http_tool, self)
         assert self.python is not None
-        return _import_handler(self.python)
+        # Its module was checked against PYTHON_TOOL_MODULES when the spec validated.
+        return _resolve_handler(self.python)
 
 
-def _import_handler(path: str) -> Handler:
+def handler_module_allowed(module_name: str, allowed: Sequence[str]) -> bool:
+    """`aircoach` allows `aircoach` and `aircoach.*`, never `aircoach_evil`."""
+    return any(
+        module_name == package or module_name.startswith(f"{package}.")
+        for package in (entry.rstrip(".") for entry in allowed)
+        if package
+    )
+
+
+def _import_handler(path: str, allowed: Sequence[str] = DEFAULT_PYTHON_TOOL_MODULES) -> Handler:
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"must look like 'package.module:function', got {path!r}")
+    # Checked before the import: importing a module runs its code.
+    if not handler_module_allowed(module_name, allowed):
+        raise ValueError(
+            f"module {module_name!r} is not allowed for tool handlers "
+            f"(PYTHON_TOOL_MODULES: {list(allowed)})"
+        )
+    return _resolve_handler(path)
+
+
+def _resolve_handler(path: str) -> Handler:
+    module_name, _, attr = path.partition(":")
     try:
         handler = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"cannot import {path!r}: {exc}") from exc
-    if not callable(handler):
-        raise ValueError(f"{path!r} is not callable")
+    if not inspect.iscoroutinefunction(handler):
+        raise ValueError(f"{path!r} is not an async function")
     return handler
 
 
@@ -212,7 +269,7 @@ class ToolsConfig(_Strict):
         default=None,
         description="Section added to the system prompt when every `source` tool is off.",
     )
-    tools: list[ToolSpec] = Field(default_factory=list)
+    tools: list[ToolSpec] = Field(default_factory=list, max_length=MAX_TOOLS)
 
     @model_validator(mode="after")
     def _unique_names(self) -> ToolsConfig:
@@ -232,14 +289,17 @@ def tools_json_schema() -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=8)
-def parse_tools_config(text: str) -> ToolsConfig:
-    """Validate a `tools.json`; a ConfigError names the tool and the field at fault."""
+def parse_tools_config(
+    text: str, python_tool_modules: tuple[str, ...] = DEFAULT_PYTHON_TOOL_MODULES
+) -> ToolsConfig:
+    """Validate a `tools.json`; a ConfigError names the tool and the field at fault.
+    `python:` handlers must live in `python_tool_modules` (packages, with their sub-modules)."""
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{TOOLS_DOC}: not valid JSON: {exc}") from exc
     try:
-        return ToolsConfig.model_validate(raw)
+        return ToolsConfig.model_validate(raw, context={"python_tool_modules": python_tool_modules})
     except ValidationError as exc:
         reasons = "; ".join(_describe(e, raw) for e in exc.errors())
         raise ConfigError(f"{TOOLS_DOC}: {reasons}") from None
@@ -257,10 +317,13 @@ def _describe(error: Any, raw: Any) -> str:
     return f"{where}: {error['msg']}"
 
 
-def check_tools_doc(contents: Mapping[str, str]) -> None:
+def check_tools_doc(
+    contents: Mapping[str, str],
+    python_tool_modules: tuple[str, ...] = DEFAULT_PYTHON_TOOL_MODULES,
+) -> None:
     """PromptStore validation hook: docs with a bad `tools.json` never become the snapshot."""
     if TOOLS_DOC in contents:
-        parse_tools_config(contents[TOOLS_DOC])
+        parse_tools_config(contents[TOOLS_DOC], python_tool_modules)
 
 
 class ToolRegistry:
@@ -279,12 +342,15 @@ class ToolRegistry:
 
     @classmethod
     def from_docs(
-        cls, contents: Mapping[str, str], env: Mapping[str, str] | None = None
+        cls,
+        contents: Mapping[str, str],
+        env: Mapping[str, str] | None = None,
+        python_tool_modules: tuple[str, ...] = DEFAULT_PYTHON_TOOL_MODULES,
     ) -> ToolRegistry:
         """The registry of one prompt snapshot; no `tools.json` means no tools."""
         if TOOLS_DOC not in contents:
             return cls([], env=env)
-        config = parse_tools_config(contents[TOOLS_DOC])
+        config = parse_tools_config(contents[TOOLS_DOC], python_tool_modules)
         return cls(config.tools, sources_off_warning=config.sources_off_warning, env=env)
 
     def available(self, spec: ToolSpec) -> bool:

@@ -161,7 +161,7 @@ class Memory:
             await agent.aupdate_state(
                 self.config(thread_id), {"messages": messages_from_turns(turns)}, as_node="model"
             )
-            log.info("thread %s reseeded from %d stored turns", thread_id, len(turns))
+            log.info("thread %r reseeded from %d stored turns", thread_id, len(turns))
         self._remember(thread_id, _ThreadMark(latest, len(turns)))
         return len(turns)
 

@@ -30,7 +30,7 @@ async def prepare_turn(
     settings = services.settings
     registry = services.tools_for(snapshot)
     enabled = registry.enabled(request.tools)
-    log.info(registry.log_line(request.tools))
+    log.info("%s", registry.log_line(request.tools))
     system_prompt = await _system_prompt(services, principal, request, registry, snapshot, enabled)
     ctx = ToolContext(
         quiz=await services.quiz_store(), user_id=principal.sub, env=settings.tool_env

@@ -316,3 +316,76 @@ async def test_http_admin_permission_comes_from_the_permissions_claim(client, te
     admin = {"Authorization": f"Bearer {tenant.mint(permissions=['admin:docs'])}"}
     response = await client.post("/api/update_docs", headers=admin)
     assert response.status_code == 200, response.text
+
+
+# --- values a token supplies never break or flood a header ---
+
+
+def forged(header: dict, payload: dict | None = None) -> str:
+    """A token whose header says anything (the signature is junk: it is refused first)."""
+    body = json.dumps(payload or {"sub": "x"}).encode()
+    return f"{_b64(json.dumps(header).encode())}.{_b64(body)}.{_b64(b'sig')}"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"alg": "€"},
+        {"alg": "RS256", "kid": "€" * 10},
+        {"alg": "RS256", "kid": "k" * 5000},
+        {"alg": "RS256", "kid": 'a"b\\c\r\nX-Injected: 1'},
+        {"alg": ["RS256"]},
+        {"alg": "RS256", "kid": {"nested": 1}},
+        {"alg": "RS256", "kid": 12},
+    ],
+)
+async def test_http_token_header_values_are_never_reflected_raw(client, header):
+    response = await client.get("/api/tools", headers={"Authorization": f"Bearer {forged(header)}"})
+    assert response.status_code == 401, response.text
+    challenge = response.headers["WWW-Authenticate"]
+    assert challenge.isascii() and len(challenge) < 300 and "\n" not in challenge
+    assert "X-Injected" not in response.headers
+    assert len(response.json()["message"]) <= 200
+    assert "k" * 100 not in response.text
+
+
+async def test_an_unknown_long_kid_is_shown_cut(verifier, tenant):
+    reason = await rejected(verifier, tenant.mint(kid="k" * 5000, key=rsa_key(99)))
+    assert reason == f"signing key '{'k' * 36}... is not in the tenant's JWKS"
+
+
+@pytest.mark.parametrize("claim", ["exp", "iat", "nbf"])
+@pytest.mark.parametrize("as_type", [str, float, bool])
+async def test_numeric_date_claims_must_be_integers(verifier, tenant, claim, as_type):
+    now = int(time.time())
+    valid = {"exp": now + 3600, "iat": now - 10, "nbf": now - 10}[claim]
+    token = tenant.mint(**{claim: as_type(valid)})
+    if (claim, as_type) == ("exp", bool):
+        assert await rejected(verifier, token) == "token expired"  # True == 1: long past
+    else:
+        assert await rejected(verifier, token) == f"claim {claim!r} must be an integer"
+
+
+async def test_a_string_exp_is_never_cached_into_500s(client, tenant):
+    token = tenant.mint(exp=str(int(time.time()) + 3600))
+    for _ in range(3):
+        response = await client.get("/api/tools", headers={"Authorization": f"Bearer {token}"})
+        assert response.status_code == 401, response.text
+        assert response.json()["message"] == "claim 'exp' must be an integer"
+
+
+@pytest.mark.parametrize(
+    "sub",
+    ["auth0|a\nINFO forged line", "auth0|a\r\n", "auth0|\x1b[31mred", "auth0|a\x00b", "a\u2028b"],
+)
+async def test_a_subject_with_control_characters_is_refused(client, tenant, sub):
+    response = await client.get(
+        "/api/history", headers={"Authorization": f"Bearer {tenant.mint(sub)}"}
+    )
+    assert response.status_code == 401
+    assert response.json()["message"] == "token subject has control characters"
+
+
+async def test_ordinary_subjects_pass(verifier, tenant):
+    for sub in ("auth0|65f0c0ffee", "google-oauth2|1234567890", "email|Élodie-Ñandú"):
+        assert (await verifier.verify(tenant.mint(sub))).sub == sub

@@ -71,3 +71,20 @@ async def test_a_zero_ttl_turns_the_cache_off(data_dir):
     for _ in range(3):
         await verifier.verify(token)
     assert keys.calls == 3
+
+
+@pytest.mark.parametrize("sub", ["a\nb", "a\rb", "\x1b[2J", "a\x00", "a\u200bb", "a\u2029"])
+async def test_a_subject_with_control_characters_is_refused(setup, sub):
+    issuer, _keys, _clock, verifier = setup
+    with pytest.raises(AuthError, match="token subject has control characters"):
+        await verifier.verify(issuer.mint(sub, audience=AUDIENCE))
+
+
+def test_the_challenge_header_is_printable_ascii_and_bounded():
+    error = AuthError(f"algorithm {'€' * 300!r} is not accepted")
+    challenge = error.headers["WWW-Authenticate"]
+    assert challenge.isascii() and challenge.isprintable() and len(challenge) < 300
+    assert len(error.message) == 200 and error.message.endswith("…")
+    assert '\\"' not in challenge and AuthError('a "b" \\ c').headers["WWW-Authenticate"].endswith(
+        "error_description=\"a 'b' ? c\""
+    )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+
+import pytest
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
 from aircoach.llm.offline import (
@@ -88,3 +91,39 @@ def _as_tool():
     return StructuredTool.from_function(
         coroutine=run, name=QUIZ.name, description=QUIZ.description, args_schema=QUIZ.parameters
     )
+
+
+def test_quoted_text_is_read_between_any_pair_of_quotes():
+    search = {"properties": {"testo": {"type": "string"}}}
+    assert fill_arguments('Cerca "vento al traverso"', search) == {"testo": "vento al traverso"}
+    assert fill_arguments("Cerca «vento al traverso»", search) == {"testo": "vento al traverso"}
+    assert fill_arguments("Cerca «« «vento»", search) == {"testo": "vento"}
+    assert fill_arguments("capitolo   n. 4", {"properties": {"capitolo": {"type": "integer"}}}) == {
+        "capitolo": 4
+    }
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "«" * 200_000,  # 4,000 of these took 370 ms (quadratic backtracking)
+        "“" + "a" * 200_000,
+        "capitolo" + " " * 200_000,  # two `\s*` in a row: quadratic too
+        "sul" + "\t" * 200_000,
+        "capitolo n " * 20_000,
+    ],
+)
+def test_reading_arguments_is_linear_in_the_query(query):
+    """Far longer than any query (4,000 characters): linear patterns take milliseconds, the
+    quadratic ones took hours. The deadline is for a hang, not a timing."""
+    params = {
+        "properties": {
+            "capitolo": {"type": "integer"},
+            "testo": {"type": "string", "description": "Testo da cercare"},
+            "q": {"type": "string", "description": "testo da cercare"},
+        }
+    }
+    worker = threading.Thread(target=fill_arguments, args=(query, params), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "fill_arguments backtracks on this input"

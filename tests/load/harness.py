@@ -84,6 +84,16 @@ class ServerProcess:
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    def memory_mb(self) -> tuple[float, float]:
+        """The server's resident memory now and at its peak (VmRSS, VmHWM), in MB."""
+        assert self._process is not None, "not started"
+        fields = {}
+        for line in Path(f"/proc/{self._process.pid}/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                fields[name] = int(value.split()[0]) / 1024
+        return fields["VmRSS"], fields["VmHWM"]
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-6000:] if self.log_path.exists() else ""
 

@@ -26,6 +26,10 @@ async def nothing_stored(app, sub="user-1"):
         ({}, ["body", "query"]),
         ({"query": 42}, ["body", "query"]),
         ({"query": "ok", "stream": "maybe"}, ["body", "stream"]),
+        ({"query": "ok", "stream": 1}, ["body", "stream"]),
+        ({"query": "ok", "chat_history": 0}, ["body", "chat_history"]),
+        ({"query": "ok", "user_data": "true"}, ["body", "user_data"]),
+        ({"query": "ok", "tools": {"domanda_teoria": 1}}, ["body", "tools", "domanda_teoria"]),
         ({"query": "ok", "chat_history": [1]}, ["body", "chat_history"]),
         ({"query": "ok", "tools": ["domanda_teoria"]}, ["body", "tools"]),
         (
@@ -210,3 +214,14 @@ async def test_update_docs_reloads_and_reports_the_version(settings, auth, tmp_p
     assert second["previous_version"] == first["prompt_version"] != second["prompt_version"]
     assert second["docs_count"] == 2 and second["message"] == "prompt updated"
     assert second["system_prompt"].endswith("Seconda parte.")
+
+
+async def test_the_api_docs_are_public_unless_switched_off(settings, client):
+    assert (await client.get("/openapi.json")).status_code == 200
+    assert (await client.get("/docs")).status_code == 200
+    hidden = app_with(settings.model_copy(update={"api_docs": False}))
+    async with asgi_client(hidden) as c:
+        for path in ("/openapi.json", "/docs", "/redoc"):
+            assert (await c.get(path)).status_code == 404
+        assert (await c.get("/api/health")).status_code == 200
+    assert "/api/stream_query" in hidden.openapi()["paths"]  # still built for tooling

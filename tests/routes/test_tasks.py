@@ -118,7 +118,7 @@ async def test_unknown_task_bad_input_and_bodies_too_large(task_app, auth):
 
         big = {**MAIL, "body": "parola " * 3000}
         declared = await client.post("/api/tasks/email_triage", json=big, headers=headers)
-        assert declared.status_code == 413 and declared.json()["error"] == "payload_too_large"
+        assert declared.status_code == 413 and declared.json()["error"] == "body_too_large"
 
         async def chunks():  # no Content-Length: counted while read
             for _ in range(20):

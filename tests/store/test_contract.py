@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,62 @@ async def test_same_timestamp_is_ordered_by_turn_id(chats: ChatStore):
     await chats.append_turn(a)
     assert await chats.latest_turn_ids("alice", 1) == [b.turn_id]
     assert [t.turn_id for t in await chats.recent_turns("alice", 2)] == [a.turn_id, b.turn_id]
+
+
+def sub_second_turns(user: str, count: int) -> list[Turn]:
+    """Turns less than a second apart, as a busy user's are: timestamps as the app writes them
+    (`isoformat()` drops the fraction at a whole second), turn ids as `new_turn_id` makes
+    them (time-ordered)."""
+    start = datetime(2025, 3, 1, 10, 0, 0, tzinfo=UTC)
+    turns = []
+    for n in range(count):
+        at = start + timedelta(microseconds=n * 37_001)  # 25 turns within one second
+        turn_id = f"{int(at.timestamp() * 1e9):x}{n:08x}"
+        turns.append(make_turn(user, n, timestamp=at.isoformat(), turn_id=turn_id))
+    return turns
+
+
+async def test_reads_behind_reseeding_are_exact_for_turns_within_a_second(chats: ChatStore):
+    turns = sub_second_turns("alice", 25)
+    assert turns[0].timestamp == "2025-03-01T10:00:00+00:00"  # no fraction at a whole second
+    shuffled = list(turns)
+    random.Random(3).shuffle(shuffled)
+    for turn in shuffled:
+        await chats.append_turn(turn)
+    await chats.append_turn(make_turn("bob", 99))
+
+    recent = await chats.recent_turns("alice", 10)
+    assert [t.turn_id for t in recent] == [t.turn_id for t in turns[-10:]]
+    assert await chats.latest_turn_ids("alice", 2) == [turns[-1].turn_id, turns[-2].turn_id]
+    everything = await chats.recent_turns("alice", 100)
+    assert [t.turn_id for t in everything] == [t.turn_id for t in turns]
+
+
+async def test_the_freshness_read_sees_a_turn_stored_a_millisecond_later(chats: ChatStore):
+    first, second = sub_second_turns("alice", 2)
+    second = second.model_copy(
+        update={"timestamp": "2025-03-01T10:00:00.001000+00:00", "turn_id": second.turn_id}
+    )
+    await chats.append_turn(first)
+    assert await chats.latest_turn_ids("alice", 2) == [first.turn_id]
+    await chats.append_turn(second)
+    assert await chats.latest_turn_ids("alice", 2) == [second.turn_id, first.turn_id]
+    assert [t.turn_id for t in await chats.recent_turns("alice", 1)] == [second.turn_id]
+
+
+async def test_recent_turns_follow_the_order_the_questions_were_asked_in(chats: ChatStore):
+    # A long turn started first and was stored last; a short one started later and was
+    # stored first. The conversation (and the freshness check) follows the turn ids.
+    long_turn, short_turn = sub_second_turns("alice", 2)
+    long_turn = long_turn.model_copy(update={"timestamp": "2025-03-01T10:00:09+00:00"})
+    short_turn = short_turn.model_copy(update={"timestamp": "2025-03-01T10:00:01+00:00"})
+    await chats.append_turn(short_turn)
+    await chats.append_turn(long_turn)
+    assert [t.turn_id for t in await chats.recent_turns("alice", 2)] == [
+        long_turn.turn_id,
+        short_turn.turn_id,
+    ]
+    assert await chats.latest_turn_ids("alice", 1) == [short_turn.turn_id]
 
 
 async def test_turns_round_trip_exactly_and_json_safe(chats: ChatStore):

@@ -12,8 +12,9 @@ from langchain_core.messages import ToolMessage
 from aircoach.tools.formatting import format_result
 from aircoach.tools.http import call_http_tool
 from aircoach.tools.registry import ResultFormat, ToolContext, ToolSpec, parse_tools_config
-from tests.helpers import chat
-from tests.scripted_model import call, text
+from tests.helpers import app_with, asgi_client, chat
+from tests.scripted_model import Script, ScriptedModels, call, text
+from tests.sse import parse_sse
 from tests.tools.conftest import (
     BACKOFF_S,
     HANG,
@@ -22,6 +23,7 @@ from tests.tools.conftest import (
     fast,
     shipped_tools,
     with_timeout,
+    write_tools,
 )
 from tests.tools.fake_service import Reply
 
@@ -55,7 +57,7 @@ async def test_503_then_200_retries_once_and_records_latency(tool_service, specs
     assert out.ok, out.text
     meta = out.data["meta"]
     assert meta["source"] == "kb_search" and meta["attempts"] == 2
-    assert meta["endpoint"] == f"{tool_service.url}/kb"
+    assert meta["endpoint"] == "${KB_SEARCH_URL}"  # the template, never the expanded URL
     assert meta["latency_ms"] >= BACKOFF_S * 1000
     assert out.data["results"] == [KB_HIT]
     assert out.text == (
@@ -123,12 +125,50 @@ async def test_unreachable_service_and_non_json_fail_without_retry(tool_service,
     assert out.text == "[Tool kb_search failed: ConnectError]" and out.data["meta"]["attempts"] == 1
 
 
-async def test_endpoint_in_meta_hides_credentials_and_query(tool_service, specs, ctx):
+async def test_endpoint_in_meta_never_shows_a_variables_value(tool_service, specs, ctx):
     url = tool_service.url.replace("//", "//user:secret@") + "/kb?key=k"
     tool_service.plan("/kb", Reply(200, {"results": []}))
     out = await call_http_tool(specs["kb_search"], with_env(ctx, KB_SEARCH_URL=url), query="x")
-    assert out.data["meta"]["endpoint"] == f"{tool_service.url}/kb"
+    assert out.data["meta"]["endpoint"] == "${KB_SEARCH_URL}"
+    assert "secret" not in json.dumps(out.data) and "key=k" not in json.dumps(out.data)
     assert tool_service.hits("/kb")[0].headers["authorization"].startswith("Basic ")
+
+
+@pytest.mark.parametrize(
+    ("template", "shown"),
+    [
+        ("http://HOST/v1/${TOOL_METEO_KEY}/metar", "http://HOST/v1/${TOOL_METEO_KEY}/metar"),
+        ("http://u:pw@HOST/metar?key=${TOOL_METEO_KEY}", "http://HOST/metar"),
+        ("${TOOL_METEO_URL}/metar?key=${TOOL_METEO_KEY}", "${TOOL_METEO_URL}/metar"),
+        ("http://HOST:${TOOL_METEO_PORT}/metar", "http://HOST:${TOOL_METEO_PORT}/metar"),
+    ],
+)
+async def test_endpoint_in_meta_is_the_template_without_credentials_or_query(
+    tool_service, ctx, template, shown
+):
+    host = tool_service.url.removeprefix("http://")
+    port = host.rpartition(":")[2]
+    spec = ToolSpec.model_validate(
+        {
+            "name": "meteo",
+            "description": "METAR",
+            "http": {
+                "url": template.replace("HOST", host if "PORT" not in template else "127.0.0.1")
+            },
+        }
+    )
+    tool_service.plan("/v1/K3Y/metar", Reply(200, {"results": []}))
+    tool_service.plan("/metar", Reply(200, {"results": []}))
+    env = {
+        "TOOL_METEO_KEY": "K3Y",
+        "TOOL_METEO_URL": tool_service.url,
+        "TOOL_METEO_PORT": port,
+    }
+    out = await call_http_tool(spec, with_env(ctx, **env), icao="LIML")
+    assert out.ok, out.text
+    expected = shown.replace("HOST", host if "PORT" not in template else "127.0.0.1")
+    assert out.data["meta"]["endpoint"] == expected
+    assert "K3Y" not in json.dumps(out.data)
 
 
 async def test_oversized_results_are_capped_for_the_model_but_raw_for_the_client(
@@ -233,3 +273,35 @@ async def test_calls_share_one_ssl_context(tool_service, specs, ctx, monkeypatch
     for _ in range(3):
         assert (await call_http_tool(specs["kb_search"], ctx, query="densità")).ok
     assert len(made) == 1
+
+
+async def test_a_key_in_the_url_never_reaches_the_client_or_the_store(
+    tool_service, settings, docs_dir, auth
+):
+    config = fast(shipped_tools())
+    meteo = {
+        "name": "meteo",
+        "description": "METAR di un aeroporto.",
+        "parameters": {"type": "object", "properties": {"icao": {"type": "string"}}},
+        "http": {"url": f"{tool_service.url}/v1/${{TOOL_METEO_KEY}}/metar", "method": "GET"},
+    }
+    config["tools"].append(meteo)
+    write_tools(docs_dir, config)
+    tool_service.plan("/v1/S3GRETO/metar", Reply(200, {"results": [{"raw": "LIML 221020Z"}]}))
+    env = {**settings.tool_env, "TOOL_METEO_KEY": "S3GRETO"}
+    s = Script([call("meteo", icao="LIML"), text("C'è vento debole.")])
+    app = app_with(settings.model_copy(update={"tool_env": env}), models=ScriptedModels(s))
+    async with asgi_client(app) as client:
+        response = await client.post(
+            "/api/stream_query",
+            json={"query": "METAR di Linate", "tools": {"meteo": True}},
+            headers=auth(),
+        )
+        history = await client.get("/api/history", headers=auth())
+    assert response.status_code == 200 and len(tool_service.hits("/v1/S3GRETO/metar")) == 1
+    events = parse_sse(response.text)
+    assert events[0]["data"]["meta"]["endpoint"] == (
+        f"{tool_service.url}/v1/${{TOOL_METEO_KEY}}/metar"
+    )
+    assert "S3GRETO" not in response.text and "S3GRETO" not in history.text
+    assert history.json()["turns"][0]["tool"]["tool_name"] == "meteo"

@@ -9,11 +9,21 @@ from tests.helpers import app_with, asgi_client, chat, copy_prompt_docs
 from tests.scripted_model import Script, ScriptedModels, call, text
 from tests.turn.test_events import CONTRACT
 
-ECHO = ToolSpec(
-    name="echo",
-    description="Repeats its input.",
-    parameters={"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]},
-    python="tests.tool_handlers:echo",
+# A handler of the tests' own package: allowed through PYTHON_TOOL_MODULES, as a deployment
+# adds its packages.
+TEST_MODULES = ("aircoach", "tests")
+ECHO = ToolSpec.model_validate(
+    {
+        "name": "echo",
+        "description": "Repeats its input.",
+        "parameters": {
+            "type": "object",
+            "properties": {"word": {"type": "string"}},
+            "required": ["word"],
+        },
+        "python": "tests.tool_handlers:echo",
+    },
+    context={"python_tool_modules": TEST_MODULES},
 )
 
 
@@ -60,7 +70,10 @@ async def test_tool_turn_feeds_the_result_back_to_the_model(settings, auth, tmp_
     tools = {"tools": [ECHO.model_dump(exclude_defaults=True)]}
     (docs / "tools.json").write_text(json.dumps(tools))
     s = Script([call("echo", word="ciao"), text("Il tool ha detto ciao.")])
-    app = app_with(settings.model_copy(update={"prompt_docs_dir": docs}), models=ScriptedModels(s))
+    app = app_with(
+        settings.model_copy(update={"prompt_docs_dir": docs, "python_tool_modules": TEST_MODULES}),
+        models=ScriptedModels(s),
+    )
     async with asgi_client(app) as client:
         events = await chat(client, auth(), "ripeti ciao")
     kinds = [e["type"] for e in events]

@@ -1,0 +1,97 @@
+"""The 422 answer to a request that does not validate: FastAPI's `{"detail": [...]}` shape,
+bounded whatever the input.
+
+FastAPI's own handler echoes each error's whole `input`: a body that fails on many fields
+(or one huge field) made an answer many times its size, and a lone surrogate in the body
+could not be encoded at all (a 500). Here every error keeps its `type`, `loc`, `msg` and
+`input`, but each value is cut to a preview (`bounded`), at most `MAX_ERRORS` errors are
+listed, and every string is made encodable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+MAX_ERRORS = 20  # errors listed in one answer; the rest are counted
+MAX_CHARS = 120  # characters of a string shown (a name, a preview of an input)
+MAX_ITEMS = 8  # items of a list or object shown
+MAX_DEPTH = 3  # nesting shown
+_ELLIPSIS = "…"
+
+
+def bounded(value: Any, *, max_chars: int = MAX_CHARS, _depth: int = 0) -> Any:
+    """A JSON-safe preview of `value` no larger than a few KB, whatever its size: strings and
+    bytes cut to `max_chars` (with `…`), lists and objects to their first `MAX_ITEMS` items
+    (with a `"…": "N more"` marker), nesting below `MAX_DEPTH` summarised, and every string
+    encodable as UTF-8 (a lone surrogate shows as `\\ud800`)."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, bytes | bytearray):
+        return _text(bytes(value[: max_chars * 4]).decode("utf-8", "replace"), max_chars)
+    if isinstance(value, str):
+        return _text(value, max_chars)
+    if _depth >= MAX_DEPTH and isinstance(value, Mapping | list | tuple | set | frozenset):
+        return f"{type(value).__name__} of {len(value)} items"
+    if isinstance(value, Mapping):
+        shown: dict[str, Any] = {}
+        for index, (key, item) in enumerate(value.items()):
+            if index == MAX_ITEMS:
+                shown[_ELLIPSIS] = f"{len(value) - MAX_ITEMS} more"
+                break
+            shown[_text(str(key), max_chars)] = bounded(
+                item, max_chars=max_chars, _depth=_depth + 1
+            )
+        return shown
+    if isinstance(value, Sequence | set | frozenset):
+        items = list(value) if isinstance(value, set | frozenset) else value
+        listed = [bounded(v, max_chars=max_chars, _depth=_depth + 1) for v in items[:MAX_ITEMS]]
+        if len(items) > MAX_ITEMS:
+            listed.append(f"{_ELLIPSIS} {len(items) - MAX_ITEMS} more")
+        return listed
+    return _text(str(value), max_chars)
+
+
+def _text(text: str, max_chars: int) -> str:
+    if len(text) > max_chars:
+        text = text[:max_chars] + _ELLIPSIS
+    # A lone surrogate (JSON allows `\ud800`) cannot be encoded as UTF-8: show it escaped.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def bounded_errors(errors: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Pydantic/FastAPI error dicts, each bounded, at most `MAX_ERRORS` of them (the last
+    entry then says how many were left out)."""
+    shown = []
+    for error in errors[:MAX_ERRORS]:
+        item: dict[str, Any] = {
+            "type": _text(str(error.get("type", "")), MAX_CHARS),
+            "loc": [bounded(part) for part in error.get("loc", ())],
+            # Messages are ours or pydantic's, and may name an input: never a large one.
+            "msg": _text(str(error.get("msg", "")), 1000),
+            "input": bounded(error.get("input")),
+        }
+        if isinstance(error.get("ctx"), Mapping):
+            item["ctx"] = bounded(error["ctx"])
+        shown.append(item)
+    if len(errors) > MAX_ERRORS:
+        left_out = len(errors) - MAX_ERRORS
+        shown.append(
+            {
+                "type": "too_many_errors",
+                "loc": [],
+                "msg": f"{left_out} more errors not listed",
+                "input": None,
+            }
+        )
+    return shown
+
+
+async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """422 `{"detail": [...]}` naming each field at fault, with bounded inputs."""
+    assert isinstance(exc, RequestValidationError)
+    return JSONResponse({"detail": bounded_errors(exc.errors())}, status_code=422)

@@ -1,0 +1,202 @@
+"""Request bodies: 413 past the route's limit without reading the rest, and the chat body
+parsed only after the token verified."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from pydantic import BaseModel
+
+from aircoach.auth import webhook
+from aircoach.bodies import BodyLimit, max_body_bytes
+from aircoach.errors import AppError
+from tests.helpers import app_with
+
+CHUNK = 16 * 1024
+
+
+class Sent:
+    """One request driven straight through the ASGI interface, so the test sees how much of
+    the body the app pulled."""
+
+    def __init__(self) -> None:
+        self.pulled = 0
+        self.status: int | None = None
+        self.headers: dict[str, str] = {}
+        self.body = b""
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+async def send(
+    app: Any,
+    path: str,
+    chunks: Iterable[bytes],
+    *,
+    headers: dict[str, str] | None = None,
+    content_length: int | None = None,
+    method: str = "POST",
+) -> Sent:
+    sent = Sent()
+    pending = iter(chunks)
+    raw_headers = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    if content_length is not None:
+        raw_headers.append((b"content-length", str(content_length).encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": raw_headers,
+        "client": ("127.0.0.1", 1),
+        "server": ("t", 80),
+    }
+
+    async def receive() -> dict[str, Any]:
+        chunk = next(pending, None)
+        if chunk is None:
+            return {"type": "http.request", "body": b"", "more_body": False}
+        sent.pulled += len(chunk)
+        return {"type": "http.request", "body": chunk, "more_body": True}
+
+    async def reply(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            sent.status = message["status"]
+            sent.headers = {k.decode(): v.decode() for k, v in message["headers"]}
+        elif message["type"] == "http.response.body":
+            sent.body += message.get("body", b"")
+
+    await app(scope, receive, reply)
+    return sent
+
+
+def endless() -> Iterable[bytes]:
+    while True:
+        yield b"x" * CHUNK
+
+
+def ten_megabytes() -> Iterable[bytes]:
+    return (b"x" * CHUNK for _ in range(10 * 1024 * 1024 // CHUNK))
+
+
+async def test_a_declared_length_over_the_limit_is_refused_before_reading(app, auth):
+    sent = await send(
+        app, "/api/stream_query", ten_megabytes(), headers=auth(), content_length=10 * 2**20
+    )
+    assert sent.status == 413 and sent.pulled == 0
+    assert sent.json == {
+        "error": "body_too_large",
+        "message": "The request body is larger than 65536 bytes.",
+    }
+
+
+async def test_a_chunked_body_is_cut_just_past_the_limit(app, auth):
+    sent = await send(app, "/api/stream_query", endless(), headers=auth())
+    assert sent.status == 413 and sent.json["error"] == "body_too_large"
+    assert 64 * 1024 < sent.pulled <= 64 * 1024 + CHUNK
+
+
+async def test_an_anonymous_chat_body_is_never_read(app):
+    for length in (10 * 2**20, None):
+        sent = await send(app, "/api/stream_query", ten_megabytes(), content_length=length)
+        assert sent.pulled == 0
+        assert sent.status in (401, 413)
+    small = await send(app, "/api/stream_query", [b'{"query": "ciao"}'])
+    assert small.status == 401 and small.pulled == 0 and small.json["error"] == "missing_token"
+
+
+async def test_the_limit_is_a_setting(settings, auth):
+    app = app_with(settings.model_copy(update={"max_body_bytes": 2048}))
+    body = json.dumps({"query": "q" * 3000}).encode()
+    sent = await send(app, "/api/stream_query", [body], headers=auth())
+    assert sent.status == 413 and sent.json["message"].endswith("2048 bytes.")
+
+
+async def test_a_signed_webhook_body_over_the_limit_is_413(settings):
+    secret = "s3cret"
+    app = app_with(settings.model_copy(update={"update_docs_secret": secret}))
+    body = b"x" * (100 * 1024)
+    sent = await send(app, "/api/update_docs", [body], headers=webhook.signed_headers(secret, body))
+    assert sent.status == 413 and sent.pulled <= 64 * 1024 + len(body)
+    assert sent.json["error"] == "body_too_large"
+
+
+async def test_the_413_carries_cors_headers(app, auth):
+    headers = {**auth(), "Origin": "https://app.example"}
+    sent = await send(app, "/api/stream_query", endless(), headers=headers)
+    assert sent.status == 413 and sent.headers.get("access-control-allow-origin") == "*"
+
+
+# --- a route's own limit (how e.g. a batch route declares 1 MB) ---
+
+
+class Batch(BaseModel):
+    items: list[str]
+
+
+def limited_app() -> FastAPI:
+    """Routes declared on a router and included, as the app's own are."""
+    app = FastAPI()
+    app.add_middleware(BodyLimit, default=1024)
+    router = APIRouter(prefix="")
+
+    async def app_error(request: Any, exc: Exception) -> Any:
+        from fastapi.responses import JSONResponse
+
+        assert isinstance(exc, AppError)
+        return JSONResponse({"error": exc.code}, status_code=exc.status)
+
+    app.add_exception_handler(AppError, app_error)
+
+    @router.post("/small")
+    async def small(batch: Batch) -> int:
+        return len(batch.items)
+
+    @router.post("/large")
+    @max_body_bytes(100_000)
+    async def large(batch: Batch) -> int:
+        return len(batch.items)
+
+    app.include_router(router)
+    return app
+
+
+def batch_of(size: int) -> bytes:
+    return json.dumps({"items": ["x" * 100] * (size // 104)}).encode()
+
+
+async def test_a_route_declares_its_own_limit_in_one_line():
+    app = limited_app()
+    body = batch_of(50_000)
+    large = await send(app, "/large", [body], headers={"content-type": "application/json"})
+    assert large.status == 200 and large.json == len(json.loads(body)["items"])
+    small = await send(app, "/small", [body], headers={"content-type": "application/json"})
+    assert small.status == 413
+    too_large = await send(app, "/large", endless(), headers={"content-type": "application/json"})
+    assert too_large.status == 413 and too_large.pulled <= 100_000 + CHUNK
+
+
+async def test_a_fastapi_body_parameter_gets_413_not_400():
+    # FastAPI turns a failed body read into a 400; the 413 still is the answer.
+    sent = await send(
+        limited_app(), "/small", endless(), headers={"content-type": "application/json"}
+    )
+    assert sent.status == 413 and sent.json == {
+        "error": "body_too_large",
+        "message": "The request body is larger than 1024 bytes.",
+    }
+
+
+async def test_routes_that_read_no_body_are_untouched(app):
+    sent = await send(app, "/api/health", endless(), method="GET")
+    assert sent.status == 200 and sent.pulled == 0

@@ -1,0 +1,92 @@
+"""The 422 answer: it names the field at fault and never echoes a large input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aircoach.http_errors import MAX_ERRORS, bounded, bounded_errors
+from aircoach.models import MAX_TOOLS
+from tests.helpers import app_with, asgi_client
+
+
+def test_bounded_cuts_strings_bytes_lists_and_objects():
+    assert bounded("x" * 10_000) == "x" * 120 + "…"
+    assert bounded(b"\xff" * 10_000).endswith("…") and len(bounded(b"\xff" * 10_000)) == 121
+    assert bounded(list(range(100))) == [0, 1, 2, 3, 4, 5, 6, 7, "… 92 more"]
+    shown = bounded({f"k{i}": True for i in range(10_000)})
+    assert len(shown) == 9 and shown["…"] == "9992 more"
+    assert bounded({"a": {"b": {"c": {"d": [1]}}}}) == {"a": {"b": {"c": "dict of 1 items"}}}
+    assert bounded(None) is None and bounded(3) == 3 and bounded(True) is True
+
+
+def test_bounded_strings_are_always_encodable():
+    text = bounded("ciao \ud800")
+    assert text == "ciao \\ud800"
+    text.encode("utf-8")
+
+
+def test_bounded_errors_lists_at_most_max_errors_and_counts_the_rest():
+    errors = [
+        {"type": "x", "loc": ("body", "tools", f"t{i}"), "msg": "m", "input": i} for i in range(50)
+    ]
+    shown = bounded_errors(errors)
+    assert len(shown) == MAX_ERRORS + 1
+    assert shown[-1]["type"] == "too_many_errors" and "30 more" in shown[-1]["msg"]
+
+
+async def test_a_map_of_ten_thousand_unknown_tools_is_a_small_422(settings, auth):
+    # 220 KB: past the default body limit (a 413), so the limit is raised to reach the 422.
+    tools = {f"strumento_{i:05d}": True for i in range(10_000)}
+    app = app_with(settings.model_copy(update={"max_body_bytes": 1_000_000}))
+    async with asgi_client(app) as client:
+        response = await client.post(
+            "/api/stream_query", json={"query": "ciao", "tools": tools}, headers=auth()
+        )
+    assert response.status_code == 422
+    assert len(response.content) < 4_000, len(response.content)
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", "tools"]
+    assert f"at most {MAX_TOOLS} tool switches, got 10000" in error["msg"]
+
+
+async def test_each_unknown_tool_is_reported_alone(client, auth):
+    tools = {f"nope_{i:02d}": True for i in range(MAX_TOOLS)}
+    response = await client.post(
+        "/api/stream_query", json={"query": "ciao", "tools": tools}, headers=auth()
+    )
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert len(detail) == MAX_ERRORS + 1
+    assert detail[0]["loc"] == ["body", "tools", "nope_00"] and detail[0]["input"] == "nope_00"
+    assert len(response.content) < 10_000, len(response.content)
+
+
+async def test_a_long_tool_name_is_refused_without_echoing_it(client, auth):
+    name = "n" * 5_000
+    response = await client.post(
+        "/api/stream_query", json={"query": "ciao", "tools": {name: True}}, headers=auth()
+    )
+    assert response.status_code == 422
+    assert name not in response.text and len(response.content) < 2_000
+
+
+async def test_a_huge_query_is_refused_without_echoing_it(client, auth):
+    response = await client.post("/api/stream_query", json={"query": "q" * 60_000}, headers=auth())
+    assert response.status_code == 422
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", "query"] and error["type"] == "string_too_long"
+    assert len(response.content) < 2_000
+
+
+@pytest.mark.parametrize("query", ["ciao \ud800", "\udfff", "a\ud83d"])
+async def test_a_lone_surrogate_is_a_422_not_a_500(client, auth, query):
+    body = json.dumps({"query": query}).encode()  # JSON escapes it: \ud800
+    response = await client.post(
+        "/api/stream_query",
+        content=body,
+        headers={**auth(), "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"]
