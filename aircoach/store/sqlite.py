@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,8 +13,10 @@ from typing import Any, TypeVar
 import anyio
 
 from aircoach.errors import StoreUnavailable
-from aircoach.models import ToolRecord, Turn
-from aircoach.store.base import QUESTION_FIELDS, Question
+from aircoach.models import Turn
+from aircoach.quiz import search
+from aircoach.quiz.models import Attempt, ChapterStats
+from aircoach.store.base import QUESTION_FIELDS, Question, QuestionKey
 
 T = TypeVar("T")
 
@@ -25,6 +27,7 @@ CREATE TABLE IF NOT EXISTS chats (
     human TEXT NOT NULL,
     system TEXT NOT NULL,
     tool TEXT,
+    tools TEXT,
     timestamp TEXT NOT NULL,
     prompt_version TEXT NOT NULL,
     model TEXT NOT NULL,
@@ -42,7 +45,30 @@ CREATE TABLE IF NOT EXISTS quiz (
     doc TEXT NOT NULL,
     PRIMARY KEY (capitolo, numero)
 );
+CREATE TABLE IF NOT EXISTS quiz_terms (
+    term TEXT NOT NULL,
+    capitolo INTEGER NOT NULL,
+    numero INTEGER NOT NULL,
+    PRIMARY KEY (term, capitolo, numero)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS quiz_terms_question ON quiz_terms (capitolo, numero);
+CREATE TABLE IF NOT EXISTS quiz_attempts (
+    userId TEXT NOT NULL,
+    capitolo INTEGER NOT NULL,
+    numero INTEGER NOT NULL,
+    risposta TEXT NOT NULL,
+    corretta INTEGER NOT NULL,
+    timestamp TEXT NOT NULL,
+    turn_id TEXT
+);
+CREATE INDEX IF NOT EXISTS quiz_attempts_user_chapter
+    ON quiz_attempts (userId, capitolo, corretta);
+CREATE INDEX IF NOT EXISTS quiz_attempts_user_time ON quiz_attempts (userId, timestamp);
 """
+
+# SQLite binds at most 32766 parameters per statement (999 before 3.32); a search plan of
+# MAX_QUERY_WORDS words of 12 letters asks for about 5,000 terms.
+_MAX_PARAMS = 900
 
 
 class _Sqlite:
@@ -69,8 +95,14 @@ class _Sqlite:
                 return
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
+            try:
+                conn.row_factory = sqlite3.Row
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(_SCHEMA)
+                _migrate(conn)
+            except BaseException:
+                conn.close()
+                raise
             # Kept open, never queried again: when the last connection to a WAL file closes,
             # SQLite checkpoints and fsyncs, which would cost ~10 ms on every operation.
             self._anchor = conn
@@ -88,10 +120,43 @@ class _Sqlite:
             raise StoreUnavailable() from exc
 
 
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a file made by an earlier version up to date, once, whichever process (or store
+    object) gets there first: the `tools` column of a turn, and the questions' search terms
+    when they are missing or of an older `search.TERMS_VERSION`."""
+    conn.isolation_level = None  # explicit transaction: BEGIN IMMEDIATE serialises writers
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        columns = {row["name"] for row in conn.execute("PRAGMA table_info(chats)")}
+        if "tools" not in columns:
+            conn.execute("ALTER TABLE chats ADD COLUMN tools TEXT")
+        if conn.execute("PRAGMA user_version").fetchone()[0] != search.TERMS_VERSION:
+            conn.execute("DELETE FROM quiz_terms")
+            for row in conn.execute("SELECT doc FROM quiz").fetchall():
+                _write_terms(conn, json.loads(row["doc"]))
+            conn.execute(f"PRAGMA user_version = {int(search.TERMS_VERSION)}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _write_terms(conn: sqlite3.Connection, question: Question) -> None:
+    key = (int(question["capitolo"]), int(question["numero"]))
+    conn.execute("DELETE FROM quiz_terms WHERE capitolo = ? AND numero = ?", key)
+    conn.executemany(
+        "INSERT INTO quiz_terms (term, capitolo, numero) VALUES (?, ?, ?)",
+        [(term, *key) for term in search.index_terms(question)],
+    )
+
+
 def _turn_from_row(row: sqlite3.Row) -> Turn:
     data = dict(row)
-    tool = data.pop("tool")
-    return Turn(**data, tool=ToolRecord(**json.loads(tool)) if tool else None)
+    for column in ("tool", "tools"):
+        value = data.pop(column)
+        if value:
+            data[column] = json.loads(value)
+    return Turn.model_validate(data)
 
 
 class SqliteChatStore:
@@ -100,7 +165,8 @@ class SqliteChatStore:
 
     async def append_turn(self, turn: Turn) -> None:
         row = turn.model_dump()
-        row["tool"] = json.dumps(row["tool"], ensure_ascii=False) if row["tool"] else None
+        for column in ("tool", "tools"):
+            row[column] = json.dumps(row[column], ensure_ascii=False) if row[column] else None
         columns = ", ".join(row)
         marks = ", ".join(f":{name}" for name in row)
         await self._db.run(
@@ -147,6 +213,14 @@ class SqliteQuizStore:
     async def count(self) -> int:
         return await self._db.run(lambda c: c.execute("SELECT COUNT(*) FROM quiz").fetchone()[0])
 
+    async def chapter_counts(self) -> dict[int, int]:
+        rows = await self._db.run(
+            lambda c: c.execute(
+                "SELECT capitolo, COUNT(*) AS n FROM quiz GROUP BY capitolo ORDER BY capitolo"
+            ).fetchall()
+        )
+        return {row["capitolo"]: row["n"] for row in rows}
+
     async def upsert_questions(self, questions: list[Question]) -> int:
         rows = [
             {
@@ -167,19 +241,27 @@ class SqliteQuizStore:
                 "(:capitolo, :numero, :argomento, :difficolta, :corretta, :testo, :doc)",
                 rows,
             )
+            for question in questions:
+                _write_terms(c, question)
             return len(rows)
 
         return await self._db.run(write)
 
+    async def _many(
+        self, where: str, params: tuple[Any, ...], order: str, limit: int
+    ) -> list[Question]:
+        rows = await self._db.run(
+            lambda c: c.execute(
+                f"SELECT doc FROM quiz {where} ORDER BY {order} LIMIT ?", (*params, limit)
+            ).fetchall()
+        )
+        return [json.loads(row["doc"]) for row in rows]
+
     async def _one(
         self, where: str, params: tuple[Any, ...], order: str = "RANDOM()"
     ) -> Question | None:
-        row = await self._db.run(
-            lambda c: c.execute(
-                f"SELECT doc FROM quiz {where} ORDER BY {order} LIMIT 1", params
-            ).fetchone()
-        )
-        return json.loads(row["doc"]) if row else None
+        found = await self._many(where, params, order, 1)
+        return found[0] if found else None
 
     async def random_question(self) -> Question | None:
         return await self._one("", ())
@@ -191,20 +273,93 @@ class SqliteQuizStore:
             return await self._one(f"WHERE {field} = ?", (int(value),))
         return await self._one(f"WHERE lower({field}) = lower(?)", (str(value),))
 
+    async def sample(self, size: int, *, capitolo: int | None = None) -> list[Question]:
+        if capitolo is None:
+            return await self._many("", (), "RANDOM()", size)
+        return await self._many("WHERE capitolo = ?", (capitolo,), "RANDOM()", size)
+
     async def by_chapter_and_number(self, capitolo: int, numero: int) -> Question | None:
         return await self._one("WHERE capitolo = ? AND numero = ?", (capitolo, numero), "capitolo")
 
-    async def search_text(self, text: str, limit: int = 5) -> list[Question]:
-        needle = text.casefold()
+    async def by_keys(self, keys: Sequence[QuestionKey]) -> list[Question]:
+        wanted = list(dict.fromkeys((int(c), int(n)) for c, n in keys))[: _MAX_PARAMS // 2]
+        if not wanted:
+            return []
+        marks = ", ".join("(?, ?)" for _ in wanted)
+        params = [value for key in wanted for value in key]
+        rows = await self._db.run(
+            lambda c: c.execute(
+                f"SELECT capitolo, numero, doc FROM quiz WHERE (capitolo, numero) IN "
+                f"(VALUES {marks})",
+                params,
+            ).fetchall()
+        )
+        found = {(row["capitolo"], row["numero"]): json.loads(row["doc"]) for row in rows}
+        return [found[key] for key in wanted if key in found]
 
-        def search(c: sqlite3.Connection) -> list[Question]:
-            # casefold in Python: SQLite's lower() only folds ASCII, and Italian has accents.
-            found = []
-            for row in c.execute("SELECT testo, doc FROM quiz ORDER BY capitolo, numero"):
-                if needle in row["testo"].casefold():
-                    found.append(json.loads(row["doc"]))
-                    if len(found) >= limit:
-                        break
-            return found
+    async def list_questions(self, *, capitolo: int | None, limit: int) -> list[Question]:
+        if capitolo is None:
+            return await self._many("", (), "capitolo, numero", limit)
+        return await self._many("WHERE capitolo = ?", (capitolo,), "numero", limit)
 
-        return await self._db.run(search)
+    async def search_text(
+        self, text: str, *, capitolo: int | None = None, limit: int = 5
+    ) -> list[Question]:
+        plan = search.plan(text)
+        if not plan or limit <= 0:
+            return []
+        terms = plan.terms
+
+        def lookup(c: sqlite3.Connection) -> dict[QuestionKey, set[str]]:
+            matches: dict[QuestionKey, set[str]] = {}
+            for start in range(0, len(terms), _MAX_PARAMS):
+                chunk = terms[start : start + _MAX_PARAMS]
+                sql = (
+                    "SELECT term, capitolo, numero FROM quiz_terms "
+                    f"WHERE term IN ({', '.join('?' * len(chunk))})"
+                )
+                params: list[Any] = list(chunk)
+                if capitolo is not None:
+                    sql += " AND capitolo = ?"
+                    params.append(capitolo)
+                for term, chapter, number in c.execute(sql, params):
+                    matches.setdefault((chapter, number), set()).add(term)
+            return matches
+
+        return await self.by_keys(plan.rank(await self._db.run(lookup), limit))
+
+
+class SqliteAttemptStore:
+    def __init__(self, path: Path):
+        self._db = _Sqlite(path)
+
+    async def add_attempt(self, attempt: Attempt) -> None:
+        row = attempt.model_dump()
+        await self._db.run(
+            lambda c: c.execute(
+                "INSERT INTO quiz_attempts "
+                "(userId, capitolo, numero, risposta, corretta, timestamp, turn_id) VALUES "
+                "(:userId, :capitolo, :numero, :risposta, :corretta, :timestamp, :turn_id)",
+                row,
+            )
+        )
+
+    async def chapter_stats(self, user_id: str) -> list[ChapterStats]:
+        rows = await self._db.run(
+            lambda c: c.execute(
+                "SELECT capitolo, COUNT(*) AS risposte, SUM(corretta) AS corrette "
+                "FROM quiz_attempts WHERE userId = ? GROUP BY capitolo ORDER BY capitolo",
+                (user_id,),
+            ).fetchall()
+        )
+        return [ChapterStats(**dict(row)) for row in rows]
+
+    async def recent_attempts(self, user_id: str, limit: int) -> list[Attempt]:
+        rows = await self._db.run(
+            lambda c: c.execute(
+                "SELECT * FROM quiz_attempts WHERE userId = ? "
+                "ORDER BY timestamp DESC, rowid DESC LIMIT ?",
+                (user_id, limit),
+            ).fetchall()
+        )
+        return [Attempt(**{**dict(row), "corretta": bool(row["corretta"])}) for row in rows]
