@@ -18,11 +18,11 @@ from langgraph.graph.state import CompiledStateGraph
 
 from aircoach.auth.tokens import Principal
 from aircoach.errors import AppError
-from aircoach.models import MessageRequest, ToolRecord, Turn, TurnStatus
+from aircoach.models import MessageRequest, ToolCall, ToolRecord, Turn, TurnStatus
 from aircoach.turn.chat_models import TurnModels
 from aircoach.turn.events import AgentMessage, Done, ErrorEvent, TurnEvent
 from aircoach.turn.recorder import TurnRecorder
-from aircoach.turn.stream import agent_events
+from aircoach.turn.stream import ToolStep, agent_events
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +47,9 @@ class ChatTurn:
     recorder: TurnRecorder
     prompt_version: str
     context_turns: int
-    return_direct: frozenset[str]
     turn_id: str = field(default_factory=new_turn_id)
     answer: list[str] = field(default_factory=list)
-    tool: ToolRecord | None = None
+    steps: list[ToolStep] = field(default_factory=list)
     status: TurnStatus = "ok"
 
     @property
@@ -61,22 +60,33 @@ class ChatTurn:
     def text(self) -> str:
         return "".join(self.answer)
 
+    @property
+    def tools(self) -> list[ToolCall]:
+        """Every tool call of the turn, in the order the model made them."""
+        return [step.call for step in sorted(self.steps, key=lambda step: step.order)]
+
+    @property
+    def tool(self) -> ToolRecord | None:
+        """The last tool result the client got, as clients that predate `tools` read it."""
+        if not self.steps:
+            return None
+        last = self.steps[-1].event
+        return ToolRecord(tool_name=last.tool_name, data=last.data)
+
     async def events(self) -> AsyncGenerator[TurnEvent, None]:
         ended_by_tool = False
         try:
             try:
                 async for event in agent_events(
-                    self.agent,
-                    self.request.query,
-                    thread_id=self.recorder.memory_thread,
-                    return_direct=self.return_direct,
+                    self.agent, self.request.query, thread_id=self.recorder.memory_thread
                 ):
-                    if isinstance(event, AgentMessage):
-                        self.answer.append(event.content)
+                    if isinstance(event, ToolStep):
+                        self.steps.append(event)
+                        ended_by_tool = ended_by_tool or event.event.final
+                        yield event.event
                     else:
-                        self.tool = ToolRecord(tool_name=event.tool_name, data=event.data)
-                        ended_by_tool = ended_by_tool or event.final
-                    yield event
+                        self.answer.append(event.content)
+                        yield event
             except Exception as exc:
                 self.status = "error"
                 log.exception(
@@ -110,6 +120,7 @@ class ChatTurn:
             human=self.request.query,
             system=self.text,
             tool=self.tool,
+            tools=self.tools,
             timestamp=datetime.now(UTC).isoformat(),
             prompt_version=self.prompt_version,
             model=self.model,
