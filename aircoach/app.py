@@ -10,7 +10,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from aircoach.errors import AppError
-from aircoach.routes import chat, docs, health, history, tools
+from aircoach.routes import chat, docs, health, history, quiz, tools
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
 
@@ -51,6 +51,6 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         allow_headers=["*"],
     )
     app.add_exception_handler(AppError, _app_error)
-    for module in (chat, health, tools, history, docs):
+    for module in (chat, health, tools, history, docs, quiz):
         app.include_router(module.router)
     return app

@@ -56,6 +56,12 @@ class ForbiddenError(AppError):
     message = "This token lacks the permission this operation needs."
 
 
+class NotFoundError(AppError):
+    code = "not_found"
+    status = 404
+    message = "Not found."
+
+
 class InvalidDocs(AppError):
     """A forced docs reload found docs that must not be served; the last good ones stay."""
 
