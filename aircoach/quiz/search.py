@@ -23,7 +23,8 @@ TERMS_VERSION = 1
 
 MAX_QUERY_WORDS = 8  # more words add cost, not precision
 FUZZY_MIN_LETTERS = 5
-EXACT, FUZZY = 1.0, 0.6  # a word's weight when its stem matches exactly / one edit away
+# A word's weight when its stem matches exactly / one edit away (integers: ties are exact).
+EXACT, FUZZY = 10, 6
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -104,11 +105,11 @@ class SearchPlan:
             found |= word.fuzzy
         return sorted(found)
 
-    def score(self, matched: Iterable[str]) -> float:
+    def score(self, matched: Iterable[str]) -> int:
         """A question's score from the terms of its that matched: per query word, EXACT for
         its stem, FUZZY for a stem one edit away, summed over the words."""
         have = set(matched)
-        total = 0.0
+        total = 0
         for word in self.words:
             if word.exact in have:
                 total += EXACT

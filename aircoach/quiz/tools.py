@@ -9,6 +9,7 @@ tool message, marked not to be revealed before the student answers; the model th
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -104,7 +105,9 @@ def _validate(
             raise ValueError(f"testo must be at most {MAX_TEXT} characters")
     chapters: tuple[int, ...] = ()
     if capitoli is not None:
-        if not isinstance(capitoli, list | tuple):
+        if isinstance(capitoli, str):  # "2, 5 e 7" from a model that sent text
+            capitoli = re.findall(r"\d+", capitoli) or [capitoli]
+        elif not isinstance(capitoli, list | tuple):
             capitoli = [capitoli]
         if len(capitoli) > MAX_QUESTIONS:
             raise ValueError(f"capitoli: at most {MAX_QUESTIONS} chapters, got {len(capitoli)}")

@@ -66,8 +66,7 @@ CREATE INDEX IF NOT EXISTS quiz_attempts_user_chapter
 CREATE INDEX IF NOT EXISTS quiz_attempts_user_time ON quiz_attempts (userId, timestamp);
 """
 
-# SQLite binds at most 32766 parameters per statement (999 before 3.32); a search plan of
-# MAX_QUERY_WORDS words of 12 letters asks for about 5,000 terms.
+# SQLite binds at most 999 parameters per statement before 3.32.
 _MAX_PARAMS = 900
 
 
@@ -148,6 +147,23 @@ def _write_terms(conn: sqlite3.Connection, question: Question) -> None:
         "INSERT INTO quiz_terms (term, capitolo, numero) VALUES (?, ?, ?)",
         [(term, *key) for term in search.index_terms(question)],
     )
+
+
+def _questions_by_keys(conn: sqlite3.Connection, keys: list[QuestionKey]) -> list[Question]:
+    """The questions of `keys` that exist, in the order of `keys`."""
+    found: dict[QuestionKey, Question] = {}
+    for start in range(0, len(keys), _MAX_PARAMS // 2):
+        chunk = keys[start : start + _MAX_PARAMS // 2]
+        marks = ", ".join("(?, ?)" for _ in chunk)
+        # Joined from the keys, so each is a primary-key lookup (`(capitolo, numero) IN
+        # (VALUES ...)` scans the table).
+        rows = conn.execute(
+            f"SELECT quiz.capitolo, quiz.numero, quiz.doc FROM (VALUES {marks}) AS k "
+            "CROSS JOIN quiz ON quiz.capitolo = k.column1 AND quiz.numero = k.column2",
+            [value for key in chunk for value in key],
+        )
+        found.update({(r["capitolo"], r["numero"]): json.loads(r["doc"]) for r in rows})
+    return [found[key] for key in keys if key in found]
 
 
 def _turn_from_row(row: sqlite3.Row) -> Turn:
@@ -282,20 +298,10 @@ class SqliteQuizStore:
         return await self._one("WHERE capitolo = ? AND numero = ?", (capitolo, numero), "capitolo")
 
     async def by_keys(self, keys: Sequence[QuestionKey]) -> list[Question]:
-        wanted = list(dict.fromkeys((int(c), int(n)) for c, n in keys))[: _MAX_PARAMS // 2]
+        wanted = list(dict.fromkeys((int(c), int(n)) for c, n in keys))
         if not wanted:
             return []
-        marks = ", ".join("(?, ?)" for _ in wanted)
-        params = [value for key in wanted for value in key]
-        rows = await self._db.run(
-            lambda c: c.execute(
-                f"SELECT capitolo, numero, doc FROM quiz WHERE (capitolo, numero) IN "
-                f"(VALUES {marks})",
-                params,
-            ).fetchall()
-        )
-        found = {(row["capitolo"], row["numero"]): json.loads(row["doc"]) for row in rows}
-        return [found[key] for key in wanted if key in found]
+        return await self._db.run(lambda c: _questions_by_keys(c, wanted))
 
     async def list_questions(self, *, capitolo: int | None, limit: int) -> list[Question]:
         if capitolo is None:
@@ -310,7 +316,8 @@ class SqliteQuizStore:
             return []
         terms = plan.terms
 
-        def lookup(c: sqlite3.Connection) -> dict[QuestionKey, set[str]]:
+        def find(c: sqlite3.Connection) -> list[Question]:
+            # One connection and one thread hop for the lookup, the ranking and the fetch.
             matches: dict[QuestionKey, set[str]] = {}
             for start in range(0, len(terms), _MAX_PARAMS):
                 chunk = terms[start : start + _MAX_PARAMS]
@@ -324,9 +331,9 @@ class SqliteQuizStore:
                     params.append(capitolo)
                 for term, chapter, number in c.execute(sql, params):
                     matches.setdefault((chapter, number), set()).add(term)
-            return matches
+            return _questions_by_keys(c, plan.rank(matches, limit))
 
-        return await self.by_keys(plan.rank(await self._db.run(lookup), limit))
+        return await self._db.run(find)
 
 
 class SqliteAttemptStore:

@@ -138,6 +138,8 @@ async def test_how_many_spreads_over_the_chapters_and_never_repeats(ctx):
         found = keys(out.data["questions"])
         assert len(found) == len(set(found)) == 5
         assert sorted(c for c, _ in found) == [2, 2, 2, 5, 5]
+    out = await domanda_teoria(ctx, capitoli="1, 3 e 9")  # as text, from a sloppy model
+    assert [c for c, _ in keys(out.data["questions"])] == [1, 3, 9]
     out = await domanda_teoria(ctx, capitolo=4, quante=3)
     assert [c for c, _ in keys(out.data["questions"])] == [4, 4, 4]
     out = await domanda_teoria(ctx, quante=2)
