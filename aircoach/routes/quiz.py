@@ -25,7 +25,7 @@ from aircoach.quiz.models import (
     QuestionList,
 )
 from aircoach.quiz.service import InvalidAnswer, QuestionNotFound, QuizService
-from aircoach.routes.responses import UNAUTHORIZED, Responses, unavailable
+from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
 
 router = APIRouter(prefix="/api", tags=["quiz"])
 
@@ -87,7 +87,7 @@ async def question(
         raise _not_found(exc) from None
 
 
-@router.post("/quiz/answers", responses={**_FAILS, **_NOT_FOUND})
+@router.post("/quiz/answers", responses={**UNPARSABLE_BODY, **_FAILS, **_NOT_FOUND})
 async def answer(user: CurrentUser, quiz: Quiz, body: AnswerRequest) -> AnswerResult:
     """Grade an answer against the key and record it in the caller's progress. `risposta` is
     a letter (any case; "la c" and "risposta: c" too) or the text of an option; a letter

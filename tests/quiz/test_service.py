@@ -23,9 +23,13 @@ Q11 = (1, 1)
 
 
 @pytest.fixture
-async def quiz(store_settings: Settings) -> QuizService:
+async def quiz(store_settings: Settings, request: pytest.FixtureRequest) -> QuizService:
+    if store_settings.mongodb_uri is None:  # SQLite: a copy of the bank seeded once
+        store_settings = store_settings.model_copy(
+            update={"sqlite_path": request.getfixturevalue("bank_file")}
+        )
     stores = open_stores(store_settings)
-    await seed_demo_questions(stores.quiz)
+    await seed_demo_questions(stores.quiz)  # a no-op on the copy
     return QuizService(stores.quiz, stores.attempts, await chapter_titles())
 
 

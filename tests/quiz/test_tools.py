@@ -13,11 +13,9 @@ from aircoach.tools.registry import ToolContext
 
 
 @pytest.fixture
-async def ctx(settings, tmp_path):
-    path = tmp_path / "quiz.sqlite3"
-    quiz = SqliteQuizStore(path)
-    assert await seed_demo_questions(quiz) >= 100
-    service = QuizService(quiz, SqliteAttemptStore(path), await chapter_titles())
+async def ctx(bank_file):
+    quiz = SqliteQuizStore(bank_file)
+    service = QuizService(quiz, SqliteAttemptStore(bank_file), await chapter_titles())
     return ToolContext(quiz=service, user_id="u", turn_id="turn-1")
 
 

@@ -137,8 +137,8 @@ async def test_one_compact_log_line_per_request(client, auth, script, tool_servi
         await chat(client, auth(), "Ciao", tools={"web_search": True, "lex_search": False})
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tools ")]
     assert lines == [
-        "tools domanda_teoria=1 web_search=0 kb_search=1 lex_search=1",
-        "tools domanda_teoria=1 web_search=1 kb_search=1 lex_search=0",
+        "tools domanda_teoria=1 verifica_risposta=1 web_search=0 kb_search=1 lex_search=1",
+        "tools domanda_teoria=1 verifica_risposta=1 web_search=1 kb_search=1 lex_search=0",
     ]
 
 
