@@ -247,11 +247,10 @@ class OfflineChatModel(BaseChatModel):
         if isinstance(last, ToolMessage):
             return AIMessage(f"{OFFLINE_NOTICE} Risultato di {last.name}: {last.text}")
         query = last.text if isinstance(last, HumanMessage) else ""
-        call = (
-            self._grade_pending_answer(messages, query)
-            or self._quiz_request(query)
-            or self._pick_tool(query, skip=_QUIZ_TOOLS)
-        )
+        call = self._grade_pending_answer(messages, query)
+        if call is None:
+            scores = self._scores(query)
+            call = self._quiz_request(query, scores) or self._pick_tool(scores, query)
         if call is not None:
             return AIMessage("", tool_calls=[call])
         system = next((m.text for m in messages if isinstance(m, SystemMessage)), "")
@@ -275,12 +274,11 @@ class OfflineChatModel(BaseChatModel):
             return None
         return _tool_call(offline_quiz.GRADE, offline_quiz.grade_call(query, question))
 
-    def _quiz_request(self, query: str) -> dict[str, Any] | None:
+    def _quiz_request(self, query: str, scores: dict[str, float]) -> dict[str, Any] | None:
         ask = self._bound(offline_quiz.ASK)
         if ask is None:
             return None
         if not offline_quiz.wants_review(query):
-            scores = self._scores(query)
             best = max(scores.values(), default=0.0)
             if scores.get(ask["name"], 0.0) < max(best, TOOL_THRESHOLD):
                 return None
@@ -295,9 +293,10 @@ class OfflineChatModel(BaseChatModel):
             for fn in (tool["function"] for tool in self.bound_tools)
         }
 
-    def _pick_tool(self, query: str, skip: frozenset[str] = frozenset()) -> dict[str, Any] | None:
-        """The tool whose examples match best (ties: the first declared), above the threshold."""
-        scores = {name: v for name, v in self._scores(query).items() if name not in skip}
+    def _pick_tool(self, scores: dict[str, float], query: str) -> dict[str, Any] | None:
+        """The tool whose examples match best (ties: the first declared), above the threshold;
+        the quiz's tools are left to the decisions above."""
+        scores = {name: v for name, v in scores.items() if name not in _QUIZ_TOOLS}
         name = max(scores, key=lambda n: scores[n], default=None)
         if name is None or scores[name] < TOOL_THRESHOLD:
             return None

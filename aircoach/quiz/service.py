@@ -9,7 +9,9 @@ weak once it has `WEAK_MIN_ANSWERS` answers of which less than `WEAK_BELOW` were
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +30,11 @@ from aircoach.store.base import AttemptStore, Question, QuestionKey, QuizStore
 WEAK_MIN_ANSWERS = 3  # fewer answers say too little about a chapter
 WEAK_BELOW = 0.6  # share of right answers under which a chapter is weak
 MISSED_WINDOW = 200  # recent attempts looked at for questions still answered wrong
+# The prompt's progress section is a hint, read on every quiz turn: an instance remembers a
+# user's progress this long (dropped at once when it grades that user's answer), for at most
+# this many users. GET /api/progress always reads the store.
+PROMPT_PROGRESS_TTL_S = 30.0
+PROMPT_PROGRESS_USERS = 1000
 
 
 class QuestionNotFound(LookupError):
@@ -57,10 +64,19 @@ def option_line(question: Question, letter: str) -> str:
 
 
 class QuizService:
-    def __init__(self, questions: QuizStore, attempts: AttemptStore, titles: Mapping[int, str]):
+    def __init__(
+        self,
+        questions: QuizStore,
+        attempts: AttemptStore,
+        titles: Mapping[int, str],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.questions = questions
         self.attempts = attempts
         self.titles = dict(titles)
+        self._clock = clock
+        self._recent: OrderedDict[str, tuple[float, Progress]] = OrderedDict()
 
     def title(self, capitolo: int) -> str:
         return self.titles.get(capitolo, f"Capitolo {capitolo}")
@@ -124,6 +140,9 @@ class QuizService:
                 turn_id=turn_id,
             )
         )
+        # The next turn's prompt shows this answer (a read already under way when it was
+        # stored may still remember the earlier figures, for PROMPT_PROGRESS_TTL_S at most).
+        self._recent.pop(user_id, None)
         return Graded(result, question)
 
     async def progress(self, user_id: str) -> Progress:
@@ -148,6 +167,21 @@ class QuizService:
             corrette=sum(s.corrette for s in stats),
             deboli=[s.capitolo for s in weak],
         )
+
+    async def prompt_progress(self, user_id: str) -> Progress:
+        """`progress` for the system prompt: remembered for PROMPT_PROGRESS_TTL_S, so a
+        conversation does not read the attempts on every turn."""
+        now = self._clock()
+        cached = self._recent.get(user_id)
+        if cached is not None and cached[0] > now:
+            self._recent.move_to_end(user_id)
+            return cached[1]
+        progress = await self.progress(user_id)
+        self._recent[user_id] = (now + PROMPT_PROGRESS_TTL_S, progress)
+        self._recent.move_to_end(user_id)
+        while len(self._recent) > PROMPT_PROGRESS_USERS:
+            self._recent.popitem(last=False)
+        return progress
 
     async def missed(self, user_id: str, *, capitolo: int | None = None) -> list[QuestionKey]:
         """Questions whose latest answer (among the recent ones) was wrong, newest first."""

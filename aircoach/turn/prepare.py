@@ -117,7 +117,7 @@ async def _progress_section(services: Services, user_id: str, enabled: list[Tool
         return ""
     try:
         quiz = await services.quiz_service()
-        return progress_section(await quiz.progress(user_id))
+        return progress_section(await quiz.prompt_progress(user_id))
     except Exception as exc:
         reason = exc.__cause__ or exc
         log.warning(

@@ -23,14 +23,14 @@ Q11 = (1, 1)
 
 
 @pytest.fixture
-async def quiz(store_settings: Settings, request: pytest.FixtureRequest) -> QuizService:
+async def quiz(store_settings: Settings, request: pytest.FixtureRequest, clock) -> QuizService:
     if store_settings.mongodb_uri is None:  # SQLite: a copy of the bank seeded once
         store_settings = store_settings.model_copy(
             update={"sqlite_path": request.getfixturevalue("bank_file")}
         )
     stores = open_stores(store_settings)
     await seed_demo_questions(stores.quiz)  # a no-op on the copy
-    return QuizService(stores.quiz, stores.attempts, await chapter_titles())
+    return QuizService(stores.quiz, stores.attempts, await chapter_titles(), clock=clock)
 
 
 async def answer(quiz: QuizService, user: str, key: tuple[int, int], right: bool) -> None:
@@ -156,3 +156,30 @@ def test_the_progress_section_is_short_and_names_the_weak_chapters():
         "- capitoli deboli, dal più debole: 5 (Meteorologia). Proponi di ripassarli "
         '(`domanda_teoria` con `modo` = "ripasso").',
     ]
+
+
+async def test_the_prompt_remembers_progress_briefly_and_forgets_it_on_grading(
+    quiz: QuizService, clock
+):
+    from aircoach.quiz.service import PROMPT_PROGRESS_TTL_S
+
+    calls = 0
+    read = quiz.attempts.chapter_stats
+
+    async def counted(user_id):
+        nonlocal calls
+        calls += 1
+        return await read(user_id)
+
+    quiz.attempts.chapter_stats = counted
+    assert (await quiz.prompt_progress("alice")).risposte == 0
+    assert (await quiz.prompt_progress("alice")).risposte == 0 and calls == 1
+    await answer(quiz, "alice", Q11, True)  # graded here: forgotten at once
+    assert (await quiz.prompt_progress("alice")).risposte == 1 and calls == 2
+    await quiz.attempts.add_attempt(  # graded by another instance: seen after the TTL
+        (await quiz.attempts.recent_attempts("alice", 1))[0].model_copy(update={"numero": 2})
+    )
+    assert (await quiz.prompt_progress("alice")).risposte == 1
+    clock.advance(PROMPT_PROGRESS_TTL_S + 1)
+    assert (await quiz.prompt_progress("alice")).risposte == 2 and calls == 3
+    assert (await quiz.progress("alice")).risposte == 2  # the API always reads the store
