@@ -42,17 +42,11 @@ def build_stores(settings: StoreSettings) -> tuple[ChatStore, QuizStore]:
     return stores.chats, stores.quiz
 
 
-def build_attempt_store(settings: StoreSettings) -> AttemptStore:
-    """The attempt store of `open_stores` (a connection of its own)."""
-    return open_stores(settings).attempts
-
-
 __all__ = [
     "AttemptStore",
     "ChatStore",
     "QuizStore",
     "Stores",
-    "build_attempt_store",
     "build_stores",
     "open_stores",
 ]
