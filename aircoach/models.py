@@ -42,8 +42,30 @@ class MessageRequest(BaseModel):
 
 
 class ToolRecord(BaseModel):
+    """A tool's result as the client got it (`tool_result.data`)."""
+
     tool_name: str
     data: dict[str, Any]
+
+
+class ToolUse(ToolRecord):
+    """A tool call of a stored turn as endpoints return it: client data only."""
+
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolCall(ToolUse):
+    """A tool call of a stored turn, enough to rebuild exactly what the model was shown:
+    its call (id, arguments) and the tool message (`text`, `status`). `text` is for the
+    model only (it may hold a quiz question's key) and no endpoint returns it."""
+
+    call_id: str
+    text: str
+    status: Literal["success", "error"] = "success"
+    step: int = Field(default=0, description="The model call (0 = first) that made it.")
+    offset: int = Field(
+        default=0, description="Characters of the answer written before that model call ended."
+    )
 
 
 class MessageResponse(BaseModel):
@@ -60,13 +82,13 @@ class MessageResponse(BaseModel):
     request_id: str = Field(description="The request's id, as in the X-Request-ID header.")
 
 
-class Turn(BaseModel):
-    """One stored chat turn (collection `chats`)."""
-
+class _TurnFields(BaseModel):
     userId: str
     human: str
     system: str
-    tool: ToolRecord | None = None
+    tool: ToolRecord | None = Field(
+        default=None, description="The last tool result of the turn (kept for older readers)."
+    )
     timestamp: str
     prompt_version: str
     model: str
@@ -75,8 +97,32 @@ class Turn(BaseModel):
     status: TurnStatus = "ok"
 
 
+class Turn(_TurnFields):
+    """One stored chat turn (collection `chats`). Turns stored before `tools` existed have
+    only `tool`."""
+
+    tools: list[ToolCall] = Field(default_factory=list)
+
+
+class HistoryTurn(_TurnFields):
+    """A stored turn as `/api/history` returns it: every tool call's client data, never the
+    text the model was given."""
+
+    tools: list[ToolUse] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, turn: Turn) -> HistoryTurn:
+        return cls(
+            **turn.model_dump(exclude={"tools"}),
+            tools=[
+                ToolUse(tool_name=t.tool_name, arguments=t.arguments, data=t.data)
+                for t in turn.tools
+            ],
+        )
+
+
 class HistoryPage(BaseModel):
-    turns: list[Turn]
+    turns: list[HistoryTurn]
     next_before: str | None = Field(
         default=None, description="Pass as `before` to get the next (older) page."
     )

@@ -20,12 +20,20 @@ from aircoach.llm.factory import ConfiguredModels, ModelProvider
 from aircoach.prompts.sources import LocalDocSource, PromptSource
 from aircoach.prompts.store import PromptSnapshot, PromptStore
 from aircoach.settings import PromptSettings, Settings
-from aircoach.store import ChatStore, QuizStore, TaskStores, build_stores, build_task_stores
+from aircoach.store import (
+    AttemptStore,
+    ChatStore,
+    QuizStore,
+    TaskStores,
+    build_task_stores,
+    open_stores,
+)
 from aircoach.store.spool import DeadLetters, FileSpool, S3Spool, TurnSpool
 from aircoach.tasks.definition import TaskCatalog, check_task_docs, load_tasks
 from aircoach.tools.registry import ToolRegistry, check_tools_doc
 
 if TYPE_CHECKING:
+    from aircoach.quiz.service import QuizService
     from aircoach.tasks.engine import TaskEngine
     from aircoach.tasks.models import TaskModels
     from aircoach.turn.memory import Memory
@@ -88,6 +96,7 @@ class Services:
     prompts: PromptStore
     chats: ChatStore
     quiz: QuizStore
+    attempts: AttemptStore
     models: ModelProvider
     user_data: UserDataSource | None
     dead_letters: DeadLetters
@@ -95,7 +104,7 @@ class Services:
     task_models: TaskModels
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
-    _quiz_ready: bool = field(default=False, repr=False)
+    _quiz_service: QuizService | None = field(default=None, repr=False)
 
     @classmethod
     def build(
@@ -106,6 +115,7 @@ class Services:
         prompts: PromptStore | None = None,
         chats: ChatStore | None = None,
         quiz: QuizStore | None = None,
+        attempts: AttemptStore | None = None,
         models: ModelProvider | None = None,
         user_data: UserDataSource | None = _UNSET,
         dead_letters: DeadLetters | None = None,
@@ -113,16 +123,18 @@ class Services:
         task_models: TaskModels | None = None,
     ) -> Services:
         """The parts the settings say, except those given."""
-        if chats is None or quiz is None:
-            default_chats, default_quiz = build_stores(settings)
-            chats = default_chats if chats is None else chats
-            quiz = default_quiz if quiz is None else quiz
+        if chats is None or quiz is None or attempts is None:
+            stores = open_stores(settings)
+            chats = stores.chats if chats is None else chats
+            quiz = stores.quiz if quiz is None else quiz
+            attempts = stores.attempts if attempts is None else attempts
         return cls(
             settings=settings,
             verifier=verifier or build_verifier(settings),
             prompts=prompts or build_prompt_store(settings),
             chats=chats,
             quiz=quiz,
+            attempts=attempts,
             models=models or ConfiguredModels(settings),
             user_data=build_user_data_source(settings) if user_data is _UNSET else user_data,
             dead_letters=dead_letters or build_dead_letters(settings),
@@ -167,11 +179,13 @@ class Services:
             cached = self._tasks = (snapshot.docs, load_tasks(snapshot.contents))
         return cached[1]
 
-    async def quiz_store(self) -> QuizStore:
-        """The quiz store, loaded with the demo questions on first use when it is empty."""
-        if not self._quiz_ready:
-            from aircoach.quiz.bank import seed_demo_questions
+    async def quiz_service(self) -> QuizService:
+        """The quiz service; its store is loaded with the demo questions on first use when it
+        is empty."""
+        if self._quiz_service is None:
+            from aircoach.quiz.bank import chapter_titles, seed_demo_questions
+            from aircoach.quiz.service import QuizService
 
             await seed_demo_questions(self.quiz)
-            self._quiz_ready = True
-        return self.quiz
+            self._quiz_service = QuizService(self.quiz, self.attempts, await chapter_titles())
+        return self._quiz_service

@@ -205,6 +205,7 @@ class StoreSettings(_Group):
     mongodb_db: str = "aircoach"
     mongodb_chats_collection: str = "chats"
     mongodb_quiz_collection: str = "quiz"
+    mongodb_attempts_collection: str = "quiz_attempts"
     store_timeout_s: float = Field(default=5.0, gt=0)
     deadletter_bucket: str | None = None
     deadletter_prefix: str = "deadletter/"

@@ -73,7 +73,7 @@ def build() -> object:
         graph = build_agent(
             model=OfflineChatModel(tool_examples={t.name: list(t.examples) for t in tools}),
             tools=tools,
-            ctx=ToolContext(quiz=services.quiz, user_id="bench"),
+            ctx=ToolContext(quiz=await services.quiz_service(), user_id="bench"),
             system_prompt=text,
             checkpointer=None,
             history_limit=settings.history_limit,

@@ -29,8 +29,12 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
+from aircoach.llm import offline_quiz
+
 OFFLINE_NOTICE = "[modello offline]"
 TOOL_THRESHOLD = 0.5
+# Called by the quiz's own decisions below, never by scoring examples.
+_QUIZ_TOOLS = frozenset({offline_quiz.ASK, offline_quiz.GRADE})
 STOPWORDS = frozenset(
     [
         "a",
@@ -206,6 +210,10 @@ def best_passage(query: str, document: str) -> str:
     return max(passages, key=lambda p: _stem_overlap(q, _terms(p)))
 
 
+def _tool_call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": f"call_{uuid4().hex[:12]}", "type": "tool_call"}
+
+
 def stream_chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:
     """A reply as a provider would stream it: each tool call as one chunk, then the text word
     by word (at least one chunk, so an empty reply is still a reply)."""
@@ -236,11 +244,18 @@ class OfflineChatModel(BaseChatModel):
         return self.model_copy(update={"bound_tools": [convert_to_openai_tool(t) for t in tools]})
 
     def respond(self, messages: list[BaseMessage]) -> AIMessage:
+        """The reply, decided in this order: after a tool result, answer from it; a message
+        that answers the quiz question still pending is graded (`verifica_risposta`); a quiz
+        request asks questions (`domanda_teoria`: several at once, review); another request
+        that matches a tool's examples calls that tool; else the best passage of the prompt."""
         last = messages[-1] if messages else HumanMessage("")
         if isinstance(last, ToolMessage):
             return AIMessage(f"{OFFLINE_NOTICE} Risultato di {last.name}: {last.text}")
         query = last.text if isinstance(last, HumanMessage) else ""
-        call = self._pick_tool(query)
+        call = self._grade_pending_answer(messages, query)
+        if call is None:
+            scores = self._scores(query)
+            call = self._quiz_request(query, scores) or self._pick_tool(scores, query)
         if call is not None:
             return AIMessage("", tool_calls=[call])
         system = next((m.text for m in messages if isinstance(m, SystemMessage)), "")
@@ -249,24 +264,50 @@ class OfflineChatModel(BaseChatModel):
             return AIMessage(f"{OFFLINE_NOTICE} Dalle istruzioni del coach: {passage}")
         return AIMessage(f"{OFFLINE_NOTICE} Non ho informazioni su questo argomento.")
 
-    def _pick_tool(self, query: str) -> dict[str, Any] | None:
-        best, best_score = None, 0.0
-        for tool in self.bound_tools:
-            fn = tool["function"]
-            score = score_tool(
+    def _bound(self, name: str) -> dict[str, Any] | None:
+        return next(
+            (t["function"] for t in self.bound_tools if t["function"]["name"] == name), None
+        )
+
+    def _grade_pending_answer(
+        self, messages: list[BaseMessage], query: str
+    ) -> dict[str, Any] | None:
+        if self._bound(offline_quiz.GRADE) is None:
+            return None
+        question = offline_quiz.pending_question(messages)
+        if question is None or not offline_quiz.answers(query, question):
+            return None
+        return _tool_call(offline_quiz.GRADE, offline_quiz.grade_call(query, question))
+
+    def _quiz_request(self, query: str, scores: dict[str, float]) -> dict[str, Any] | None:
+        ask = self._bound(offline_quiz.ASK)
+        if ask is None:
+            return None
+        if not offline_quiz.wants_review(query):
+            best = max(scores.values(), default=0.0)
+            if scores.get(ask["name"], 0.0) < max(best, TOOL_THRESHOLD):
+                return None
+        base = fill_arguments(query, ask.get("parameters", {}))
+        return _tool_call(ask["name"], offline_quiz.quiz_arguments(query, base))
+
+    def _scores(self, query: str) -> dict[str, float]:
+        return {
+            fn["name"]: score_tool(
                 query, fn.get("description", ""), self.tool_examples.get(fn["name"], [])
             )
-            if score > best_score:
-                best, best_score = fn, score
-        if best is None or best_score < TOOL_THRESHOLD:
-            return None
-        args = fill_arguments(query, best.get("parameters", {}))
-        return {
-            "name": best["name"],
-            "args": args,
-            "id": f"call_{uuid4().hex[:12]}",
-            "type": "tool_call",
+            for fn in (tool["function"] for tool in self.bound_tools)
         }
+
+    def _pick_tool(self, scores: dict[str, float], query: str) -> dict[str, Any] | None:
+        """The tool whose examples match best (ties: the first declared), above the threshold;
+        the quiz's tools are left to the decisions above."""
+        scores = {name: v for name, v in scores.items() if name not in _QUIZ_TOOLS}
+        name = max(scores, key=lambda n: scores[n], default=None)
+        if name is None or scores[name] < TOOL_THRESHOLD:
+            return None
+        fn = self._bound(name)
+        assert fn is not None
+        return _tool_call(name, fill_arguments(query, fn.get("parameters", {})))
 
     def _generate(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any

@@ -1,10 +1,12 @@
-"""The demo question bank shipped with the app, loaded into the quiz store on first use."""
+"""The demo question bank shipped with the app, loaded into the quiz store on first use, and
+the course's chapter titles."""
 
 from __future__ import annotations
 
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -16,9 +18,17 @@ DEMO_QUESTIONS = Path(__file__).parent.parent / "data" / "quiz_questions.json"
 CHAPTERS = range(1, 11)
 
 
+async def _load_bank() -> dict[str, Any]:
+    return json.loads(await anyio.Path(DEMO_QUESTIONS).read_text("utf-8"))
+
+
 async def load_demo_questions() -> list[Question]:
-    raw = await anyio.Path(DEMO_QUESTIONS).read_text("utf-8")
-    return json.loads(raw)["questions"]
+    return (await _load_bank())["questions"]
+
+
+async def chapter_titles() -> dict[int, str]:
+    """The title of each chapter of the course (`GET /api/quiz/chapters`, progress)."""
+    return {int(number): title for number, title in (await _load_bank())["chapters"].items()}
 
 
 async def seed_demo_questions(quiz: QuizStore, *, only_if_empty: bool = True) -> int:

@@ -1,15 +1,40 @@
-"""The quiz tool `domanda_teoria`: pick a question by chapter, number, text or field."""
+"""The quiz's chat tools: `domanda_teoria` asks questions, `verifica_risposta` grades an answer.
+
+What the client gets (`ToolOutput.data`) never holds a question's key: `domanda_teoria`
+sends questions without `corretta` and `spiegazione`. The key goes to the model only, in the
+tool message, marked not to be revealed before the student answers; the model then calls
+`verifica_risposta`, which grades against the key and sends the grading to the client.
+"""
 
 from __future__ import annotations
 
 import random
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
+from aircoach.quiz import search
 from aircoach.quiz.bank import CHAPTERS
+from aircoach.quiz.models import MAX_ANSWER_CHARS
+from aircoach.quiz.service import (
+    Graded,
+    QuestionNotFound,
+    QuizService,
+    option_line,
+    public,
+)
 from aircoach.store.base import QUESTION_FIELDS, Question
 from aircoach.tools.registry import ToolContext, ToolOutput
 
 MIN_TEXT = 3
+MAX_TEXT = 200
+MAX_QUESTIONS = 5  # questions at once (`quante`)
+_SEARCH_POOL = 20  # best matches a text question is drawn from
+REVIEW = "ripasso"
+KEY_NOTICE = "RISERVATO AL COACH, NON RIVELARE PRIMA CHE L'ALLIEVO ABBIA RISPOSTO"
 
 
 def _as_int(name: str, value: Any) -> int:
@@ -24,12 +49,40 @@ def _as_int(name: str, value: Any) -> int:
     raise ValueError(f"{name} must be a whole number, got {value!r}")
 
 
+def _chapter(name: str, value: Any) -> int:
+    chapter = _as_int(name, value)
+    if chapter not in CHAPTERS:
+        raise ValueError(f"{name} must be between 1 and 10, got {chapter}")
+    return chapter
+
+
+@dataclass(frozen=True)
+class _Request:
+    capitolo: int | None = None
+    numero: int | None = None
+    campo: str | None = None
+    valore: str | None = None
+    testo: str | None = None
+    capitoli: tuple[int, ...] = ()
+    quante: int = 1
+    ripasso: bool = False
+
+    @property
+    def several(self) -> bool:
+        return self.quante > 1 or len(self.capitoli) > 1
+
+
 def _validate(
-    capitolo: Any, numero: Any, campo: Any, valore: Any, testo: Any
-) -> tuple[int | None, int | None, str | None, str | None, str | None]:
-    chapter = None if capitolo is None else _as_int("capitolo", capitolo)
-    if chapter is not None and chapter not in CHAPTERS:
-        raise ValueError(f"capitolo must be between 1 and 10, got {chapter}")
+    capitolo: Any,
+    numero: Any,
+    campo: Any,
+    valore: Any,
+    testo: Any,
+    capitoli: Any,
+    quante: Any,
+    modo: Any,
+) -> _Request:
+    chapter = None if capitolo is None else _chapter("capitolo", capitolo)
     number = None if numero is None else _as_int("numero", numero)
     if number is not None and number < 1:
         raise ValueError(f"numero must be 1 or more, got {number}")
@@ -41,21 +94,63 @@ def _validate(
         campo = str(campo).strip().lower()
         if campo not in QUESTION_FIELDS:
             raise ValueError(f"campo {campo!r} is not searchable; valid: {list(QUESTION_FIELDS)}")
-        valore = str(valore).strip()
+        valore = str(valore).strip()[:MAX_TEXT]
         if not valore:
             raise ValueError("valore must not be empty")
     if testo is not None:
         testo = str(testo).strip()
         if len(testo) < MIN_TEXT:
             raise ValueError(f"testo must be at least {MIN_TEXT} characters, got {testo!r}")
-    return chapter, number, campo, valore, testo
+        if len(testo) > MAX_TEXT:
+            raise ValueError(f"testo must be at most {MAX_TEXT} characters")
+    chapters: tuple[int, ...] = ()
+    if capitoli is not None:
+        if isinstance(capitoli, str):  # "2, 5 e 7" from a model that sent text
+            capitoli = re.findall(r"\d+", capitoli) or [capitoli]
+        elif not isinstance(capitoli, list | tuple):
+            capitoli = [capitoli]
+        if len(capitoli) > MAX_QUESTIONS:
+            raise ValueError(f"capitoli: at most {MAX_QUESTIONS} chapters, got {len(capitoli)}")
+        chapters = tuple(dict.fromkeys(_chapter("capitoli", c) for c in capitoli))
+    if chapter is not None and not chapters and number is None:
+        chapters = (chapter,)
+    count = len(chapters) or 1
+    if quante is not None:
+        count = _as_int("quante", quante)
+        if not 1 <= count <= MAX_QUESTIONS:
+            raise ValueError(f"quante must be between 1 and {MAX_QUESTIONS}, got {count}")
+    if modo is not None and str(modo).strip().lower() not in ("", REVIEW):
+        raise ValueError(f"modo {modo!r} is not a mode; valid: [{REVIEW!r}]")
+    return _Request(
+        capitolo=chapter,
+        numero=number,
+        campo=campo,
+        valore=valore,
+        testo=testo,
+        capitoli=chapters,
+        quante=count,
+        ripasso=modo is not None and str(modo).strip().lower() == REVIEW,
+    )
 
 
-def format_question(q: Question) -> str:
+def format_question(q: Question, *, with_key: bool = True) -> str:
+    """A question as the model reads it: text, options and, marked as not to be revealed,
+    the key (so it can grade and explain after the student answers)."""
     answers = "\n".join(
         f"{letter}) {text}" for letter, text in sorted(q.get("risposte", {}).items())
     )
-    return f"Capitolo {q['capitolo']}, domanda {q['numero']}: {q['testo']}\n{answers}"
+    text = f"Capitolo {q['capitolo']}, domanda {q['numero']}: {q['testo']}\n{answers}"
+    if not with_key:
+        return text
+    key = str(q.get("corretta", "")).strip().lower()
+    return (
+        f"{text}\n[{KEY_NOTICE}: risposta corretta {option_line(q, key)}. "
+        f"Spiegazione: {q.get('spiegazione', '')}]"
+    )
+
+
+def _failure(exc: Exception, tool: str) -> ToolOutput:
+    return ToolOutput(text=f"[Tool {tool} failed: {exc}]", data={"error": str(exc)}, ok=False)
 
 
 async def domanda_teoria(
@@ -65,37 +160,180 @@ async def domanda_teoria(
     campo: Any = None,
     valore: Any = None,
     testo: Any = None,
+    capitoli: Any = None,
+    quante: Any = None,
+    modo: Any = None,
 ) -> ToolOutput:
-    """Pick a quiz question. Priority: capitolo+numero, then testo, then campo/valore,
-    then capitolo, then any question. Bad arguments become a tool error for the model."""
+    """Pick quiz questions. `modo="ripasso"` draws from what the student got wrong (or their
+    weak chapters); otherwise, for one question, the priority is capitolo+numero, then
+    testo, then campo/valore, then capitolo, then any question; `capitoli` and `quante` ask
+    for several at once (sub-queries run concurrently). Bad arguments become a tool error
+    for the model; nothing found lets the model answer (with the chapters to choose from)."""
     try:
-        chapter, number, field, value, text = _validate(capitolo, numero, campo, valore, testo)
+        request = _validate(capitolo, numero, campo, valore, testo, capitoli, quante, modo)
     except ValueError as exc:
-        return ToolOutput(
-            text=f"[Tool domanda_teoria failed: {exc}]", data={"error": str(exc)}, ok=False
-        )
+        return _failure(exc, "domanda_teoria")
 
+    quiz = ctx.quiz
+    if request.ripasso:
+        found, query = await _review(quiz, ctx.user_id, request)
+    elif request.numero is not None:
+        assert request.capitolo is not None
+        query = {"mode": "capitolo_numero", "capitolo": request.capitolo, "numero": request.numero}
+        one = await quiz.questions.by_chapter_and_number(request.capitolo, request.numero)
+        found = [one] if one else []
+    elif request.several:
+        found, query = await _several(quiz, request)
+    else:
+        found, query = await _one(quiz, request)
+
+    if not found:
+        return await _nothing_found(quiz, query, several=request.several)
+    if request.several or len(found) > 1:
+        text = "\n\n".join(format_question(q) for q in found)
+        return ToolOutput(
+            text=f"{len(found)} domande:\n\n{text}",
+            data={"questions": [public(q) for q in found], "query": query},
+        )
+    return ToolOutput(
+        text=format_question(found[0]), data={"question": public(found[0]), "query": query}
+    )
+
+
+async def _one(quiz: QuizService, request: _Request) -> tuple[list[Question], dict[str, Any]]:
     query: dict[str, Any]
     question: Question | None
-    if chapter is not None and number is not None:
-        query = {"mode": "capitolo_numero", "capitolo": chapter, "numero": number}
-        question = await ctx.quiz.by_chapter_and_number(chapter, number)
-    elif text is not None:
-        query = {"mode": "testo", "testo": text}
-        matches = await ctx.quiz.search_text(text, limit=20)
-        question = random.choice(matches) if matches else None
+    if request.testo is not None:
+        query = {"mode": "testo", "testo": request.testo}
+        matches = await quiz.find(testo=request.testo, limit=_SEARCH_POOL)
         query["matches"] = len(matches)
-    elif field is not None:
-        query = {"mode": "campo", "campo": field, "valore": value}
-        question = await ctx.quiz.random_by_field(field, value)
-    elif chapter is not None:
-        query = {"mode": "capitolo", "capitolo": chapter}
-        question = await ctx.quiz.random_by_field("capitolo", chapter)
+        question = _pick_best(matches, request.testo)
+    elif request.campo is not None:
+        query = {"mode": "campo", "campo": request.campo, "valore": request.valore}
+        question = await quiz.questions.random_by_field(request.campo, request.valore)
+    elif request.capitoli:
+        query = {"mode": "capitolo", "capitolo": request.capitoli[0]}
+        question = await quiz.questions.random_by_field("capitolo", request.capitoli[0])
     else:
         query = {"mode": "random"}
-        question = await ctx.quiz.random_question()
+        question = await quiz.questions.random_question()
+    return ([question] if question else []), query
 
-    if question is None:
-        message = "Nessuna domanda trovata per questa richiesta."
-        return ToolOutput(text=message, data={"question": None, "query": query, "message": message})
-    return ToolOutput(text=format_question(question), data={"question": question, "query": query})
+
+def _pick_best(matches: list[Question], testo: str) -> Question | None:
+    """A question drawn among the best-scoring matches (asking twice gives variety)."""
+    if not matches:
+        return None
+    plan = search.plan(testo)
+    scores = [plan.score(search.index_terms(q)) for q in matches]
+    best = max(scores)
+    return random.choice([q for q, s in zip(matches, scores, strict=True) if s == best])
+
+
+async def _several(quiz: QuizService, request: _Request) -> tuple[list[Question], dict[str, Any]]:
+    """Up to `quante` distinct questions: one sub-query per chapter (run concurrently), the
+    questions spread over the chapters in turn; by text, the best matches."""
+    chapters = request.capitoli or (None,)
+    shares = [request.quante // len(chapters)] * len(chapters)
+    for i in range(request.quante % len(chapters)):
+        shares[i] += 1
+    results: list[list[Question]] = [[] for _ in chapters]
+
+    async def sub_query(i: int, chapter: int | None, size: int) -> None:
+        if request.testo is not None:
+            results[i] = await quiz.find(capitolo=chapter, testo=request.testo, limit=size)
+        else:
+            results[i] = await quiz.questions.sample(size, capitolo=chapter)
+
+    async with anyio.create_task_group() as tg:
+        for i, (chapter, size) in enumerate(zip(chapters, shares, strict=True)):
+            if size:
+                tg.start_soon(sub_query, i, chapter, size)
+    found = _distinct(q for batch in results for q in batch)[: request.quante]
+    query: dict[str, Any] = {"mode": "multi", "quante": request.quante}
+    if request.capitoli:
+        query["capitoli"] = list(request.capitoli)
+    if request.testo is not None:
+        query["testo"] = request.testo
+    return found, query
+
+
+async def _review(
+    quiz: QuizService, user_id: str, request: _Request
+) -> tuple[list[Question], dict[str, Any]]:
+    """Questions the student got wrong and has not answered right since; else questions of
+    their weakest chapters; else (nothing to review yet) questions drawn at random."""
+    chapter = request.capitoli[0] if len(request.capitoli) == 1 else None
+    missed = await quiz.missed(user_id, capitolo=chapter)
+    query: dict[str, Any] = {"mode": REVIEW, "quante": request.quante}
+    if missed:
+        keys = random.sample(missed, min(request.quante, len(missed)))
+        query["fonte"] = "sbagliate"
+        return await quiz.questions.by_keys(keys), query
+    weak = (await quiz.progress(user_id)).deboli
+    if chapter is not None:
+        weak = [c for c in weak if c == chapter]
+    if weak:
+        query["fonte"] = "capitoli_deboli"
+        query["capitoli"] = weak[: request.quante]
+        several = _Request(capitoli=tuple(weak[: request.quante]), quante=request.quante)
+        found, _ = await _several(quiz, several)
+        return found, query
+    query["fonte"] = "casuale"
+    return await quiz.questions.sample(request.quante, capitolo=chapter), query
+
+
+def _distinct(questions: Iterable[Question]) -> list[Question]:
+    seen: dict[tuple[int, int], Question] = {}
+    for q in questions:
+        seen.setdefault((q["capitolo"], q["numero"]), q)
+    return list(seen.values())
+
+
+async def _nothing_found(quiz: QuizService, query: dict[str, Any], *, several: bool) -> ToolOutput:
+    chapters = await quiz.chapters()
+    listed = "; ".join(f"{c.capitolo} {c.titolo}" for c in chapters if c.domande)
+    message = "Nessuna domanda trovata per questa richiesta."
+    data: dict[str, Any] = {
+        "query": query,
+        "message": message,
+        "capitoli": [{"capitolo": c.capitolo, "titolo": c.titolo} for c in chapters if c.domande],
+    }
+    data["questions" if several else "question"] = [] if several else None
+    # Not final: the model answers, so the student gets a text with the chapters to pick.
+    return ToolOutput(
+        text=f"{message} Capitoli tra cui scegliere: {listed}.",
+        data=data,
+        final=False,
+    )
+
+
+async def verifica_risposta(
+    ctx: ToolContext, capitolo: Any = None, numero: Any = None, risposta: Any = None
+) -> ToolOutput:
+    """Grade the student's answer to a question against its key and record the attempt;
+    the client gets the grading (the same object as `POST /api/quiz/answers`)."""
+    try:
+        chapter = _chapter("capitolo", capitolo)
+        number = _as_int("numero", numero)
+        if risposta is None or not str(risposta).strip():
+            raise ValueError("risposta is required: the letter or the text of an option")
+        answer = str(risposta).strip()
+        if len(answer) > MAX_ANSWER_CHARS:
+            raise ValueError(f"risposta must be at most {MAX_ANSWER_CHARS} characters")
+        graded = await ctx.quiz.grade(ctx.user_id, chapter, number, answer, turn_id=ctx.turn_id)
+    except (ValueError, QuestionNotFound) as exc:
+        # InvalidAnswer is a ValueError too: the model asks for an answer that is an option.
+        return _failure(exc, "verifica_risposta")
+    return ToolOutput(text=format_grading(graded), data=graded.result.model_dump())
+
+
+def format_grading(graded: Graded) -> str:
+    result, question = graded.result, graded.question
+    verdict = "CORRETTA" if result.corretta else "SBAGLIATA"
+    return (
+        f"Esito: risposta {verdict} (capitolo {result.capitolo}, domanda {result.numero}).\n"
+        f"Risposta dell'allievo: {option_line(question, result.risposta)}\n"
+        f"Risposta corretta: {option_line(question, result.risposta_corretta)}\n"
+        f"Spiegazione: {result.spiegazione}"
+    )

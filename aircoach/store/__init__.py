@@ -5,19 +5,48 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aircoach.settings import StoreSettings
-from aircoach.store.base import ChatStore, ContactStore, QuizStore, ReviewQueueStore, TaskRunStore
+from aircoach.store.base import (
+    AttemptStore,
+    ChatStore,
+    ContactStore,
+    QuizStore,
+    ReviewQueueStore,
+    TaskRunStore,
+)
+
+
+@dataclass(frozen=True)
+class Stores:
+    chats: ChatStore
+    quiz: QuizStore
+    attempts: AttemptStore
+
+
+def open_stores(settings: StoreSettings) -> Stores:
+    """MongoDB or SQLite, as `STORE` (or `MONGODB_URI`) says: one connection for every
+    collection. Creates no client."""
+    if settings.store_kind == "mongodb":
+        from aircoach.store.mongo import (
+            MongoAttemptStore,
+            MongoChatStore,
+            MongoConnection,
+            MongoQuizStore,
+        )
+
+        connection = MongoConnection(settings)
+        return Stores(
+            MongoChatStore(connection), MongoQuizStore(connection), MongoAttemptStore(connection)
+        )
+    from aircoach.store.sqlite import SqliteAttemptStore, SqliteChatStore, SqliteQuizStore
+
+    path = settings.sqlite_file
+    return Stores(SqliteChatStore(path), SqliteQuizStore(path), SqliteAttemptStore(path))
 
 
 def build_stores(settings: StoreSettings) -> tuple[ChatStore, QuizStore]:
-    """MongoDB or SQLite, as `STORE` (or `MONGODB_URI`) says. Creates no client."""
-    if settings.store_kind == "mongodb":
-        from aircoach.store.mongo import MongoChatStore, MongoConnection, MongoQuizStore
-
-        connection = MongoConnection(settings)
-        return MongoChatStore(connection), MongoQuizStore(connection)
-    from aircoach.store.sqlite import SqliteChatStore, SqliteQuizStore
-
-    return SqliteChatStore(settings.sqlite_file), SqliteQuizStore(settings.sqlite_file)
+    """The chat and quiz stores of `open_stores`."""
+    stores = open_stores(settings)
+    return stores.chats, stores.quiz
 
 
 @dataclass(frozen=True)
@@ -31,7 +60,7 @@ class TaskStores:
 
 def build_task_stores(settings: StoreSettings) -> TaskStores:
     """The task collections on the same backend as the chats (creates no client)."""
-    if settings.mongodb_uri:
+    if settings.store_kind == "mongodb":
         from aircoach.store.mongo import MongoConnection
         from aircoach.store.mongo_tasks import (
             MongoContactStore,
@@ -57,12 +86,15 @@ def build_task_stores(settings: StoreSettings) -> TaskStores:
 
 
 __all__ = [
+    "AttemptStore",
     "ChatStore",
     "ContactStore",
     "QuizStore",
     "ReviewQueueStore",
+    "Stores",
     "TaskRunStore",
     "TaskStores",
     "build_stores",
     "build_task_stores",
+    "open_stores",
 ]

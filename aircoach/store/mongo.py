@@ -10,22 +10,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import date, datetime
 from typing import Any, TypeVar
 
 from bson import ObjectId
-from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from aircoach.errors import StoreUnavailable
 from aircoach.models import Turn
+from aircoach.quiz import search
+from aircoach.quiz.models import Attempt, ChapterStats
 from aircoach.settings import StoreSettings
-from aircoach.store.base import QUESTION_FIELDS, Question
+from aircoach.store.base import QUESTION_FIELDS, Question, QuestionKey
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 _NEWEST_FIRST = [("timestamp", DESCENDING), ("turn_id", DESCENDING)]
 # Turn ids are unique and time-ordered (the turn's start): the order of the questions, exact
@@ -98,8 +102,19 @@ class MongoConnection:
         await chats.create_index("turn_id", unique=True, name="turn_id")
         quiz = db[self.settings.mongodb_quiz_collection]
         await quiz.create_index(_BY_CHAPTER, unique=True, name="capitolo_numero")
-        # Text search is a case-insensitive substring match (a `$regex`), as the SQLite store
-        # does; a `$text` index would match whole words only. The quiz set is small.
+        # The forgiving search looks questions up by their stems (`aircoach.quiz.search`); a
+        # `$text` index would neither fold plurals the same way nor forgive typos.
+        await quiz.create_index("terms", name="terms")
+        await quiz.create_index("terms_v", name="terms_v")
+        await _reindex_stale_questions(quiz)
+        attempts = db[self.settings.mongodb_attempts_collection]
+        await attempts.create_index(
+            [("userId", ASCENDING), ("capitolo", ASCENDING), ("corretta", ASCENDING)],
+            name="user_chapter",
+        )
+        await attempts.create_index(
+            [("userId", ASCENDING), ("timestamp", DESCENDING)], name="user_time"
+        )
 
     async def run(self, name: str, op: Callable[[AsyncCollection], Awaitable[T]]) -> T:
         """Run `op` on collection `name`; a backend failure becomes `StoreUnavailable`."""
@@ -168,10 +183,32 @@ class MongoChatStore:
         return [_turn(d) for d in await self._db.run(self._name, read)]
 
 
+async def _reindex_stale_questions(quiz: AsyncCollection) -> None:
+    """Give questions loaded by an earlier version (no terms, or terms of an older
+    `search.TERMS_VERSION`) their search terms; a no-op read when all are current."""
+    stale = await quiz.find(
+        {"terms_v": {"$ne": search.TERMS_VERSION}}, {"terms": 0, "terms_v": 0}
+    ).to_list()
+    if stale:
+        await quiz.bulk_write(
+            [UpdateOne({"_id": doc["_id"]}, {"$set": _search_fields(doc)}) for doc in stale],
+            ordered=False,
+        )
+        log.info("quiz: search terms rebuilt for %d questions", len(stale))
+
+
+def _search_fields(question: Question) -> dict[str, Any]:
+    return {"terms": search.index_terms(question), "terms_v": search.TERMS_VERSION}
+
+
+_HIDDEN = ("_id", "terms", "terms_v")  # storage fields, never part of a question
+
+
 def _question(doc: dict[str, Any] | None) -> Question | None:
     if doc is None:
         return None
-    doc.pop("_id", None)
+    for name in _HIDDEN:
+        doc.pop(name, None)
     return json_safe(doc)
 
 
@@ -186,33 +223,56 @@ class MongoQuizStore:
     async def count(self) -> int:
         return await self._db.run(self._name, lambda c: c.count_documents({}))
 
+    async def chapter_counts(self) -> dict[int, int]:
+        async def group(c: AsyncCollection) -> list[dict[str, Any]]:
+            cursor = await c.aggregate([{"$group": {"_id": "$capitolo", "n": {"$sum": 1}}}])
+            return await cursor.to_list()
+
+        rows = await self._db.run(self._name, group)
+        return {int(row["_id"]): int(row["n"]) for row in sorted(rows, key=lambda r: r["_id"])}
+
     async def upsert_questions(self, questions: list[Question]) -> int:
         if not questions:
             return 0
         ops = []
         for q in questions:
             key = {"capitolo": int(q["capitolo"]), "numero": int(q["numero"])}
-            ops.append(ReplaceOne(key, {**q, **key}, upsert=True))
+            ops.append(ReplaceOne(key, {**q, **key, **_search_fields(q)}, upsert=True))
         await self._db.run(self._name, lambda c: c.bulk_write(ops, ordered=False))
         return len(ops)
 
-    async def _sample(self, match: dict[str, Any]) -> Question | None:
+    async def _sample(self, match: dict[str, Any], size: int = 1) -> list[Question]:
         async def pick(c: AsyncCollection) -> list[dict[str, Any]]:
-            cursor = await c.aggregate([{"$match": match}, {"$sample": {"size": 1}}])
+            cursor = await c.aggregate([{"$match": match}, {"$sample": {"size": size}}])
             return await cursor.to_list()
 
         docs = await self._db.run(self._name, pick)
-        return _question(docs[0]) if docs else None
+        # $sample may return a document twice when the collection is small.
+        found: dict[QuestionKey, Question] = {}
+        for doc in docs:
+            q = _question(doc)
+            if q is not None:
+                found.setdefault((q["capitolo"], q["numero"]), q)
+        return list(found.values())
+
+    async def _sample_one(self, match: dict[str, Any]) -> Question | None:
+        found = await self._sample(match)
+        return found[0] if found else None
 
     async def random_question(self) -> Question | None:
-        return await self._sample({})
+        return await self._sample_one({})
 
     async def random_by_field(self, field: str, value: Any) -> Question | None:
         if field not in QUESTION_FIELDS:
             raise ValueError(f"unknown question field {field!r}; valid: {list(QUESTION_FIELDS)}")
         if field in ("capitolo", "numero"):
-            return await self._sample({field: int(value)})
-        return await self._sample({field: _case_insensitive(str(value), whole=True)})
+            return await self._sample_one({field: int(value)})
+        return await self._sample_one({field: _case_insensitive(str(value), whole=True)})
+
+    async def sample(self, size: int, *, capitolo: int | None = None) -> list[Question]:
+        if size <= 0:
+            return []
+        return await self._sample({} if capitolo is None else {"capitolo": capitolo}, size)
 
     async def by_chapter_and_number(self, capitolo: int, numero: int) -> Question | None:
         doc = await self._db.run(
@@ -220,12 +280,92 @@ class MongoQuizStore:
         )
         return _question(doc)
 
-    async def search_text(self, text: str, limit: int = 5) -> list[Question]:
-        async def search(c: AsyncCollection) -> list[dict[str, Any]]:
-            query = {"testo": _case_insensitive(text, whole=False)}
+    async def by_keys(self, keys: Sequence[QuestionKey]) -> list[Question]:
+        wanted = list(dict.fromkeys((int(c), int(n)) for c, n in keys))
+        if not wanted:
+            return []
+        # Chapters x numbers: index bounds on (capitolo, numero), a few extra questions at
+        # most (dropped below); an `$or` of pairs costs one index scan per pair, and
+        # nx-27017 answers it with a collection scan (30x slower at 10,000 questions).
+        query = {
+            "capitolo": {"$in": sorted({c for c, _ in wanted})},
+            "numero": {"$in": sorted({n for _, n in wanted})},
+        }
+        docs = await self._db.run(self._name, lambda c: c.find(query).to_list())
+        found = {(q["capitolo"], q["numero"]): q for d in docs if (q := _question(d))}
+        return [found[key] for key in wanted if key in found]
+
+    async def list_questions(self, *, capitolo: int | None, limit: int) -> list[Question]:
+        query = {} if capitolo is None else {"capitolo": capitolo}
+
+        async def read(c: AsyncCollection) -> list[dict[str, Any]]:
             return await c.find(query).sort(_BY_CHAPTER).limit(limit).to_list()
 
-        return [q for d in await self._db.run(self._name, search) if (q := _question(d))]
+        return [q for d in await self._db.run(self._name, read) if (q := _question(d))]
+
+    async def search_text(
+        self, text: str, *, capitolo: int | None = None, limit: int = 5
+    ) -> list[Question]:
+        plan = search.plan(text)
+        if not plan or limit <= 0:
+            return []
+        terms = plan.terms
+        query: dict[str, Any] = {"terms": {"$in": terms}}
+        if capitolo is not None:
+            query["capitolo"] = capitolo
+        fields = {"_id": 0, "capitolo": 1, "numero": 1, "terms": 1}
+
+        async def lookup(c: AsyncCollection) -> list[dict[str, Any]]:
+            return await c.find(query, fields).to_list()
+
+        wanted = set(terms)
+        matches = {
+            (int(d["capitolo"]), int(d["numero"])): wanted.intersection(d.get("terms", ()))
+            for d in await self._db.run(self._name, lookup)
+        }
+        return await self.by_keys(plan.rank(matches, limit))
+
+
+class MongoAttemptStore:
+    def __init__(self, connection: MongoConnection):
+        self._db = connection
+        self._name = connection.settings.mongodb_attempts_collection
+
+    async def aclose(self) -> None:
+        await self._db.close()
+
+    async def add_attempt(self, attempt: Attempt) -> None:
+        await self._db.run(self._name, lambda c: c.insert_one(attempt.model_dump()))
+
+    async def chapter_stats(self, user_id: str) -> list[ChapterStats]:
+        # Two single-key groups, not one `$cond` sum: both are served by the index
+        # (userId, capitolo, corretta), and they work on every server that speaks the protocol.
+        async def per_chapter(c: AsyncCollection, match: dict[str, Any]) -> dict[int, int]:
+            cursor = await c.aggregate(
+                [{"$match": match}, {"$group": {"_id": "$capitolo", "n": {"$sum": 1}}}]
+            )
+            return {int(row["_id"]): int(row["n"]) for row in await cursor.to_list()}
+
+        answered = await self._db.run(self._name, lambda c: per_chapter(c, {"userId": user_id}))
+        right = await self._db.run(
+            self._name, lambda c: per_chapter(c, {"userId": user_id, "corretta": True})
+        )
+        return [
+            ChapterStats(capitolo=chapter, risposte=n, corrette=right.get(chapter, 0))
+            for chapter, n in sorted(answered.items())
+        ]
+
+    async def recent_attempts(self, user_id: str, limit: int) -> list[Attempt]:
+        if limit <= 0:
+            return []
+
+        async def read(c: AsyncCollection) -> list[dict[str, Any]]:
+            cursor = c.find({"userId": user_id}, {"_id": 0})
+            # _id: insertion order among attempts made in the same microsecond.
+            newest_first = [("timestamp", DESCENDING), ("_id", DESCENDING)]
+            return await cursor.sort(newest_first).limit(limit).to_list()
+
+        return [Attempt.model_validate(json_safe(d)) for d in await self._db.run(self._name, read)]
 
 
 def _case_insensitive(text: str, *, whole: bool) -> dict[str, str]:

@@ -7,7 +7,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,8 +15,10 @@ from typing import Any, TypeVar
 import anyio
 
 from aircoach.errors import StoreUnavailable
-from aircoach.models import ToolRecord, Turn
-from aircoach.store.base import QUESTION_FIELDS, Question
+from aircoach.models import Turn
+from aircoach.quiz import search
+from aircoach.quiz.models import Attempt, ChapterStats
+from aircoach.store.base import QUESTION_FIELDS, Question, QuestionKey
 
 T = TypeVar("T")
 
@@ -29,6 +31,7 @@ CREATE TABLE IF NOT EXISTS chats (
     human TEXT NOT NULL,
     system TEXT NOT NULL,
     tool TEXT,
+    tools TEXT,
     timestamp TEXT NOT NULL,
     prompt_version TEXT NOT NULL,
     model TEXT NOT NULL,
@@ -47,16 +50,45 @@ CREATE TABLE IF NOT EXISTS quiz (
     doc TEXT NOT NULL,
     PRIMARY KEY (capitolo, numero)
 );
+CREATE TABLE IF NOT EXISTS quiz_terms (
+    term TEXT NOT NULL,
+    capitolo INTEGER NOT NULL,
+    numero INTEGER NOT NULL,
+    PRIMARY KEY (term, capitolo, numero)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS quiz_terms_question ON quiz_terms (capitolo, numero);
+CREATE TABLE IF NOT EXISTS quiz_attempts (
+    userId TEXT NOT NULL,
+    capitolo INTEGER NOT NULL,
+    numero INTEGER NOT NULL,
+    risposta TEXT NOT NULL,
+    corretta INTEGER NOT NULL,
+    timestamp TEXT NOT NULL,
+    turn_id TEXT
+);
+CREATE INDEX IF NOT EXISTS quiz_attempts_user_chapter
+    ON quiz_attempts (userId, capitolo, corretta);
+CREATE INDEX IF NOT EXISTS quiz_attempts_user_time ON quiz_attempts (userId, timestamp);
 """
+
+# SQLite binds at most 999 parameters per statement before 3.32.
+_MAX_PARAMS = 900
 
 
 class _Sqlite:
     """One short-lived connection per operation, in a worker thread; WAL lets several
     processes (or app instances) share the file."""
 
-    def __init__(self, path: Path, schema: str = _SCHEMA):
+    def __init__(
+        self,
+        path: Path,
+        schema: str = _SCHEMA,
+        migrate: Callable[[sqlite3.Connection], None] | None = None,
+    ):
         self.path = path
         self.schema = schema
+        # Brings a file an earlier version made up to date (the chat and quiz schema's).
+        self.migrate = migrate
         self._ready = False
         self._lock = threading.Lock()
         self._anchor: sqlite3.Connection | None = None
@@ -75,8 +107,15 @@ class _Sqlite:
                 return
             _create_private(self.path)
             conn = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(self.schema)
+            try:
+                conn.row_factory = sqlite3.Row
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(self.schema)
+                if self.migrate is not None:
+                    self.migrate(conn)
+            except BaseException:
+                conn.close()
+                raise
             # Kept open, never queried again: when the last connection to a WAL file closes,
             # SQLite checkpoints and fsyncs, which would cost ~10 ms on every operation.
             self._anchor = conn
@@ -108,19 +147,70 @@ def _create_private(path: Path) -> None:
         log.info("%s was readable by others: now 0600", path)
 
 
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a file made by an earlier version up to date, once, whichever process (or store
+    object) gets there first: the `tools` column of a turn, and the questions' search terms
+    when they are missing or of an older `search.TERMS_VERSION`."""
+    conn.isolation_level = None  # explicit transaction: BEGIN IMMEDIATE serialises writers
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        columns = {row["name"] for row in conn.execute("PRAGMA table_info(chats)")}
+        if "tools" not in columns:
+            conn.execute("ALTER TABLE chats ADD COLUMN tools TEXT")
+        if conn.execute("PRAGMA user_version").fetchone()[0] != search.TERMS_VERSION:
+            conn.execute("DELETE FROM quiz_terms")
+            for row in conn.execute("SELECT doc FROM quiz").fetchall():
+                _write_terms(conn, json.loads(row["doc"]))
+            conn.execute(f"PRAGMA user_version = {int(search.TERMS_VERSION)}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _write_terms(conn: sqlite3.Connection, question: Question) -> None:
+    key = (int(question["capitolo"]), int(question["numero"]))
+    conn.execute("DELETE FROM quiz_terms WHERE capitolo = ? AND numero = ?", key)
+    conn.executemany(
+        "INSERT INTO quiz_terms (term, capitolo, numero) VALUES (?, ?, ?)",
+        [(term, *key) for term in search.index_terms(question)],
+    )
+
+
+def _questions_by_keys(conn: sqlite3.Connection, keys: list[QuestionKey]) -> list[Question]:
+    """The questions of `keys` that exist, in the order of `keys`."""
+    found: dict[QuestionKey, Question] = {}
+    for start in range(0, len(keys), _MAX_PARAMS // 2):
+        chunk = keys[start : start + _MAX_PARAMS // 2]
+        marks = ", ".join("(?, ?)" for _ in chunk)
+        # Joined from the keys, so each is a primary-key lookup (`(capitolo, numero) IN
+        # (VALUES ...)` scans the table).
+        rows = conn.execute(
+            f"SELECT quiz.capitolo, quiz.numero, quiz.doc FROM (VALUES {marks}) AS k "
+            "CROSS JOIN quiz ON quiz.capitolo = k.column1 AND quiz.numero = k.column2",
+            [value for key in chunk for value in key],
+        )
+        found.update({(r["capitolo"], r["numero"]): json.loads(r["doc"]) for r in rows})
+    return [found[key] for key in keys if key in found]
+
+
 def _turn_from_row(row: sqlite3.Row) -> Turn:
     data = dict(row)
-    tool = data.pop("tool")
-    return Turn(**data, tool=ToolRecord(**json.loads(tool)) if tool else None)
+    for column in ("tool", "tools"):
+        value = data.pop(column)
+        if value:
+            data[column] = json.loads(value)
+    return Turn.model_validate(data)
 
 
 class SqliteChatStore:
     def __init__(self, path: Path):
-        self._db = _Sqlite(path)
+        self._db = _Sqlite(path, migrate=_migrate)
 
     async def append_turn(self, turn: Turn) -> None:
         row = turn.model_dump()
-        row["tool"] = json.dumps(row["tool"], ensure_ascii=False) if row["tool"] else None
+        for column in ("tool", "tools"):
+            row[column] = json.dumps(row[column], ensure_ascii=False) if row[column] else None
         columns = ", ".join(row)
         marks = ", ".join(f":{name}" for name in row)
         await self._db.run(
@@ -164,10 +254,18 @@ class SqliteChatStore:
 
 class SqliteQuizStore:
     def __init__(self, path: Path):
-        self._db = _Sqlite(path)
+        self._db = _Sqlite(path, migrate=_migrate)
 
     async def count(self) -> int:
         return await self._db.run(lambda c: c.execute("SELECT COUNT(*) FROM quiz").fetchone()[0])
+
+    async def chapter_counts(self) -> dict[int, int]:
+        rows = await self._db.run(
+            lambda c: c.execute(
+                "SELECT capitolo, COUNT(*) AS n FROM quiz GROUP BY capitolo ORDER BY capitolo"
+            ).fetchall()
+        )
+        return {row["capitolo"]: row["n"] for row in rows}
 
     async def upsert_questions(self, questions: list[Question]) -> int:
         rows = [
@@ -189,19 +287,27 @@ class SqliteQuizStore:
                 "(:capitolo, :numero, :argomento, :difficolta, :corretta, :testo, :doc)",
                 rows,
             )
+            for question in questions:
+                _write_terms(c, question)
             return len(rows)
 
         return await self._db.run(write)
 
+    async def _many(
+        self, where: str, params: tuple[Any, ...], order: str, limit: int
+    ) -> list[Question]:
+        rows = await self._db.run(
+            lambda c: c.execute(
+                f"SELECT doc FROM quiz {where} ORDER BY {order} LIMIT ?", (*params, limit)
+            ).fetchall()
+        )
+        return [json.loads(row["doc"]) for row in rows]
+
     async def _one(
         self, where: str, params: tuple[Any, ...], order: str = "RANDOM()"
     ) -> Question | None:
-        row = await self._db.run(
-            lambda c: c.execute(
-                f"SELECT doc FROM quiz {where} ORDER BY {order} LIMIT 1", params
-            ).fetchone()
-        )
-        return json.loads(row["doc"]) if row else None
+        found = await self._many(where, params, order, 1)
+        return found[0] if found else None
 
     async def random_question(self) -> Question | None:
         return await self._one("", ())
@@ -213,20 +319,84 @@ class SqliteQuizStore:
             return await self._one(f"WHERE {field} = ?", (int(value),))
         return await self._one(f"WHERE lower({field}) = lower(?)", (str(value),))
 
+    async def sample(self, size: int, *, capitolo: int | None = None) -> list[Question]:
+        if capitolo is None:
+            return await self._many("", (), "RANDOM()", size)
+        return await self._many("WHERE capitolo = ?", (capitolo,), "RANDOM()", size)
+
     async def by_chapter_and_number(self, capitolo: int, numero: int) -> Question | None:
         return await self._one("WHERE capitolo = ? AND numero = ?", (capitolo, numero), "capitolo")
 
-    async def search_text(self, text: str, limit: int = 5) -> list[Question]:
-        needle = text.casefold()
+    async def by_keys(self, keys: Sequence[QuestionKey]) -> list[Question]:
+        wanted = list(dict.fromkeys((int(c), int(n)) for c, n in keys))
+        if not wanted:
+            return []
+        return await self._db.run(lambda c: _questions_by_keys(c, wanted))
 
-        def search(c: sqlite3.Connection) -> list[Question]:
-            # casefold in Python: SQLite's lower() only folds ASCII, and Italian has accents.
-            found = []
-            for row in c.execute("SELECT testo, doc FROM quiz ORDER BY capitolo, numero"):
-                if needle in row["testo"].casefold():
-                    found.append(json.loads(row["doc"]))
-                    if len(found) >= limit:
-                        break
-            return found
+    async def list_questions(self, *, capitolo: int | None, limit: int) -> list[Question]:
+        if capitolo is None:
+            return await self._many("", (), "capitolo, numero", limit)
+        return await self._many("WHERE capitolo = ?", (capitolo,), "numero", limit)
 
-        return await self._db.run(search)
+    async def search_text(
+        self, text: str, *, capitolo: int | None = None, limit: int = 5
+    ) -> list[Question]:
+        plan = search.plan(text)
+        if not plan or limit <= 0:
+            return []
+        terms = plan.terms
+
+        def find(c: sqlite3.Connection) -> list[Question]:
+            # One connection and one thread hop for the lookup, the ranking and the fetch.
+            matches: dict[QuestionKey, set[str]] = {}
+            for start in range(0, len(terms), _MAX_PARAMS):
+                chunk = terms[start : start + _MAX_PARAMS]
+                sql = (
+                    "SELECT term, capitolo, numero FROM quiz_terms "
+                    f"WHERE term IN ({', '.join('?' * len(chunk))})"
+                )
+                params: list[Any] = list(chunk)
+                if capitolo is not None:
+                    sql += " AND capitolo = ?"
+                    params.append(capitolo)
+                for term, chapter, number in c.execute(sql, params):
+                    matches.setdefault((chapter, number), set()).add(term)
+            return _questions_by_keys(c, plan.rank(matches, limit))
+
+        return await self._db.run(find)
+
+
+class SqliteAttemptStore:
+    def __init__(self, path: Path):
+        self._db = _Sqlite(path, migrate=_migrate)
+
+    async def add_attempt(self, attempt: Attempt) -> None:
+        row = attempt.model_dump()
+        await self._db.run(
+            lambda c: c.execute(
+                "INSERT INTO quiz_attempts "
+                "(userId, capitolo, numero, risposta, corretta, timestamp, turn_id) VALUES "
+                "(:userId, :capitolo, :numero, :risposta, :corretta, :timestamp, :turn_id)",
+                row,
+            )
+        )
+
+    async def chapter_stats(self, user_id: str) -> list[ChapterStats]:
+        rows = await self._db.run(
+            lambda c: c.execute(
+                "SELECT capitolo, COUNT(*) AS risposte, SUM(corretta) AS corrette "
+                "FROM quiz_attempts WHERE userId = ? GROUP BY capitolo ORDER BY capitolo",
+                (user_id,),
+            ).fetchall()
+        )
+        return [ChapterStats(**dict(row)) for row in rows]
+
+    async def recent_attempts(self, user_id: str, limit: int) -> list[Attempt]:
+        rows = await self._db.run(
+            lambda c: c.execute(
+                "SELECT * FROM quiz_attempts WHERE userId = ? "
+                "ORDER BY timestamp DESC, rowid DESC LIMIT ?",
+                (user_id, limit),
+            ).fetchall()
+        )
+        return [Attempt(**{**dict(row), "corretta": bool(row["corretta"])}) for row in rows]

@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -37,7 +37,9 @@ from aircoach.settings import (
     TOOL_URL_VARIABLES,
     tool_variable_allowed,
 )
-from aircoach.store.base import QuizStore
+
+if TYPE_CHECKING:
+    from aircoach.quiz.service import QuizService
 
 TOOLS_DOC = "tools.json"
 SCHEMA_FILE = ROOT / "docs" / "tools.schema.json"
@@ -48,20 +50,25 @@ _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 @dataclass(frozen=True)
 class ToolContext:
     """What a tool may use while it runs: injected per request, never a module global.
-    `env` holds the variables a tool's `${NAME}` may name (`Settings.tool_env`)."""
+    `env` holds the variables a tool's `${NAME}` may name (`Settings.tool_env`); `turn_id`
+    is the chat turn the tool runs in (a graded quiz answer records it)."""
 
-    quiz: QuizStore
+    quiz: QuizService
     user_id: str
     env: Mapping[str, str] = field(default_factory=dict)
+    turn_id: str | None = None
 
 
 @dataclass(frozen=True)
 class ToolOutput:
-    """`text` is what the model reads; `data` is the raw result the client gets."""
+    """`text` is what the model reads; `data` is the raw result the client gets. `final`:
+    whether the result of a return_direct tool ends the turn; False lets the model answer
+    (a quiz search that found nothing, so the student gets a text to go on from)."""
 
     text: str
     data: dict[str, Any]
     ok: bool = True
+    final: bool = True
 
 
 Handler = Callable[..., Awaitable[ToolOutput]]

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain.agents.middleware.types import hook_config
+from langchain.agents.middleware.types import ToolCallRequest, hook_config
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool, ToolException
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
 
 from aircoach.llm.failover import ModelFailover
 from aircoach.tools.registry import ToolContext, ToolSpec
@@ -30,9 +32,25 @@ def window(messages: list[AnyMessage], history_limit: int) -> list[AnyMessage]:
     return messages[starts[-(history_limit + 1)] :]
 
 
+@dataclass(frozen=True)
+class _Result:
+    """A tool's artifact on its way out of the tool: the client data, and whether the result
+    may end the turn (`ToolOutput.final`). Unwrapped by `TurnMiddleware` before the message
+    enters the state, so the state (and the stream) only ever hold the client data."""
+
+    data: dict[str, Any]
+    final: bool
+
+
+def ends_turn(message: ToolMessage) -> bool:
+    """Whether this tool message ends the run: set by `TurnMiddleware` on the messages of
+    this turn (a return_direct tool whose result is final and not a failure)."""
+    return bool(message.response_metadata.get("ends_turn"))
+
+
 class TurnMiddleware(AgentMiddleware):
     """History window for the model, and return_direct that lets failures reach the model:
-    a return_direct tool ends the run only when it succeeded."""
+    a return_direct tool ends the run only when it succeeded and its result is final."""
 
     def __init__(self, history_limit: int, return_direct: frozenset[str]):
         super().__init__()
@@ -42,13 +60,25 @@ class TurnMiddleware(AgentMiddleware):
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
         last = state["messages"][-1] if state["messages"] else None
-        if (
-            isinstance(last, ToolMessage)
-            and last.name in self.return_direct
-            and last.status != "error"
-        ):
+        if isinstance(last, ToolMessage) and ends_turn(last):
             return {"jump_to": "end"}
         return None
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        message = await handler(request)
+        if not isinstance(message, ToolMessage):
+            return message
+        final = True
+        if isinstance(message.artifact, _Result):
+            final = message.artifact.final
+            message.artifact = message.artifact.data
+        ends = final and message.name in self.return_direct and message.status != "error"
+        message.response_metadata["ends_turn"] = ends
+        return message
 
     async def awrap_model_call(
         self,
@@ -63,7 +93,7 @@ class TurnMiddleware(AgentMiddleware):
 def build_tool(spec: ToolSpec, ctx: ToolContext) -> StructuredTool:
     handler = spec.load_handler()
 
-    async def run(**arguments: Any) -> tuple[str, dict[str, Any]]:
+    async def run(**arguments: Any) -> tuple[str, _Result]:
         try:
             output = await handler(ctx, **arguments)
         except Exception as exc:  # a tool never crashes the turn: the model explains the failure
@@ -71,7 +101,7 @@ def build_tool(spec: ToolSpec, ctx: ToolContext) -> StructuredTool:
             raise ToolException(f"[Tool {spec.name} failed: {type(exc).__name__}]") from exc
         if not output.ok:
             raise ToolException(output.text)
-        return output.text, output.data
+        return output.text, _Result(output.data, output.final)
 
     return StructuredTool.from_function(
         coroutine=run,

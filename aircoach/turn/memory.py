@@ -11,6 +11,7 @@ twice the reseed window is rebuilt from the store too, so a warm conversation st
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections import OrderedDict
@@ -23,10 +24,14 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 
-from aircoach.models import Turn
+from aircoach.models import ToolCall, Turn
 from aircoach.store.base import ChatStore
 
 log = logging.getLogger(__name__)
+
+# What a turn stored before `tools` existed gives the model of its tool's data (it kept only
+# the client data, which for an HTTP tool may be megabytes).
+LEGACY_TOOL_TEXT_CHARS = 4000
 
 
 @dataclass
@@ -41,31 +46,59 @@ class _ThreadMark:
 
 
 def messages_from_turns(turns: list[Turn]) -> list[BaseMessage]:
-    """Rebuild a conversation from stored turns, tool results included."""
+    """Rebuild a conversation from stored turns into the messages the warm thread held: per
+    turn, the human message; for each model call that used tools, the AI message with its
+    text and tool calls (ids, arguments) and then each tool message with the text the model
+    was given; and the answer's last part. Turns stored before `tools` existed are rebuilt
+    from their single `tool` (its data as capped JSON: they kept no model text)."""
     messages: list[BaseMessage] = []
     for turn in turns:
         messages.append(HumanMessage(turn.human, id=f"{turn.turn_id}-h"))
-        if turn.tool is not None:
-            call_id = f"{turn.turn_id}-t"
+        calls = turn.tools or _legacy_calls(turn)
+        written = 0
+        for step, group in itertools.groupby(calls, key=lambda c: c.step):
+            made = list(group)
+            offset = max(written, made[0].offset)
             messages.append(
                 AIMessage(
-                    "",
-                    id=f"{turn.turn_id}-c",
-                    tool_calls=[{"name": turn.tool.tool_name, "args": {}, "id": call_id}],
+                    turn.system[written:offset],
+                    id=f"{turn.turn_id}-c{step}",
+                    tool_calls=[
+                        {"name": c.tool_name, "args": c.arguments, "id": c.call_id} for c in made
+                    ],
                 )
             )
-            messages.append(
+            written = offset
+            messages.extend(
                 ToolMessage(
-                    json.dumps(turn.tool.data, ensure_ascii=False),
-                    tool_call_id=call_id,
-                    name=turn.tool.tool_name,
-                    artifact=turn.tool.data,
-                    id=f"{turn.turn_id}-r",
+                    c.text,
+                    tool_call_id=c.call_id,
+                    name=c.tool_name,
+                    status=c.status,
+                    artifact=c.data,
+                    id=f"{turn.turn_id}-r{step}-{i}",
                 )
+                for i, c in enumerate(made)
             )
-        if turn.system:
-            messages.append(AIMessage(turn.system, id=f"{turn.turn_id}-a"))
+        if rest := turn.system[written:]:
+            messages.append(AIMessage(rest, id=f"{turn.turn_id}-a"))
     return messages
+
+
+def _legacy_calls(turn: Turn) -> list[ToolCall]:
+    if turn.tool is None:
+        return []
+    text = json.dumps(turn.tool.data, ensure_ascii=False)
+    if len(text) > LEGACY_TOOL_TEXT_CHARS:
+        text = text[: LEGACY_TOOL_TEXT_CHARS - 1] + "…"
+    return [
+        ToolCall(
+            tool_name=turn.tool.tool_name,
+            call_id=f"{turn.turn_id}-t",
+            text=text,
+            data=turn.tool.data,
+        )
+    ]
 
 
 class PrunableSaver(InMemorySaver):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+import anyio
 from langgraph.graph.state import CompiledStateGraph
 
 from aircoach.auth.tokens import Principal
@@ -13,6 +14,7 @@ from aircoach.auth.userdata import user_data_section
 from aircoach.errors import StoreUnavailable
 from aircoach.models import MessageRequest
 from aircoach.prompts.store import PromptSnapshot
+from aircoach.quiz.service import progress_section
 from aircoach.services import Services
 from aircoach.tools.registry import ToolContext, ToolRegistry, ToolSpec
 from aircoach.turn.agent import build_agent
@@ -21,6 +23,8 @@ from aircoach.turn.recorder import TurnRecorder
 from aircoach.turn.turn import ChatTurn, new_turn_id
 
 log = logging.getLogger(__name__)
+
+QUIZ_TOOLS = frozenset({"domanda_teoria", "verifica_risposta"})
 
 
 async def prepare_turn(
@@ -32,8 +36,12 @@ async def prepare_turn(
     enabled = registry.enabled(request.tools)
     log.info("%s", registry.log_line(request.tools))
     system_prompt = await _system_prompt(services, principal, request, registry, snapshot, enabled)
+    turn_id = new_turn_id()
     ctx = ToolContext(
-        quiz=await services.quiz_store(), user_id=principal.sub, env=settings.tool_env
+        quiz=await services.quiz_service(),
+        user_id=principal.sub,
+        env=settings.tool_env,
+        turn_id=turn_id,
     )
     models = await TurnModels.open(services.models, enabled)
     try:
@@ -46,7 +54,6 @@ async def prepare_turn(
             history_limit=settings.history_limit,
             failover=models.failover,
         )
-        turn_id = new_turn_id()
         thread_id = f"{principal.sub}:v{snapshot.version}"
         if request.chat_history:
             held = await _load_history(services, agent, thread_id, principal.sub)
@@ -70,7 +77,6 @@ async def prepare_turn(
         ),
         prompt_version=snapshot.version,
         context_turns=context_turns,
-        return_direct=frozenset(spec.name for spec in enabled if spec.return_direct),
         timeout_s=settings.turn_timeout_s,
         turn_id=turn_id,
     )
@@ -84,19 +90,48 @@ async def _system_prompt(
     snapshot: PromptSnapshot,
     enabled: list[ToolSpec],
 ) -> str:
-    """The docs' prompt, the sources-off warning when it applies, and the user's profile.
-    The profile never fails the turn; the version (and thread) stays the docs' one."""
+    """The docs' prompt, the sources-off warning when it applies, the user's profile and
+    their quiz progress (fetched side by side). Neither section ever fails the turn; the
+    version (and thread) stays the docs' one."""
     prompt = registry.system_prompt(snapshot.text, enabled)
     if not request.user_data:
         return prompt
     settings = services.settings
-    section = await user_data_section(
-        services.user_data,
-        principal.sub,
-        fields=settings.user_data_fields,
-        timeout_s=settings.user_data_timeout_s,
-    )
-    return f"{prompt}\n\n{section}" if section else prompt
+    sections = ["", ""]
+
+    async def profile() -> None:
+        sections[0] = await user_data_section(
+            services.user_data,
+            principal.sub,
+            fields=settings.user_data_fields,
+            timeout_s=settings.user_data_timeout_s,
+        )
+
+    async def progress() -> None:
+        sections[1] = await _progress_section(services, principal.sub, enabled)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(profile)
+        tg.start_soon(progress)
+    return "\n\n".join([prompt, *(section for section in sections if section)])
+
+
+async def _progress_section(services: Services, user_id: str, enabled: list[ToolSpec]) -> str:
+    """The student's quiz progress, when a quiz tool is on for this turn (else it is noise)."""
+    if not any(spec.name in QUIZ_TOOLS for spec in enabled):
+        return ""
+    try:
+        quiz = await services.quiz_service()
+        return progress_section(await quiz.prompt_progress(user_id))
+    except Exception as exc:
+        reason = exc.__cause__ or exc
+        log.warning(
+            "quiz progress unavailable for %r: no progress section (%s: %s)",
+            user_id,
+            type(reason).__name__,
+            reason,
+        )
+        return ""
 
 
 async def _load_history(

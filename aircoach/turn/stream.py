@@ -1,28 +1,51 @@
-"""The agent's LangGraph stream as the turn's events: text deltas of the model's answer and the
-results of its tool calls."""
+"""The agent's LangGraph stream as the turn's events: text deltas of the model's answer, and
+each tool call with its result (for the client) and its record (for the store)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessageChunk, ToolMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
+from aircoach.models import ToolCall
+from aircoach.turn.agent import ends_turn
 from aircoach.turn.events import AgentMessage, ToolResult
 
 
+@dataclass(frozen=True)
+class ToolStep:
+    """One tool call of the turn: `event` is what the client gets, `call` what the store
+    keeps (with the text the model was given, which the client never sees). Results arrive
+    as tools finish; `order` (model call, place among its tool calls) is the order the
+    model made the calls in, which is the order the thread holds them in."""
+
+    event: ToolResult
+    call: ToolCall
+    order: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class _Asked:
+    name: str
+    arguments: dict[str, Any]
+    step: int
+    position: int
+    offset: int
+
+
 async def agent_events(
-    agent: CompiledStateGraph,
-    query: str,
-    *,
-    thread_id: str,
-    return_direct: frozenset[str],
-) -> AsyncIterator[AgentMessage | ToolResult]:
+    agent: CompiledStateGraph, query: str, *, thread_id: str
+) -> AsyncIterator[AgentMessage | ToolStep]:
     """Run the agent on `query` in thread `thread_id` and yield what the client sees."""
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     payload = {"messages": [{"role": "user", "content": query}]}
+    written = 0  # characters of the answer streamed so far
+    steps = 0  # model calls that have ended
+    asked: dict[str, _Asked] = {}  # tool call id -> the call, until its result arrives
     chunk: Any  # ((message, metadata) for "messages", {node: update} for "updates")
     async for mode, chunk in agent.astream(
         payload,
@@ -38,19 +61,28 @@ async def agent_events(
                 isinstance(message, AIMessageChunk) and meta.get("langgraph_node") == "model"
             )
             if is_answer and (text := message.text):
+                written += len(text)
                 yield AgentMessage(content=text)
-        elif mode == "updates":
-            for update in chunk.values():
-                messages = update.get("messages", []) if isinstance(update, dict) else []
-                for message in messages:
-                    if isinstance(message, ToolMessage):
-                        yield tool_result(message, return_direct)
+            continue
+        for update in chunk.values():
+            messages = update.get("messages", []) if isinstance(update, dict) else []
+            for message in messages:
+                if isinstance(message, AIMessage):
+                    # The model call ended: its text is answer[:written] since the last one.
+                    for position, call in enumerate(message.tool_calls):
+                        if call_id := call.get("id"):
+                            asked[call_id] = _Asked(
+                                call["name"], call["args"], steps, position, written
+                            )
+                    steps += 1
+                elif isinstance(message, ToolMessage):
+                    yield tool_step(message, asked.pop(message.tool_call_id, None), steps)
 
 
-def tool_result(message: ToolMessage, return_direct: frozenset[str]) -> ToolResult:
-    """The client's view of a tool message: its data (or its error), and whether it ends the
-    turn (a return_direct tool that succeeded)."""
-    name = message.name or "tool"
+def tool_step(message: ToolMessage, asked: _Asked | None, steps: int) -> ToolStep:
+    """The client's view of a tool message (its data, or its error, and whether it ends the
+    turn) and the store's record of the call."""
+    name = message.name or (asked.name if asked else "tool")
     failed = message.status == "error"
     if failed:
         data: dict[str, Any] = {"error": message.text}
@@ -58,4 +90,16 @@ def tool_result(message: ToolMessage, return_direct: frozenset[str]) -> ToolResu
         data = message.artifact
     else:
         data = {"content": message.text}
-    return ToolResult(tool_name=name, data=data, final=name in return_direct and not failed)
+    event = ToolResult(tool_name=name, data=data, final=ends_turn(message))
+    step = asked.step if asked else max(steps - 1, 0)
+    call = ToolCall(
+        tool_name=name,
+        call_id=message.tool_call_id,
+        arguments=asked.arguments if asked else {},
+        text=message.text,
+        data=data,
+        status="error" if failed else "success",
+        step=step,
+        offset=asked.offset if asked else 0,
+    )
+    return ToolStep(event, call, (step, asked.position if asked else 0))

@@ -20,11 +20,11 @@ from langgraph.graph.state import CompiledStateGraph
 from aircoach.auth.tokens import Principal
 from aircoach.errors import AppError, TurnTimeout
 from aircoach.logs import current_request, current_request_id, log_fields
-from aircoach.models import MessageRequest, ToolRecord, Turn, TurnStatus
+from aircoach.models import MessageRequest, ToolCall, ToolRecord, Turn, TurnStatus
 from aircoach.turn.chat_models import TurnModels
-from aircoach.turn.events import AgentMessage, Done, ErrorEvent, ToolResult, TurnEvent
+from aircoach.turn.events import AgentMessage, Done, ErrorEvent, TurnEvent
 from aircoach.turn.recorder import TurnRecorder
-from aircoach.turn.stream import agent_events
+from aircoach.turn.stream import ToolStep, agent_events
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +49,11 @@ class ChatTurn:
     recorder: TurnRecorder
     prompt_version: str
     context_turns: int
-    return_direct: frozenset[str]
     timeout_s: float  # TURN_TIMEOUT_S: the whole agent run, every model and tool call
     turn_id: str = field(default_factory=new_turn_id)
     request_id: str = field(default_factory=lambda: current_request_id() or uuid.uuid4().hex)
     answer: list[str] = field(default_factory=list)
-    tool: ToolRecord | None = None
+    steps: list[ToolStep] = field(default_factory=list)
     status: TurnStatus = "ok"
     tools_used: list[str] = field(default_factory=list)
     error_codes: list[str] = field(default_factory=list)
@@ -86,14 +85,24 @@ class ChatTurn:
             "stream": self.request.stream,
         }
 
+    @property
+    def tools(self) -> list[ToolCall]:
+        """Every tool call of the turn, in the order the model made them."""
+        return [step.call for step in sorted(self.steps, key=lambda step: step.order)]
+
+    @property
+    def tool(self) -> ToolRecord | None:
+        """The last tool result the client got, as clients that predate `tools` read it."""
+        if not self.steps:
+            return None
+        last = self.steps[-1].event
+        return ToolRecord(tool_name=last.tool_name, data=last.data)
+
     async def events(self) -> AsyncGenerator[TurnEvent, None]:
         ended_by_tool = False
         try:
             stream = agent_events(
-                self.agent,
-                self.request.query,
-                thread_id=self.recorder.memory_thread,
-                return_direct=self.return_direct,
+                self.agent, self.request.query, thread_id=self.recorder.memory_thread
             )
             deadline = anyio.current_time() + self.timeout_s
             try:
@@ -106,13 +115,14 @@ class ChatTurn:
                         raise TurnTimeout()
                     if event is None:
                         break
-                    if isinstance(event, AgentMessage):
+                    if isinstance(event, ToolStep):
+                        self.steps.append(event)
+                        self.tools_used.append(event.event.tool_name)
+                        ended_by_tool = ended_by_tool or event.event.final
+                        yield event.event
+                    else:
                         self.answer.append(event.content)
-                    elif isinstance(event, ToolResult):
-                        self.tool = ToolRecord(tool_name=event.tool_name, data=event.data)
-                        self.tools_used.append(event.tool_name)
-                        ended_by_tool = ended_by_tool or event.final
-                    yield event
+                        yield event
             except TurnTimeout as exc:
                 self.status = "error"
                 log.warning(
@@ -163,6 +173,7 @@ class ChatTurn:
             human=self.request.query,
             system=self.text,
             tool=self.tool,
+            tools=self.tools,
             timestamp=datetime.now(UTC).isoformat(),
             prompt_version=self.prompt_version,
             model=self.model,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from aircoach.llm.offline import (
     OFFLINE_NOTICE,
@@ -82,14 +83,14 @@ async def test_it_streams_word_by_word_and_says_it_is_offline():
     assert "perpendicolare" in "".join(chunks)
 
 
-def _as_tool():
+def _as_tool(spec=QUIZ):
     from langchain_core.tools import StructuredTool
 
     async def run(**kwargs):
         return "x"
 
     return StructuredTool.from_function(
-        coroutine=run, name=QUIZ.name, description=QUIZ.description, args_schema=QUIZ.parameters
+        coroutine=run, name=spec.name, description=spec.description, args_schema=spec.parameters
     )
 
 
@@ -127,3 +128,116 @@ def test_reading_arguments_is_linear_in_the_query(query):
     worker.start()
     worker.join(30)
     assert not worker.is_alive(), "fill_arguments backtracks on this input"
+
+
+# --- the quiz: a pending question's answer first, then a quiz request, then the rest ---
+
+SPECS = ToolRegistry.from_docs(
+    {"tools.json": (ROOT / "prompt_docs" / "tools.json").read_text("utf-8")}
+).specs
+QUESTION_TEXT = (
+    "Capitolo 1, domanda 1: Se la velocità raddoppia, la portanza:\n"
+    "a) raddoppia\nb) si dimezza\nc) quadruplica\nd) resta invariata\n"
+    "[RISERVATO AL COACH, NON RIVELARE PRIMA CHE L'ALLIEVO ABBIA RISPOSTO: risposta corretta "
+    "c) quadruplica. Spiegazione: ...]"
+)
+
+
+def quiz_model() -> Any:
+    tools = [_as_tool(SPECS[name]) for name in ("domanda_teoria", "verifica_risposta")]
+    examples = {name: SPECS[name].examples for name in SPECS}
+    return OfflineChatModel(tool_examples=examples).bind_tools(tools)
+
+
+def asked(text: str = QUESTION_TEXT, name: str = "domanda_teoria") -> list[Any]:
+    return [
+        HumanMessage("Dammi una domanda"),
+        AIMessage("", tool_calls=[{"name": name, "args": {}, "id": "q1"}]),
+        ToolMessage(text, tool_call_id="q1", name=name),
+    ]
+
+
+def graded(capitolo: int, numero: int) -> list[Any]:
+    return [
+        HumanMessage("la c"),
+        AIMessage("", tool_calls=[{"name": "verifica_risposta", "args": {}, "id": "g1"}]),
+        ToolMessage(
+            f"Esito: risposta CORRETTA (capitolo {capitolo}, domanda {numero}).",
+            tool_call_id="g1",
+            name="verifica_risposta",
+        ),
+        AIMessage("Giusto."),
+    ]
+
+
+@pytest.mark.parametrize(
+    "answer", ["c", "C", "la c", "risposta: c", "è la c", "quadruplica", "penso quadruplica", "e"]
+)
+async def test_an_answer_to_the_pending_question_is_graded(answer):
+    reply = await quiz_model().ainvoke([*asked(), HumanMessage(answer)])
+    (tool_call,) = reply.tool_calls
+    assert tool_call["name"] == "verifica_risposta"
+    assert tool_call["args"] == {"capitolo": 1, "numero": 1, "risposta": answer}
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Cos'è la portanza?", "non lo so, spiegami", "c?", "grazie", "x" * 300 + " c"],
+)
+async def test_a_message_that_is_not_an_answer_is_not_graded(message):
+    reply = await quiz_model().ainvoke([*asked(), HumanMessage(message)])
+    assert all(c["name"] != "verifica_risposta" for c in reply.tool_calls)
+
+
+async def test_no_pending_question_no_grading():
+    model = quiz_model()
+    for history in ([], [*asked(), *graded(1, 1)], asked("Nessuna domanda trovata.")):
+        reply = await model.ainvoke([*history, HumanMessage("la c")])
+        assert all(c["name"] != "verifica_risposta" for c in reply.tool_calls), history
+    failed = [*asked(), *graded(1, 1)]
+    failed[-2] = ToolMessage(
+        "[Tool failed]", tool_call_id="g1", name="verifica_risposta", status="error"
+    )
+    reply = await model.ainvoke([*failed, HumanMessage("la c")])
+    assert reply.tool_calls[0]["name"] == "verifica_risposta"  # a failed grading grades nothing
+
+
+async def test_several_questions_are_graded_in_the_order_asked():
+    second = QUESTION_TEXT.replace("Capitolo 1, domanda 1", "Capitolo 5, domanda 2")
+    history = asked(f"2 domande:\n\n{QUESTION_TEXT}\n\n{second}")
+    model = quiz_model()
+    first = await model.ainvoke([*history, HumanMessage("b")])
+    assert first.tool_calls[0]["args"] == {"capitolo": 1, "numero": 1, "risposta": "b"}
+    then = await model.ainvoke([*history, *graded(1, 1), HumanMessage("la a")])
+    assert then.tool_calls[0]["args"] == {"capitolo": 5, "numero": 2, "risposta": "la a"}
+
+
+@pytest.mark.parametrize(
+    ("query", "args"),
+    [
+        ("Dammi 3 domande dai capitoli 2, 5 e 7", {"capitoli": [2, 5, 7], "quante": 3}),
+        ("Due domande del capitolo 4", {"capitolo": 4, "quante": 2}),
+        ("Fammi una domanda del capitolo 3", {"capitolo": 3}),
+        ("Dammi la domanda 4 del capitolo 7", {"capitolo": 7, "numero": 4}),
+        ("Fammi ripassare i miei punti deboli", {"modo": "ripasso"}),
+        (
+            "Ripassiamo con 2 domande del capitolo 5",
+            {"capitolo": 5, "quante": 2, "modo": "ripasso"},
+        ),
+        ("Fammi una domanda sull'altimetro", {"testo": "altimetro"}),
+    ],
+)
+async def test_quiz_requests_fill_the_quiz_arguments(query, args):
+    reply = await quiz_model().ainvoke([HumanMessage(query)])
+    (tool_call,) = reply.tool_calls
+    assert (tool_call["name"], tool_call["args"]) == ("domanda_teoria", args)
+
+
+async def test_an_answer_comes_before_a_quiz_request_and_grading_is_never_scored():
+    # "una domanda" would score as a quiz request; the pending question wins only for answers.
+    reply = await quiz_model().ainvoke([*asked(), HumanMessage("Dammi una domanda del capitolo 2")])
+    assert reply.tool_calls[0]["name"] == "domanda_teoria"
+    model = quiz_model()
+    for query in ("Verifica la risposta dell'allievo", "corregge la risposta a una domanda"):
+        reply = await model.ainvoke([HumanMessage(query)])
+        assert all(c["name"] != "verifica_risposta" for c in reply.tool_calls)

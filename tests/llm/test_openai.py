@@ -30,7 +30,10 @@ async def test_streamed_tool_call_runs_the_tool(openai_api, model_settings, auth
     assert request.path == "/v1/chat/completions"
     assert request.headers["authorization"] == "Bearer unused"  # Ollama needs no key
     assert request.body["model"] == "fake-llama" and request.body["stream"] is True
-    assert [t["function"]["name"] for t in request.body["tools"]] == ["domanda_teoria"]
+    assert [t["function"]["name"] for t in request.body["tools"]] == [
+        "domanda_teoria",
+        "verifica_risposta",
+    ]
     assert request.body["messages"][0]["role"] == "system"
     assert turns[0].tool is not None and turns[0].status == "ok"
 

@@ -35,6 +35,11 @@ OPERATIONS = [
     ("GET", "/api/tasks/review/{review_id}"),
     ("POST", "/api/tasks/review/{review_id}/resolve"),
     ("GET", "/api/tasks/runs/{run_id}"),
+    ("GET", "/api/quiz/chapters"),
+    ("GET", "/api/quiz/questions"),
+    ("GET", "/api/quiz/questions/{capitolo}/{numero}"),
+    ("POST", "/api/quiz/answers"),
+    ("GET", "/api/progress"),
 ]
 WITH_INPUTS = [
     ("POST", "/api/stream_query"),
@@ -43,6 +48,9 @@ WITH_INPUTS = [
     ("POST", "/api/tasks/{task}/batch"),
     ("GET", "/api/tasks/review"),
     ("POST", "/api/tasks/review/{review_id}/resolve"),
+    ("GET", "/api/quiz/questions"),
+    ("GET", "/api/quiz/questions/{capitolo}/{numero}"),
+    ("POST", "/api/quiz/answers"),
 ]
 PERMISSIONS = ["admin:docs", "tasks:email_triage", "tasks:review"]
 
@@ -54,10 +62,10 @@ def _tool_names(settings) -> list[str]:
 
 @pytest.fixture
 def api_schema(settings):
-    """The app's schema, with one constraint it can only state in words: the tool names a
+    """The app's schema, with two constraints it can only state in words: the tool names a
     request may switch are those of the current docs (`GET /api/tools`; they change with the
-    docs, so the schema cannot list them). Any other name is a documented 422, which the
-    invalid-request runs still send."""
+    docs, so the schema cannot list them), and a quiz answer names an option of its question.
+    Anything else is a documented 422, which the invalid-request runs still send."""
     app = create_app(settings)
     raw = copy.deepcopy(app.openapi())
     # The chat route parses its body after the token (aircoach.bodies): its schema is inline.
@@ -65,6 +73,10 @@ def api_schema(settings):
     tools = chat_body["content"]["application/json"]["schema"]["properties"]["tools"]
     (switches,) = [branch for branch in tools["anyOf"] if branch.get("type") == "object"]
     switches["propertyNames"] = {"enum": _tool_names(settings)}
+    # Likewise an answer must name an option of its question (the demo questions have four);
+    # anything else is a documented 422 naming `risposta`.
+    answer = raw["components"]["schemas"]["AnswerRequest"]["properties"]["risposta"]
+    answer["pattern"] = "^[a-dA-D]$"
     schema = schemathesis.openapi.from_dict(raw)
     schema.app = app
     # FastAPI ignores query parameters it does not know, as HTTP APIs do, and OpenAPI does

@@ -1,27 +1,30 @@
-"""domanda_teoria: every branch of its priority order and every validation error."""
+"""The quiz tools: domanda_teoria (every branch of its priority order, several questions,
+review, nothing found, every validation error) and verifica_risposta."""
 
 from __future__ import annotations
 
 import pytest
 
-from aircoach.quiz.bank import seed_demo_questions
-from aircoach.quiz.tools import domanda_teoria
-from aircoach.store.sqlite import SqliteQuizStore
+from aircoach.quiz.bank import chapter_titles, seed_demo_questions
+from aircoach.quiz.service import QuizService
+from aircoach.quiz.tools import domanda_teoria, verifica_risposta
+from aircoach.store.sqlite import SqliteAttemptStore, SqliteQuizStore
 from aircoach.tools.registry import ToolContext
 
 
 @pytest.fixture
-async def ctx(settings, tmp_path):
-    quiz = SqliteQuizStore(tmp_path / "quiz.sqlite3")
-    assert await seed_demo_questions(quiz) >= 100
-    return ToolContext(quiz=quiz, user_id="u")
+async def ctx(bank_file):
+    quiz = SqliteQuizStore(bank_file)
+    service = QuizService(quiz, SqliteAttemptStore(bank_file), await chapter_titles())
+    return ToolContext(quiz=service, user_id="u", turn_id="turn-1")
 
 
 async def test_demo_questions_cover_ten_chapters_and_load_once(ctx):
-    assert await ctx.quiz.count() >= 100
-    assert await seed_demo_questions(ctx.quiz) == 0  # not empty any more: nothing to do
+    store = ctx.quiz.questions
+    assert await store.count() >= 100
+    assert await seed_demo_questions(store) == 0  # not empty any more: nothing to do
     for chapter in range(1, 11):
-        assert (await ctx.quiz.random_by_field("capitolo", chapter))["capitolo"] == chapter
+        assert (await store.random_by_field("capitolo", chapter))["capitolo"] == chapter
 
 
 async def test_chapter_and_number_give_that_question(ctx):
@@ -42,7 +45,8 @@ async def test_chapter_and_number_beat_every_other_argument(ctx):
 async def test_text_search_is_case_insensitive_and_beats_field(ctx):
     out = await domanda_teoria(ctx, testo="ALTIMETRO", campo="capitolo", valore="9", capitolo=9)
     assert out.data["query"]["mode"] == "testo" and out.data["query"]["matches"] > 0
-    assert "altimetro" in out.data["question"]["testo"].casefold()
+    question = out.data["question"]
+    assert "altimetr" in f"{question['testo']} {question['argomento']}".casefold()
 
 
 async def test_field_and_value_beat_chapter(ctx):
@@ -95,3 +99,190 @@ async def test_invalid_arguments_become_a_tool_error(ctx, args, message):
     out = await domanda_teoria(ctx, **args)
     assert not out.ok and message in out.data["error"]
     assert out.text.startswith("[Tool domanda_teoria failed:") and message in out.text
+
+
+# --- the key: for the model only ---
+
+
+async def test_the_client_gets_the_question_without_its_key_and_the_model_gets_both(ctx):
+    out = await domanda_teoria(ctx, capitolo=1, numero=1)
+    question = out.data["question"]
+    assert "corretta" not in question and "spiegazione" not in question
+    assert set(question["risposte"]) == {"a", "b", "c", "d"}
+    assert "RISERVATO AL COACH, NON RIVELARE PRIMA CHE L'ALLIEVO ABBIA RISPOSTO" in out.text
+    assert "risposta corretta c) quadruplica" in out.text and "Spiegazione: La portanza" in out.text
+    assert "La portanza è proporzionale" not in str(out.data)
+
+
+# --- several questions at once ---
+
+
+def keys(questions):
+    return [(q["capitolo"], q["numero"]) for q in questions]
+
+
+async def test_several_chapters_give_one_question_each(ctx):
+    out = await domanda_teoria(ctx, capitoli=[2, 5, 7])
+    assert out.ok and "question" not in out.data
+    assert [c for c, _ in keys(out.data["questions"])] == [2, 5, 7]
+    assert out.data["query"] == {"mode": "multi", "quante": 3, "capitoli": [2, 5, 7]}
+    assert all("corretta" not in q and "spiegazione" not in q for q in out.data["questions"])
+    assert out.text.startswith("3 domande:") and out.text.count("RISERVATO AL COACH") == 3
+
+
+async def test_how_many_spreads_over_the_chapters_and_never_repeats(ctx):
+    for _ in range(5):
+        out = await domanda_teoria(ctx, capitoli=["2", 5], quante=5)
+        found = keys(out.data["questions"])
+        assert len(found) == len(set(found)) == 5
+        assert sorted(c for c, _ in found) == [2, 2, 2, 5, 5]
+    out = await domanda_teoria(ctx, capitoli="1, 3 e 9")  # as text, from a sloppy model
+    assert [c for c, _ in keys(out.data["questions"])] == [1, 3, 9]
+    out = await domanda_teoria(ctx, capitolo=4, quante=3)
+    assert [c for c, _ in keys(out.data["questions"])] == [4, 4, 4]
+    out = await domanda_teoria(ctx, quante=2)
+    assert len(set(keys(out.data["questions"]))) == 2
+
+
+async def test_several_by_text_are_the_best_matches(ctx):
+    out = await domanda_teoria(ctx, testo="velocita", quante=3)
+    assert len(out.data["questions"]) == 3
+    assert all("velocit" in q["testo"].casefold() for q in out.data["questions"])
+    assert out.data["query"] == {"mode": "multi", "quante": 3, "testo": "velocita"}
+
+
+async def test_the_sub_queries_run_concurrently(ctx):
+    import anyio
+
+    running, most = 0, 0
+    both_started = anyio.Event()
+    inner = ctx.quiz.questions.sample
+
+    async def sample(size, *, capitolo=None):
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        if most == 2:
+            both_started.set()
+        with anyio.fail_after(30):  # generous: the other sub-query starts at once
+            await both_started.wait()
+        try:
+            return await inner(size, capitolo=capitolo)
+        finally:
+            running -= 1
+
+    ctx.quiz.questions.sample = sample
+    out = await domanda_teoria(ctx, capitoli=[3, 8])
+    assert most == 2 and len(out.data["questions"]) == 2
+
+
+# --- review ---
+
+
+async def answer_wrong(ctx, capitolo, numero):
+    question = await ctx.quiz.question(capitolo, numero)
+    wrong = next(x for x in "abcd" if x != question["corretta"])
+    await ctx.quiz.grade(ctx.user_id, capitolo, numero, wrong, turn_id=None)
+
+
+async def test_review_draws_the_questions_answered_wrong(ctx):
+    out = await domanda_teoria(ctx, modo="ripasso")
+    assert out.data["query"] == {"mode": "ripasso", "quante": 1, "fonte": "casuale"}
+    assert out.data["question"] is not None  # nothing to review yet: any question
+
+    await answer_wrong(ctx, 6, 3)
+    for _ in range(3):
+        out = await domanda_teoria(ctx, modo="Ripasso")
+        assert keys([out.data["question"]]) == [(6, 3)]
+        assert out.data["query"]["fonte"] == "sbagliate"
+    await answer_wrong(ctx, 9, 2)
+    out = await domanda_teoria(ctx, modo="ripasso", quante=3)
+    assert sorted(keys(out.data["questions"])) == [(6, 3), (9, 2)]
+    out = await domanda_teoria(ctx, modo="ripasso", capitolo=9)
+    assert keys([out.data["question"]]) == [(9, 2)]
+
+
+async def test_review_without_missed_questions_draws_from_the_weak_chapters(ctx):
+    for n in (1, 2, 3):
+        await answer_wrong(ctx, 5, n)
+    for n in (1, 2, 3):  # answered right since: nothing missed, chapter 5 still weak (3/6)
+        question = await ctx.quiz.question(5, n)
+        await ctx.quiz.grade(ctx.user_id, 5, n, question["corretta"], turn_id=None)
+    assert await ctx.quiz.missed(ctx.user_id) == []
+    out = await domanda_teoria(ctx, modo="ripasso", quante=2)
+    assert out.data["query"]["fonte"] == "capitoli_deboli" and out.data["query"]["capitoli"] == [5]
+    assert [c for c, _ in keys(out.data["questions"])] == [5, 5]
+
+
+# --- nothing found ---
+
+
+async def test_nothing_found_lets_the_model_answer_with_the_chapters(ctx):
+    out = await domanda_teoria(ctx, testo="elicottero")
+    assert out.ok and not out.final
+    assert out.data["question"] is None and out.data["message"]
+    assert [c["capitolo"] for c in out.data["capitoli"]] == list(range(1, 11))
+    assert "Capitoli tra cui scegliere: 1 Principi di aerodinamica;" in out.text
+    out = await domanda_teoria(ctx, testo="elicottero", quante=2)
+    assert out.data["questions"] == [] and not out.final
+    found = await domanda_teoria(ctx, capitolo=1)
+    assert found.final
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"capitoli": [2, 11]}, "capitoli must be between 1 and 10"),
+        ({"capitoli": [1, 2, 3, 4, 5, 6]}, "capitoli: at most 5 chapters"),
+        ({"quante": 6}, "quante must be between 1 and 5"),
+        ({"quante": 0}, "quante must be between 1 and 5"),
+        ({"modo": "esame"}, "modo 'esame' is not a mode"),
+        ({"testo": "x" * 201}, "testo must be at most 200 characters"),
+    ],
+)
+async def test_invalid_new_arguments_become_a_tool_error(ctx, args, message):
+    out = await domanda_teoria(ctx, **args)
+    assert not out.ok and message in out.data["error"]
+
+
+# --- verifica_risposta ---
+
+
+async def test_grading_in_the_chat_returns_the_rest_object_and_records_the_turn(ctx):
+    out = await verifica_risposta(ctx, capitolo=1, numero="1", risposta="la c")
+    assert out.ok and out.final
+    assert out.data == {
+        "capitolo": 1,
+        "numero": 1,
+        "risposta": "c",
+        "corretta": True,
+        "risposta_corretta": "c",
+        "spiegazione": (await ctx.quiz.question(1, 1))["spiegazione"],
+    }
+    assert out.text.splitlines()[:3] == [
+        "Esito: risposta CORRETTA (capitolo 1, domanda 1).",
+        "Risposta dell'allievo: c) quadruplica",
+        "Risposta corretta: c) quadruplica",
+    ]
+    (attempt,) = await ctx.quiz.attempts.recent_attempts("u", 5)
+    assert (attempt.turn_id, attempt.corretta) == ("turn-1", True)
+    wrong = await verifica_risposta(ctx, capitolo=1, numero=1, risposta="raddoppia")
+    assert wrong.data["corretta"] is False and wrong.text.startswith("Esito: risposta SBAGLIATA")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"capitolo": 1, "numero": 1, "risposta": "e"}, "la lettera 'e' non è un'opzione"),
+        ({"capitolo": 1, "numero": 1, "risposta": "boh"}, "risposta 'boh' non riconosciuta"),
+        ({"capitolo": 1, "numero": 99, "risposta": "a"}, "Domanda 99 del capitolo 1 non trovata"),
+        ({"capitolo": 11, "numero": 1, "risposta": "a"}, "capitolo must be between 1 and 10"),
+        ({"capitolo": 1, "numero": 1}, "risposta is required"),
+        ({"capitolo": 1, "numero": 1, "risposta": "a" * 501}, "at most 500 characters"),
+    ],
+)
+async def test_grading_errors_go_back_to_the_model_and_store_nothing(ctx, args, message):
+    out = await verifica_risposta(ctx, **args)
+    assert not out.ok and message in out.data["error"]
+    assert out.text.startswith("[Tool verifica_risposta failed:")
+    assert await ctx.quiz.attempts.recent_attempts("u", 5) == []

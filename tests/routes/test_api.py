@@ -52,7 +52,7 @@ async def test_unknown_tool_lists_the_valid_ones(client, auth):
     response = await client.post(
         "/api/stream_query", json={"query": "ok", "tools": {"nope": True}}, headers=auth()
     )
-    valid = "['domanda_teoria', 'kb_search', 'lex_search', 'web_search']"
+    valid = "['domanda_teoria', 'kb_search', 'lex_search', 'verifica_risposta', 'web_search']"
     assert f"unknown tool 'nope'; valid: {valid}" in response.json()["detail"][0]["msg"]
 
 
@@ -162,7 +162,13 @@ def test_health_does_not_import_langgraph():
 async def test_tools_lists_name_description_default_and_source(client, auth):
     assert (await client.get("/api/tools")).status_code == 401
     tools = {t["name"]: t for t in (await client.get("/api/tools", headers=auth())).json()}
-    assert set(tools) == {"domanda_teoria", "web_search", "kb_search", "lex_search"}
+    assert set(tools) == {
+        "domanda_teoria",
+        "verifica_risposta",
+        "web_search",
+        "kb_search",
+        "lex_search",
+    }
     assert not any(tools[name]["available"] for name in ("web_search", "kb_search", "lex_search"))
     tool = tools["domanda_teoria"]
     assert tool["name"] == "domanda_teoria" and tool["default_enabled"] is True

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from aircoach.errors import StoreUnavailable
-from aircoach.models import ToolRecord, Turn
+from aircoach.models import ToolCall, ToolRecord, Turn
+from aircoach.quiz.models import Attempt, ChapterStats
 from aircoach.settings import ROOT, Settings
-from aircoach.store import build_stores
-from aircoach.store.base import ChatStore, QuizStore
+from aircoach.store import build_stores, open_stores
+from aircoach.store.base import AttemptStore, ChatStore, QuizStore
 from tests.mongo_server import MongoServer, mongo_settings
 
 
@@ -28,6 +29,11 @@ def chats(store_settings: Settings) -> ChatStore:
 @pytest.fixture
 def quiz(store_settings: Settings) -> QuizStore:
     return build_stores(store_settings)[1]
+
+
+@pytest.fixture
+def attempts(store_settings: Settings) -> AttemptStore:
+    return open_stores(store_settings).attempts
 
 
 def make_turn(user: str, n: int, *, second: int | None = None, **fields: Any) -> Turn:
@@ -164,7 +170,25 @@ async def test_turns_round_trip_exactly_and_json_safe(chats: ChatStore):
         tool_name="domanda_teoria",
         data={"question": {"capitolo": 3, "testo": "Perché l'elica è svergolata?"}, "n": [1, 2]},
     )
-    turn = make_turn("alice", 1, tool=tool, status="interrupted", system="")
+    calls = [
+        ToolCall(
+            tool_name="domanda_teoria",
+            call_id="call_1",
+            arguments={"capitolo": 3, "capitoli": [2, 5]},
+            text="Capitolo 3, domanda 1: ...\n[RISERVATO AL COACH: risposta corretta b) ...]",
+            data=tool.data,
+        ),
+        ToolCall(
+            tool_name="kb_search",
+            call_id="call_2",
+            text="[Tool kb_search failed: HTTP 503]",
+            data={"error": "[Tool kb_search failed: HTTP 503]"},
+            status="error",
+            step=1,
+            offset=12,
+        ),
+    ]
+    turn = make_turn("alice", 1, tool=tool, tools=calls, status="interrupted", system="")
     await chats.append_turn(turn)
     (back,) = await chats.recent_turns("alice", 1)
     assert back == turn
@@ -260,19 +284,191 @@ async def test_random_by_field(loaded: QuizStore):
         await loaded.random_by_field("testo", "x")
 
 
-async def test_search_text_is_case_insensitive_literal_and_limited(loaded: QuizStore):
-    assert await loaded.search_text("portanza") == [QUESTIONS[0]]
-    assert await loaded.search_text("più") == [QUESTIONS[1], QUESTIONS[2]]  # accents fold too
-    assert await loaded.search_text("più", limit=1) == [QUESTIONS[1]]
-    assert await loaded.search_text("(a bassa velocità)") == [QUESTIONS[1]]
-    assert await loaded.search_text("a.*b") == []
+def keys(questions: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    return [(q["capitolo"], q["numero"]) for q in questions]
+
+
+async def test_search_ignores_accents_case_and_punctuation(loaded: QuizStore):
+    assert keys(await loaded.search_text("velocita")) == [(1, 1), (1, 2)]
+    assert keys(await loaded.search_text("VELOCITÀ!")) == [(1, 1), (1, 2)]
+    assert keys(await loaded.search_text("«rollio»")) == [(2, 1)]
+    assert await loaded.search_text("velocita") == [QUESTIONS[0], QUESTIONS[1]]  # as stored
+
+
+async def test_search_takes_singular_and_plural_alike(loaded: QuizStore):
+    assert keys(await loaded.search_text("portanze")) == [(1, 1)]
+    assert keys(await loaded.search_text("alettone")) == [(2, 1)]
+    assert keys(await loaded.search_text("resistenze indotte")) == [(1, 2)]
+
+
+async def test_search_forgives_one_typo_in_a_long_word_only(loaded: QuizStore):
+    assert keys(await loaded.search_text("resistnza")) == [(1, 2)]  # a letter missing
+    assert keys(await loaded.search_text("protanza")) == [(1, 1)]  # two letters swapped
+    assert keys(await loaded.search_text("alettomi")) == [(2, 1)]  # a letter wrong
+    assert await loaded.search_text("rsistnza") == []  # two typos
+    assert await loaded.search_text("rolo") == []  # under five letters: no typo allowed
+
+
+async def test_search_ranks_the_best_matches_first_and_limits(loaded: QuizStore):
+    assert keys(await loaded.search_text("velocita portanza")) == [(1, 1), (1, 2)]
+    assert keys(await loaded.search_text("bassa velocita")) == [(1, 2), (1, 1)]
+    # An exact word beats a word one typo away.
+    assert keys(await loaded.search_text("velocita resistnza rollio")) == [(1, 2), (1, 1), (2, 1)]
+    assert keys(await loaded.search_text("velocita", limit=1)) == [(1, 1)]
+    assert await loaded.search_text("velocita", limit=0) == []
+
+
+async def test_search_within_a_chapter(loaded: QuizStore):
+    assert keys(await loaded.search_text("velocita", capitolo=1)) == [(1, 1), (1, 2)]
+    assert await loaded.search_text("velocita", capitolo=2) == []
+    assert keys(await loaded.search_text("comandi", capitolo=2)) == [(2, 1)]
+
+
+async def test_search_of_nothing_that_matches(loaded: QuizStore):
     assert await loaded.search_text("elicottero") == []
+    assert await loaded.search_text("a.*b") == []  # punctuation, never a pattern
+    assert await loaded.search_text("della sulla") == []  # only stopwords
+    assert await loaded.search_text("   ") == []
+
+
+async def test_a_replaced_question_is_found_by_its_new_words_only(loaded: QuizStore):
+    changed = {**QUESTIONS[0], "testo": "Il carburatore ghiaccia quando:", "argomento": "motore"}
+    await loaded.upsert_questions([changed])
+    assert keys(await loaded.search_text("carburatori")) == [(1, 1)]
+    assert await loaded.search_text("portanza") == []
+    assert keys(await loaded.search_text("velocita")) == [(1, 2)]
+
+
+async def test_chapter_counts_and_ordered_lists(loaded: QuizStore):
+    assert await loaded.chapter_counts() == {1: 2, 2: 1}
+    assert keys(await loaded.list_questions(capitolo=None, limit=10)) == [(1, 1), (1, 2), (2, 1)]
+    assert keys(await loaded.list_questions(capitolo=None, limit=2)) == [(1, 1), (1, 2)]
+    assert await loaded.list_questions(capitolo=2, limit=10) == [QUESTIONS[2]]
+    assert await loaded.list_questions(capitolo=7, limit=10) == []
+
+
+async def test_by_keys_keeps_the_order_asked_and_skips_the_unknown(loaded: QuizStore):
+    found = await loaded.by_keys([(2, 1), (1, 1), (9, 9), (2, 1)])
+    assert found == [QUESTIONS[2], QUESTIONS[0]]
+    assert await loaded.by_keys([]) == []
+
+
+async def test_sample_draws_distinct_questions(loaded: QuizStore):
+    for _ in range(5):
+        drawn = await loaded.sample(5)
+        assert sorted(keys(drawn)) == [(1, 1), (1, 2), (2, 1)]
+        assert sorted(keys(await loaded.sample(2, capitolo=1))) == [(1, 1), (1, 2)]
+    assert len(await loaded.sample(2)) == 2
+    assert await loaded.sample(3, capitolo=9) == []
+    assert await loaded.sample(0) == []
 
 
 async def test_empty_quiz_store(quiz: QuizStore):
     assert await quiz.random_question() is None
     assert await quiz.search_text("portanza") == []
     assert await quiz.upsert_questions([]) == 0
+    assert await quiz.chapter_counts() == {}
+    assert await quiz.sample(3) == []
+
+
+# --- quiz attempts ---
+
+
+def attempt(user: str, n: int, capitolo: int, corretta: bool, **fields: Any) -> Attempt:
+    values: dict[str, Any] = {
+        "userId": user,
+        "capitolo": capitolo,
+        "numero": n,
+        "risposta": "a",
+        "corretta": corretta,
+        "timestamp": f"2025-03-01T10:00:{n:02d}.000000+00:00",
+    }
+    return Attempt(**{**values, **fields})
+
+
+async def test_chapter_stats_count_answers_and_right_answers_per_chapter(attempts: AttemptStore):
+    assert await attempts.chapter_stats("alice") == []
+    for a in [
+        attempt("alice", 1, 5, False),
+        attempt("alice", 2, 5, True),
+        attempt("alice", 3, 2, False),
+        attempt("alice", 4, 5, False),
+        attempt("bob", 5, 5, True),
+    ]:
+        await attempts.add_attempt(a)
+    assert await attempts.chapter_stats("alice") == [
+        ChapterStats(capitolo=2, risposte=1, corrette=0),
+        ChapterStats(capitolo=5, risposte=3, corrette=1),
+    ]
+    assert await attempts.chapter_stats("bob") == [ChapterStats(capitolo=5, risposte=1, corrette=1)]
+
+
+async def test_recent_attempts_round_trip_newest_first(attempts: AttemptStore):
+    first = attempt("alice", 1, 3, True, risposta="c", turn_id="turn-9")
+    second = attempt("alice", 2, 3, False)
+    same_time = attempt("alice", 2, 4, True, timestamp=second.timestamp)
+    for a in (first, second, same_time, attempt("bob", 3, 1, True)):
+        await attempts.add_attempt(a)
+    assert await attempts.recent_attempts("alice", 10) == [same_time, second, first]
+    assert await attempts.recent_attempts("alice", 1) == [same_time]
+    assert await attempts.recent_attempts("nobody", 5) == []
+
+
+# --- data written by an earlier version ---
+
+_OLD_SQLITE_SCHEMA = """
+CREATE TABLE chats (
+    turn_id TEXT PRIMARY KEY, userId TEXT NOT NULL, human TEXT NOT NULL, system TEXT NOT NULL,
+    tool TEXT, timestamp TEXT NOT NULL, prompt_version TEXT NOT NULL, model TEXT NOT NULL,
+    thread_id TEXT NOT NULL, status TEXT NOT NULL
+);
+CREATE TABLE quiz (
+    capitolo INTEGER NOT NULL, numero INTEGER NOT NULL, argomento TEXT, difficolta TEXT,
+    corretta TEXT, testo TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (capitolo, numero)
+);
+"""
+
+
+async def test_a_sqlite_file_of_the_previous_version_is_brought_up_to_date(settings: Settings):
+    import sqlite3
+
+    settings.sqlite_file.parent.mkdir(parents=True, exist_ok=True)
+    old = make_turn("alice", 1, tool=ToolRecord(tool_name="t", data={"x": 1}))
+    with sqlite3.connect(settings.sqlite_file) as conn:
+        conn.executescript(_OLD_SQLITE_SCHEMA)
+        row = old.model_dump(exclude={"tools"})
+        row["tool"] = json.dumps(row["tool"])
+        conn.execute(
+            f"INSERT INTO chats ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+            list(row.values()),
+        )
+        q = QUESTIONS[0]
+        conn.execute(
+            "INSERT INTO quiz VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (1, 1, q["argomento"], q["difficolta"], q["corretta"], q["testo"], json.dumps(q)),
+        )
+    conn.close()
+
+    chats, quiz = build_stores(settings)
+    (back,) = await chats.recent_turns("alice", 5)
+    assert back == old and back.tools == []
+    assert await quiz.search_text("portanze") == [QUESTIONS[0]]
+    await chats.append_turn(make_turn("alice", 2, tools=[]))
+    assert len(await chats.recent_turns("alice", 5)) == 2
+
+
+@pytest.mark.integration
+async def test_mongodb_questions_of_the_previous_version_get_their_search_terms(
+    mongo_server: MongoServer, settings: Settings
+):
+    from pymongo import MongoClient
+
+    mongo = mongo_settings(mongo_server, settings)
+    with MongoClient(mongo.mongodb_uri, serverSelectionTimeoutMS=30_000) as client:
+        client[mongo.mongodb_db]["quiz"].insert_one(copy.deepcopy(QUESTIONS[2]))
+    quiz = build_stores(mongo)[1]
+    assert await quiz.search_text("alettone") == [QUESTIONS[2]]
+    assert await quiz.by_chapter_and_number(2, 1) == QUESTIONS[2]  # no search fields leak
 
 
 # --- backend failures ---
@@ -290,13 +486,19 @@ def broken_settings(request: pytest.FixtureRequest, settings: Settings, tmp_path
 
 
 async def test_a_failing_backend_raises_store_unavailable(broken_settings: Settings):
-    chats, quiz = build_stores(broken_settings)
+    stores = open_stores(broken_settings)
     with pytest.raises(StoreUnavailable):
-        await chats.latest_turn_ids("alice")
+        await stores.chats.latest_turn_ids("alice")
     with pytest.raises(StoreUnavailable):
-        await chats.append_turn(make_turn("alice", 1))
+        await stores.chats.append_turn(make_turn("alice", 1))
     with pytest.raises(StoreUnavailable):
-        await quiz.count()
+        await stores.quiz.count()
+    with pytest.raises(StoreUnavailable):
+        await stores.quiz.search_text("portanza")
+    with pytest.raises(StoreUnavailable):
+        await stores.attempts.add_attempt(attempt("alice", 1, 1, True))
+    with pytest.raises(StoreUnavailable):
+        await stores.attempts.chapter_stats("alice")
 
 
 # --- seeding from the command line ---

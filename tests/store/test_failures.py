@@ -26,7 +26,7 @@ async def test_mongodb_stopped_mid_run_gives_503_then_recovers(
     # timeout; then a short one, so that the stopped server is noticed quickly.
     cold = mongo_settings(restartable_mongo, settings)
     warm = app_with(cold).state.services
-    await warm.quiz_store()
+    await warm.quiz_service()
     await warm.chats.latest_turn_ids("nobody")
     await warm.chats.aclose()
     script = Script([text("prima"), text("seconda")])

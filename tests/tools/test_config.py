@@ -19,7 +19,20 @@ from tests.tools.conftest import shipped_tools, write_tools
 def test_shipped_config_is_valid_and_declares_the_four_tools():
     config = parse_tools_config(json.dumps(shipped_tools()))
     specs = {t.name: t for t in config.tools}
-    assert list(specs) == ["domanda_teoria", "web_search", "kb_search", "lex_search"]
+    assert list(specs) == [
+        "domanda_teoria",
+        "verifica_risposta",
+        "web_search",
+        "kb_search",
+        "lex_search",
+    ]
+    grade = specs["verifica_risposta"]
+    assert grade.python == "aircoach.quiz.tools:verifica_risposta"
+    assert not grade.return_direct and grade.parameters["required"] == [
+        "capitolo",
+        "numero",
+        "risposta",
+    ]
     assert specs["domanda_teoria"].python == "aircoach.quiz.tools:domanda_teoria"
     assert specs["domanda_teoria"].return_direct and not specs["domanda_teoria"].source
     assert {n for n, s in specs.items() if s.source} == {"kb_search", "lex_search"}
@@ -38,13 +51,14 @@ def test_http_tools_are_unavailable_until_their_url_variable_is_set():
     registry = ToolRegistry(specs, env={})
     assert {n: registry.available(s) for n, s in registry.specs.items()} == {
         "domanda_teoria": True,
+        "verifica_risposta": True,
         "web_search": False,
         "kb_search": False,
         "lex_search": False,
     }
     registry = ToolRegistry(specs, env={"KB_SEARCH_URL": "http://127.0.0.1:9/kb"})
     available = {n for n, s in registry.specs.items() if registry.available(s)}
-    assert available == {"domanda_teoria", "kb_search"}
+    assert available == {"domanda_teoria", "verifica_risposta", "kb_search"}
 
 
 def test_committed_schema_is_the_generated_one():
@@ -181,7 +195,8 @@ async def test_a_reload_naming_a_secret_is_refused_and_the_old_docs_keep_serving
     admin = auth(permissions=["admin:docs"])
     before = (await client.post("/api/update_docs", headers=admin)).json()["prompt_version"]
     config = shipped_tools()
-    config["tools"][1]["http"]["headers"] = {"X-Api-Key": "${GOOGLE_API_KEY}"}
+    (web_search,) = [tool for tool in config["tools"] if tool["name"] == "web_search"]
+    web_search["http"]["headers"] = {"X-Api-Key": "${GOOGLE_API_KEY}"}
     write_tools(docs_dir, config)
     reload = await client.post("/api/update_docs", headers=admin)
     assert reload.status_code == 422 and reload.json()["error"] == "invalid_docs"
@@ -230,7 +245,7 @@ async def test_a_bad_reload_keeps_the_last_good_config(client, auth, docs_dir):
     reload = await client.post("/api/update_docs", headers=admin)
     assert reload.status_code == 200 and reload.json()["prompt_version"] != good_version
     names = [t["name"] for t in (await client.get("/api/tools", headers=auth())).json()]
-    assert names == ["domanda_teoria", "kb_search", "lex_search"]
+    assert names == ["domanda_teoria", "verifica_risposta", "kb_search", "lex_search"]
 
 
 async def test_tools_json_counts_in_the_version_but_not_in_the_prompt_text(client, auth, docs_dir):

@@ -13,6 +13,8 @@ from tests.scripted_model import text
 from tests.tools.conftest import shipped_tools
 from tests.tools.fake_service import Reply
 
+QUIZ, GRADE = "domanda_teoria", "verifica_risposta"
+
 WARNING = shipped_tools()["sources_off_warning"]
 
 
@@ -31,7 +33,13 @@ async def test_tools_lists_every_declared_tool_with_its_availability(settings, a
         anonymous = await client.get("/api/tools")
     assert response.status_code == 200
     tools = {t["name"]: t for t in response.json()}
-    assert list(tools) == ["domanda_teoria", "web_search", "kb_search", "lex_search"]
+    assert list(tools) == [
+        "domanda_teoria",
+        "verifica_risposta",
+        "web_search",
+        "kb_search",
+        "lex_search",
+    ]
     assert tools["domanda_teoria"] == {
         "name": "domanda_teoria",
         "description": shipped_tools()["tools"][0]["description"],
@@ -42,6 +50,7 @@ async def test_tools_lists_every_declared_tool_with_its_availability(settings, a
     }
     assert {n: (t["available"], t["default_enabled"], t["source"]) for n, t in tools.items()} == {
         "domanda_teoria": (True, True, False),
+        "verifica_risposta": (True, True, False),
         "web_search": (False, False, False),
         "kb_search": (False, True, True),
         "lex_search": (True, True, True),
@@ -52,13 +61,13 @@ async def test_tools_lists_every_declared_tool_with_its_availability(settings, a
 @pytest.mark.parametrize(
     ("switches", "bound"),
     [
-        (None, ["domanda_teoria", "kb_search", "lex_search"]),
-        ({}, ["domanda_teoria", "kb_search", "lex_search"]),
-        ({"web_search": True}, ["domanda_teoria", "web_search", "kb_search", "lex_search"]),
-        ({"kb_search": False, "domanda_teoria": False}, ["lex_search"]),
+        (None, [QUIZ, GRADE, "kb_search", "lex_search"]),
+        ({}, [QUIZ, GRADE, "kb_search", "lex_search"]),
+        ({"web_search": True}, [QUIZ, GRADE, "web_search", "kb_search", "lex_search"]),
+        ({"kb_search": False, QUIZ: False}, [GRADE, "lex_search"]),
         (
             {"web_search": True, "kb_search": False, "lex_search": False},
-            ["domanda_teoria", "web_search"],
+            [QUIZ, GRADE, "web_search"],
         ),
     ],
 )
@@ -74,7 +83,7 @@ async def test_only_the_tools_switched_on_are_bound(
 async def test_an_unavailable_tool_stays_off_even_when_switched_on(client, auth, script):
     s = script([text("Ciao.")])
     await chat(client, auth(), "Ciao", tools={"web_search": True})
-    assert s.bound == [["domanda_teoria"]]
+    assert s.bound == [[QUIZ, GRADE]]
 
 
 async def test_unknown_tool_name_is_a_422_listing_the_valid_ones(client, auth):
@@ -87,7 +96,8 @@ async def test_unknown_tool_name_is_a_422_listing_the_valid_ones(client, auth):
     (detail,) = response.json()["detail"]
     assert detail["loc"] == ["body", "tools", "meteo"]
     assert detail["msg"] == (
-        "unknown tool 'meteo'; valid: ['domanda_teoria', 'kb_search', 'lex_search', 'web_search']"
+        "unknown tool 'meteo'; valid: ['domanda_teoria', 'kb_search', 'lex_search', "
+        "'verifica_risposta', 'web_search']"
     )
 
 
@@ -127,8 +137,8 @@ async def test_one_compact_log_line_per_request(client, auth, script, tool_servi
         await chat(client, auth(), "Ciao", tools={"web_search": True, "lex_search": False})
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tools ")]
     assert lines == [
-        "tools domanda_teoria=1 web_search=0 kb_search=1 lex_search=1",
-        "tools domanda_teoria=1 web_search=1 kb_search=1 lex_search=0",
+        "tools domanda_teoria=1 verifica_risposta=1 web_search=0 kb_search=1 lex_search=1",
+        "tools domanda_teoria=1 verifica_risposta=1 web_search=1 kb_search=1 lex_search=0",
     ]
 
 

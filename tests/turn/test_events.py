@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from aircoach.app import create_app
+from aircoach.models import HistoryTurn, ToolCall, ToolUse, Turn
 from aircoach.turn.events import EVENT_TYPES, sse_item_schema
 from tests.helpers import chat
 from tests.scripted_model import call
@@ -17,6 +18,32 @@ CONTRACT = {
     "error": {"type", "code", "message"},
     "done": {"type", "turn_id", "prompt_version", "model", "context_turns", "request_id"},
 }
+
+# A stored turn's fields (DESIGN.md, "Stored turn"), and what `/api/history` returns of it.
+TURN = {
+    "userId",
+    "human",
+    "system",
+    "tool",
+    "tools",
+    "timestamp",
+    "prompt_version",
+    "model",
+    "thread_id",
+    "turn_id",
+    "status",
+}
+STORED_TOOL_CALL = {
+    "tool_name",
+    "call_id",
+    "arguments",
+    "text",
+    "data",
+    "status",
+    "step",
+    "offset",
+}
+RETURNED_TOOL_CALL = {"tool_name", "arguments", "data"}  # never the model's `text`
 
 
 def test_the_event_models_are_the_contract():
@@ -57,3 +84,22 @@ async def test_a_return_direct_result_is_final_and_ends_the_stream(client, auth,
     events = await chat(client, auth(), "Dammi una domanda del capitolo 3")
     assert [e["type"] for e in events] == ["tool_result", "done"]
     assert events[0]["final"] is True
+
+
+def test_the_stored_turn_and_its_history_view_are_the_contract():
+    assert set(Turn.model_fields) == TURN == set(HistoryTurn.model_fields)
+    assert set(ToolCall.model_fields) == STORED_TOOL_CALL
+    assert set(ToolUse.model_fields) == RETURNED_TOOL_CALL
+
+
+async def test_history_returns_every_tool_call_without_the_model_text(client, auth, script):
+    script([call("domanda_teoria", capitolo=3, numero=1)])
+    await chat(client, auth(), "Dammi la domanda 1 del capitolo 3")
+    response = await client.get("/api/history", headers=auth())
+    (turn,) = response.json()["turns"]
+    assert set(turn) == TURN
+    (used,) = turn["tools"]
+    assert set(used) == RETURNED_TOOL_CALL
+    assert used["arguments"] == {"capitolo": 3, "numero": 1}
+    assert turn["tool"] == {"tool_name": "domanda_teoria", "data": used["data"]}
+    assert "Capitolo 3, domanda 1" not in response.text  # the model's text stays inside

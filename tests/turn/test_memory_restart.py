@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aircoach.models import ToolRecord, Turn
 from aircoach.store import build_stores
-from aircoach.turn.memory import Memory, messages_from_turns
+from aircoach.turn.memory import LEGACY_TOOL_TEXT_CHARS, Memory, messages_from_turns
 from tests.helpers import ObservedChats, app_with, asgi_client, chat
 from tests.scripted_model import Script, ScriptedModels, call, text
 
@@ -31,13 +31,38 @@ async def test_second_app_on_the_same_store_reseeds_with_tool_results(settings, 
     shown = s.calls[0]
     tool_messages = [m for m in shown if m.type == "tool"]
     assert len(tool_messages) == 1 and tool_messages[0].name == "domanda_teoria"
-    assert '"capitolo": 3' in tool_messages[0].content
+    assert tool_messages[0].content.startswith("Capitolo 3, domanda 1: ")
+    (asked,) = [m for m in shown if m.type == "ai" and m.tool_calls]
+    assert asked.tool_calls[0]["args"] == {"capitolo": 3, "numero": 1}
+    assert asked.tool_calls[0]["id"] == tool_messages[0].tool_call_id
     assert [m.content for m in shown if m.type == "human"] == [
         "Dammi la domanda 1 del capitolo 3",
         "La risposta è b",
         "Eccomi di nuovo",
     ]
     assert restarted.reseeds == 1
+
+
+def test_a_turn_stored_before_tools_existed_is_rebuilt_from_its_capped_tool_data():
+    big = {"results": [{"testo": "x" * 100_000}]}
+    turn = Turn(
+        userId="u",
+        human="cerca",
+        system="Ecco.",
+        tool=ToolRecord(tool_name="kb_search", data=big),
+        timestamp="1",
+        prompt_version="v",
+        model="m",
+        thread_id="u:vv",
+        turn_id="old",
+    )
+    human, asked, result, answer = messages_from_turns([turn])
+    assert asked.tool_calls == [
+        {"name": "kb_search", "args": {}, "id": "old-t", "type": "tool_call"}
+    ]
+    assert result.tool_call_id == "old-t" and result.artifact == big
+    assert len(result.content) == LEGACY_TOOL_TEXT_CHARS and result.content.endswith("…")
+    assert (human.content, answer.content) == ("cerca", "Ecco.")
 
 
 def test_messages_from_turns_rebuilds_tool_calls_and_answers():

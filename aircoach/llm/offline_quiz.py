@@ -1,0 +1,109 @@
+"""What the offline model knows about the quiz: the question still waiting for an answer in a
+conversation, whether a message answers it, and a quiz request's arguments.
+
+It reads the conversation as a model would, from the messages' text: the questions of the
+last `domanda_teoria` result (`Capitolo N, domanda M: ...` and the `x) ...` options) and the
+gradings of `verifica_risposta` after it (`... (capitolo N, domanda M)`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage, ToolMessage
+
+from aircoach.quiz.answers import read_letter, read_option
+from aircoach.quiz.search import fold
+
+ASK = "domanda_teoria"
+GRADE = "verifica_risposta"
+MAX_ANSWER_CHARS = 200  # a longer message is a question or a remark, not an answer
+
+_QUESTION = re.compile(r"^Capitolo (\d+), domanda (\d+):", re.MULTILINE)
+_OPTION = re.compile(r"^([a-z])\) (.+)$", re.MULTILINE)
+_GRADED = re.compile(r"\(capitolo (\d+), domanda (\d+)\)")
+_CHAPTERS = re.compile(r"\bcapitol[io]\s+((?:\d+(?:\s*(?:,|\be\b|\bed\b)\s*)?)+)")
+_NUMBER_WORDS = {"una": 1, "un": 1, "due": 2, "tre": 3, "quattro": 4, "cinque": 5}
+_HOW_MANY = re.compile(
+    r"\b(\d+|una|un|due|tre|quattro|cinque)\s+(?:altre\s+|nuove\s+)?(?:domande|domanda|quiz|esercizi)"
+)
+_NUMBERED = re.compile(r"\bdomanda\s+(?:n\.?\s*|numero\s+)?(\d+)\b")
+_REVIEW = re.compile(r"ripass|punti deboli|miei errori|ho sbagliato|sbagliat")
+
+
+@dataclass(frozen=True)
+class PendingQuestion:
+    capitolo: int
+    numero: int
+    options: dict[str, str] = field(default_factory=dict)
+
+
+def _questions(text: str) -> list[PendingQuestion]:
+    starts = list(_QUESTION.finditer(text))
+    found = []
+    for i, match in enumerate(starts):
+        end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
+        block = text[match.start() : end]
+        options = {m.group(1): m.group(2).strip() for m in _OPTION.finditer(block)}
+        found.append(PendingQuestion(int(match.group(1)), int(match.group(2)), options))
+    return found
+
+
+def pending_question(messages: Sequence[BaseMessage]) -> PendingQuestion | None:
+    """The first question of the last quiz result that no grading has answered since."""
+    graded: set[tuple[int, int]] = set()
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage) or message.status == "error":
+            continue
+        if message.name == GRADE:
+            graded |= {(int(c), int(n)) for c, n in _GRADED.findall(message.text)}
+        elif message.name == ASK and (asked := _questions(message.text)):
+            waiting = [q for q in asked if (q.capitolo, q.numero) not in graded]
+            return waiting[0] if waiting else None
+    return None
+
+
+def answers(query: str, question: PendingQuestion) -> bool:
+    """Whether the message reads as an answer to the question: a letter ("c", "la b",
+    "risposta: a"), or the text of one of its options; a question ("?") never does."""
+    text = query.strip()
+    if not text or "?" in text or len(text) > MAX_ANSWER_CHARS:
+        return False
+    return read_letter(text) is not None or read_option(text, question.options) is not None
+
+
+def grade_call(query: str, question: PendingQuestion) -> dict[str, Any]:
+    return {"capitolo": question.capitolo, "numero": question.numero, "risposta": query.strip()}
+
+
+def wants_review(query: str) -> bool:
+    """ "Fammi ripassare i miei punti deboli", "ripassiamo gli errori"."""
+    return bool(_REVIEW.search(fold(query)))
+
+
+def quiz_arguments(query: str, base: dict[str, Any]) -> dict[str, Any]:
+    """`base` (what the schema-driven reader found: capitolo, numero, testo...) plus what it
+    cannot read: several chapters, how many questions, and the review mode."""
+    folded = fold(query)
+    args = dict(base)
+    if chapters := _CHAPTERS.search(folded):
+        numbers = [int(n) for n in re.findall(r"\d+", chapters.group(1))]
+        if len(numbers) > 1:
+            args.pop("capitolo", None)
+            args["capitoli"] = list(dict.fromkeys(numbers))
+        elif numbers:
+            args["capitolo"] = numbers[0]
+            if "numero" not in args and (numbered := _NUMBERED.search(folded)):
+                args["numero"] = int(numbered.group(1))  # "la domanda 4 del capitolo 7"
+    if how_many := _HOW_MANY.search(folded):
+        word = how_many.group(1)
+        count = int(word) if word.isdigit() else _NUMBER_WORDS[word]
+        if count > 1:
+            args["quante"] = count
+    if wants_review(query):
+        args["modo"] = "ripasso"
+        args.pop("testo", None)
+    return args

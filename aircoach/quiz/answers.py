@@ -1,0 +1,70 @@
+"""Reading a student's answer to a multiple-choice question: a letter in any of the ways
+people write one ("c", "C)", "la b", "risposta: a", "direi la d") or the text of an option.
+Pure functions: the grading service, the REST API and the offline model share them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from aircoach.quiz.search import fold, words
+
+# Words around a letter that do not change which letter it is ("secondo me è la b").
+_FILLERS_TEXT = """
+    a allora beh che corretta credo dico direi e ecco ehm esatta forse giusta il io l la
+    lettera me mi ok okay opzione penso per proprio quella questa risponderei rispondo
+    risposta sara scelgo secondo sembra si sia sicuramente uhm
+"""
+_FILLERS = frozenset(_FILLERS_TEXT.split())
+_TOKEN = re.compile(r"[a-z0-9]+")
+_MIN_OPTION_CHARS = 3
+_OPTION_WORDS_SHARE = 2 / 3
+
+
+def read_letter(text: str) -> str | None:
+    """The letter a short answer names (`"è la b"` -> `"b"`), whether or not it is an
+    option; None when the text is not a letter answer."""
+    tokens = _TOKEN.findall(fold(text))
+    letters = [i for i, token in enumerate(tokens) if len(token) == 1 and token.isalpha()]
+    if not letters:
+        return None
+    last = letters[-1]
+    if all(token in _FILLERS for i, token in enumerate(tokens) if i != last):
+        return tokens[last]
+    return None
+
+
+def read_option(text: str, options: Mapping[str, str]) -> str | None:
+    """The option whose text the answer gives: the same text, the only option contained in
+    the answer, or the only option most of whose words the answer has."""
+    said = " ".join(_TOKEN.findall(fold(text)))
+    if not said:
+        return None
+    folded = {letter: " ".join(_TOKEN.findall(fold(option))) for letter, option in options.items()}
+    for letter, option in folded.items():
+        if option and option == said:
+            return letter
+    contained = [
+        letter
+        for letter, option in folded.items()
+        if len(option) >= _MIN_OPTION_CHARS and f" {option} " in f" {said} "
+    ]
+    if len(contained) == 1:
+        return contained[0]
+    said_words = set(words(said))
+    shares = {}
+    for letter, option in options.items():
+        option_words = set(words(option))
+        if option_words:
+            shares[letter] = len(option_words & said_words) / len(option_words)
+    best = max(shares.values(), default=0.0)
+    winners = [letter for letter, share in shares.items() if share == best]
+    if best >= _OPTION_WORDS_SHARE and len(winners) == 1:
+        return winners[0]
+    return None
+
+
+def read_answer(text: str, options: Mapping[str, str]) -> str | None:
+    """The letter an answer means: a letter (valid or not, so the caller can say it is not
+    an option), else the option whose text it gives; None when it is neither."""
+    return read_letter(text) or read_option(text, options)

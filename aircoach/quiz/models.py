@@ -1,0 +1,103 @@
+"""The quiz's shapes: a stored attempt, and the requests and responses of the quiz API.
+
+A question as a client sees it (`PublicQuestion`) never carries its key (`corretta`,
+`spiegazione`): the key reaches a client only in the grading of an answer (`AnswerResult`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_ANSWER_CHARS = 500
+MAX_CHAPTER = 10  # the course has ten chapters (quiz.bank.CHAPTERS)
+MAX_NUMBER = 100_000
+
+
+class Attempt(BaseModel):
+    """One graded answer (collection `quiz_attempts`), from the REST API or the chat."""
+
+    userId: str
+    capitolo: int
+    numero: int
+    risposta: str = Field(description="The letter the answer was read as.")
+    corretta: bool
+    timestamp: str
+    turn_id: str | None = Field(default=None, description="The chat turn that graded it.")
+
+
+class ChapterStats(BaseModel):
+    capitolo: int
+    risposte: int
+    corrette: int
+
+
+class Chapter(BaseModel):
+    capitolo: int
+    titolo: str
+    domande: int = Field(description="Questions of the chapter in the bank.")
+
+
+class ChapterList(BaseModel):
+    items: list[Chapter]
+
+
+class PublicQuestion(BaseModel):
+    """A question without its key."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    capitolo: int
+    numero: int
+    argomento: str | None = None
+    difficolta: str | None = None
+    testo: str
+    risposte: dict[str, str]
+
+    @classmethod
+    def of(cls, question: dict[str, Any]) -> PublicQuestion:
+        return cls.model_validate(question)
+
+
+class QuestionList(BaseModel):
+    items: list[PublicQuestion]
+
+
+class AnswerRequest(BaseModel):
+    capitolo: int = Field(ge=1, le=MAX_CHAPTER)
+    numero: int = Field(ge=1, le=MAX_NUMBER)
+    risposta: str = Field(
+        min_length=1,
+        max_length=MAX_ANSWER_CHARS,
+        description="A letter (any case, e.g. `c`, `la c`, `risposta: c`) or an option's text.",
+    )
+
+
+class AnswerResult(BaseModel):
+    """An answer graded against the key (the same object the chat's `verifica_risposta`
+    sends in its `tool_result`)."""
+
+    capitolo: int
+    numero: int
+    risposta: str = Field(description="The letter the answer was read as.")
+    corretta: bool
+    risposta_corretta: str = Field(description="The letter of the right option.")
+    spiegazione: str
+
+
+class ChapterProgress(BaseModel):
+    capitolo: int
+    titolo: str
+    risposte: int
+    corrette: int
+
+
+class Progress(BaseModel):
+    """The caller's graded answers per chapter. `deboli`: the chapters with at least
+    `WEAK_MIN_ANSWERS` answers of which less than `WEAK_BELOW` were right, weakest first."""
+
+    capitoli: list[ChapterProgress]
+    risposte: int
+    corrette: int
+    deboli: list[int]

@@ -1,0 +1,144 @@
+"""The forgiving question search: accents, case and punctuation ignored, singular and plural
+alike, one typo tolerated in a word of five letters or more, best matches first.
+
+A question is indexed under the stems of the words of its text and topic (`index_terms`); the
+stores keep them next to the question (a table of terms in SQLite, an indexed array in
+MongoDB) and look up the terms a query plan asks for, so the cost of a search grows with the
+matches, not with the bank. Typos are handled on the query side: a word's stem is looked up
+together with every string one edit away from it (a few hundred indexed keys), which keeps
+the index as small as the text itself. Pure functions, no I/O: both stores rank with the same
+code.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Bump when the folding or stemming changes: stores re-index questions of an older version.
+TERMS_VERSION = 1
+
+MAX_QUERY_WORDS = 8  # more words add cost, not precision
+FUZZY_MIN_LETTERS = 5
+# A word's weight when its stem matches exactly / one edit away (integers: ties are exact).
+EXACT, FUZZY = 10, 6
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_WORD = re.compile(r"[a-z0-9]+")
+
+# Italian function words: they match everything, so they are not indexed nor searched.
+_STOPWORDS_TEXT = """
+    a ad agli ai al all alla alle allo anche che chi ci col come con cui d da dagli dai dal
+    dall dalla dalle dallo degli dei del dell della delle dello di e ed gli i il in l la le lo
+    ma ne negli nei nel nell nella nelle nello o od per piu po quale quali quando se si sia
+    sono su sugli sui sul sull sulla sulle sullo tra fra un una uno quel quella quello questa
+    questo questi queste the of and
+"""
+STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
+
+
+def fold(text: str) -> str:
+    """Lower case without accents: `Velocità` and `velocita` are the same word."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def words(text: str) -> list[str]:
+    """The folded words of `text` that carry meaning (punctuation and stopwords dropped)."""
+    return [w for w in _WORD.findall(fold(text)) if w not in STOPWORDS]
+
+
+def stem(word: str) -> str:
+    """A light Italian stem that makes singular and plural (and masculine and feminine) meet:
+    `portanza/portanze`, `strumento/strumenti`, `bianco/bianchi`, `consiglio/consigli`."""
+    if word.isdigit() or len(word) < 3:
+        return word
+    if word.endswith("io") and len(word) > 4:
+        return word[:-2]
+    if word[-1] in "aeiou":
+        word = word[:-1]
+    if word.endswith(("ch", "gh")):
+        word = word[:-1]
+    return word
+
+
+def index_terms(question: Mapping[str, Any]) -> list[str]:
+    """The terms a question is found by: the stems of its text and topic, sorted, unique."""
+    text = f"{question.get('testo', '')} {question.get('argomento') or ''}"
+    return sorted({stem(w) for w in words(text)})
+
+
+def one_edit_away(term: str) -> set[str]:
+    """Every string one deletion, transposition, substitution or insertion from `term`."""
+    splits = [(term[:i], term[i:]) for i in range(len(term) + 1)]
+    deletes = {a + b[1:] for a, b in splits if b}
+    transposes = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    replaces = {a + c + b[1:] for a, b in splits if b for c in _LETTERS}
+    inserts = {a + c + b for a, b in splits for c in _LETTERS}
+    return (deletes | transposes | replaces | inserts) - {term}
+
+
+@dataclass(frozen=True)
+class _WordPlan:
+    exact: str
+    fuzzy: frozenset[str]
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """What to look up for a query, and how to rank what was found."""
+
+    words: tuple[_WordPlan, ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.words)
+
+    @property
+    def terms(self) -> list[str]:
+        """Every index term worth looking up (sorted: deterministic queries)."""
+        found: set[str] = set()
+        for word in self.words:
+            found.add(word.exact)
+            found |= word.fuzzy
+        return sorted(found)
+
+    def score(self, matched: Iterable[str]) -> int:
+        """A question's score from the terms of its that matched: per query word, EXACT for
+        its stem, FUZZY for a stem one edit away, summed over the words."""
+        have = set(matched)
+        total = 0
+        for word in self.words:
+            if word.exact in have:
+                total += EXACT
+            elif word.fuzzy & have:
+                total += FUZZY
+        return total
+
+    def rank(
+        self, matches: Mapping[tuple[int, int], Iterable[str]], limit: int
+    ) -> list[tuple[int, int]]:
+        """The best `limit` question keys, best first (ties: chapter and number order)."""
+        scored = [(self.score(terms), key) for key, terms in matches.items()]
+        scored = [(score, key) for score, key in scored if score > 0]
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        return [key for _score, key in scored[:limit]]
+
+
+def plan(text: str) -> SearchPlan:
+    """The search plan of a query: its meaningful words (at most MAX_QUERY_WORDS), each as
+    its stem plus, for words of FUZZY_MIN_LETTERS letters or more, every one-edit variant."""
+    planned: list[_WordPlan] = []
+    for word in dict.fromkeys(words(text)):
+        exact = stem(word)
+        fuzzy = (
+            frozenset(one_edit_away(exact))
+            if len(word) >= FUZZY_MIN_LETTERS and not word.isdigit()
+            else frozenset()
+        )
+        planned.append(_WordPlan(exact, fuzzy))
+        if len(planned) == MAX_QUERY_WORDS:
+            break
+    return SearchPlan(tuple(planned))

@@ -1,0 +1,223 @@
+"""The quiz service: one place for questions, search, grading and progress, behind two doors
+(the chat tools in `quiz.tools` and the REST routes in `routes.quiz`).
+
+Grading is deterministic: the answer is read as a letter or an option's text
+(`quiz.answers`) and compared with the key; every graded answer is stored as an attempt.
+Progress is computed from the attempts: per chapter, answers and right answers; a chapter is
+weak once it has `WEAK_MIN_ANSWERS` answers of which less than `WEAK_BELOW` were right.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from aircoach.quiz.answers import read_answer
+from aircoach.quiz.models import (
+    AnswerResult,
+    Attempt,
+    Chapter,
+    ChapterProgress,
+    Progress,
+    PublicQuestion,
+)
+from aircoach.store.base import AttemptStore, Question, QuestionKey, QuizStore
+
+WEAK_MIN_ANSWERS = 3  # fewer answers say too little about a chapter
+WEAK_BELOW = 0.6  # share of right answers under which a chapter is weak
+MISSED_WINDOW = 200  # recent attempts looked at for questions still answered wrong
+# The prompt's progress section is a hint, read on every quiz turn: an instance remembers a
+# user's progress this long (dropped at once when it grades that user's answer), for at most
+# this many users. GET /api/progress always reads the store.
+PROMPT_PROGRESS_TTL_S = 30.0
+PROMPT_PROGRESS_USERS = 1000
+
+
+class QuestionNotFound(LookupError):
+    def __init__(self, capitolo: int, numero: int):
+        super().__init__(f"Domanda {numero} del capitolo {capitolo} non trovata.")
+        self.capitolo = capitolo
+        self.numero = numero
+
+
+class InvalidAnswer(ValueError):
+    """The answer names no option of the question (the message says which are valid)."""
+
+
+@dataclass(frozen=True)
+class Graded:
+    result: AnswerResult
+    question: Question
+
+
+def public(question: Question) -> dict[str, Any]:
+    """A question as clients get it: without `corretta` and `spiegazione`."""
+    return PublicQuestion.of(question).model_dump()
+
+
+def option_line(question: Question, letter: str) -> str:
+    return f"{letter}) {question.get('risposte', {}).get(letter, '')}".rstrip()
+
+
+class QuizService:
+    def __init__(
+        self,
+        questions: QuizStore,
+        attempts: AttemptStore,
+        titles: Mapping[int, str],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.questions = questions
+        self.attempts = attempts
+        self.titles = dict(titles)
+        self._clock = clock
+        self._recent: OrderedDict[str, tuple[float, Progress]] = OrderedDict()
+
+    def title(self, capitolo: int) -> str:
+        return self.titles.get(capitolo, f"Capitolo {capitolo}")
+
+    async def chapters(self) -> list[Chapter]:
+        """Every chapter with a title or with questions, in order."""
+        counts = await self.questions.chapter_counts()
+        return [
+            Chapter(capitolo=c, titolo=self.title(c), domande=counts.get(c, 0))
+            for c in sorted(set(self.titles) | set(counts))
+        ]
+
+    async def question(self, capitolo: int, numero: int) -> Question:
+        found = await self.questions.by_chapter_and_number(capitolo, numero)
+        if found is None:
+            raise QuestionNotFound(capitolo, numero)
+        return found
+
+    async def find(
+        self, *, capitolo: int | None = None, testo: str | None = None, limit: int = 20
+    ) -> list[Question]:
+        """The best matches of `testo` (forgiving search), or the chapter's questions in
+        order; of one chapter when given."""
+        if testo:
+            return await self.questions.search_text(testo, capitolo=capitolo, limit=limit)
+        return await self.questions.list_questions(capitolo=capitolo, limit=limit)
+
+    async def grade(
+        self, user_id: str, capitolo: int, numero: int, risposta: str, *, turn_id: str | None
+    ) -> Graded:
+        """Grade an answer against the key and store the attempt. Raises `QuestionNotFound`,
+        or `InvalidAnswer` when the answer names no option (nothing is stored then)."""
+        question = await self.question(capitolo, numero)
+        options: dict[str, str] = question.get("risposte", {})
+        valid = ", ".join(sorted(options))
+        letter = read_answer(risposta, options)
+        if letter is None:
+            raise InvalidAnswer(
+                f"risposta {_quote(risposta)} non riconosciuta: scrivi la lettera di "
+                f"un'opzione ({valid}) o il suo testo"
+            )
+        if letter not in options:
+            raise InvalidAnswer(f"la lettera {letter!r} non è un'opzione; valide: {valid}")
+        key = str(question.get("corretta", "")).strip().lower()
+        result = AnswerResult(
+            capitolo=capitolo,
+            numero=numero,
+            risposta=letter,
+            corretta=letter == key,
+            risposta_corretta=key,
+            spiegazione=str(question.get("spiegazione", "")),
+        )
+        await self.attempts.add_attempt(
+            Attempt(
+                userId=user_id,
+                capitolo=capitolo,
+                numero=numero,
+                risposta=letter,
+                corretta=result.corretta,
+                timestamp=datetime.now(UTC).isoformat(),
+                turn_id=turn_id,
+            )
+        )
+        # The next turn's prompt shows this answer (a read already under way when it was
+        # stored may still remember the earlier figures, for PROMPT_PROGRESS_TTL_S at most).
+        self._recent.pop(user_id, None)
+        return Graded(result, question)
+
+    async def progress(self, user_id: str) -> Progress:
+        stats = await self.attempts.chapter_stats(user_id)
+        weak = [
+            s
+            for s in stats
+            if s.risposte >= WEAK_MIN_ANSWERS and s.corrette / s.risposte < WEAK_BELOW
+        ]
+        weak.sort(key=lambda s: (s.corrette / s.risposte, -s.risposte, s.capitolo))
+        return Progress(
+            capitoli=[
+                ChapterProgress(
+                    capitolo=s.capitolo,
+                    titolo=self.title(s.capitolo),
+                    risposte=s.risposte,
+                    corrette=s.corrette,
+                )
+                for s in stats
+            ],
+            risposte=sum(s.risposte for s in stats),
+            corrette=sum(s.corrette for s in stats),
+            deboli=[s.capitolo for s in weak],
+        )
+
+    async def prompt_progress(self, user_id: str) -> Progress:
+        """`progress` for the system prompt: remembered for PROMPT_PROGRESS_TTL_S, so a
+        conversation does not read the attempts on every turn."""
+        now = self._clock()
+        cached = self._recent.get(user_id)
+        if cached is not None and cached[0] > now:
+            self._recent.move_to_end(user_id)
+            return cached[1]
+        progress = await self.progress(user_id)
+        self._recent[user_id] = (now + PROMPT_PROGRESS_TTL_S, progress)
+        self._recent.move_to_end(user_id)
+        while len(self._recent) > PROMPT_PROGRESS_USERS:
+            self._recent.popitem(last=False)
+        return progress
+
+    async def missed(self, user_id: str, *, capitolo: int | None = None) -> list[QuestionKey]:
+        """Questions whose latest answer (among the recent ones) was wrong, newest first."""
+        latest: dict[QuestionKey, bool] = {}
+        for attempt in await self.attempts.recent_attempts(user_id, MISSED_WINDOW):
+            latest.setdefault((attempt.capitolo, attempt.numero), attempt.corretta)
+        return [
+            key
+            for key, right in latest.items()
+            if not right and (capitolo is None or key[0] == capitolo)
+        ]
+
+
+def progress_section(progress: Progress) -> str:
+    """The "Progressi dell'allievo" section of the system prompt; "" without answers."""
+    if not progress.risposte:
+        return ""
+    share = round(100 * progress.corrette / progress.risposte)
+    lines = [
+        "# Progressi dell'allievo",
+        f"- risposte ai quiz: {progress.risposte}, corrette: {progress.corrette} ({share}%)",
+    ]
+    lines += [
+        f"- capitolo {c.capitolo} ({c.titolo}): {c.corrette} corrette su {c.risposte}"
+        for c in progress.capitoli
+    ]
+    titles = {c.capitolo: c.titolo for c in progress.capitoli}
+    if progress.deboli:
+        weak = ", ".join(f"{c} ({titles[c]})" for c in progress.deboli)
+        lines.append(
+            f"- capitoli deboli, dal più debole: {weak}. Proponi di ripassarli "
+            '(`domanda_teoria` con `modo` = "ripasso").'
+        )
+    return "\n".join(lines)
+
+
+def _quote(text: str, limit: int = 40) -> str:
+    """A student's text in a message: quoted, and short (errors never echo large inputs)."""
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")

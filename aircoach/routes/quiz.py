@@ -1,0 +1,118 @@
+"""The quiz API: chapters, questions (never with their key), graded answers, progress.
+
+The same `QuizService` serves the chat tools, so an answer graded here or in the chat is the
+same grading and the same stored attempt.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query
+from fastapi.exceptions import RequestValidationError
+
+from aircoach.deps import CurrentUser, ServicesDep
+from aircoach.errors import NotFound
+from aircoach.models import ErrorBody
+from aircoach.quiz.models import (
+    MAX_CHAPTER,
+    MAX_NUMBER,
+    AnswerRequest,
+    AnswerResult,
+    ChapterList,
+    Progress,
+    PublicQuestion,
+    QuestionList,
+)
+from aircoach.quiz.service import InvalidAnswer, QuestionNotFound, QuizService
+from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
+
+router = APIRouter(prefix="/api", tags=["quiz"])
+
+_FAILS: Responses = {**UNAUTHORIZED, **unavailable("auth_unavailable", "store_unavailable")}
+_NOT_FOUND: Responses = {
+    404: {"model": ErrorBody, "description": "No such question (`not_found`)."}
+}
+
+
+async def _quiz(services: ServicesDep) -> QuizService:
+    return await services.quiz_service()
+
+
+Quiz = Annotated[QuizService, Depends(_quiz)]
+Chapter = Annotated[int, Path(ge=1, le=MAX_CHAPTER, description="Chapter, 1 to 10.")]
+Number = Annotated[int, Path(ge=1, le=MAX_NUMBER, description="Number in the chapter.")]
+
+
+def _not_found(exc: QuestionNotFound) -> NotFound:
+    return NotFound(str(exc))
+
+
+@router.get("/quiz/chapters", responses=_FAILS)
+async def chapters(user: CurrentUser, quiz: Quiz) -> ChapterList:
+    """The course's chapters with their titles and how many questions each holds."""
+    return ChapterList(items=await quiz.chapters())
+
+
+@router.get("/quiz/questions", responses=_FAILS)
+async def questions(
+    user: CurrentUser,
+    quiz: Quiz,
+    capitolo: Annotated[int | None, Query(ge=1, le=MAX_CHAPTER)] = None,
+    testo: Annotated[
+        str | None,
+        Query(
+            min_length=3,
+            max_length=200,
+            description="Forgiving search: accents, case, punctuation, plurals and one typo "
+            "per word of five letters or more do not matter; best matches first.",
+        ),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=50)] = 20,
+) -> QuestionList:
+    """Questions without their key (`corretta`, `spiegazione`): the best matches of `testo`,
+    or in chapter and number order; of one chapter when `capitolo` is given."""
+    found = await quiz.find(capitolo=capitolo, testo=testo, limit=limit)
+    return QuestionList(items=[PublicQuestion.of(q) for q in found])
+
+
+@router.get("/quiz/questions/{capitolo}/{numero}", responses={**_FAILS, **_NOT_FOUND})
+async def question(
+    user: CurrentUser, quiz: Quiz, capitolo: Chapter, numero: Number
+) -> PublicQuestion:
+    """One question, without its key."""
+    try:
+        return PublicQuestion.of(await quiz.question(capitolo, numero))
+    except QuestionNotFound as exc:
+        raise _not_found(exc) from None
+
+
+@router.post("/quiz/answers", responses={**UNPARSABLE_BODY, **_FAILS, **_NOT_FOUND})
+async def answer(user: CurrentUser, quiz: Quiz, body: AnswerRequest) -> AnswerResult:
+    """Grade an answer against the key and record it in the caller's progress. `risposta` is
+    a letter (any case; "la c" and "risposta: c" too) or the text of an option; a letter
+    that is not an option, or a text that is none of them, is a 422 naming `risposta`."""
+    try:
+        graded = await quiz.grade(user.sub, body.capitolo, body.numero, body.risposta, turn_id=None)
+    except QuestionNotFound as exc:
+        raise _not_found(exc) from None
+    except InvalidAnswer as exc:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("body", "risposta"),
+                    "msg": str(exc),
+                    "input": body.risposta[:40],
+                }
+            ]
+        ) from None
+    return graded.result
+
+
+@router.get("/progress", responses=_FAILS)
+async def progress(user: CurrentUser, quiz: Quiz) -> Progress:
+    """The caller's graded answers per chapter (from the quiz API and the chat), the
+    totals, and the weak chapters, weakest first: a chapter is weak once it has at least 3
+    answers of which less than 60% were right."""
+    return await quiz.progress(user.sub)

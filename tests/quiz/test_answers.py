@@ -1,0 +1,69 @@
+"""Reading a student's answer: letters however written, options by their text."""
+
+from __future__ import annotations
+
+import pytest
+
+from aircoach.quiz.answers import read_answer, read_letter, read_option
+
+OPTIONS = {
+    "a": "raddoppia",
+    "b": "si dimezza",
+    "c": "quadruplica",
+    "d": "resta invariata",
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "letter"),
+    [
+        ("c", "c"),
+        ("C", "c"),
+        ("c)", "c"),
+        ("(b)", "b"),
+        ("la b", "b"),
+        ("La B.", "b"),
+        ("risposta: a", "a"),
+        ("Risposta C", "c"),
+        ("è la d", "d"),
+        ("direi la a", "a"),
+        ("secondo me è la c!", "c"),
+        ("lettera b", "b"),
+        ("e", "e"),  # a letter, though not an option here: the grader says so
+        ("la e", "e"),
+    ],
+)
+def test_letters_however_written(text, letter):
+    assert read_letter(text) == letter
+    assert read_answer(text, OPTIONS) == letter
+
+
+@pytest.mark.parametrize(
+    ("text", "letter"),
+    [
+        ("quadruplica", "c"),
+        ("Si dimezza.", "b"),
+        ("penso che quadruplica", "c"),
+        ("la portanza resta invariata", "d"),
+        ("resta sempre invariata", "d"),  # most of the option's words
+    ],
+)
+def test_options_by_their_text(text, letter):
+    assert read_letter(text) is None
+    assert read_option(text, OPTIONS) == letter
+    assert read_answer(text, OPTIONS) == letter
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Cos'è la portanza?",
+        "non lo so",
+        "raddoppia o quadruplica",  # two options: not one answer
+        "c e poi d",
+        "",
+        "   ",
+    ],
+)
+def test_what_is_not_an_answer(text):
+    assert read_answer(text, OPTIONS) is None

@@ -1,0 +1,185 @@
+"""The quiz service on both stores: grading against the key, attempts, progress, review."""
+
+from __future__ import annotations
+
+import pytest
+
+from aircoach.quiz.bank import chapter_titles, seed_demo_questions
+from aircoach.quiz.models import ChapterProgress
+from aircoach.quiz.service import (
+    WEAK_BELOW,
+    WEAK_MIN_ANSWERS,
+    InvalidAnswer,
+    QuestionNotFound,
+    QuizService,
+    progress_section,
+    public,
+)
+from aircoach.settings import Settings
+from aircoach.store import open_stores
+
+# Chapter 1, question 1 of the demo bank: the key is c ("quadruplica").
+Q11 = (1, 1)
+
+
+@pytest.fixture
+async def quiz(store_settings: Settings, request: pytest.FixtureRequest, clock) -> QuizService:
+    if store_settings.mongodb_uri is None:  # SQLite: a copy of the bank seeded once
+        store_settings = store_settings.model_copy(
+            update={"sqlite_path": request.getfixturevalue("bank_file")}
+        )
+    stores = open_stores(store_settings)
+    await seed_demo_questions(stores.quiz)  # a no-op on the copy
+    return QuizService(stores.quiz, stores.attempts, await chapter_titles(), clock=clock)
+
+
+async def answer(quiz: QuizService, user: str, key: tuple[int, int], right: bool) -> None:
+    """Answer question `key` right or wrong."""
+    question = await quiz.question(*key)
+    letter = question["corretta"] if right else next(x for x in "abcd" if x != question["corretta"])
+    graded = await quiz.grade(user, *key, letter, turn_id=None)
+    assert graded.result.corretta is right
+
+
+async def test_grading_against_the_key_stores_each_attempt(quiz: QuizService):
+    graded = await quiz.grade("alice", *Q11, "la C", turn_id="turn-7")
+    assert graded.result.model_dump() == {
+        "capitolo": 1,
+        "numero": 1,
+        "risposta": "c",
+        "corretta": True,
+        "risposta_corretta": "c",
+        "spiegazione": graded.question["spiegazione"],
+    }
+    wrong = await quiz.grade("alice", *Q11, "raddoppia", turn_id=None)
+    assert (wrong.result.risposta, wrong.result.corretta) == ("a", False)
+    attempts = await quiz.attempts.recent_attempts("alice", 5)
+    assert [(a.risposta, a.corretta, a.turn_id) for a in attempts] == [
+        ("a", False, None),
+        ("c", True, "turn-7"),
+    ]
+
+
+async def test_an_answer_that_names_no_option_is_refused_and_not_stored(quiz: QuizService):
+    with pytest.raises(InvalidAnswer, match="la lettera 'e' non è un'opzione; valide: a, b, c, d"):
+        await quiz.grade("alice", *Q11, "e", turn_id=None)
+    with pytest.raises(InvalidAnswer, match="non riconosciuta") as refused:
+        await quiz.grade("alice", *Q11, "boh " * 100, turn_id=None)
+    assert len(str(refused.value)) < 200  # a long answer is not echoed back
+    with pytest.raises(QuestionNotFound, match="Domanda 99 del capitolo 1 non trovata"):
+        await quiz.grade("alice", 1, 99, "a", turn_id=None)
+    assert await quiz.attempts.recent_attempts("alice", 5) == []
+
+
+async def test_progress_counts_per_chapter_and_lists_weak_chapters_weakest_first(
+    quiz: QuizService,
+):
+    empty = await quiz.progress("alice")
+    assert (empty.capitoli, empty.risposte, empty.corrette, empty.deboli) == ([], 0, 0, [])
+    # Chapter 1: 1 of 3 right (weak). Chapter 5: 0 of 4 right (weaker). Chapter 3: 0 of 2
+    # right, but too few answers to count. Chapter 2: 2 of 3 right (not weak).
+    for key, right in [(Q11, True), (Q11, False), (Q11, False)]:
+        await answer(quiz, "alice", key, right)
+    for n in (1, 2, 3, 4):
+        await answer(quiz, "alice", (5, n), False)
+    for n in (1, 2):
+        await answer(quiz, "alice", (3, n), False)
+    for n, right in ((1, True), (2, True), (3, False)):
+        await answer(quiz, "alice", (2, n), right)
+    await answer(quiz, "bob", Q11, True)
+
+    progress = await quiz.progress("alice")
+    assert progress.capitoli == [
+        ChapterProgress(capitolo=1, titolo="Principi di aerodinamica", risposte=3, corrette=1),
+        ChapterProgress(
+            capitolo=2, titolo="Struttura e comandi dell'aeromobile", risposte=3, corrette=2
+        ),
+        ChapterProgress(capitolo=3, titolo="Strumenti di volo", risposte=2, corrette=0),
+        ChapterProgress(capitolo=5, titolo="Meteorologia", risposte=4, corrette=0),
+    ]
+    assert (progress.risposte, progress.corrette) == (12, 3)
+    assert progress.deboli == [5, 1]
+    assert WEAK_MIN_ANSWERS == 3 and WEAK_BELOW == 0.6  # the rule the README documents
+    assert (await quiz.progress("bob")).deboli == []
+
+
+async def test_missed_questions_are_those_whose_latest_answer_was_wrong(quiz: QuizService):
+    await answer(quiz, "alice", Q11, False)
+    await answer(quiz, "alice", (2, 1), False)
+    await answer(quiz, "alice", (4, 2), False)
+    await answer(quiz, "alice", (2, 1), True)  # answered right since
+    assert await quiz.missed("alice") == [(4, 2), Q11]  # newest first
+    assert await quiz.missed("alice", capitolo=1) == [Q11]
+    assert await quiz.missed("bob") == []
+
+
+async def test_chapters_questions_and_search_never_carry_the_key(quiz: QuizService):
+    chapters = await quiz.chapters()
+    assert [c.capitolo for c in chapters] == list(range(1, 11))
+    assert sum(c.domande for c in chapters) == 126 and chapters[4].titolo == "Meteorologia"
+    found = await quiz.find(testo="velocita", limit=50)
+    assert len(found) >= 7  # "velocita" finds what "velocità" finds
+    assert found == await quiz.find(testo="VELOCITÀ", limit=50)
+    assert [q["numero"] for q in await quiz.find(capitolo=3, limit=5)] == [1, 2, 3, 4, 5]
+    assert set(public(found[0])) == {
+        "capitolo",
+        "numero",
+        "argomento",
+        "difficolta",
+        "testo",
+        "risposte",
+    }
+
+
+def test_the_progress_section_is_short_and_names_the_weak_chapters():
+    from aircoach.quiz.models import Progress
+
+    assert progress_section(Progress(capitoli=[], risposte=0, corrette=0, deboli=[])) == ""
+    section = progress_section(
+        Progress(
+            capitoli=[
+                ChapterProgress(
+                    capitolo=1, titolo="Principi di aerodinamica", risposte=4, corrette=3
+                ),
+                ChapterProgress(capitolo=5, titolo="Meteorologia", risposte=4, corrette=1),
+            ],
+            risposte=8,
+            corrette=4,
+            deboli=[5],
+        )
+    )
+    assert section.splitlines() == [
+        "# Progressi dell'allievo",
+        "- risposte ai quiz: 8, corrette: 4 (50%)",
+        "- capitolo 1 (Principi di aerodinamica): 3 corrette su 4",
+        "- capitolo 5 (Meteorologia): 1 corrette su 4",
+        "- capitoli deboli, dal più debole: 5 (Meteorologia). Proponi di ripassarli "
+        '(`domanda_teoria` con `modo` = "ripasso").',
+    ]
+
+
+async def test_the_prompt_remembers_progress_briefly_and_forgets_it_on_grading(
+    quiz: QuizService, clock
+):
+    from aircoach.quiz.service import PROMPT_PROGRESS_TTL_S
+
+    calls = 0
+    read = quiz.attempts.chapter_stats
+
+    async def counted(user_id):
+        nonlocal calls
+        calls += 1
+        return await read(user_id)
+
+    quiz.attempts.chapter_stats = counted
+    assert (await quiz.prompt_progress("alice")).risposte == 0
+    assert (await quiz.prompt_progress("alice")).risposte == 0 and calls == 1
+    await answer(quiz, "alice", Q11, True)  # graded here: forgotten at once
+    assert (await quiz.prompt_progress("alice")).risposte == 1 and calls == 2
+    await quiz.attempts.add_attempt(  # graded by another instance: seen after the TTL
+        (await quiz.attempts.recent_attempts("alice", 1))[0].model_copy(update={"numero": 2})
+    )
+    assert (await quiz.prompt_progress("alice")).risposte == 1
+    clock.advance(PROMPT_PROGRESS_TTL_S + 1)
+    assert (await quiz.prompt_progress("alice")).risposte == 2 and calls == 3
+    assert (await quiz.progress("alice")).risposte == 2  # the API always reads the store

@@ -1,0 +1,194 @@
+"""The quiz API on both stores: chapters, questions without their key, graded answers,
+progress; the same grading and attempts as the chat."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from aircoach.settings import Settings
+from tests.helpers import app_with, asgi_client, chat
+from tests.scripted_model import Script, ScriptedModels, call, text
+
+PUBLIC = {"capitolo", "numero", "argomento", "difficolta", "testo", "risposte"}
+
+
+@pytest.fixture
+async def api(store_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with asgi_client(app_with(store_settings)) as client:
+        yield client
+
+
+async def test_chapters_with_titles_and_question_counts(api, auth):
+    response = await api.get("/api/quiz/chapters", headers=auth())
+    assert response.status_code == 200
+    items = response.json()["items"]
+    assert [c["capitolo"] for c in items] == list(range(1, 11))
+    assert items[0] == {"capitolo": 1, "titolo": "Principi di aerodinamica", "domande": 13}
+    assert sum(c["domande"] for c in items) == 126
+
+
+async def test_questions_by_chapter_in_order_without_the_key(api, auth):
+    response = await api.get(
+        "/api/quiz/questions", params={"capitolo": 3, "limit": 4}, headers=auth()
+    )
+    assert response.status_code == 200
+    items = response.json()["items"]
+    assert [(q["capitolo"], q["numero"]) for q in items] == [(3, 1), (3, 2), (3, 3), (3, 4)]
+    assert all(set(q) == PUBLIC for q in items)
+    everything = (await api.get("/api/quiz/questions", params={"limit": 50}, headers=auth())).json()
+    assert len(everything["items"]) == 50 and everything["items"][0]["capitolo"] == 1
+
+
+async def test_questions_by_forgiving_text_best_first(api, auth):
+    def search(**params):
+        return api.get("/api/quiz/questions", params={"limit": 50, **params}, headers=auth())
+
+    accented = (await search(testo="velocità")).json()["items"]
+    assert len(accented) >= 7
+    assert (await search(testo="VELOCITA")).json()["items"] == accented
+    typo = (await search(testo="velocitta")).json()["items"]
+    assert [q["numero"] for q in typo] == [q["numero"] for q in accented]
+    in_chapter = (await search(testo="velocita", capitolo=1)).json()["items"]
+    assert in_chapter and all(q["capitolo"] == 1 for q in in_chapter)
+    assert (await search(testo="elicottero")).json() == {"items": []}
+    best = (await search(testo="velocita stallo")).json()["items"][0]
+    assert "velocit" in best["testo"].casefold() and "stallo" in best["testo"].casefold()
+
+
+async def test_one_question_without_the_key_or_404(api, auth):
+    response = await api.get("/api/quiz/questions/1/1", headers=auth())
+    assert response.status_code == 200
+    assert set(response.json()) == PUBLIC and response.json()["risposte"]["c"] == "quadruplica"
+    missing = await api.get("/api/quiz/questions/1/99", headers=auth())
+    assert missing.status_code == 404
+    assert missing.json() == {
+        "error": "not_found",
+        "message": "Domanda 99 del capitolo 1 non trovata.",
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/api/quiz/questions?capitolo=0", "capitolo"),
+        ("/api/quiz/questions?capitolo=11", "capitolo"),
+        ("/api/quiz/questions?capitolo=tre", "capitolo"),
+        ("/api/quiz/questions?testo=ab", "testo"),
+        (f"/api/quiz/questions?testo={'x' * 201}", "testo"),
+        ("/api/quiz/questions?limit=0", "limit"),
+        ("/api/quiz/questions?limit=51", "limit"),
+        ("/api/quiz/questions/0/1", "capitolo"),
+        ("/api/quiz/questions/1/0", "numero"),
+        ("/api/quiz/questions/1/x", "numero"),
+    ],
+)
+async def test_bad_parameters_are_422_naming_them(api, auth, path, field):
+    response = await api.get(path, headers=auth())
+    assert response.status_code == 422
+    assert field in [err["loc"][-1] for err in response.json()["detail"]]
+
+
+async def test_answers_are_graded_and_counted_in_progress(api, auth):
+    async def answer(risposta, numero=1, user="alice"):
+        body = {"capitolo": 1, "numero": numero, "risposta": risposta}
+        return await api.post("/api/quiz/answers", json=body, headers=auth(user))
+
+    right = await answer("C")
+    assert right.status_code == 200
+    assert set(right.json()) == {
+        "capitolo",
+        "numero",
+        "risposta",
+        "corretta",
+        "risposta_corretta",
+        "spiegazione",
+    }
+    assert (right.json()["risposta"], right.json()["corretta"]) == ("c", True)
+    assert right.json()["spiegazione"].startswith("La portanza è proporzionale")
+    wrong = (await answer("si dimezza")).json()
+    assert (wrong["risposta"], wrong["corretta"], wrong["risposta_corretta"]) == ("b", False, "c")
+    await answer("la a")
+    await answer("c", user="bob")
+
+    progress = (await api.get("/api/progress", headers=auth("alice"))).json()
+    assert progress == {
+        "capitoli": [
+            {"capitolo": 1, "titolo": "Principi di aerodinamica", "risposte": 3, "corrette": 1}
+        ],
+        "risposte": 3,
+        "corrette": 1,
+        "deboli": [1],
+    }
+    empty = (await api.get("/api/progress", headers=auth("nobody"))).json()
+    assert empty == {"capitoli": [], "risposte": 0, "corrette": 0, "deboli": []}
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [
+        ({"capitolo": 1, "numero": 1, "risposta": "e"}, 422, "risposta"),
+        ({"capitolo": 1, "numero": 1, "risposta": "boh"}, 422, "risposta"),
+        ({"capitolo": 1, "numero": 1, "risposta": ""}, 422, "risposta"),
+        ({"capitolo": 1, "numero": 1, "risposta": "a" * 501}, 422, "risposta"),
+        ({"capitolo": 1, "numero": 1}, 422, "risposta"),
+        ({"capitolo": 0, "numero": 1, "risposta": "a"}, 422, "capitolo"),
+        ({"capitolo": 1, "numero": "uno", "risposta": "a"}, 422, "numero"),
+        ({"capitolo": 1, "numero": 99, "risposta": "a"}, 404, None),
+    ],
+)
+async def test_bad_answers_are_refused_and_nothing_is_stored(api, auth, body, status, field):
+    response = await api.post("/api/quiz/answers", json=body, headers=auth())
+    assert response.status_code == status, response.text
+    if field is not None:
+        assert field in [err["loc"][-1] for err in response.json()["detail"]]
+        assert len(response.text) < 1000  # a long answer is not echoed back
+    progress = (await api.get("/api/progress", headers=auth())).json()
+    assert progress["risposte"] == 0
+
+
+async def test_a_letter_that_is_not_an_option_says_which_are(api, auth):
+    body = {"capitolo": 1, "numero": 1, "risposta": "E"}
+    (error,) = (await api.post("/api/quiz/answers", json=body, headers=auth())).json()["detail"]
+    assert error["loc"] == ["body", "risposta"]
+    assert error["msg"] == "la lettera 'e' non è un'opzione; valide: a, b, c, d"
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        ("GET", "/api/quiz/chapters"),
+        ("GET", "/api/quiz/questions"),
+        ("GET", "/api/quiz/questions/1/1"),
+        ("POST", "/api/quiz/answers"),
+        ("GET", "/api/progress"),
+    ],
+)
+async def test_every_quiz_route_needs_a_token(api, request_):
+    method, path = request_
+    response = await api.request(method, path, json={"capitolo": 1, "numero": 1, "risposta": "a"})
+    assert response.status_code == 401 and response.json()["error"] == "missing_token"
+
+
+async def test_answers_graded_in_the_chat_count_in_the_same_progress(
+    store_settings: Settings, auth
+):
+    script = Script(
+        [
+            call("verifica_risposta", capitolo=2, numero=1, risposta="a"),
+            text("Vediamo."),
+        ]
+    )
+    app = app_with(store_settings, models=ScriptedModels(script))
+    async with asgi_client(app) as client:
+        events = await chat(client, auth(), "la a")
+        graded = events[0]["data"]
+        body = {"capitolo": 2, "numero": 1, "risposta": "a"}
+        rest = (await client.post("/api/quiz/answers", json=body, headers=auth())).json()
+        assert graded == rest  # the same object from both doors
+        progress = (await client.get("/api/progress", headers=auth())).json()
+    assert progress["capitoli"][0]["capitolo"] == 2 and progress["risposte"] == 2
+    attempts = await app.state.services.attempts.recent_attempts("user-1", 5)
+    assert [a.turn_id for a in attempts] == [None, events[-1]["turn_id"]]
