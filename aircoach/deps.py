@@ -11,6 +11,7 @@ from aircoach.auth import webhook
 from aircoach.auth.tokens import Principal
 from aircoach.bodies import parse_json_body
 from aircoach.errors import ForbiddenError, MissingTokenError
+from aircoach.logs import current_stages
 from aircoach.models import MessageRequest
 from aircoach.services import Services
 from aircoach.settings import Settings
@@ -44,7 +45,8 @@ ChatStoreDep = Annotated[ChatStore, Depends(get_chat_store)]
 async def current_user(services: ServicesDep, credentials: BearerCredentials) -> Principal:
     if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
         raise MissingTokenError()
-    return await services.verifier.verify(credentials.credentials)
+    with current_stages().timed("auth"):
+        return await services.verifier.verify(credentials.credentials)
 
 
 CurrentUser = Annotated[Principal, Depends(current_user)]

@@ -10,6 +10,7 @@ from fastapi.responses import Response
 
 from aircoach.bodies import json_body_openapi
 from aircoach.deps import ChatMessage, CurrentUser, ServicesDep
+from aircoach.logs import current_stages
 from aircoach.models import MessageRequest, MessageResponse
 from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, unavailable
 from aircoach.turn.events import ErrorEvent, sse_item_schema
@@ -38,8 +39,10 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 )
 async def stream_query(user: CurrentUser, body: ChatMessage, services: ServicesDep) -> Response:
     """Ask the coach. The turn is stored before the response ends."""
-    snapshot = await services.prompts.current()
-    registry = services.tools_for(snapshot)
+    stages = current_stages()
+    with stages.timed("prompt"):
+        snapshot = await services.prompts.current()
+        registry = services.tools_for(snapshot)
     unknown = registry.unknown(body.tools)
     if unknown:
         raise RequestValidationError(

@@ -18,6 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from aircoach.llm.failover import ModelFailover
+from aircoach.logs import current_stages
 from aircoach.tools.registry import ToolContext, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,8 @@ class TurnMiddleware(AgentMiddleware):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        message = await handler(request)
+        with current_stages().timed("tools"):
+            message = await handler(request)
         if not isinstance(message, ToolMessage):
             return message
         final = True
@@ -85,9 +87,10 @@ class TurnMiddleware(AgentMiddleware):
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
-        return await handler(
-            request.override(messages=window(request.messages, self.history_limit))
-        )
+        with current_stages().timed("model"):
+            return await handler(
+                request.override(messages=window(request.messages, self.history_limit))
+            )
 
 
 def build_tool(spec: ToolSpec, ctx: ToolContext) -> StructuredTool:

@@ -12,6 +12,7 @@ from langgraph.graph.state import CompiledStateGraph
 from aircoach.auth.tokens import Principal
 from aircoach.auth.userdata import user_data_section
 from aircoach.errors import StoreUnavailable
+from aircoach.logs import current_stages
 from aircoach.models import MessageRequest
 from aircoach.prompts.store import PromptSnapshot
 from aircoach.quiz.service import progress_section
@@ -32,6 +33,7 @@ async def prepare_turn(
 ) -> ChatTurn:
     """A turn ready to stream. `snapshot`: the prompt the route validated the switches on."""
     settings = services.settings
+    stages = current_stages()
     registry = services.tools_for(snapshot)
     enabled = registry.enabled(request.tools)
     log.info("%s", registry.log_line(request.tools))
@@ -43,20 +45,23 @@ async def prepare_turn(
         env=settings.tool_env,
         turn_id=turn_id,
     )
-    models = await TurnModels.open(services.models, enabled)
+    with stages.timed("agent_build"):
+        models = await TurnModels.open(services.models, enabled)
     try:
-        agent = build_agent(
-            model=models.primary,
-            tools=enabled,
-            ctx=ctx,
-            system_prompt=system_prompt,
-            checkpointer=services.memory.checkpointer,
-            history_limit=settings.history_limit,
-            failover=models.failover,
-        )
+        with stages.timed("agent_build"):
+            agent = build_agent(
+                model=models.primary,
+                tools=enabled,
+                ctx=ctx,
+                system_prompt=system_prompt,
+                checkpointer=services.memory.checkpointer,
+                history_limit=settings.history_limit,
+                failover=models.failover,
+            )
         thread_id = f"{principal.sub}:v{snapshot.version}"
         if request.chat_history:
-            held = await _load_history(services, agent, thread_id, principal.sub)
+            with stages.timed("history"):
+                held = await _load_history(services, agent, thread_id, principal.sub)
             memory_thread, context_turns = thread_id, min(held, settings.history_limit)
         else:
             memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
@@ -93,7 +98,8 @@ async def _system_prompt(
     """The docs' prompt, the sources-off warning when it applies, the user's profile and
     their quiz progress (fetched side by side). Neither section ever fails the turn; the
     version (and thread) stays the docs' one."""
-    prompt = registry.system_prompt(snapshot.text, enabled)
+    with current_stages().timed("prompt"):
+        prompt = registry.system_prompt(snapshot.text, enabled)
     if not request.user_data:
         return prompt
     settings = services.settings
@@ -110,9 +116,10 @@ async def _system_prompt(
     async def progress() -> None:
         sections[1] = await _progress_section(services, principal.sub, enabled)
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(profile)
-        tg.start_soon(progress)
+    with current_stages().timed("user_data"):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(profile)
+            tg.start_soon(progress)
     return "\n\n".join([prompt, *(section for section in sections if section)])
 
 

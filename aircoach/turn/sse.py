@@ -9,6 +9,7 @@ import anyio
 from fastapi.sse import EventSourceResponse
 from starlette.types import Receive, Scope, Send
 
+from aircoach.logs import current_stages
 from aircoach.turn.events import TurnEvent
 
 HEARTBEAT_S = 15.0
@@ -26,8 +27,11 @@ async def with_heartbeat(
         # aclosing: if this task is cancelled while blocked on `send`, the turn's generator is
         # closed here and now (and stores what it has), not whenever it is garbage-collected.
         async with send, aclosing(events):
+            stages = current_stages()
             async for event in events:
-                await send.send(event.encode())
+                with stages.timed("encode"):
+                    data = event.encode()
+                await send.send(data)
 
     async with anyio.create_task_group() as tg, receive:
         tg.start_soon(produce)

@@ -19,8 +19,9 @@ from langgraph.graph.state import CompiledStateGraph
 
 from aircoach.auth.tokens import Principal
 from aircoach.errors import AppError, TurnTimeout
-from aircoach.logs import current_request, current_request_id, log_fields
+from aircoach.logs import current_request, current_request_id, current_stages, log_fields
 from aircoach.models import MessageRequest, ToolCall, ToolRecord, Turn, TurnStatus
+from aircoach.stages import Stages
 from aircoach.turn.chat_models import TurnModels
 from aircoach.turn.events import AgentMessage, Done, ErrorEvent, TurnEvent
 from aircoach.turn.recorder import TurnRecorder
@@ -58,6 +59,7 @@ class ChatTurn:
     tools_used: list[str] = field(default_factory=list)
     error_codes: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    stages: Stages = field(default_factory=current_stages)
 
     @property
     def model(self) -> str:
@@ -83,6 +85,7 @@ class ChatTurn:
             "stored": self.recorder.outcome,
             "context_turns": self.context_turns,
             "stream": self.request.stream,
+            **self.stages.fields(),
         }
 
     @property
@@ -109,8 +112,10 @@ class ChatTurn:
                 while True:
                     # The deadline covers each wait for the agent, never our own `yield`
                     # (a cancel scope must not span a yield of this generator).
+                    waited = time.perf_counter()
                     with anyio.move_on_after(deadline - anyio.current_time()) as budget:
                         event = await anext(stream, None)
+                    self.stages.add("agent_run", time.perf_counter() - waited)
                     if budget.cancelled_caught:
                         raise TurnTimeout()
                     if event is None:
