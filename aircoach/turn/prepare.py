@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 
 import anyio
-from langgraph.graph.state import CompiledStateGraph
 
 from aircoach.auth.tokens import Principal
 from aircoach.auth.userdata import user_data_section
@@ -18,7 +17,7 @@ from aircoach.prompts.store import PromptSnapshot
 from aircoach.quiz.service import progress_section
 from aircoach.services import Services
 from aircoach.tools.registry import ToolContext, ToolRegistry, ToolSpec
-from aircoach.turn.agent import build_agent
+from aircoach.turn.agent import TurnAgent, build_agent
 from aircoach.turn.chat_models import TurnModels
 from aircoach.turn.recorder import TurnRecorder
 from aircoach.turn.turn import ChatTurn, new_turn_id
@@ -57,6 +56,8 @@ async def prepare_turn(
                 checkpointer=services.memory.checkpointer,
                 history_limit=settings.history_limit,
                 failover=models.failover,
+                shapes=services.agent_shapes,
+                version=snapshot.version,
             )
         thread_id = f"{principal.sub}:v{snapshot.version}"
         if request.chat_history:
@@ -141,9 +142,7 @@ async def _progress_section(services: Services, user_id: str, enabled: list[Tool
         return ""
 
 
-async def _load_history(
-    services: Services, agent: CompiledStateGraph, thread_id: str, user_id: str
-) -> int:
+async def _load_history(services: Services, agent: TurnAgent, thread_id: str, user_id: str) -> int:
     """Make the thread hold the user's stored history; how many turns it holds. A store that
     cannot be read fails the request before anything streams."""
     try:

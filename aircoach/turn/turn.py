@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import anyio
-from langgraph.graph.state import CompiledStateGraph
 
 from aircoach.auth.tokens import Principal
 from aircoach.errors import AppError, TurnTimeout
 from aircoach.logs import current_request, current_request_id, current_stages, log_fields
 from aircoach.models import MessageRequest, ToolCall, ToolRecord, Turn, TurnStatus
 from aircoach.stages import Stages
+from aircoach.turn.agent import TurnAgent
 from aircoach.turn.chat_models import TurnModels
 from aircoach.turn.events import AgentMessage, Done, ErrorEvent, TurnEvent
 from aircoach.turn.recorder import TurnRecorder
@@ -45,7 +45,7 @@ def new_turn_id() -> str:
 class ChatTurn:
     principal: Principal
     request: MessageRequest
-    agent: CompiledStateGraph
+    agent: TurnAgent
     models: TurnModels
     recorder: TurnRecorder
     prompt_version: str
