@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextvars import ContextVar
+from contextvars import Context, ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -30,12 +30,36 @@ from langchain_core.tools import StructuredTool, ToolException
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
+from langsmith import set_runtime_overrides
+from langsmith.utils import tracing_is_enabled
 
 from aircoach.llm.failover import ModelFailover
 from aircoach.logs import current_stages
 from aircoach.tools.registry import ToolContext, ToolSpec
 
 log = logging.getLogger(__name__)
+
+
+async def _inline_unless_tracing(
+    default: Callable[..., Awaitable[Any]],
+    ctx: Context,
+    func: Callable[..., Any],
+    /,
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    """LangSmith's `traceable`, which `create_agent` puts around every middleware hook, hops
+    to a worker thread twice per call (span set-up and end): four thread hand-offs per model
+    call and two per tool call. With tracing off both are a few dict operations: run them on
+    the loop. With tracing on, LangSmith's own thread hop stands."""
+    if tracing_is_enabled():
+        return await default(ctx, func, *args, **kwargs)
+    return ctx.run(func, *args, **kwargs)
+
+
+# Process-wide, like LangChain's own configure hooks (see llm/failover.py): LangSmith's
+# documented override for how it leaves the event loop.
+set_runtime_overrides(aio_to_thread=_inline_unless_tracing)
 
 # How many compiled structures a process keeps (prompt versions x tool sets in use).
 MAX_SHAPES = 16
