@@ -21,21 +21,25 @@ _bearer = HTTPBearer(auto_error=False, description="An Auth0 (or local dev issue
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
-def get_services(request: Request) -> Services:
+# The dependencies that do no I/O are `async def`: FastAPI runs a plain `def` dependency in a
+# worker thread, one thread hand-off per request for a dictionary lookup.
+
+
+async def get_services(request: Request) -> Services:
     return request.app.state.services
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def get_settings_dep(services: ServicesDep) -> Settings:
+async def get_settings_dep(services: ServicesDep) -> Settings:
     return services.settings
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 
 
-def get_chat_store(services: ServicesDep) -> ChatStore:
+async def get_chat_store(services: ServicesDep) -> ChatStore:
     return services.chats
 
 
