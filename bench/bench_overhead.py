@@ -90,7 +90,11 @@ def main() -> None:
     parser.add_argument("--root", type=Path, nargs="+", default=[ROOT], help="trees to serve")
     parser.add_argument("--cpu", type=int, default=None, help="core to pin the servers to")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
+    parser.add_argument(
+        "--requests", type=int, nargs=2, default=[REQUESTS[1], REQUESTS[32]], metavar=("C1", "C32")
+    )
     args = parser.parse_args()
+    REQUESTS[1], REQUESTS[32] = args.requests
     cpus = {args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))}
 
     data_dir = Path(tempfile.mkdtemp(prefix="aircoach-bench-"))

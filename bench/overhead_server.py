@@ -74,7 +74,7 @@ def build() -> object:
 
     async def agent_events(graph: Any) -> Any:
         payload = {"messages": [{"role": "user", "content": QUERY}]}
-        async for message, _meta in graph.astream(payload, stream_mode="messages"):
+        async for message, _meta in graph.astream(payload, {}, stream_mode="messages"):
             if isinstance(message, AIMessageChunk) and message.text:
                 yield AgentMessage(content=message.text)
         yield done()

@@ -268,7 +268,9 @@ class TurnAgent:
     graph: CompiledStateGraph[Any, TurnBinding, Any, Any]
     binding: TurnBinding
 
-    def astream(self, payload: Any, config: RunnableConfig, **kwargs: Any) -> AsyncIterator[Any]:
+    def astream(
+        self, payload: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
         return self.graph.astream(payload, config, context=self.binding, **kwargs)
 
     async def ainvoke(self, payload: Any, config: RunnableConfig, **kwargs: Any) -> Any:
