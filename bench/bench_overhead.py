@@ -93,8 +93,12 @@ def main() -> None:
     parser.add_argument(
         "--requests", type=int, nargs=2, default=[REQUESTS[1], REQUESTS[32]], metavar=("C1", "C32")
     )
+    parser.add_argument(
+        "--variants", nargs="+", default=[v[0].split()[0] for v in VARIANTS], help="a b0 b c d"
+    )
     args = parser.parse_args()
     REQUESTS[1], REQUESTS[32] = args.requests
+    variants = [v for v in VARIANTS if v[0].split()[0] in args.variants]
     cpus = {args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))}
 
     data_dir = Path(tempfile.mkdtemp(prefix="aircoach-bench-"))
@@ -117,7 +121,7 @@ def main() -> None:
                 env = {"DATA_DIR": str(tree_dir), "BENCH_MODEL": model}
                 with server("bench.overhead_server", env, root=root, cpus=cpus) as url:
                     for concurrency in args.concurrency:
-                        for name, path, stream in VARIANTS:
+                        for name, path, stream in variants:
                             row = asyncio.run(run(url, path, stream, concurrency, tokens))
                             figures.setdefault((model, str(root), name, concurrency), []).append(
                                 row
