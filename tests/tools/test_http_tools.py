@@ -88,7 +88,7 @@ async def test_timeout_then_success(tool_service, specs, ctx):
     out = await call_http_tool(kb, ctx, query="densità")
     assert out.ok and out.data["meta"]["attempts"] == 2
     assert out.data["meta"]["latency_ms"] >= (SHARED_TIMEOUT_S + BACKOFF_S) * 1000
-    assert len(tool_service.hits("/kb")) == 2
+    assert len(tool_service.wait_for_hits("/kb", 2)) == 2
 
 
 async def test_500_is_not_retried(tool_service, specs, ctx):
@@ -104,7 +104,8 @@ async def test_two_timeouts_give_up_after_one_retry(tool_service, specs, ctx):
     lex = with_timeout(specs["lex_search"], HANG_TIMEOUT_S)
     out = await call_http_tool(lex, ctx, query="SERA")
     assert out.text == f"[Tool lex_search failed: timeout after {round(HANG_TIMEOUT_S * 1000)}ms]"
-    assert len(tool_service.hits("/lex")) == 2
+    assert out.data["meta"]["attempts"] == 2
+    assert len(tool_service.wait_for_hits("/lex", 2)) == 2
 
 
 async def test_get_tool_sends_query_string_and_honours_zero_retries(tool_service, specs, ctx):
