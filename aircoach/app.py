@@ -14,6 +14,7 @@ from aircoach.bodies import BodyLimit
 from aircoach.errors import AppError
 from aircoach.http_errors import validation_error
 from aircoach.logs import REQUEST_ID_HEADER, RequestIdMiddleware, configure_logging
+from aircoach.messages import header_language
 from aircoach.routes import chat, docs, health, history, quiz, tasks, tools
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
@@ -32,8 +33,9 @@ async def _app_error(request: Request, exc: Exception) -> JSONResponse:
             exc.code,
             exc.__cause__ or exc,
         )
+    message = exc.message_in(header_language(request.headers))
     return JSONResponse(
-        {"error": exc.code, "message": exc.message}, status_code=exc.status, headers=exc.headers
+        {"error": exc.code, "message": message}, status_code=exc.status, headers=exc.headers
     )
 
 

@@ -171,6 +171,9 @@ class ValidationIssue(BaseModel):
 
 
 class ValidationErrorBody(BaseModel):
-    """422: the request did not validate (at most 20 issues are listed)."""
+    """422: the request did not validate. `message` names the first field at fault in the
+    request's language; `detail` lists at most 20 issues."""
 
+    error: Literal["invalid_request"] = "invalid_request"
+    message: str = Field(default="", description="One sentence a client can show.")
     detail: list[ValidationIssue]

@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
 from aircoach.bodies import json_body_openapi
-from aircoach.deps import ChatMessage, CurrentUser, ServicesDep
+from aircoach.deps import ChatMessage, CurrentUser, RequestLanguage, ServicesDep
 from aircoach.models import MessageRequest, MessageResponse
 from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, unavailable
 from aircoach.turn.events import ErrorEvent, sse_item_schema
@@ -36,7 +36,9 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     response_model=None,
     openapi_extra=json_body_openapi(MessageRequest),
 )
-async def stream_query(user: CurrentUser, body: ChatMessage, services: ServicesDep) -> Response:
+async def stream_query(
+    user: CurrentUser, body: ChatMessage, services: ServicesDep, language: RequestLanguage
+) -> Response:
     """Ask the coach. The turn is stored before the response ends."""
     snapshot = await services.prompts.current()
     registry = services.tools_for(snapshot)
@@ -57,7 +59,7 @@ async def stream_query(user: CurrentUser, body: ChatMessage, services: ServicesD
     from aircoach.turn.prepare import prepare_turn
     from aircoach.turn.sse import event_stream
 
-    turn = await prepare_turn(services, user, body, snapshot)
+    turn = await prepare_turn(services, user, body, snapshot, language=language)
     if body.stream:
         return event_stream(turn.events())
 

@@ -98,7 +98,8 @@ async def test_expired_token_is_401(client, token):
     response = await client.post(
         "/api/stream_query", json={"query": "ciao"}, headers={"Authorization": f"Bearer {expired}"}
     )
-    _expect_401(response, "expired")
+    _expect_401(response, "Token scaduto")  # Italian unless the client asks for English
+    assert 'error_description="token expired"' in response.headers["www-authenticate"]
 
 
 async def test_tampered_token_is_401(client, token):
