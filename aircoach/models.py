@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 TurnStatus = Literal["ok", "error", "interrupted"]
 
@@ -12,17 +12,33 @@ TurnStatus = Literal["ok", "error", "interrupted"]
 MAX_TOOLS = 64
 # A tool name's longest form (`ToolSpec.name`).
 MAX_TOOL_NAME = 64
+# Flat tool switches of older clients: `kb_search_enabled: false` is `tools.kb_search: false`.
+_FLAT_SUFFIX = "_enabled"
+FLAT_SWITCH_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}_enabled$"
 
 
 class MessageRequest(BaseModel):
     """A chat turn. Old clients that send only `query` keep working."""
 
     # Strict types: a switch is JSON true or false, as the schema says (lax mode took 0, 1
-    # and "yes" too, and the schema's negative tests sometimes caught it). Unknown fields are
-    # still ignored.
-    model_config = ConfigDict(extra="ignore", strict=True)
+    # and "yes" too). An unknown field is a 422 naming it (a typo such as `chat_histroy` was
+    # silently ignored), except the flat `{name}_enabled` switches older clients send.
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "patternProperties": {
+                FLAT_SWITCH_PATTERN: {
+                    "type": "boolean",
+                    "description": "Deprecated: the same as `tools[name]`.",
+                }
+            }
+        },
+    )
 
-    query: str = Field(min_length=1, max_length=4000, description="The user's message.")
+    query: str = Field(
+        min_length=1, max_length=4000, description="The user's message (not only spaces)."
+    )
     chat_history: bool = Field(default=True, description="Show the model the earlier turns.")
     user_data: bool = Field(default=True, description="Add the user's profile to the prompt.")
     stream: bool = Field(default=True, description="SSE stream when true, JSON when false.")
@@ -31,6 +47,45 @@ class MessageRequest(BaseModel):
         max_length=MAX_TOOLS,
         description="Tool switches by name; missing names take their defaults.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_switches(cls, data: Any) -> Any:
+        """`{"kb_search_enabled": false}` (as the LEXE web chat sends it) is
+        `{"tools": {"kb_search": false}}`; the two forms disagreeing is a 422. A flat key that
+        is not a boolean stays put and is refused as an unknown field."""
+        if not isinstance(data, dict):
+            return data
+        flat = {
+            key[: -len(_FLAT_SUFFIX)]: value
+            for key, value in data.items()
+            if isinstance(key, str)
+            and key.endswith(_FLAT_SUFFIX)
+            and key not in cls.model_fields
+            and isinstance(value, bool)
+        }
+        if not flat:
+            return data
+        tools = data.get("tools")
+        if tools is not None and not isinstance(tools, dict):
+            return data  # the `tools` field reports its own type
+        merged = dict(tools or {})
+        for name, enabled in flat.items():
+            if merged.get(name, enabled) != enabled:
+                raise ValueError(
+                    f"{name + _FLAT_SUFFIX!r} and tools[{name!r}] disagree; send only one"
+                )
+            merged[name] = enabled
+        lifted = {name + _FLAT_SUFFIX for name in flat}
+        rest = {key: value for key, value in data.items() if key not in lifted}
+        return {**rest, "tools": merged}
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, query: str) -> str:
+        if not query.strip():
+            raise ValueError("must not be blank")
+        return query
 
     @field_validator("tools", mode="before")
     @classmethod

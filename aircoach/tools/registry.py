@@ -201,6 +201,13 @@ class ToolSpec(_Strict):
             raise ValueError('must be a JSON Schema with "type": "object"')
         if not isinstance(parameters.get("properties", {}), dict):
             raise ValueError('"properties" must be an object')
+        from jsonschema import Draft202012Validator, SchemaError
+
+        # Checked at load: the model's arguments are validated against it on every call.
+        try:
+            Draft202012Validator.check_schema(parameters)
+        except SchemaError as exc:
+            raise ValueError(f"not a valid JSON Schema: {exc.message[:200]}") from None
         return parameters
 
     @field_validator("python")

@@ -18,6 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from aircoach.llm.failover import ModelFailover
+from aircoach.tools.arguments import InvalidArguments, check_arguments
 from aircoach.tools.registry import ToolContext, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,11 @@ def build_tool(spec: ToolSpec, ctx: ToolContext) -> StructuredTool:
     handler = spec.load_handler()
 
     async def run(**arguments: Any) -> tuple[str, _Result]:
+        try:
+            arguments = check_arguments(spec.parameters, arguments)
+        except InvalidArguments as exc:  # the model reads what to fix and may call again
+            log.warning("tool %s refused its arguments: %s", spec.name, exc)
+            raise ToolException(f"[Tool {spec.name}: invalid arguments: {exc}]") from None
         try:
             output = await handler(ctx, **arguments)
         except Exception as exc:  # a tool never crashes the turn: the model explains the failure

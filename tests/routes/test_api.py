@@ -37,6 +37,12 @@ async def nothing_stored(app, sub="user-1"):
             ["body", "tools", "domanda_teoria"],
         ),
         ({"query": "ok", "tools": {"nope": True}}, ["body", "tools", "nope"]),
+        ({"query": "   "}, ["body", "query"]),
+        ({"query": "\n\t "}, ["body", "query"]),
+        ({"query": "ok", "chat_histroy": False}, ["body", "chat_histroy"]),
+        ({"query": "ok", "kb_search_enabled": "no"}, ["body", "kb_search_enabled"]),
+        ({"query": "ok", "meteo_enabled": True}, ["body", "tools", "meteo"]),
+        ({"query": "ok", "kb_search_enabled": False, "tools": {"kb_search": True}}, ["body"]),
     ],
 )
 async def test_bad_input_is_422_naming_the_field_and_nothing_is_stored(
@@ -46,6 +52,17 @@ async def test_bad_input_is_422_naming_the_field_and_nothing_is_stored(
     assert response.status_code == 422, response.text
     assert field in [err["loc"] for err in response.json()["detail"]]
     await nothing_stored(app)
+
+
+async def test_a_typo_in_a_field_name_is_named(client, auth):
+    body = {"query": "ok", "chat_histroy": False}
+    response = await client.post("/api/stream_query", json=body, headers=auth())
+    assert response.json()["message"] == (
+        "La richiesta non è valida: controlla il campo 'chat_histroy'."
+    )
+    conflict = {"query": "ok", "kb_search_enabled": False, "tools": {"kb_search": True}}
+    response = await client.post("/api/stream_query", json=conflict, headers=auth())
+    assert "'kb_search_enabled' and tools['kb_search'] disagree" in response.text
 
 
 async def test_unknown_tool_lists_the_valid_ones(client, auth):
