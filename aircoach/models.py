@@ -126,7 +126,10 @@ class ToolCall(ToolUse):
 class MessageResponse(BaseModel):
     """The JSON answer when `stream` is false: the same content the stream would carry."""
 
-    answer: str
+    answer: str = Field(
+        description="Never empty: the model's text; for a quiz turn the tool ended, the "
+        "question(s) and options as text, from `tool.data`."
+    )
     tool: ToolRecord | None = None
     turn_id: str
     prompt_version: str

@@ -56,8 +56,10 @@ async def stream_query(
             ]
         )
     # Imported here so that the routes which never chat (health) never import LangGraph.
+    from aircoach.turn.answer import json_answer
     from aircoach.turn.prepare import prepare_turn
     from aircoach.turn.sse import event_stream
+    from aircoach.turn.turn import FALLBACK_ANSWER
 
     turn = await prepare_turn(services, user, body, snapshot, language=language)
     if body.stream:
@@ -68,7 +70,7 @@ async def stream_query(
         if isinstance(event, ErrorEvent):
             errors.append({"code": event.code, "message": event.message})
     answer = MessageResponse(
-        answer=turn.text,
+        answer=json_answer(turn.text, turn.tool, FALLBACK_ANSWER),
         tool=turn.tool,
         turn_id=turn.turn_id,
         prompt_version=turn.prompt_version,
