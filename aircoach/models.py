@@ -181,8 +181,15 @@ class HistoryTurn(_TurnFields):
 
 class HistoryPage(BaseModel):
     turns: list[HistoryTurn]
+    next_cursor: str | None = Field(
+        default=None,
+        description="Opaque and URL-safe: pass as `cursor` to get the next (older) page; "
+        "null on the last page.",
+    )
     next_before: str | None = Field(
-        default=None, description="Pass as `before` to get the next (older) page."
+        default=None,
+        deprecated=True,
+        description="Deprecated (use `next_cursor`): pass as `before` to get the next page.",
     )
 
 

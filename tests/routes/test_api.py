@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -215,6 +216,42 @@ async def test_history_is_the_callers_own_newest_first_and_paginated(client, aut
     assert (
         await client.get("/api/history", params={"limit": 0}, headers=auth("bob"))
     ).status_code == 422
+
+
+async def test_history_cursor_pages_exactly_and_refuses_a_forged_one(client, auth, script):
+    script([text(f"a{i}") for i in range(5)])
+    for i in range(5):
+        await chat(client, auth("alice"), f"alice {i}")
+    seen, params = [], {"limit": 2}
+    while True:
+        page = (await client.get("/api/history", params=params, headers=auth("alice"))).json()
+        seen += [t["human"] for t in page["turns"]]
+        if page["next_cursor"] is None:
+            break
+        assert re.fullmatch(r"[A-Za-z0-9_-]+", page["next_cursor"])  # URL-safe as it is
+        params = {"limit": 2, "cursor": page["next_cursor"]}
+    assert seen == [f"alice {i}" for i in reversed(range(5))]
+    for bad in ("!!!", "bm90IGEgdHVybiBpZCE", "x" * 89, ""):
+        response = await client.get("/api/history", params={"cursor": bad}, headers=auth())
+        assert response.status_code == 422, bad
+        assert response.json()["detail"][0]["loc"] == ["query", "cursor"]
+
+
+async def test_history_before_is_a_timestamp_even_sent_unencoded(client, auth, script):
+    script([text(f"a{i}") for i in range(3)])
+    for i in range(3):
+        await chat(client, auth(), f"domanda {i}")
+    page = (await client.get("/api/history", params={"limit": 1}, headers=auth())).json()
+    stamp = page["next_before"]
+    assert stamp.endswith("+00:00")
+    raw = f"/api/history?limit=5&before={stamp}"  # the + becomes a space on the server
+    rest = (await client.get(raw, headers=auth())).json()
+    assert [t["human"] for t in rest["turns"]] == ["domanda 1", "domanda 0"]
+    yesterday = await client.get("/api/history", params={"before": "yesterday"}, headers=auth())
+    assert yesterday.status_code == 422
+    assert yesterday.json()["detail"][0]["loc"] == ["query", "before"]
+    both = {"before": stamp, "cursor": page["next_cursor"]}
+    assert (await client.get("/api/history", params=both, headers=auth())).status_code == 422
 
 
 async def test_update_docs_needs_the_admin_permission(client, auth):
