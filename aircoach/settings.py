@@ -352,6 +352,9 @@ class ToolSettings(_Group):
     # Packages (with their sub-modules) a `python:` tool handler may come from: importing a
     # module runs its code, so the docs may name only these.
     python_tool_modules: NameTuple = DEFAULT_PYTHON_TOOL_MODULES
+    # What a tool result sends to the client and the stored turn at most (the kept items,
+    # capped); separate from the read cap of an HTTP answer (`max_response_bytes`, 2 MB).
+    tool_client_max_bytes: int = Field(default=16_384, ge=1024, le=1_000_000)
 
     @field_validator("tool_env")
     @classmethod

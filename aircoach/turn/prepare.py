@@ -49,6 +49,7 @@ async def prepare_turn(
         user_id=principal.sub,
         env=settings.tool_env,
         turn_id=turn_id,
+        client_max_bytes=settings.tool_client_max_bytes,
     )
     models = await TurnModels.open(services.models, enabled)
     try:
