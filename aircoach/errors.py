@@ -125,6 +125,23 @@ class Conflict(AppError):
     key = "conflict"
 
 
+class TurnInProgress(AppError):
+    """A repeat of a client_message_id whose first request is still being answered."""
+
+    code = "turn_in_progress"
+    status = 409
+    key = "turn_in_progress"
+
+
+class QuotaExceeded(AppError):
+    """The user's turn budget (`QUOTA_TURNS_PER_*`) is spent; `Retry-After` says when the
+    window ends."""
+
+    code = "quota_exceeded"
+    status = 429
+    key = "quota_per_minute"
+
+
 class PersistFailed(AppError):
     """The turn was answered but the store refused it (it went to the dead-letter spool): an
     `error` event of the stream, never an HTTP status."""

@@ -205,9 +205,9 @@ CATALOGUE: dict[str, Text] = {
         en="Your answer could not be saved to your history.",
     ),
     "turn_in_progress": Text(
-        it="Questa domanda (client_message_id {key!r}) è ancora in elaborazione; riprova tra "
+        it="Questa domanda (client_message_id {message_id!r}) è ancora in elaborazione; riprova tra "
         "qualche secondo.",
-        en="This message (client_message_id {key!r}) is still being answered; retry in a few "
+        en="This message (client_message_id {message_id!r}) is still being answered; retry in a few "
         "seconds.",
     ),
     "quota_per_minute": Text(

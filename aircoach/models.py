@@ -12,6 +12,9 @@ TurnStatus = Literal["ok", "error", "interrupted"]
 MAX_TOOLS = 64
 # A tool name's longest form (`ToolSpec.name`).
 MAX_TOOL_NAME = 64
+# A client's id of one message (a UUID, a ULID...): `client_message_id` or `Idempotency-Key`.
+MAX_CLIENT_MESSAGE_ID = 128
+CLIENT_MESSAGE_ID_PATTERN = r"^[A-Za-z0-9._:-]+$"
 # Flat tool switches of older clients: `kb_search_enabled: false` is `tools.kb_search: false`.
 _FLAT_SUFFIX = "_enabled"
 FLAT_SWITCH_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}_enabled$"
@@ -46,6 +49,14 @@ class MessageRequest(BaseModel):
         default=None,
         max_length=MAX_TOOLS,
         description="Tool switches by name; missing names take their defaults.",
+    )
+    client_message_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CLIENT_MESSAGE_ID,
+        pattern=CLIENT_MESSAGE_ID_PATTERN,
+        description="The client's id of this message (or the `Idempotency-Key` header): a "
+        "repeat within 24 h gets the stored turn instead of a second one.",
     )
 
     @model_validator(mode="before")

@@ -124,6 +124,10 @@ class ServerSettings(_Group):
     request_receipt_timeout_s: float = Field(default=20.0, gt=0)
     # /docs, /redoc and /openapi.json: the contract clients implement, no secret in it.
     api_docs: bool = True
+    # Chat turns one user may start, counted in the store across every instance (0 = no
+    # limit; off locally, set them in production). Replays of a stored turn are free.
+    quota_turns_per_day: int = Field(default=0, ge=0)
+    quota_turns_per_minute: int = Field(default=0, ge=0)
 
 
 class AuthSettings(_Group):

@@ -33,6 +33,10 @@ class ChatStore(Protocol):
         read)."""
         ...
 
+    async def get_turn(self, user_id: str, turn_id: str) -> Turn | None:
+        """One of the user's turns; None when it does not exist or is someone else's."""
+        ...
+
     async def history(
         self,
         user_id: str,

@@ -172,6 +172,13 @@ class MongoChatStore:
 
         return [doc["turn_id"] for doc in await self._db.run(self._name, read)]
 
+    async def get_turn(self, user_id: str, turn_id: str) -> Turn | None:
+        async def read(c: AsyncCollection) -> dict[str, Any] | None:
+            return await c.find_one({"turn_id": turn_id, "userId": user_id})
+
+        doc = await self._db.run(self._name, read)
+        return _turn(doc) if doc is not None else None
+
     async def history(
         self,
         user_id: str,

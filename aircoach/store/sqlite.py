@@ -240,6 +240,14 @@ class SqliteChatStore:
         )
         return [row["turn_id"] for row in rows]
 
+    async def get_turn(self, user_id: str, turn_id: str) -> Turn | None:
+        row = await self._db.run(
+            lambda c: c.execute(
+                "SELECT * FROM chats WHERE turn_id = ? AND userId = ?", (turn_id, user_id)
+            ).fetchone()
+        )
+        return _turn_from_row(row) if row is not None else None
+
     async def history(
         self,
         user_id: str,

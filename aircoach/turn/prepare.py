@@ -35,6 +35,7 @@ async def prepare_turn(
     snapshot: PromptSnapshot,
     *,
     language: Language = DEFAULT_LANGUAGE,
+    turn_id: str | None = None,
 ) -> ChatTurn:
     """A turn ready to stream. `snapshot`: the prompt the route validated the switches on;
     `language`: of the stream's `error` messages."""
@@ -43,7 +44,7 @@ async def prepare_turn(
     enabled = registry.enabled(request.tools)
     log.info("%s", registry.log_line(request.tools))
     system_prompt = await _system_prompt(services, principal, request, registry, snapshot, enabled)
-    turn_id = new_turn_id()
+    turn_id = turn_id or new_turn_id()
     ctx = ToolContext(
         quiz=await services.quiz_service(),
         user_id=principal.sub,

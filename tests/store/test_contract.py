@@ -212,6 +212,14 @@ async def test_history_pages_newest_first_with_a_before_cursor(chats: ChatStore)
     assert [t.userId for t in await chats.history("bob", limit=10, before=None)] == ["bob"]
 
 
+async def test_a_turn_is_found_by_id_only_by_its_user(chats: ChatStore):
+    turn = make_turn("alice", 1)
+    await chats.append_turn(turn)
+    assert await chats.get_turn("alice", turn.turn_id) == turn
+    assert await chats.get_turn("mallory", turn.turn_id) is None
+    assert await chats.get_turn("alice", "nope") is None
+
+
 async def test_history_pages_by_turn_id_even_within_one_millisecond(chats: ChatStore):
     # One timestamp for all: only the turn ids order them (nx-27017 compares timestamp
     # strings at second precision; the ids are unique and time-ordered).
