@@ -40,7 +40,11 @@ class MessageRequest(BaseModel):
     )
 
     query: str = Field(
-        min_length=1, max_length=4000, description="The user's message (not only spaces)."
+        min_length=1,
+        max_length=4000,
+        description="The user's message (not only spaces).",
+        # Checked by `_not_blank` (Python's notion of a space, as in the schema's readers).
+        json_schema_extra={"pattern": r"\S"},
     )
     chat_history: bool = Field(default=True, description="Show the model the earlier turns.")
     user_data: bool = Field(default=True, description="Add the user's profile to the prompt.")

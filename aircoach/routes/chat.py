@@ -32,6 +32,18 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "SSE stream of `tool_result`, `agent_message`, `error` and `done` events "
         "(or a JSON `MessageResponse` when `stream` is false).",
         "model": MessageResponse,  # application/json, by reference to the components
+        "headers": {
+            "X-Turn-ID": {
+                "description": "The turn's id, sent before the first event: "
+                "`GET /api/turns/{turn_id}` fetches it once stored.",
+                "schema": {"type": "string"},
+            },
+            "Idempotent-Replayed": {
+                "description": "`true` when a repeated `client_message_id` got the stored "
+                "turn again (the model did not run).",
+                "schema": {"type": "string", "enum": ["true"]},
+            },
+        },
         "content": {"text/event-stream": {"itemSchema": sse_item_schema()}},
     },
     **UNAUTHORIZED,
@@ -104,7 +116,7 @@ async def stream_query(
         turn = await prepare_turn(
             services, user, body, snapshot, language=language, turn_id=admission.turn_id
         )
-    except BaseException:
+    except Exception:
         if admission.key is not None:  # nothing ran: a retry may run it
             await services.guards.reservations.release(user.sub, admission.key, admission.turn_id)
         raise

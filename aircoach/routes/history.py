@@ -17,9 +17,10 @@ from aircoach.routes.responses import INVALID_BODY, UNAUTHORIZED, unavailable
 
 router = APIRouter(prefix="/api", tags=["meta"])
 
-# A turn id as the app makes it (hex time and random bytes); older stores may hold other
-# URL-safe ids. The cursor is its base64url, so it survives any client's URL handling.
-_TURN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# The cursor is the base64url (unpadded) of the last turn id, so it survives any client's URL
+# handling. Any well-formed one is accepted: it only bounds the ids of the page.
+CURSOR_PATTERN = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"
+_CURSOR = re.compile(CURSOR_PATTERN)
 _MAX_CURSOR = 88  # base64 of 64 bytes
 
 
@@ -29,13 +30,13 @@ def encode_cursor(turn_id: str) -> str:
 
 
 def _decode_cursor(cursor: str) -> str:
-    try:
-        turn_id = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        turn_id = ""
-    if not _TURN_ID.match(turn_id) or encode_cursor(turn_id) != cursor:
+    if not cursor or not _CURSOR.match(cursor):
         raise _invalid("cursor", cursor, "not a cursor from `next_cursor`")
-    return turn_id
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except (binascii.Error, ValueError):
+        raise _invalid("cursor", cursor, "not a cursor from `next_cursor`") from None
+    return raw.decode("latin-1")  # a turn id is ASCII; any other bytes still order
 
 
 def _timestamp(before: str) -> str:
@@ -70,13 +71,19 @@ async def history(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     cursor: Annotated[
         str | None,
-        Query(max_length=_MAX_CURSOR, description="`next_cursor` of the previous page"),
+        Query(
+            min_length=2,
+            max_length=_MAX_CURSOR,
+            pattern=CURSOR_PATTERN,
+            description="`next_cursor` of the previous page",
+        ),
     ] = None,
     before: Annotated[
         str | None,
         Query(
             max_length=64,
             deprecated=True,
+            json_schema_extra={"format": "date-time"},
             description="`next_before` of the previous page (deprecated: use `cursor`)",
         ),
     ] = None,
@@ -84,8 +91,6 @@ async def history(
     """The caller's stored turns, newest first, with every tool call's client data (what the
     model alone was given, such as a quiz question's key, is never returned). Pass the page's
     `next_cursor` as `cursor` for the next (older) page."""
-    if cursor is not None and before is not None:
-        raise _invalid("cursor", cursor, "send `cursor` or `before`, not both")
     before_turn = _decode_cursor(cursor) if cursor is not None else None
     since = _timestamp(before) if before is not None else None
     # Turns the store refused earlier belong in this page once it takes writes again.

@@ -231,7 +231,7 @@ async def test_history_cursor_pages_exactly_and_refuses_a_forged_one(client, aut
         assert re.fullmatch(r"[A-Za-z0-9_-]+", page["next_cursor"])  # URL-safe as it is
         params = {"limit": 2, "cursor": page["next_cursor"]}
     assert seen == [f"alice {i}" for i in reversed(range(5))]
-    for bad in ("!!!", "bm90IGEgdHVybiBpZCE", "x" * 89, ""):
+    for bad in ("!!!", "abcde", "a+b/", "x" * 89, "", "a"):
         response = await client.get("/api/history", params={"cursor": bad}, headers=auth())
         assert response.status_code == 422, bad
         assert response.json()["detail"][0]["loc"] == ["query", "cursor"]
@@ -250,8 +250,9 @@ async def test_history_before_is_a_timestamp_even_sent_unencoded(client, auth, s
     yesterday = await client.get("/api/history", params={"before": "yesterday"}, headers=auth())
     assert yesterday.status_code == 422
     assert yesterday.json()["detail"][0]["loc"] == ["query", "before"]
-    both = {"before": stamp, "cursor": page["next_cursor"]}
-    assert (await client.get("/api/history", params=both, headers=auth())).status_code == 422
+    both = {"before": stamp, "cursor": page["next_cursor"]}  # both bounds apply
+    rest = (await client.get("/api/history", params=both, headers=auth())).json()
+    assert [t["human"] for t in rest["turns"]] == ["domanda 1", "domanda 0"]
 
 
 async def test_update_docs_needs_the_admin_permission(client, auth):
