@@ -286,9 +286,12 @@ async def test_http_valid_and_invalid_tokens(client, tenant):
         headers={"Authorization": f"Bearer {tenant.mint(aud='https://other.api')}"},
     )
     assert bad.status_code == 401
-    assert bad.json() == {"error": "invalid_token", "message": "wrong audience"}
+    assert bad.json() == {
+        "error": "invalid_token",
+        "message": "Il token è stato emesso per un'altra API (audience errata).",
+    }
     assert bad.headers["WWW-Authenticate"].startswith('Bearer error="invalid_token"')
-    assert "wrong audience" in bad.headers["WWW-Authenticate"]
+    assert "wrong audience" in bad.headers["WWW-Authenticate"]  # the header stays English
 
 
 async def test_http_jwks_down_with_nothing_cached_is_503(client, tenant):
