@@ -33,8 +33,20 @@ class ChatStore(Protocol):
         read)."""
         ...
 
-    async def history(self, user_id: str, *, limit: int, before: str | None) -> list[Turn]:
-        """The user's turns newest first, older than the `before` timestamp when given."""
+    async def get_turn(self, user_id: str, turn_id: str) -> Turn | None:
+        """One of the user's turns; None when it does not exist or is someone else's."""
+        ...
+
+    async def history(
+        self,
+        user_id: str,
+        *,
+        limit: int,
+        before: str | None = None,
+        before_turn: str | None = None,
+    ) -> list[Turn]:
+        """The user's turns newest first (by turn id: exact even within a second), older
+        than the turn `before_turn` and than the `before` timestamp (deprecated) when given."""
         ...
 
 

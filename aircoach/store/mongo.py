@@ -172,13 +172,29 @@ class MongoChatStore:
 
         return [doc["turn_id"] for doc in await self._db.run(self._name, read)]
 
-    async def history(self, user_id: str, *, limit: int, before: str | None) -> list[Turn]:
+    async def get_turn(self, user_id: str, turn_id: str) -> Turn | None:
+        async def read(c: AsyncCollection) -> dict[str, Any] | None:
+            return await c.find_one({"turn_id": turn_id, "userId": user_id})
+
+        doc = await self._db.run(self._name, read)
+        return _turn(doc) if doc is not None else None
+
+    async def history(
+        self,
+        user_id: str,
+        *,
+        limit: int,
+        before: str | None = None,
+        before_turn: str | None = None,
+    ) -> list[Turn]:
         query: dict[str, Any] = {"userId": user_id}
         if before:
             query["timestamp"] = {"$lt": before}
+        if before_turn:
+            query["turn_id"] = {"$lt": before_turn}
 
         async def read(c: AsyncCollection) -> list[dict[str, Any]]:
-            return await c.find(query).sort(_NEWEST_FIRST).limit(limit).to_list()
+            return await c.find(query).sort(_LATEST_TURNS).limit(limit).to_list()
 
         return [_turn(d) for d in await self._db.run(self._name, read)]
 

@@ -240,13 +240,31 @@ class SqliteChatStore:
         )
         return [row["turn_id"] for row in rows]
 
-    async def history(self, user_id: str, *, limit: int, before: str | None) -> list[Turn]:
+    async def get_turn(self, user_id: str, turn_id: str) -> Turn | None:
+        row = await self._db.run(
+            lambda c: c.execute(
+                "SELECT * FROM chats WHERE turn_id = ? AND userId = ?", (turn_id, user_id)
+            ).fetchone()
+        )
+        return _turn_from_row(row) if row is not None else None
+
+    async def history(
+        self,
+        user_id: str,
+        *,
+        limit: int,
+        before: str | None = None,
+        before_turn: str | None = None,
+    ) -> list[Turn]:
         sql = "SELECT * FROM chats WHERE userId = ?"
         params: list[Any] = [user_id]
         if before:
             sql += " AND timestamp < ?"
             params.append(before)
-        sql += " ORDER BY timestamp DESC, turn_id DESC LIMIT ?"
+        if before_turn:
+            sql += " AND turn_id < ?"
+            params.append(before_turn)
+        sql += " ORDER BY turn_id DESC LIMIT ?"
         params.append(limit)
         rows = await self._db.run(lambda c: c.execute(sql, params).fetchall())
         return [_turn_from_row(r) for r in rows]

@@ -12,6 +12,7 @@ from langgraph.graph.state import CompiledStateGraph
 from aircoach.auth.tokens import Principal
 from aircoach.auth.userdata import user_data_section
 from aircoach.errors import StoreUnavailable
+from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.models import MessageRequest
 from aircoach.prompts.store import PromptSnapshot
 from aircoach.quiz.service import progress_section
@@ -28,20 +29,28 @@ QUIZ_TOOLS = frozenset({"domanda_teoria", "verifica_risposta"})
 
 
 async def prepare_turn(
-    services: Services, principal: Principal, request: MessageRequest, snapshot: PromptSnapshot
+    services: Services,
+    principal: Principal,
+    request: MessageRequest,
+    snapshot: PromptSnapshot,
+    *,
+    language: Language = DEFAULT_LANGUAGE,
+    turn_id: str | None = None,
 ) -> ChatTurn:
-    """A turn ready to stream. `snapshot`: the prompt the route validated the switches on."""
+    """A turn ready to stream. `snapshot`: the prompt the route validated the switches on;
+    `language`: of the stream's `error` messages."""
     settings = services.settings
     registry = services.tools_for(snapshot)
     enabled = registry.enabled(request.tools)
     log.info("%s", registry.log_line(request.tools))
     system_prompt = await _system_prompt(services, principal, request, registry, snapshot, enabled)
-    turn_id = new_turn_id()
+    turn_id = turn_id or new_turn_id()
     ctx = ToolContext(
         quiz=await services.quiz_service(),
         user_id=principal.sub,
         env=settings.tool_env,
         turn_id=turn_id,
+        client_max_bytes=settings.tool_client_max_bytes,
     )
     models = await TurnModels.open(services.models, enabled)
     try:
@@ -78,6 +87,7 @@ async def prepare_turn(
         prompt_version=snapshot.version,
         context_turns=context_turns,
         timeout_s=settings.turn_timeout_s,
+        language=language,
         turn_id=turn_id,
     )
 

@@ -18,8 +18,9 @@ import anyio
 from langgraph.graph.state import CompiledStateGraph
 
 from aircoach.auth.tokens import Principal
-from aircoach.errors import AppError, TurnTimeout
+from aircoach.errors import AppError, ModelUnavailable, PersistFailed, TurnTimeout
 from aircoach.logs import current_request, current_request_id, log_fields
+from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.models import MessageRequest, ToolCall, ToolRecord, Turn, TurnStatus
 from aircoach.turn.chat_models import TurnModels
 from aircoach.turn.events import AgentMessage, Done, ErrorEvent, TurnEvent
@@ -32,7 +33,6 @@ FALLBACK_ANSWER = (
     "Mi dispiace, non sono riuscito a preparare una risposta questa volta. "
     "Riprova tra poco o riformula la domanda."
 )
-MODEL_FAILED = "The assistant could not complete this answer; please try again."
 
 
 def new_turn_id() -> str:
@@ -50,6 +50,7 @@ class ChatTurn:
     prompt_version: str
     context_turns: int
     timeout_s: float  # TURN_TIMEOUT_S: the whole agent run, every model and tool call
+    language: Language = DEFAULT_LANGUAGE  # of the `error` events' messages
     turn_id: str = field(default_factory=new_turn_id)
     request_id: str = field(default_factory=lambda: current_request_id() or uuid.uuid4().hex)
     answer: list[str] = field(default_factory=list)
@@ -131,18 +132,18 @@ class ChatTurn:
                     self.principal.sub,
                     self.timeout_s,
                 )
-                yield self._error(_error_event(exc))
+                yield self._error(exc)
             except Exception as exc:
                 self.status = "error"
                 log.exception(
                     "turn %s for %r failed in the model or agent", self.turn_id, self.principal.sub
                 )
-                yield self._error(_error_event(exc))
+                yield self._error(exc)
             if not self.text.strip() and not ended_by_tool:
                 self.answer = [FALLBACK_ANSWER]
                 yield AgentMessage(content=FALLBACK_ANSWER)
-            if (persist_error := await self.recorder.record(self._stored_turn())) is not None:
-                yield self._error(persist_error)
+            if not await self.recorder.record(self._stored_turn()):
+                yield self._error(PersistFailed())
             yield Done(
                 turn_id=self.turn_id,
                 prompt_version=self.prompt_version,
@@ -163,9 +164,12 @@ class ChatTurn:
             await self.models.aclose()
             log_fields(log, "turn", self.summary())
 
-    def _error(self, event: ErrorEvent) -> ErrorEvent:
-        self.error_codes.append(event.code)
-        return event
+    def _error(self, exc: Exception) -> ErrorEvent:
+        """The `error` event of a failure, in the request's language (any failure that is not
+        ours to name is the model's: `model_unavailable`)."""
+        error = exc if isinstance(exc, AppError) else ModelUnavailable("model_failed")
+        self.error_codes.append(error.code)
+        return ErrorEvent(code=error.code, message=error.message_in(self.language))
 
     def _stored_turn(self) -> Turn:
         return Turn(
@@ -185,9 +189,3 @@ class ChatTurn:
 
 def _ms_since(started: float) -> int:
     return round((time.monotonic() - started) * 1000)
-
-
-def _error_event(exc: Exception) -> ErrorEvent:
-    if isinstance(exc, AppError):
-        return ErrorEvent(code=exc.code, message=exc.message)
-    return ErrorEvent(code="model_unavailable", message=MODEL_FAILED)

@@ -80,6 +80,22 @@ async def test_only_the_tools_switched_on_are_bound(
     assert s.bound == [bound]
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"kb_search_enabled": False, "domanda_teoria_enabled": False},
+        {"kb_search_enabled": False, "tools": {QUIZ: False}},
+        {"kb_search_enabled": False, "tools": {"kb_search": False, QUIZ: False}},
+    ],
+)
+async def test_flat_switches_of_older_clients_are_tools_aliases(
+    client, auth, script, tool_service, body
+):
+    s = script([text("Ciao.")])
+    await chat(client, auth(), "Ciao", **body)
+    assert s.bound == [[GRADE, "lex_search"]]
+
+
 async def test_an_unavailable_tool_stays_off_even_when_switched_on(client, auth, script):
     s = script([text("Ciao.")])
     await chat(client, auth(), "Ciao", tools={"web_search": True})
