@@ -14,7 +14,7 @@ from aircoach.bodies import BodyLimit
 from aircoach.errors import AppError
 from aircoach.http_errors import validation_error
 from aircoach.logs import REQUEST_ID_HEADER, RequestIdMiddleware, configure_logging
-from aircoach.routes import chat, docs, health, history, quiz, tasks, tools
+from aircoach.routes import chat, docs, feedback, health, history, quiz, tasks, tools
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
 
@@ -65,6 +65,6 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.add_middleware(RequestIdMiddleware)  # outermost: every response and line gets the id
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, validation_error)
-    for module in (chat, health, tools, history, docs, tasks, quiz):
+    for module in (chat, health, tools, history, docs, tasks, quiz, feedback):
         app.include_router(module.router)
     return app

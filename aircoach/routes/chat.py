@@ -10,6 +10,7 @@ from fastapi.responses import Response
 
 from aircoach.bodies import json_body_openapi
 from aircoach.deps import ChatMessage, CurrentUser, ServicesDep
+from aircoach.grounding.models import ResponseGrounding
 from aircoach.models import MessageRequest, MessageResponse
 from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, unavailable
 from aircoach.turn.events import ErrorEvent, sse_item_schema
@@ -18,7 +19,8 @@ router = APIRouter(prefix="/api", tags=["chat"])
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
-        "description": "SSE stream of `tool_result`, `agent_message`, `error` and `done` events "
+        "description": "SSE stream of `tool_result`, `agent_message`, `grounding`, `error` and "
+        "`done` events "
         "(or a JSON `MessageResponse` when `stream` is false).",
         "model": MessageResponse,  # application/json, by reference to the components
         "content": {"text/event-stream": {"itemSchema": sse_item_schema()}},
@@ -66,7 +68,7 @@ async def stream_query(user: CurrentUser, body: ChatMessage, services: ServicesD
         if isinstance(event, ErrorEvent):
             errors.append({"code": event.code, "message": event.message})
     answer = MessageResponse(
-        answer=turn.text,
+        answer=turn.text + turn.caveat,
         tool=turn.tool,
         turn_id=turn.turn_id,
         prompt_version=turn.prompt_version,
@@ -75,5 +77,8 @@ async def stream_query(user: CurrentUser, body: ChatMessage, services: ServicesD
         status=turn.status,
         errors=errors,
         request_id=turn.request_id,
+        grounding=ResponseGrounding(**turn.checked.model_dump(), regenerated=turn.regenerated)
+        if turn.checked
+        else None,
     )
     return Response(answer.model_dump_json(), media_type="application/json")

@@ -5,6 +5,7 @@ an HTTP status: the tools switched on, the system prompt, the models, the agent,
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import anyio
 from langgraph.graph.state import CompiledStateGraph
@@ -12,6 +13,12 @@ from langgraph.graph.state import CompiledStateGraph
 from aircoach.auth.tokens import Principal
 from aircoach.auth.userdata import user_data_section
 from aircoach.errors import StoreUnavailable
+from aircoach.grounding.context import (
+    ThreadView,
+    TurnGrounding,
+    docs_index,
+    with_citation_rule,
+)
 from aircoach.models import MessageRequest
 from aircoach.prompts.store import PromptSnapshot
 from aircoach.quiz.service import progress_section
@@ -36,6 +43,7 @@ async def prepare_turn(
     enabled = registry.enabled(request.tools)
     log.info("%s", registry.log_line(request.tools))
     system_prompt = await _system_prompt(services, principal, request, registry, snapshot, enabled)
+    docs = await docs_index(snapshot.contents)
     turn_id = new_turn_id()
     ctx = ToolContext(
         quiz=await services.quiz_service(),
@@ -44,22 +52,42 @@ async def prepare_turn(
         turn_id=turn_id,
     )
     models = await TurnModels.open(services.models, enabled)
-    try:
-        agent = build_agent(
+
+    def agent_for(prompt: str, topic: tuple[str, ...] = ()) -> CompiledStateGraph:
+        return build_agent(
             model=models.primary,
             tools=enabled,
-            ctx=ctx,
-            system_prompt=system_prompt,
+            ctx=replace(ctx, topic=topic),
+            system_prompt=prompt,
             checkpointer=services.memory.checkpointer,
             history_limit=settings.history_limit,
             failover=models.failover,
         )
+
+    try:
+        agent = agent_for(system_prompt)
         thread_id = f"{principal.sub}:v{snapshot.version}"
+        thread = ThreadView()
         if request.chat_history:
             held = await _load_history(services, agent, thread_id, principal.sub)
             memory_thread, context_turns = thread_id, min(held, settings.history_limit)
+            state = await agent.aget_state(services.memory.config(thread_id))
+            thread = ThreadView.of(state.values.get("messages", []), settings.history_limit)
         else:
             memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
+        grounding = TurnGrounding(
+            docs=docs,
+            thread=thread,
+            question=request.query,
+            caveat=settings.grounding_caveat,
+            regenerate=settings.grounding_regenerate,
+            history_limit=settings.history_limit,
+            base_prompt=system_prompt,
+        )
+        if grounding.followup:
+            # Same thread, a prompt that asks for a concise answer, and retrieval tools that
+            # search the conversation's topic first.
+            agent = agent_for(grounding.prompt, tuple(grounding.topic))
     except BaseException:
         await models.aclose()
         raise
@@ -79,6 +107,7 @@ async def prepare_turn(
         context_turns=context_turns,
         timeout_s=settings.turn_timeout_s,
         turn_id=turn_id,
+        grounding=grounding,
     )
 
 
@@ -93,7 +122,7 @@ async def _system_prompt(
     """The docs' prompt, the sources-off warning when it applies, the user's profile and
     their quiz progress (fetched side by side). Neither section ever fails the turn; the
     version (and thread) stays the docs' one."""
-    prompt = registry.system_prompt(snapshot.text, enabled)
+    prompt = registry.system_prompt(with_citation_rule(snapshot.text), enabled)
     if not request.user_data:
         return prompt
     settings = services.settings
