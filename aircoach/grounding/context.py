@@ -5,7 +5,8 @@ correct an answer that cited what the context does not say).
 The context is the prompt docs (the top-level Markdown docs), the course manual (the docs of
 the snapshot's `manual/` area, see `aircoach.prompts.keys`), the text every tool of this
 turn gave the model, and the tool texts of the earlier turns the model was shown. The docs'
-part is indexed once per docs version (a small cache, off the event loop).
+part is indexed once per docs version (a small cache, off the event loop), and only when an
+answer cites something.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import anyio
 from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
 
+from aircoach.grounding.citations import extract
 from aircoach.grounding.followups import concise_prefix, is_followup, topic_keywords
 from aircoach.grounding.guard import ContextIndex, Source, check, correction
 from aircoach.grounding.models import GroundingResult
@@ -59,6 +61,8 @@ def docs_sources(contents: Mapping[str, str]) -> list[Source]:
 
 
 def _docs_index(contents: Mapping[str, str]) -> ContextIndex:
+    """The docs' part of the context, built once per docs version (CPU-bound: a worker
+    thread calls it, and only for an answer that cites something)."""
     relevant = {
         key: text
         for key, text in contents.items()
@@ -75,11 +79,6 @@ def _docs_index(contents: Mapping[str, str]) -> ContextIndex:
         while len(_docs_cache) > _DOCS_CACHE_SIZE:
             _docs_cache.popitem(last=False)
     return index
-
-
-async def docs_index(contents: Mapping[str, str]) -> ContextIndex:
-    """The docs' part of every turn's context (CPU-bound: in a worker thread)."""
-    return await anyio.to_thread.run_sync(_docs_index, dict(contents))
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,7 @@ class TurnGrounding:
     """The grounding of one turn: its docs' index, the thread it continues, the follow-up
     verdict and the switches (`GROUNDING_CAVEAT`, `GROUNDING_REGENERATE`)."""
 
-    docs: ContextIndex
+    docs: Mapping[str, str]  # the snapshot's contents: indexed only when an answer cites
     thread: ThreadView
     question: str
     caveat: bool = True
@@ -139,13 +138,14 @@ class TurnGrounding:
         return f"{concise_prefix(self.topic)}\n\n{prompt}" if self.followup else prompt
 
     def context(self, calls: Sequence[ToolCall]) -> ContextIndex:
+        """CPU-bound (the docs' part is cached per version): call it off the event loop."""
         tools = ContextIndex.of(
             [Source("tool", c.call_id, c.text) for c in calls if c.status == "success"]
         )
         history = ContextIndex.of(
             [Source("history_tool", f"h{i}", t) for i, t in enumerate(self.thread.tool_texts)]
         )
-        return self.docs + tools + history
+        return _docs_index(self.docs) + tools + history
 
     async def check(
         self, answer: str, calls: Sequence[ToolCall]
@@ -153,6 +153,8 @@ class TurnGrounding:
         """The verdict on `answer` and the context it was checked against (off the loop)."""
 
         def run() -> tuple[GroundingResult | None, ContextIndex]:
+            if not extract(answer):  # most answers cite nothing: no context to build
+                return None, ContextIndex()
             context = self.context(calls)
             return check(answer, context), context
 

@@ -13,12 +13,7 @@ from langgraph.graph.state import CompiledStateGraph
 from aircoach.auth.tokens import Principal
 from aircoach.auth.userdata import user_data_section
 from aircoach.errors import StoreUnavailable
-from aircoach.grounding.context import (
-    ThreadView,
-    TurnGrounding,
-    docs_index,
-    with_citation_rule,
-)
+from aircoach.grounding.context import ThreadView, TurnGrounding, with_citation_rule
 from aircoach.models import MessageRequest
 from aircoach.prompts.store import PromptSnapshot
 from aircoach.quiz.service import progress_section
@@ -43,7 +38,6 @@ async def prepare_turn(
     enabled = registry.enabled(request.tools)
     log.info("%s", registry.log_line(request.tools))
     system_prompt = await _system_prompt(services, principal, request, registry, snapshot, enabled)
-    docs = await docs_index(snapshot.contents)
     turn_id = new_turn_id()
     ctx = ToolContext(
         quiz=await services.quiz_service(),
@@ -76,7 +70,7 @@ async def prepare_turn(
         else:
             memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
         grounding = TurnGrounding(
-            docs=docs,
+            docs=snapshot.contents,
             thread=thread,
             question=request.query,
             caveat=settings.grounding_caveat,

@@ -24,6 +24,7 @@ from aircoach.grounding.context import TurnGrounding
 from aircoach.grounding.guard import ContextIndex, caveat
 from aircoach.grounding.models import GroundingResult, Retrieved
 from aircoach.grounding.retrieval import log_entries, retrieved
+from aircoach.llm.factory import model_label
 from aircoach.logs import current_request, current_request_id, log_fields
 from aircoach.models import MessageRequest, ToolCall, ToolRecord, Turn, TurnStatus
 from aircoach.turn.agent import window
@@ -227,10 +228,14 @@ class ChatTurn:
             *messages,
             HumanMessage(guard.correction(result, context)),
         ]
+        # The model that wrote the first answer (the fallback one, if the primary failed).
+        model = next(
+            (m for m in self.models.models if model_label(m) == self.model), self.models.primary
+        )
         parts: list[str] = []
         try:
             # Streamed, as the agent calls the model (a provider may answer only streams).
-            async for chunk in self.models.primary.astream(prompt):
+            async for chunk in model.astream(prompt):
                 parts.append(chunk.text)
         except Exception:
             log.warning(

@@ -40,6 +40,8 @@ OPERATIONS = [
     ("GET", "/api/quiz/questions/{capitolo}/{numero}"),
     ("POST", "/api/quiz/answers"),
     ("GET", "/api/progress"),
+    ("POST", "/api/turns/{turn_id}/feedback"),
+    ("GET", "/api/feedback"),
 ]
 WITH_INPUTS = [
     ("POST", "/api/stream_query"),
@@ -51,6 +53,8 @@ WITH_INPUTS = [
     ("GET", "/api/quiz/questions"),
     ("GET", "/api/quiz/questions/{capitolo}/{numero}"),
     ("POST", "/api/quiz/answers"),
+    ("POST", "/api/turns/{turn_id}/feedback"),
+    ("GET", "/api/feedback"),
 ]
 PERMISSIONS = ["admin:docs", "tasks:email_triage", "tasks:review"]
 
