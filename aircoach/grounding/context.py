@@ -108,7 +108,7 @@ class ThreadView:
 
 @dataclass(frozen=True)
 class TurnGrounding:
-    """The grounding of one turn: its docs' index, the thread it continues, the follow-up
+    """The grounding of one turn: the docs it may cite, the thread it continues, the follow-up
     verdict and the switches (`GROUNDING_CAVEAT`, `GROUNDING_REGENERATE`)."""
 
     docs: Mapping[str, str]  # the snapshot's contents: indexed only when an answer cites

@@ -12,7 +12,6 @@ from aircoach.grounding.models import GroundingResult
 
 Voto = Literal["errata", "utile"]
 MAX_COMMENT_CHARS = 1000
-MAX_FEEDBACK_BODY_BYTES = 8192
 
 
 class FeedbackRequest(BaseModel):

@@ -9,11 +9,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 
-from aircoach.bodies import json_body_openapi, max_body_bytes, parse_json_body
+from aircoach.bodies import json_body_openapi, parse_json_body
 from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.errors import ForbiddenError, NotFound
 from aircoach.grounding.feedback import (
-    MAX_FEEDBACK_BODY_BYTES,
     Feedback,
     FeedbackItem,
     FeedbackPage,
@@ -41,7 +40,6 @@ _UNAVAILABLE = unavailable("auth_unavailable", "store_unavailable")
     openapi_extra=json_body_openapi(FeedbackRequest),
     responses={**UNAUTHORIZED, **_NOT_FOUND, **TOO_LARGE, **INVALID_BODY, **_UNAVAILABLE},
 )
-@max_body_bytes(MAX_FEEDBACK_BODY_BYTES)
 async def give_feedback(
     request: Request,
     user: CurrentUser,
@@ -49,7 +47,9 @@ async def give_feedback(
     turn_id: Annotated[str, Path(min_length=1, max_length=64)],
 ) -> FeedbackReceipt:
     """Mark one of the caller's answers `errata` (wrong) or `utile` (helpful), with an
-    optional comment. One feedback per turn: a second call replaces the first."""
+    optional comment. One feedback per turn: a second call replaces the first. The body is
+    read after the token is verified, within `MAX_BODY_BYTES` (a valid one, even a comment
+    of 1,000 characters written as JSON escapes, fits)."""
     body = await parse_json_body(request, FeedbackRequest)
     feedback = Feedback(**body.model_dump(), at=datetime.now(UTC).isoformat())
     if not await chats.set_feedback(user.sub, turn_id, feedback):

@@ -74,7 +74,7 @@ async def test_bad_feedback_is_refused_naming_the_field(client, auth):
     )
     extra = await client.post(url, json={"voto": "errata", "stelle": 5}, headers=auth())
     no_token = await client.post(url, json={"voto": "errata"})
-    huge = await client.post(url, content=b"{" + b" " * 20_000 + b"}", headers=auth())
+    huge = await client.post(url, content=b"{" + b" " * 70_000 + b"}", headers=auth())
     assert wrong_vote.status_code == 422 and wrong_vote.json()["detail"][0]["loc"] == [
         "body",
         "voto",
