@@ -15,7 +15,7 @@ from aircoach.errors import AppError
 from aircoach.http_errors import validation_error
 from aircoach.logs import REQUEST_ID_HEADER, RequestIdMiddleware, configure_logging
 from aircoach.messages import header_language
-from aircoach.routes import chat, docs, health, history, quiz, tasks, tools, turns
+from aircoach.routes import chat, docs, feedback, health, history, quiz, tasks, tools, turns
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
 
@@ -68,6 +68,6 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.add_middleware(RequestIdMiddleware)  # outermost: every response and line gets the id
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, validation_error)
-    for module in (chat, health, tools, history, turns, docs, tasks, quiz):
+    for module in (chat, health, tools, history, turns, docs, tasks, quiz, feedback):
         app.include_router(module.router)
     return app

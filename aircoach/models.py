@@ -6,6 +6,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from aircoach.grounding.feedback import Feedback
+from aircoach.grounding.models import GroundingResult, ResponseGrounding, Retrieved
+
 TurnStatus = Literal["ok", "error", "interrupted"]
 
 # The most tools a `tools.json` may declare, and so the most switches a request may send.
@@ -153,6 +156,10 @@ class MessageResponse(BaseModel):
     status: TurnStatus
     errors: list[dict[str, str]] = Field(default_factory=list)
     request_id: str = Field(description="The request's id, as in the X-Request-ID header.")
+    grounding: ResponseGrounding | None = Field(
+        default=None,
+        description="The citation guard's verdict on `answer` (null when it cites nothing).",
+    )
 
 
 class _TurnFields(BaseModel):
@@ -168,6 +175,15 @@ class _TurnFields(BaseModel):
     thread_id: str
     turn_id: str
     status: TurnStatus = "ok"
+    grounding: GroundingResult | None = Field(
+        default=None, description="The citation guard's verdict (null: the answer cites nothing)."
+    )
+    retrieved: list[Retrieved] = Field(
+        default_factory=list, description="What each tool returned: counts, ids or titles."
+    )
+    feedback: Feedback | None = Field(
+        default=None, description="The student's verdict on the answer (the latest one)."
+    )
 
 
 class Turn(_TurnFields):

@@ -366,6 +366,14 @@ class ToolSettings(_Group):
         return {name: value for name, value in env.items() if tool_variable_allowed(name) and value}
 
 
+class GroundingSettings(_Group):
+    """The citation guard (aircoach/grounding): the caveat after an answer that cites what
+    its sources do not say, and the one regeneration of a JSON (`stream: false`) answer."""
+
+    grounding_caveat: bool = True
+    grounding_regenerate: bool = True
+
+
 class TaskSettings(_Group):
     """Structured tasks (`/api/tasks`): body limits, batch concurrency, the review permission,
     and the code version stored with every run."""
@@ -416,6 +424,7 @@ class Settings(
     ModelSettings,
     ToolSettings,
     TaskSettings,
+    GroundingSettings,
 ):
     """Every setting. Components take the group they need (`AuthSettings`, ...)."""
 

@@ -11,6 +11,7 @@ from fastapi.responses import Response
 
 from aircoach.bodies import json_body_openapi
 from aircoach.deps import ChatMessage, CurrentUser, RequestLanguage, ServicesDep
+from aircoach.grounding.models import ResponseGrounding
 from aircoach.models import (
     CLIENT_MESSAGE_ID_PATTERN,
     MAX_CLIENT_MESSAGE_ID,
@@ -29,7 +30,8 @@ CLIENT_MESSAGE_ID = re.compile(CLIENT_MESSAGE_ID_PATTERN)
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
-        "description": "SSE stream of `tool_result`, `agent_message`, `error` and `done` events "
+        "description": "SSE stream of `tool_result`, `agent_message`, `grounding`, `error` and "
+        "`done` events "
         "(or a JSON `MessageResponse` when `stream` is false).",
         "model": MessageResponse,  # application/json, by reference to the components
         "headers": {
@@ -128,7 +130,7 @@ async def stream_query(
         if isinstance(event, ErrorEvent):
             errors.append({"code": event.code, "message": event.message})
     answer = MessageResponse(
-        answer=json_answer(turn.text, turn.tool, FALLBACK_ANSWER),
+        answer=json_answer(turn.text, turn.tool, FALLBACK_ANSWER) + turn.caveat,
         tool=turn.tool,
         turn_id=turn.turn_id,
         prompt_version=turn.prompt_version,
@@ -137,6 +139,9 @@ async def stream_query(
         status=turn.status,
         errors=errors,
         request_id=turn.request_id,
+        grounding=ResponseGrounding(**turn.checked.model_dump(), regenerated=turn.regenerated)
+        if turn.checked
+        else None,
     )
     return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
 

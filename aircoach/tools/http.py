@@ -24,6 +24,7 @@ import anyio
 import httpx
 
 from aircoach.errors import ConfigError
+from aircoach.grounding.followups import expanded_search
 from aircoach.tls import shared_tls_context
 from aircoach.tools.formatting import format_result
 from aircoach.tools.registry import ToolContext, ToolOutput, ToolSpec, expand_env
@@ -59,6 +60,13 @@ async def call_http_tool(spec: ToolSpec, ctx: ToolContext, **arguments: Any) -> 
     except ConfigError as exc:
         return _failure(spec, str(exc), meta, started)
     payload = {**cap_arguments(arguments, http.caps), **http.fixed}
+    if spec.source and ctx.topic:
+        # A follow-up searches the conversation's topic first. The model's own arguments
+        # stay as they were (the stored call); what was searched goes in `meta`.
+        expanded = expanded_search(payload, ctx.topic)
+        if expanded is not None:
+            name, payload[name] = expanded
+            meta["expanded_query"] = payload[name]
 
     attempt = 0
     while True:

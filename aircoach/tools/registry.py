@@ -51,13 +51,16 @@ _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 class ToolContext:
     """What a tool may use while it runs: injected per request, never a module global.
     `env` holds the variables a tool's `${NAME}` may name (`Settings.tool_env`); `turn_id`
-    is the chat turn the tool runs in (a graded quiz answer records it)."""
+    is the chat turn the tool runs in (a graded quiz answer records it); `topic` holds the
+    conversation's keywords when the question is a follow-up (a source tool searches them
+    first, see `aircoach.grounding.followups`)."""
 
     quiz: QuizService
     user_id: str
     env: Mapping[str, str] = field(default_factory=dict)
     turn_id: str | None = None
     client_max_bytes: int = 16_384  # TOOL_CLIENT_MAX_BYTES: a result's client data at most
+    topic: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ an HTTP status: the tools switched on, the system prompt, the models, the agent,
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import anyio
 from langgraph.graph.state import CompiledStateGraph
@@ -12,6 +13,7 @@ from langgraph.graph.state import CompiledStateGraph
 from aircoach.auth.tokens import Principal
 from aircoach.auth.userdata import user_data_section
 from aircoach.errors import StoreUnavailable
+from aircoach.grounding.context import ThreadView, TurnGrounding, with_citation_rule
 from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.models import MessageRequest
 from aircoach.prompts.store import PromptSnapshot
@@ -53,22 +55,42 @@ async def prepare_turn(
         client_max_bytes=settings.tool_client_max_bytes,
     )
     models = await TurnModels.open(services.models, enabled)
-    try:
-        agent = build_agent(
+
+    def agent_for(prompt: str, topic: tuple[str, ...] = ()) -> CompiledStateGraph:
+        return build_agent(
             model=models.primary,
             tools=enabled,
-            ctx=ctx,
-            system_prompt=system_prompt,
+            ctx=replace(ctx, topic=topic),
+            system_prompt=prompt,
             checkpointer=services.memory.checkpointer,
             history_limit=settings.history_limit,
             failover=models.failover,
         )
+
+    try:
+        agent = agent_for(system_prompt)
         thread_id = f"{principal.sub}:v{snapshot.version}"
+        thread = ThreadView()
         if request.chat_history:
             held = await _load_history(services, agent, thread_id, principal.sub)
             memory_thread, context_turns = thread_id, min(held, settings.history_limit)
+            state = await agent.aget_state(services.memory.config(thread_id))
+            thread = ThreadView.of(state.values.get("messages", []), settings.history_limit)
         else:
             memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
+        grounding = TurnGrounding(
+            docs=snapshot.contents,
+            thread=thread,
+            question=request.query,
+            caveat=settings.grounding_caveat,
+            regenerate=settings.grounding_regenerate,
+            history_limit=settings.history_limit,
+            base_prompt=system_prompt,
+        )
+        if grounding.followup:
+            # Same thread, a prompt that asks for a concise answer, and retrieval tools that
+            # search the conversation's topic first.
+            agent = agent_for(grounding.prompt, tuple(grounding.topic))
     except BaseException:
         await models.aclose()
         raise
@@ -89,6 +111,7 @@ async def prepare_turn(
         timeout_s=settings.turn_timeout_s,
         language=language,
         turn_id=turn_id,
+        grounding=grounding,
     )
 
 
@@ -103,7 +126,7 @@ async def _system_prompt(
     """The docs' prompt, the sources-off warning when it applies, the user's profile and
     their quiz progress (fetched side by side). Neither section ever fails the turn; the
     version (and thread) stays the docs' one."""
-    prompt = registry.system_prompt(snapshot.text, enabled)
+    prompt = registry.system_prompt(with_citation_rule(snapshot.text), enabled)
     if not request.user_data:
         return prompt
     settings = services.settings

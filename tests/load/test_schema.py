@@ -41,6 +41,8 @@ OPERATIONS = [
     ("GET", "/api/quiz/questions/{capitolo}/{numero}"),
     ("POST", "/api/quiz/answers"),
     ("GET", "/api/progress"),
+    ("POST", "/api/turns/{turn_id}/feedback"),
+    ("GET", "/api/feedback"),
 ]
 WITH_INPUTS = [
     ("POST", "/api/stream_query"),
@@ -53,6 +55,8 @@ WITH_INPUTS = [
     ("GET", "/api/quiz/questions"),
     ("GET", "/api/quiz/questions/{capitolo}/{numero}"),
     ("POST", "/api/quiz/answers"),
+    ("POST", "/api/turns/{turn_id}/feedback"),
+    ("GET", "/api/feedback"),
 ]
 PERMISSIONS = ["admin:docs", "tasks:email_triage", "tasks:review"]
 
