@@ -3,8 +3,9 @@ answer for the model.
 
 Driven by `tools.json`: the model's arguments are capped and merged with the fixed fields,
 sent as JSON (POST) or as the query string (GET); 502/503/504 and timeouts are retried as the
-tool's `RetryPolicy` says; every result carries `meta: {latency_ms, source, endpoint,
-attempts}`, where `endpoint` is the URL template of tools.json, never an expanded variable.
+tool's `RetryPolicy` says; the client gets the shape of `aircoach.tools.results`, whose
+`meta: {latency_ms, source, endpoint, attempts}` names the URL template of tools.json as
+`endpoint`, never an expanded variable.
 Nothing here raises into the turn: a failure becomes a `[Tool NAME failed: REASON]`
 ToolOutput the model can explain.
 """
@@ -25,6 +26,7 @@ from aircoach.errors import ConfigError
 from aircoach.tls import shared_tls_context
 from aircoach.tools.formatting import format_result
 from aircoach.tools.registry import ToolContext, ToolOutput, ToolSpec, expand_env
+from aircoach.tools.results import items_of, tool_failure, tool_success
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ async def call_http_tool(spec: ToolSpec, ctx: ToolContext, **arguments: Any) -> 
             await anyio.sleep(http.retry.backoff_s)
 
     meta["latency_ms"] = _elapsed_ms(started)
-    data = {**body, "meta": meta}
+    data = tool_success(items_of(body, spec.format.results_key), meta)
     return ToolOutput(text=format_result(spec.name, spec.format, body), data=data)
 
 
@@ -141,7 +143,7 @@ def _failure(spec: ToolSpec, reason: str, meta: dict[str, Any], started: float) 
     log.warning("[%s] failed: %s (%s ms)", spec.name, reason, meta["latency_ms"])
     return ToolOutput(
         text=f"[Tool {spec.name} failed: {reason}]",
-        data={"error": reason, "meta": meta},
+        data=tool_failure(reason, meta),
         ok=False,
     )
 

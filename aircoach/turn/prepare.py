@@ -42,6 +42,7 @@ async def prepare_turn(
         user_id=principal.sub,
         env=settings.tool_env,
         turn_id=turn_id,
+        knowledge=services.knowledge.search_in(snapshot.contents),
     )
     models = await TurnModels.open(services.models, enabled)
     try:

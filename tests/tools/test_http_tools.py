@@ -12,6 +12,7 @@ from langchain_core.messages import ToolMessage
 from aircoach.tools.formatting import format_result
 from aircoach.tools.http import call_http_tool
 from aircoach.tools.registry import ResultFormat, ToolContext, ToolSpec, parse_tools_config
+from aircoach.tools.results import CLIENT_MAX_BYTES
 from tests.helpers import app_with, asgi_client, chat
 from tests.scripted_model import Script, ScriptedModels, call, text
 from tests.sse import parse_sse
@@ -59,7 +60,7 @@ async def test_503_then_200_retries_once_and_records_latency(tool_service, specs
     assert meta["source"] == "kb_search" and meta["attempts"] == 2
     assert meta["endpoint"] == "${KB_SEARCH_URL}"  # the template, never the expanded URL
     assert meta["latency_ms"] >= BACKOFF_S * 1000
-    assert out.data["results"] == [KB_HIT]
+    assert out.data["success"] is True and out.data["items"] == [KB_HIT]
     assert out.text == (
         "[Manuale: 1 risultati]\n- [Manuale, cap. 5.2] (meteorologia) score=0.87: "
         "La densità dell'aria diminuisce con la quota e con la temperatura."
@@ -171,7 +172,7 @@ async def test_endpoint_in_meta_is_the_template_without_credentials_or_query(
     assert "K3Y" not in json.dumps(out.data)
 
 
-async def test_oversized_results_are_capped_for_the_model_but_raw_for_the_client(
+async def test_oversized_results_are_capped_for_the_model_and_for_the_client(
     tool_service, specs, ctx
 ):
     results = [
@@ -186,7 +187,11 @@ async def test_oversized_results_are_capped_for_the_model_but_raw_for_the_client
     title, rest = lines[1][2:].split(" (https://x.it/0): ")
     assert len(title) == 100 and title.endswith("…")
     assert len(rest) == 800 and rest.endswith("…")
-    assert out.data["results"] == results  # the client gets the raw data
+    # The client gets the raw items, as many as fit in the cap, and how many were dropped.
+    kept = out.data["items"]
+    assert 0 < len(kept) < len(results) and kept == results[: len(kept)]
+    assert out.data["meta"]["truncated"] == len(results) - len(kept)
+    assert len(json.dumps(kept, ensure_ascii=False).encode()) <= CLIENT_MAX_BYTES
 
 
 async def test_an_answer_over_max_response_bytes_is_a_failure_not_stored(tool_service, specs, ctx):
@@ -197,7 +202,8 @@ async def test_an_answer_over_max_response_bytes_is_a_failure_not_stored(tool_se
     tool_service.plan("/lex", Reply(200, {"results": [{"content": "x" * 20_000}]}))
     out = await call_http_tool(spec, ctx, query="SERA")
     assert not out.ok and out.text == "[Tool lex_search failed: answer larger than 10000 bytes]"
-    assert "results" not in out.data and len(tool_service.hits("/lex")) == 1  # not retried
+    assert out.data["success"] is False and "items" not in out.data
+    assert len(tool_service.hits("/lex")) == 1  # not retried
 
 
 async def test_empty_results_give_the_no_results_text(tool_service, specs, ctx):
@@ -243,13 +249,13 @@ async def test_a_result_reaches_the_client_raw_and_the_model_formatted(
     events = await chat(client, auth(), "Cosa dice il manuale sulla densità dell'aria?")
     result = events[0]
     assert result["type"] == "tool_result" and result["tool_name"] == "kb_search"
-    assert result["data"]["results"] == [KB_HIT]
+    assert result["data"]["items"] == [KB_HIT]
     assert result["data"]["meta"]["attempts"] == 2 and result["data"]["meta"]["latency_ms"] >= 50
     tool_message = s.calls[-1][-1]
     assert isinstance(tool_message, ToolMessage)
     assert tool_message.content.startswith("[Manuale: 1 risultati]\n- [Manuale, cap. 5.2]")
     history = (await client.get("/api/history", headers=auth())).json()["turns"]
-    assert history[0]["tool"]["data"]["results"] == [KB_HIT]
+    assert history[0]["tool"]["data"]["items"] == [KB_HIT]
 
 
 async def test_calls_share_one_ssl_context(tool_service, specs, ctx, monkeypatch):
