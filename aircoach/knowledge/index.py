@@ -145,7 +145,12 @@ class CourseIndex:
             if term in self._vocabulary:
                 planned[term] = frozenset({term})
             elif len(word) >= FUZZY_MIN_LETTERS and not word.isdigit():
-                planned[term] = frozenset(one_edit_away(term) & self._vocabulary.keys())
+                # The commonest Italian typo is a single letter doubled or not (stalo,
+                # nebia): when such a variant is indexed, it is the word meant.
+                known = self._vocabulary.keys()
+                planned[term] = frozenset(_doubling_variants(term) & known) or frozenset(
+                    one_edit_away(term) & known
+                )
             else:
                 planned[term] = frozenset()
             if len(planned) == MAX_QUERY_WORDS:
@@ -211,6 +216,13 @@ class CourseIndex:
             "score": round(score, 3),
             "tipo": passage.kind,
         }
+
+
+def _doubling_variants(term: str) -> set[str]:
+    """`term` with one letter doubled, or one double letter made single."""
+    doubled = {term[: i + 1] + term[i:] for i in range(len(term)) if term[i].isalpha()}
+    single = {term[:i] + term[i + 1 :] for i in range(1, len(term)) if term[i] == term[i - 1]}
+    return (doubled | single) - {term}
 
 
 def _rarity(count: int, total: int) -> float:
