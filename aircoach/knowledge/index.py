@@ -14,6 +14,7 @@ Pure and synchronous: build and search run in a worker thread (`aircoach.knowled
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import threading
@@ -226,8 +227,6 @@ def _doubling_variants(term: str) -> set[str]:
 
 
 def _rarity(count: int, total: int) -> float:
-    import math
-
     return math.log(1 + total / max(count, 1))
 
 

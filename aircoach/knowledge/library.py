@@ -36,7 +36,9 @@ def course_bank(path: Path = DEMO_QUESTIONS) -> tuple[list[dict[str, Any]], dict
 
 def course_chapters() -> list[str]:
     """The chapters of the course, as a student reads them: `3. Strumenti di volo`."""
-    return [f"{number}. {title}" for number, title in sorted(course_bank()[1].items())]
+    # Read once (the index build has usually read it already, in its worker thread).
+    chapters = course_bank(DEMO_QUESTIONS)[1]
+    return [f"{number}. {title}" for number, title in sorted(chapters.items())]
 
 
 class CourseKnowledge:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from aircoach.quiz.search import fold, stem, words
 
 KB = "kb_search"
-MAX_SENTENCES = 3
+MAX_SENTENCES = 2  # from the best section; the next one may add one more
 MAX_SOURCES = 2
 
 _RESULT = re.compile(r"^- \[(?P<ref>[^\]]+)\] \((?P<materia>[^)]*)\) score=\S*: (?P<text>.+)$")

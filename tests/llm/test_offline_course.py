@@ -34,7 +34,7 @@ def _instruction_lines() -> list[str]:
     [
         ("Come si regola l'altimetro con il QNH?", "3.2", ["QNH"]),
         ("Cos'è lo stallo?", "1.4", ["angolo d'attacco critico"]),
-        ("Spiegami il fattore di carico in virata", "1.9", ["1/cos"]),
+        ("Spiegami il fattore di carico in virata", "1.9", ["rapporto tra la portanza e il peso"]),
         ("Quali sono le classi di spazio aereo?", "7.3", ["dalla A alla G"]),
         ("ciao, cos'e il vento al traverso?", None, []),
     ],

@@ -36,6 +36,10 @@ KNOWN_CODES = frozenset(
 )
 _START_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 60.0  # a request that takes longer is a hang, and fails the test
+# A whole run that takes longer is a stuck server. Generous: a theory turn searches the course
+# (a kb_search step between two model steps), and the 2-core machine may be shared: a quiet
+# run of 1,000 turns takes well under a minute, one beside other test suites two.
+RUN_TIMEOUT_S = 600.0
 
 
 class ServerProcess:
@@ -237,7 +241,7 @@ async def run_load(
 
     started = time.perf_counter()
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout) as client:
-        with anyio.fail_after(120):  # bounded: a stuck server fails the test, never hangs it
+        with anyio.fail_after(RUN_TIMEOUT_S):  # a stuck server fails the test, never hangs it
             async with anyio.create_task_group() as tg:
                 for user, queries in plan:
                     tg.start_soon(user_session, client, user, queries)
