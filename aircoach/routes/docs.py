@@ -54,8 +54,12 @@ async def update_docs(caller: DocsReloader, services: ServicesDep) -> UpdateDocs
         manual,
     )
     # The course index follows the manual: built now (in a worker thread) rather than by the
-    # first student who searches.
-    await services.knowledge.index_for(snapshot.contents)
+    # first student who searches. The docs are reloaded whatever happens to it: a search
+    # builds it again, or fails as a tool failure the model explains.
+    try:
+        await services.knowledge.index_for(snapshot.contents)
+    except Exception:
+        log.exception("course index for manual %s could not be built", manual)
     return UpdateDocsResponse(
         message="prompt updated" if changed else "prompt unchanged",
         docs_count=len(snapshot.docs),
