@@ -59,6 +59,15 @@ async def test_the_embedded_backend_searches_the_course(kb, ctx):
     assert len(lines) == 1 + min(len(items), kb.format.max_results) + (len(items) > 8)
 
 
+async def test_a_follow_up_searches_the_topic_first(kb, ctx):
+    # "e con il QFE?" after a question on the altimeter: the search names the topic too.
+    out = await kb.load_handler()(replace(ctx, topic=("altimetro",)), query="e con il QFE?")
+    assert out.ok and out.data["meta"]["expanded_query"].startswith("altimetro ")
+    assert out.data["items"][0]["riferimento"] == "3.2"
+    alone = await kb.load_handler()(ctx, query="e con il QFE?")
+    assert "expanded_query" not in alone.data["meta"]
+
+
 @pytest.mark.parametrize(
     ("arguments", "reason"),
     [
