@@ -12,6 +12,7 @@ from aircoach.auth.tokens import Principal
 from aircoach.bodies import parse_json_body
 from aircoach.errors import ForbiddenError, MissingTokenError
 from aircoach.logs import current_stages
+from aircoach.messages import Language, header_language
 from aircoach.models import MessageRequest
 from aircoach.services import Services
 from aircoach.settings import Settings
@@ -56,6 +57,14 @@ async def current_user(services: ServicesDep, credentials: BearerCredentials) ->
 CurrentUser = Annotated[Principal, Depends(current_user)]
 
 
+async def request_language(request: Request) -> Language:
+    """The language of the request's messages (`Accept-Language`; Italian by default)."""
+    return header_language(request.headers)
+
+
+RequestLanguage = Annotated[Language, Depends(request_language)]
+
+
 async def chat_message(request: Request, user: CurrentUser) -> MessageRequest:
     """The chat body, parsed only once the caller's token verified: an anonymous caller
     never gets its body read (`user` is resolved first)."""
@@ -83,7 +92,7 @@ async def docs_reloader(
         return "signed webhook"
     user = await current_user(services, credentials)
     if settings.admin_permission not in user.permissions:
-        raise ForbiddenError(f"this operation needs the {settings.admin_permission!r} permission")
+        raise ForbiddenError("permission_needed", permission=settings.admin_permission)
     return f"user {user.sub!r}"
 
 

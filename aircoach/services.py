@@ -28,11 +28,13 @@ from aircoach.store import (
     build_task_stores,
     open_stores,
 )
+from aircoach.store.guards import GuardStores, build_guard_stores
 from aircoach.store.spool import DeadLetters, FileSpool, S3Spool, TurnSpool
 from aircoach.tasks.definition import TaskCatalog, check_task_docs, load_tasks
 from aircoach.tools.registry import ToolRegistry, check_tools_doc
 
 if TYPE_CHECKING:
+    from aircoach.knowledge.library import CourseKnowledge
     from aircoach.quiz.service import QuizService
     from aircoach.tasks.engine import TaskEngine
     from aircoach.tasks.models import TaskModels
@@ -103,6 +105,7 @@ class Services:
     dead_letters: DeadLetters
     task_stores: TaskStores
     task_models: TaskModels
+    guards: GuardStores  # client_message_id reservations and quota counters
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
     _quiz_service: QuizService | None = field(default=None, repr=False)
@@ -122,6 +125,7 @@ class Services:
         dead_letters: DeadLetters | None = None,
         task_stores: TaskStores | None = None,
         task_models: TaskModels | None = None,
+        guards: GuardStores | None = None,
     ) -> Services:
         """The parts the settings say, except those given."""
         if chats is None or quiz is None or attempts is None:
@@ -141,6 +145,7 @@ class Services:
             dead_letters=dead_letters or build_dead_letters(settings),
             task_stores=task_stores or build_task_stores(settings),
             task_models=task_models or _configured_task_models(settings),
+            guards=guards or build_guard_stores(settings),
         )
 
     @cached_property
@@ -148,6 +153,13 @@ class Services:
         from aircoach.tasks.engine import TaskEngine
 
         return TaskEngine(self.task_stores, self.task_models, self.settings.code_version)
+
+    @cached_property
+    def knowledge(self) -> CourseKnowledge:
+        """The course index (manual and quiz explanations) behind the embedded `kb_search`."""
+        from aircoach.knowledge.library import CourseKnowledge
+
+        return CourseKnowledge()
 
     @cached_property
     def memory(self) -> Memory:

@@ -22,6 +22,7 @@ STAGES = (
     "agent_run",  # waiting on the agent: model calls, tool calls, LangGraph itself
     "model",  # inside the model calls
     "tools",  # inside the tool calls
+    "grounding",  # the citation guard on the answer (and its rewrite, for a JSON answer)
     "persist",  # storing the turn
     "encode",  # events to SSE bytes (or the JSON answer)
 )

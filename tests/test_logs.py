@@ -180,12 +180,13 @@ async def test_the_summary_line_says_where_the_turn_spent_its_time(
     """Every stage of the turn is on its summary line, in ms; a stage the turn went through
     counts more than nothing, one it skipped counts 0."""
     json_settings = settings.model_copy(update={"log_format": "json"})
-    script = Script([call("domanda_teoria", capitolo=3), text("Ecco la domanda.")])
+    # A tool call that fails (no chapter 99): the model answers, and the guard checks it.
+    script = Script([call("domanda_teoria", capitolo=99), text("Il capitolo 99 non esiste.")])
     app = app_with(json_settings, models=ScriptedModels(script))
     async with asgi_client(app) as client:
         response = await client.post(
             "/api/stream_query",
-            json={"query": "Dammi una domanda del capitolo 3", "user_data": False},
+            json={"query": "Dammi una domanda del capitolo 99", "user_data": False},
             headers=auth(),
         )
     assert response.status_code == 200

@@ -16,8 +16,9 @@ router = APIRouter(prefix="/api", tags=["meta"])
 )
 async def list_tools(user: CurrentUser, services: ServicesDep) -> list[ToolInfo]:
     """The tools a client may switch on and off in `MessageRequest.tools`, as declared by
-    the current prompt docs. An unavailable tool (its service is not configured) stays off
-    even when a request switches it on."""
+    the current prompt docs, with the `backend` that runs each now. An unavailable tool (its
+    service is not configured and it has no embedded backend) stays off even when a request
+    switches it on."""
     registry = services.tools_for(await services.prompts.current())
     return [
         ToolInfo(
@@ -27,6 +28,7 @@ async def list_tools(user: CurrentUser, services: ServicesDep) -> list[ToolInfo]
             source=spec.source,
             return_direct=spec.return_direct,
             available=registry.available(spec),
+            backend=spec.backend(registry.env),
         )
         for spec in registry.specs.values()
     ]

@@ -35,6 +35,7 @@ from langsmith.utils import tracing_is_enabled
 
 from aircoach.llm.failover import ModelFailover
 from aircoach.logs import current_stages
+from aircoach.tools.arguments import InvalidArguments, check_arguments
 from aircoach.tools.registry import ToolContext, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,7 @@ class _Result:
 
     data: dict[str, Any]
     final: bool
+    ok: bool = True  # False: the tool failed; its data (e.g. `success: false`, `meta`) stays
 
 
 def ends_turn(message: ToolMessage) -> bool:
@@ -146,6 +148,8 @@ class TurnMiddleware(AgentMiddleware[AgentState[Any], TurnBinding]):
         final = True
         if isinstance(message.artifact, _Result):
             final = message.artifact.final
+            if not message.artifact.ok:
+                message.status = "error"
             message.artifact = message.artifact.data
         ends = final and message.name in self.return_direct and message.status != "error"
         message.response_metadata["ends_turn"] = ends
@@ -188,13 +192,18 @@ def build_tool(spec: ToolSpec) -> StructuredTool:
 
     async def run(**arguments: Any) -> tuple[str, _Result]:
         try:
+            arguments = check_arguments(spec.parameters, arguments)
+        except InvalidArguments as exc:  # the model reads what to fix and may call again
+            log.warning("tool %s refused its arguments: %s", spec.name, exc)
+            raise ToolException(f"[Tool {spec.name}: invalid arguments: {exc}]") from None
+        try:
             output = await handler(_tool_context.get(), **arguments)
         except Exception as exc:  # a tool never crashes the turn: the model explains the failure
             log.exception("tool %s failed", spec.name)
             raise ToolException(f"[Tool {spec.name} failed: {type(exc).__name__}]") from exc
-        if not output.ok:
-            raise ToolException(output.text)
-        return output.text, _Result(output.data, output.final)
+        # A failure the tool reported itself keeps its client data (`success: false` and
+        # `meta` for a search tool); the middleware marks the message as an error.
+        return output.text, _Result(output.data, output.final, ok=output.ok)
 
     return StructuredTool.from_function(
         coroutine=run,
