@@ -11,7 +11,8 @@ processes on the machine disturbs far less than wall-clock figures.
 `--root` trees (e.g. a `git archive` of an earlier commit with this `bench/` copied in) are
 measured in interleaved rounds (each round runs every tree once), for before/after figures;
 the figures printed are the medians over the rounds. Quota off, SQLite store, every request
-of the full path by one of 64 users.
+of the full path by one of 64 users; `--env NAME=VALUE` passes settings to the servers (e.g.
+`GROUNDING_CAVEAT=false GROUNDING_REGENERATE=false`).
 """
 
 from __future__ import annotations
@@ -96,8 +97,12 @@ def main() -> None:
     parser.add_argument(
         "--variants", nargs="+", default=[v[0].split()[0] for v in VARIANTS], help="a b0 b c d"
     )
+    parser.add_argument(
+        "--env", nargs="*", default=[], metavar="NAME=VALUE", help="settings for the servers"
+    )
     args = parser.parse_args()
     REQUESTS[1], REQUESTS[32] = args.requests
+    settings_env = dict(item.split("=", 1) for item in args.env)
     variants = [v for v in VARIANTS if v[0].split()[0] in args.variants]
     cpus = {args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))}
 
@@ -118,7 +123,7 @@ def main() -> None:
                 if not tree_dir.exists():
                     tree_dir.mkdir(parents=True)
                     shutil.copy(issuer.key_path, tree_dir / issuer.key_path.name)
-                env = {"DATA_DIR": str(tree_dir), "BENCH_MODEL": model}
+                env = {**settings_env, "DATA_DIR": str(tree_dir), "BENCH_MODEL": model}
                 with server("bench.overhead_server", env, root=root, cpus=cpus) as url:
                     for concurrency in args.concurrency:
                         for name, path, stream in variants:
