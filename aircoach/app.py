@@ -14,7 +14,7 @@ from aircoach.bodies import BodyLimit
 from aircoach.errors import AppError
 from aircoach.http_errors import validation_error
 from aircoach.logs import REQUEST_ID_HEADER, RequestIdMiddleware, configure_logging
-from aircoach.routes import chat, docs, health, history, quiz, tasks, tools
+from aircoach.routes import chat, dev_signin, docs, health, history, playground, quiz, tasks, tools
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
 
@@ -67,4 +67,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.add_exception_handler(RequestValidationError, validation_error)
     for module in (chat, health, tools, history, docs, tasks, quiz):
         app.include_router(module.router)
+    if settings.playground:
+        app.include_router(playground.router)
+        if settings.uses_dev_issuer:
+            app.include_router(dev_signin.router)
     return app

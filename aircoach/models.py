@@ -130,11 +130,15 @@ class HistoryPage(BaseModel):
 
 class ToolInfo(BaseModel):
     name: str
+    label: str = Field(description="Short name for the tool's switch, in Italian.")
     description: str
     default_enabled: bool
     source: bool
     return_direct: bool
     available: bool
+    unavailable_reason: str | None = Field(
+        default=None, description="Why the tool cannot be switched on (Italian), when unavailable."
+    )
 
 
 class DocDetail(BaseModel):

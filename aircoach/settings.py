@@ -94,6 +94,9 @@ class ServerSettings(_Group):
     request_receipt_timeout_s: float = Field(default=20.0, gt=0)
     # /docs, /redoc and /openapi.json: the contract clients implement, no secret in it.
     api_docs: bool = True
+    # The playground page (`GET /`): a developer's view of what a student sees. Off on
+    # Lambda/Vercel unless chosen, since a production API serves apps, not a page.
+    playground: bool = Field(default_factory=lambda: not running_on_serverless())
 
 
 class AuthSettings(_Group):

@@ -174,6 +174,12 @@ class ToolSpec(_Strict):
     )
 
     name: str = Field(pattern=r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$")
+    label: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=40,
+        description="Short name a student reads on the tool's switch (default: the name).",
+    )
     description: str = Field(min_length=1)
     parameters: dict[str, Any] = Field(
         default_factory=lambda: {"type": "object", "properties": {}},
@@ -224,6 +230,10 @@ class ToolSpec(_Strict):
         if self.http is None:
             return True
         return not any(missing_env(t, env) for t in (self.http.url, *self.http.headers.values()))
+
+    @property
+    def display_label(self) -> str:
+        return self.label or self.name.replace("_", " ").capitalize()
 
     def load_handler(self) -> Handler:
         if self.http is not None:

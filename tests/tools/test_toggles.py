@@ -42,12 +42,19 @@ async def test_tools_lists_every_declared_tool_with_its_availability(settings, a
     ]
     assert tools["domanda_teoria"] == {
         "name": "domanda_teoria",
+        "label": "Quiz di teoria",
         "description": shipped_tools()["tools"][0]["description"],
         "default_enabled": True,
         "source": False,
         "return_direct": True,
         "available": True,
+        "unavailable_reason": None,
     }
+    assert tools["web_search"]["label"] == "Ricerca sul web"
+    assert tools["web_search"]["unavailable_reason"] == (
+        "Non disponibile: il servizio non è configurato su questo server."
+    )
+    assert tools["lex_search"]["unavailable_reason"] is None
     assert {n: (t["available"], t["default_enabled"], t["source"]) for n, t in tools.items()} == {
         "domanda_teoria": (True, True, False),
         "verifica_risposta": (True, True, False),
