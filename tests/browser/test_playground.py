@@ -341,3 +341,29 @@ def test_the_toolbar_and_sign_in_work_with_the_keyboard_alone(settings, session_
         switch.focus()
         page.keyboard.press("Space")
         expect(switch).not_to_be_checked()
+
+
+def test_the_history_panel_pages_through_older_turns(settings, session_for, token):
+    script = Script([text(f"Risposta {i}.") for i in range(12)])
+    with served(app_with(settings, models=ScriptedModels(script))) as origin:
+        headers = {"Authorization": f"Bearer {token('dev|storico')}"}
+        for i in range(12):
+            response = httpx.post(
+                f"{origin}/api/stream_query",
+                json={"query": f"Domanda {i}", "stream": False},
+                headers=headers,
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in("storico")
+        s.page.click("#history-panel summary")
+        entries = s.page.locator("#history > li")
+        expect(entries).to_have_count(10)
+        expect(entries.first).to_contain_text("Domanda 11")
+        s.page.click("#history-more")
+        expect(entries).to_have_count(12)
+        expect(entries.last).to_contain_text("Domanda 0")
+        expect(s.page.locator("#history-more")).to_be_hidden()
+    script.assert_used()

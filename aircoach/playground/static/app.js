@@ -278,8 +278,9 @@ function questionCard(q) {
         class: "option",
         "data-letter": letter,
         onclick: () => {
+          if (state.busy) return;
           for (const b of options.querySelectorAll("button")) b.disabled = true;
-          card.querySelector(`[data-letter="${letter}"]`).classList.add("chosen");
+          card.querySelector(`[data-letter="${CSS.escape(letter)}"]`).classList.add("chosen");
           send(`la ${letter}`);
         },
       }, el("b", { text: `${letter}) ` }), text),
@@ -296,11 +297,12 @@ function gradingCard(g) {
     el("span", { text: ` · hai risposto ${g.risposta}, la risposta corretta è ${g.risposta_corretta}` }),
     g.spiegazione ? el("p", { text: g.spiegazione }) : null,
   );
-  const cards = document.querySelectorAll(`[data-question="${g.capitolo}-${g.numero}"]`);
+  const cards = document.querySelectorAll(`[data-question="${CSS.escape(`${g.capitolo}-${g.numero}`)}"]`);
   const card = cards[cards.length - 1];
   if (card) {
+    for (const b of card.querySelectorAll("button.option")) b.disabled = true;
     card.querySelector(".grading").replaceChildren(result.cloneNode(true));
-    card.querySelector(`[data-letter="${g.risposta_corretta}"]`)?.classList.add("correct");
+    card.querySelector(`[data-letter="${CSS.escape(String(g.risposta_corretta))}"]`)?.classList.add("correct");
   }
   return el("div", { class: "card grading-card" }, el("header", { class: "muted small", text: `Capitolo ${g.capitolo} · domanda ${g.numero}` }), result);
 }
@@ -423,6 +425,7 @@ async function start() {
   $("sign-out").addEventListener("click", signOut);
   $("composer").addEventListener("submit", (e) => {
     e.preventDefault();
+    if (state.busy) return; // the text stays in the box until the answer is done
     const query = $("query").value;
     $("query").value = "";
     send(query);
