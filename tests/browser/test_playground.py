@@ -115,9 +115,7 @@ def test_a_quiz_question_is_a_card_whose_option_grades_and_updates_progress(sett
         assert options.count() >= 2
         s.shot("03-quiz-card")
 
-        # With the keyboard: the option is a focusable button.
-        options.first.focus()
-        s.page.keyboard.press("Enter")
+        options.first.click()
         grading = card.locator(".grading .result")
         expect(grading).to_be_visible()
         expect(grading).to_contain_text("la risposta corretta è")
@@ -337,10 +335,25 @@ def test_the_toolbar_and_sign_in_work_with_the_keyboard_alone(settings, session_
         page.keyboard.press("Enter")  # submits the form
         expect(page.locator("#app")).to_be_visible()
         expect(page.locator("#query")).to_be_focused()
+        page.keyboard.type("Dammi una domanda del capitolo 2")
+        page.keyboard.press("Enter")
+        card = page.locator("#turns article.quiz")
+        expect(card.locator(".option")).not_to_have_count(0)
+        expect(page.locator("#turns .turn-footer")).to_be_visible()
+        page.focus("#query")
+        page.keyboard.press("Shift+Tab")  # back from the message box: the card's last option
+        focused = page.locator(".option:focus")
+        expect(focused).to_have_count(1)
+        letter = focused.get_attribute("data-letter")
+        page.keyboard.press("Enter")
+        expect(card.locator(".grading .result")).to_be_visible()
+        expect(page.locator("#turns > li .human").nth(1)).to_have_text(f"la {letter}")
+
         switch = page.locator('#toolbar input[data-tool="domanda_teoria"]')
         switch.focus()
         page.keyboard.press("Space")
         expect(switch).not_to_be_checked()
+        s.shot("11-keyboard")
 
 
 def test_the_history_panel_pages_through_older_turns(settings, session_for, token):

@@ -394,7 +394,9 @@ async function loadHistory(fresh) {
 
 async function loadDocsVersion() {
   const health = await api("/api/health");
-  $("docs-version").textContent = (health.prompt && health.prompt.version) || "—";
+  const prompt = health.prompt || {};
+  $("docs-version").textContent = prompt.version || "—";
+  $("docs-list").replaceChildren(el("li", { text: `${prompt.docs ?? "?"} documenti caricati (l'elenco dopo una ricarica)` }));
 }
 
 async function reloadDocs() {
