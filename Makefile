@@ -12,10 +12,11 @@ PORT   ?= 8000
 # assertion-rewrite) every module again, which doubled the suite's start-up.
 unexport PYTHONDONTWRITEBYTECODE
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 run: $(STAMP)

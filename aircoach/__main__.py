@@ -1,21 +1,35 @@
-"""Command line: `python -m aircoach serve | token | chat | seed-quiz | seed-contacts | docs ...`."""
+"""Command line: `aircoach serve | token | chat | seed-quiz | seed-contacts | docs ...`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import os
 import sys
 
 import httpx
 
-from aircoach.settings import get_settings
+from aircoach.settings import get_settings, startup_error
+
+DEFAULT_PORT = 8000
+
+
+def _port() -> int:
+    """`PORT` (the Makefile's and the platforms' variable), else 8000."""
+    raw = os.environ.get("PORT", "").strip()
+    if not raw:
+        return DEFAULT_PORT
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        sys.exit(f"error: PORT={raw[:20]!r} must be a port number (1-65535)")
+    return int(raw)
 
 
 def _serve(args: argparse.Namespace) -> None:
     from aircoach.app import create_app
     from aircoach.server import serve
 
+    port = args.port or _port()
     settings = get_settings()
     app = create_app(settings)
     if settings.uses_dev_issuer:
@@ -23,13 +37,13 @@ def _serve(args: argparse.Namespace) -> None:
             "Dev token issuer on. Get a token with:\n"
             "  TOKEN=$(.venv/bin/python -m aircoach token --sub demo-user)\n"
             "then chat with:\n"
-            f"  .venv/bin/python -m aircoach chat --url http://{args.host}:{args.port}\n",
+            f"  .venv/bin/python -m aircoach chat --url http://{args.host}:{port}\n",
             flush=True,
         )
     serve(
         app,
         host=args.host,
-        port=args.port,
+        port=port,
         receipt_timeout_s=settings.request_receipt_timeout_s,
     )
 
@@ -49,10 +63,21 @@ def _token(args: argparse.Namespace) -> None:
 
 
 def _chat(args: argparse.Namespace) -> None:
+    url = args.url or f"http://127.0.0.1:{_port()}"
     token = args.token or _dev_token(get_settings(), args.sub, 3600, [])
+    try:
+        _converse(url, token, args.sub)
+    except httpx.ConnectError:
+        sys.exit(f"error: nothing is listening at {url}: start the server (make run) or pass --url")
+    except httpx.TransportError as exc:
+        sys.exit(f"error: the connection to {url} failed ({type(exc).__name__})")
+
+
+def _converse(url: str, token: str, sub: str) -> None:
     headers = {"Authorization": f"Bearer {token}"}
-    print(f"Chatting with {args.url} as {args.sub!r}. Empty line or Ctrl-D to quit.")
-    with httpx.Client(base_url=args.url, headers=headers, timeout=None) as client:
+    with httpx.Client(base_url=url, headers=headers, timeout=None) as client:
+        client.get("/api/health", timeout=10)  # says at once when nothing listens there
+        print(f"Chatting with {url} as {sub!r}. Empty line or Ctrl-D to quit.")
         while True:
             try:
                 query = input("\nyou> ").strip()
@@ -168,12 +193,12 @@ def _docs(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m aircoach", description=__doc__)
+    parser = argparse.ArgumentParser(prog="aircoach", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the API server")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=int, help="default: $PORT, else 8000")
     serve.set_defaults(func=_serve)
 
     token = sub.add_parser("token", help="print a bearer token from the local dev issuer")
@@ -183,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     token.set_defaults(func=_token)
 
     chat = sub.add_parser("chat", help="chat with a running server in the terminal")
-    chat.add_argument("--url", default="http://127.0.0.1:8000")
+    chat.add_argument("--url", help="default: http://127.0.0.1:$PORT (PORT default 8000)")
     chat.add_argument("--sub", default="demo-user")
     chat.add_argument("--token", help="bearer token (default: mint one from the dev issuer)")
     chat.set_defaults(func=_chat)
@@ -213,7 +238,14 @@ def main(argv: list[str] | None = None) -> None:
     rollback.add_argument("version_id", help="from `docs history KEY`")
 
     args = parser.parse_args(argv)
-    args.func(args)
+    try:
+        args.func(args)
+    except Exception as exc:
+        # A configuration error is one line naming the setting, not a traceback.
+        line = startup_error(exc)
+        if line is None:
+            raise
+        sys.exit(f"error: {line}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,20 @@ from aircoach.bodies import BodyLimit
 from aircoach.errors import AppError
 from aircoach.http_errors import validation_error
 from aircoach.logs import REQUEST_ID_HEADER, RequestIdMiddleware, configure_logging
-from aircoach.routes import chat, dev_signin, docs, health, history, playground, quiz, tasks, tools
+from aircoach.messages import header_language
+from aircoach.routes import (
+    chat,
+    dev_signin,
+    docs,
+    feedback,
+    health,
+    history,
+    playground,
+    quiz,
+    tasks,
+    tools,
+    turns,
+)
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
 
@@ -32,8 +45,9 @@ async def _app_error(request: Request, exc: Exception) -> JSONResponse:
             exc.code,
             exc.__cause__ or exc,
         )
+    message = exc.message_in(header_language(request.headers))
     return JSONResponse(
-        {"error": exc.code, "message": exc.message}, status_code=exc.status, headers=exc.headers
+        {"error": exc.code, "message": message}, status_code=exc.status, headers=exc.headers
     )
 
 
@@ -60,12 +74,13 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         allow_origins=settings.cors_origins,
         allow_methods=["*"],
         allow_headers=["*"],
-        expose_headers=[REQUEST_ID_HEADER],
+        # A browser client reads these: the turn id of a stream it may lose, and when to retry.
+        expose_headers=[REQUEST_ID_HEADER, "X-Turn-ID", "Idempotent-Replayed", "Retry-After"],
     )
     app.add_middleware(RequestIdMiddleware)  # outermost: every response and line gets the id
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, validation_error)
-    for module in (chat, health, tools, history, docs, tasks, quiz):
+    for module in (chat, health, tools, history, turns, docs, tasks, quiz, feedback):
         app.include_router(module.router)
     if settings.playground:
         app.include_router(playground.router)

@@ -29,9 +29,11 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aircoach.errors import BodyTooLarge
+from aircoach.messages import header_language
 
 F = TypeVar("F", bound=Callable[..., Any])
 M = TypeVar("M", bound=BaseModel)
@@ -113,8 +115,9 @@ class BodyLimit:
             if started:
                 raise
         if refused is not None and not started:
+            message = refused.message_in(header_language(Headers(scope=scope)))
             response = JSONResponse(
-                {"error": refused.code, "message": refused.message}, status_code=refused.status
+                {"error": refused.code, "message": message}, status_code=refused.status
             )
             await response(scope, receive, send)
 

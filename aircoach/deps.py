@@ -11,6 +11,7 @@ from aircoach.auth import webhook
 from aircoach.auth.tokens import Principal
 from aircoach.bodies import parse_json_body
 from aircoach.errors import ForbiddenError, MissingTokenError
+from aircoach.messages import Language, header_language
 from aircoach.models import MessageRequest
 from aircoach.services import Services
 from aircoach.settings import Settings
@@ -50,6 +51,14 @@ async def current_user(services: ServicesDep, credentials: BearerCredentials) ->
 CurrentUser = Annotated[Principal, Depends(current_user)]
 
 
+def request_language(request: Request) -> Language:
+    """The language of the request's messages (`Accept-Language`; Italian by default)."""
+    return header_language(request.headers)
+
+
+RequestLanguage = Annotated[Language, Depends(request_language)]
+
+
 async def chat_message(request: Request, user: CurrentUser) -> MessageRequest:
     """The chat body, parsed only once the caller's token verified: an anonymous caller
     never gets its body read (`user` is resolved first)."""
@@ -77,7 +86,7 @@ async def docs_reloader(
         return "signed webhook"
     user = await current_user(services, credentials)
     if settings.admin_permission not in user.permissions:
-        raise ForbiddenError(f"this operation needs the {settings.admin_permission!r} permission")
+        raise ForbiddenError("permission_needed", permission=settings.admin_permission)
     return f"user {user.sub!r}"
 
 

@@ -1,6 +1,17 @@
-"""The error family. Only the HTTP layer turns these into status codes and messages."""
+"""The error family. Only the HTTP layer turns these into status codes and messages.
+
+A request-level error carries a stable `code` and a message from the catalogue
+(`aircoach.messages`): a key and its parameters, rendered in the request's language when the
+answer is written (Italian by default, English with `Accept-Language: en`). `message` is the
+English text, for logs and for what has no request (a batch item).
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+from aircoach import messages
+from aircoach.messages import Language
 
 
 class ConfigError(Exception):
@@ -8,34 +19,47 @@ class ConfigError(Exception):
 
 
 class AppError(Exception):
-    """A request-level failure with a stable code, an HTTP status and a user-safe message."""
+    """A request-level failure with a stable code, an HTTP status and a user-safe message:
+    `key` names its text in `aircoach.messages.CATALOGUE` (default: the class's), `params`
+    fill it in."""
 
     code = "internal_error"
     status = 500
-    message = "Something went wrong on our side."
+    key = "internal_error"
 
-    def __init__(self, message: str | None = None, *, headers: dict[str, str] | None = None):
-        super().__init__(message or self.message)
-        self.message = message or self.message
+    def __init__(
+        self, key: str | None = None, /, *, headers: dict[str, str] | None = None, **params: Any
+    ):
+        self.key = key or type(self).key
+        self.params = params
         self.headers = headers or {}
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        """The English message (logs; callers without a request)."""
+        return self.message_in("en")
+
+    def message_in(self, language: Language) -> str:
+        return messages.text(self.key, language, **self.params)
 
 
 class AuthError(AppError):
     code = "invalid_token"
     status = 401
-    message = "Missing or invalid bearer token."
+    key = "invalid_token"
 
-    def __init__(self, message: str | None = None):
-        # A reason may quote a token's header (its `kid`): bounded, and printable ASCII in the
-        # header (a non-Latin-1 character there was a 500).
-        message = _cut(message or self.message, 200)
-        super().__init__(
-            message,
-            headers={
-                "WWW-Authenticate": 'Bearer error="invalid_token", '
-                f'error_description="{_header_text(message)}"'
-            },
-        )
+    def __init__(self, key: str | None = None, /, **params: Any):
+        super().__init__(key, **params)
+        # The reason may quote a token's header (its `kid`): bounded, and printable ASCII in
+        # the header (a non-Latin-1 character there was a 500). The header stays English.
+        self.headers = {
+            "WWW-Authenticate": 'Bearer error="invalid_token", '
+            f'error_description="{_header_text(_cut(self.message, 200))}"'
+        }
+
+    def message_in(self, language: Language) -> str:
+        return _cut(super().message_in(language), 200)
 
 
 def _cut(text: str, limit: int) -> str:
@@ -51,22 +75,22 @@ def _header_text(text: str) -> str:
 class MissingTokenError(AppError):
     code = "missing_token"
     status = 401
-    message = "An Authorization: Bearer token is required."
+    key = "missing_token"
 
-    def __init__(self, message: str | None = None):
-        super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
+    def __init__(self) -> None:
+        super().__init__(headers={"WWW-Authenticate": "Bearer"})
 
 
 class SignatureError(AppError):
     code = "invalid_signature"
     status = 401
-    message = "The webhook signature is missing, stale or does not match."
+    key = "invalid_signature"
 
 
 class ForbiddenError(AppError):
     code = "forbidden"
     status = 403
-    message = "This token lacks the permission this operation needs."
+    key = "forbidden"
 
 
 class BodyTooLarge(AppError):
@@ -74,10 +98,10 @@ class BodyTooLarge(AppError):
 
     code = "body_too_large"
     status = 413
-    message = "The request body is too large."
+    key = "body_too_large"
 
     def __init__(self, limit: int):
-        super().__init__(f"The request body is larger than {limit} bytes.")
+        super().__init__(limit=limit)
         self.limit = limit
 
 
@@ -86,19 +110,44 @@ class InvalidDocs(AppError):
 
     code = "invalid_docs"
     status = 422
-    message = "The prompt docs are invalid; the previous version keeps serving."
+    key = "invalid_docs"
 
 
 class NotFound(AppError):
     code = "not_found"
     status = 404
-    message = "Not found."
+    key = "not_found"
 
 
 class Conflict(AppError):
     code = "conflict"
     status = 409
-    message = "The resource is not in a state that allows this operation."
+    key = "conflict"
+
+
+class TurnInProgress(AppError):
+    """A repeat of a client_message_id whose first request is still being answered."""
+
+    code = "turn_in_progress"
+    status = 409
+    key = "turn_in_progress"
+
+
+class QuotaExceeded(AppError):
+    """The user's turn budget (`QUOTA_TURNS_PER_*`) is spent; `Retry-After` says when the
+    window ends."""
+
+    code = "quota_exceeded"
+    status = 429
+    key = "quota_per_minute"
+
+
+class PersistFailed(AppError):
+    """The turn was answered but the store refused it (it went to the dead-letter spool): an
+    `error` event of the stream, never an HTTP status."""
+
+    code = "persist_failed"
+    key = "persist_failed"
 
 
 class BackendUnavailable(AppError):
@@ -109,26 +158,26 @@ class BackendUnavailable(AppError):
 
 class StoreUnavailable(BackendUnavailable):
     code = "store_unavailable"
-    message = "Chat history is unavailable right now; please retry shortly."
+    key = "store_unavailable"
 
 
 class PromptUnavailable(BackendUnavailable):
     code = "prompt_unavailable"
-    message = "The coach's instructions could not be loaded; please retry shortly."
+    key = "prompt_unavailable"
 
 
 class AuthUnavailable(BackendUnavailable):
     code = "auth_unavailable"
-    message = "Token verification is unavailable right now; please retry shortly."
+    key = "auth_unavailable"
 
 
 class ModelUnavailable(BackendUnavailable):
     code = "model_unavailable"
-    message = "The language model is unavailable right now; please retry in a moment."
+    key = "model_unavailable"
 
 
 class TurnTimeout(ModelUnavailable):
     """The turn's agent run hit `TURN_TIMEOUT_S` (a model that trickles bytes never times out
     per read)."""
 
-    message = "The language model took too long to answer; please retry in a moment."
+    key = "turn_timeout"

@@ -17,6 +17,9 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from aircoach import messages
+from aircoach.messages import Language, header_language
+
 MAX_ERRORS = 20  # errors listed in one answer; the rest are counted
 MAX_CHARS = 120  # characters of a string shown (a name, a preview of an input)
 MAX_ITEMS = 8  # items of a list or object shown
@@ -91,7 +94,31 @@ def bounded_errors(errors: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return shown
 
 
+_WHERE = ("body", "query", "path", "header", "cookie")
+
+
+def summary(errors: Sequence[Mapping[str, Any]], language: Language) -> str:
+    """One sentence a client can show: the first field at fault, in the request's language
+    (`detail` has the rest, for developers)."""
+    for error in errors:
+        if error.get("type") == "json_invalid":
+            return messages.text("invalid_request_body", language)
+        loc = [str(part) for part in error.get("loc", ())]
+        if loc and loc[0] in _WHERE:
+            loc = loc[1:]
+        if loc:
+            return messages.text("invalid_request", language, field=_text(".".join(loc), 60))
+    return messages.text("invalid_request", language, field="body")
+
+
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:
-    """422 `{"detail": [...]}` naming each field at fault, with bounded inputs."""
+    """422 `{"error": "invalid_request", "message", "detail": [...]}`: one sentence in the
+    request's language, and each field at fault with a bounded input."""
     assert isinstance(exc, RequestValidationError)
-    return JSONResponse({"detail": bounded_errors(exc.errors())}, status_code=422)
+    errors = exc.errors()
+    body = {
+        "error": "invalid_request",
+        "message": summary(errors, header_language(request.headers)),
+        "detail": bounded_errors(errors),
+    }
+    return JSONResponse(body, status_code=422)

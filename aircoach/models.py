@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from aircoach.grounding.feedback import Feedback
+from aircoach.grounding.models import GroundingResult, ResponseGrounding, Retrieved
 
 TurnStatus = Literal["ok", "error", "interrupted"]
 
@@ -12,17 +15,40 @@ TurnStatus = Literal["ok", "error", "interrupted"]
 MAX_TOOLS = 64
 # A tool name's longest form (`ToolSpec.name`).
 MAX_TOOL_NAME = 64
+# A client's id of one message (a UUID, a ULID...): `client_message_id` or `Idempotency-Key`.
+MAX_CLIENT_MESSAGE_ID = 128
+CLIENT_MESSAGE_ID_PATTERN = r"^[A-Za-z0-9._:-]+$"
+# Flat tool switches of older clients: `kb_search_enabled: false` is `tools.kb_search: false`.
+_FLAT_SUFFIX = "_enabled"
+FLAT_SWITCH_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}_enabled$"
 
 
 class MessageRequest(BaseModel):
     """A chat turn. Old clients that send only `query` keep working."""
 
     # Strict types: a switch is JSON true or false, as the schema says (lax mode took 0, 1
-    # and "yes" too, and the schema's negative tests sometimes caught it). Unknown fields are
-    # still ignored.
-    model_config = ConfigDict(extra="ignore", strict=True)
+    # and "yes" too). An unknown field is a 422 naming it (a typo such as `chat_histroy` was
+    # silently ignored), except the flat `{name}_enabled` switches older clients send.
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "patternProperties": {
+                FLAT_SWITCH_PATTERN: {
+                    "type": "boolean",
+                    "description": "Deprecated: the same as `tools[name]`.",
+                }
+            }
+        },
+    )
 
-    query: str = Field(min_length=1, max_length=4000, description="The user's message.")
+    query: str = Field(
+        min_length=1,
+        max_length=4000,
+        description="The user's message (not only spaces).",
+        # Checked by `_not_blank` (Python's notion of a space, as in the schema's readers).
+        json_schema_extra={"pattern": r"\S"},
+    )
     chat_history: bool = Field(default=True, description="Show the model the earlier turns.")
     user_data: bool = Field(default=True, description="Add the user's profile to the prompt.")
     stream: bool = Field(default=True, description="SSE stream when true, JSON when false.")
@@ -31,6 +57,53 @@ class MessageRequest(BaseModel):
         max_length=MAX_TOOLS,
         description="Tool switches by name; missing names take their defaults.",
     )
+    client_message_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CLIENT_MESSAGE_ID,
+        pattern=CLIENT_MESSAGE_ID_PATTERN,
+        description="The client's id of this message (or the `Idempotency-Key` header): a "
+        "repeat within 24 h gets the stored turn instead of a second one.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_switches(cls, data: Any) -> Any:
+        """`{"kb_search_enabled": false}` (as the LEXE web chat sends it) is
+        `{"tools": {"kb_search": false}}`; the two forms disagreeing is a 422. A flat key that
+        is not a boolean stays put and is refused as an unknown field."""
+        if not isinstance(data, dict):
+            return data
+        flat = {
+            key[: -len(_FLAT_SUFFIX)]: value
+            for key, value in data.items()
+            if isinstance(key, str)
+            and key.endswith(_FLAT_SUFFIX)
+            and key not in cls.model_fields
+            and isinstance(value, bool)
+        }
+        if not flat:
+            return data
+        tools = data.get("tools")
+        if tools is not None and not isinstance(tools, dict):
+            return data  # the `tools` field reports its own type
+        merged = dict(tools or {})
+        for name, enabled in flat.items():
+            if merged.get(name, enabled) != enabled:
+                raise ValueError(
+                    f"{name + _FLAT_SUFFIX!r} and tools[{name!r}] disagree; send only one"
+                )
+            merged[name] = enabled
+        lifted = {name + _FLAT_SUFFIX for name in flat}
+        rest = {key: value for key, value in data.items() if key not in lifted}
+        return {**rest, "tools": merged}
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, query: str) -> str:
+        if not query.strip():
+            raise ValueError("must not be blank")
+        return query
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -71,7 +144,10 @@ class ToolCall(ToolUse):
 class MessageResponse(BaseModel):
     """The JSON answer when `stream` is false: the same content the stream would carry."""
 
-    answer: str
+    answer: str = Field(
+        description="Never empty: the model's text; for a quiz turn the tool ended, the "
+        "question(s) and options as text, from `tool.data`."
+    )
     tool: ToolRecord | None = None
     turn_id: str
     prompt_version: str
@@ -80,6 +156,10 @@ class MessageResponse(BaseModel):
     status: TurnStatus
     errors: list[dict[str, str]] = Field(default_factory=list)
     request_id: str = Field(description="The request's id, as in the X-Request-ID header.")
+    grounding: ResponseGrounding | None = Field(
+        default=None,
+        description="The citation guard's verdict on `answer` (null when it cites nothing).",
+    )
 
 
 class _TurnFields(BaseModel):
@@ -95,6 +175,15 @@ class _TurnFields(BaseModel):
     thread_id: str
     turn_id: str
     status: TurnStatus = "ok"
+    grounding: GroundingResult | None = Field(
+        default=None, description="The citation guard's verdict (null: the answer cites nothing)."
+    )
+    retrieved: list[Retrieved] = Field(
+        default_factory=list, description="What each tool returned: counts, ids or titles."
+    )
+    feedback: Feedback | None = Field(
+        default=None, description="The student's verdict on the answer (the latest one)."
+    )
 
 
 class Turn(_TurnFields):
@@ -123,8 +212,15 @@ class HistoryTurn(_TurnFields):
 
 class HistoryPage(BaseModel):
     turns: list[HistoryTurn]
+    next_cursor: str | None = Field(
+        default=None,
+        description="Opaque and URL-safe: pass as `cursor` to get the next (older) page; "
+        "null on the last page.",
+    )
     next_before: str | None = Field(
-        default=None, description="Pass as `before` to get the next (older) page."
+        default=None,
+        deprecated=True,
+        description="Deprecated (use `next_cursor`): pass as `before` to get the next page.",
     )
 
 
@@ -175,6 +271,9 @@ class ValidationIssue(BaseModel):
 
 
 class ValidationErrorBody(BaseModel):
-    """422: the request did not validate (at most 20 issues are listed)."""
+    """422: the request did not validate. `message` names the first field at fault in the
+    request's language; `detail` lists at most 20 issues."""
 
+    error: Literal["invalid_request"] = "invalid_request"
+    message: str = Field(default="", description="One sentence a client can show.")
     detail: list[ValidationIssue]

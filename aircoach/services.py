@@ -28,6 +28,7 @@ from aircoach.store import (
     build_task_stores,
     open_stores,
 )
+from aircoach.store.guards import GuardStores, build_guard_stores
 from aircoach.store.spool import DeadLetters, FileSpool, S3Spool, TurnSpool
 from aircoach.tasks.definition import TaskCatalog, check_task_docs, load_tasks
 from aircoach.tools.registry import ToolRegistry, check_tools_doc
@@ -102,6 +103,7 @@ class Services:
     dead_letters: DeadLetters
     task_stores: TaskStores
     task_models: TaskModels
+    guards: GuardStores  # client_message_id reservations and quota counters
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
     _quiz_service: QuizService | None = field(default=None, repr=False)
@@ -121,6 +123,7 @@ class Services:
         dead_letters: DeadLetters | None = None,
         task_stores: TaskStores | None = None,
         task_models: TaskModels | None = None,
+        guards: GuardStores | None = None,
     ) -> Services:
         """The parts the settings say, except those given."""
         if chats is None or quiz is None or attempts is None:
@@ -140,6 +143,7 @@ class Services:
             dead_letters=dead_letters or build_dead_letters(settings),
             task_stores=task_stores or build_task_stores(settings),
             task_models=task_models or _configured_task_models(settings),
+            guards=guards or build_guard_stores(settings),
         )
 
     @cached_property

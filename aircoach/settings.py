@@ -11,18 +11,29 @@ names (`AUTH0_DOMAIN`, `MONGODB_URI`, ...): every field's name is its variable's
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BeforeValidator,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
 )
 
 from aircoach.errors import ConfigError
@@ -52,6 +63,25 @@ def tool_variable_allowed(name: str) -> bool:
     return name.startswith(TOOL_VARIABLE_PREFIX) or name in TOOL_URL_VARIABLES
 
 
+def _names(value: Any) -> Any:
+    """A list setting from the environment: JSON (`["a","b"]`) or comma-separated (`a,b`;
+    `CORS_ORIGINS=http://a.example` was a crash at start-up). Blank entries are dropped."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise ValueError("not a valid JSON list; use JSON or comma-separated values") from None
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+# A list of strings given as JSON or as comma-separated values.
+NameList = Annotated[list[str], NoDecode, BeforeValidator(_names)]
+NameTuple = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_names)]
+
+
 class _Group(BaseSettings):
     model_config = SettingsConfigDict(
         env_file=".env",
@@ -76,7 +106,7 @@ class ServerSettings(_Group):
     log_level: str = "INFO"
     # JSON lines where a log service reads them (default on Lambda/Vercel), text on a laptop.
     log_format: Literal["text", "json"] | None = None
-    cors_origins: list[str] = Field(default_factory=lambda: ["*"])
+    cors_origins: NameList = Field(default_factory=lambda: ["*"])
     # The whole agent run of one turn (every model call and tool call). Keep it below the
     # platform's function timeout minus the store's: the turn is stored after the cap.
     turn_timeout_s: float = Field(default=45.0, gt=0)
@@ -97,6 +127,10 @@ class ServerSettings(_Group):
     # The playground page (`GET /`): a developer's view of what a student sees. Off on
     # Lambda/Vercel unless chosen, since a production API serves apps, not a page.
     playground: bool = Field(default_factory=lambda: not running_on_serverless())
+    # Chat turns one user may start, counted in the store across every instance (0 = no
+    # limit; off locally, set them in production). Replays of a stored turn are free.
+    quota_turns_per_day: int = Field(default=0, ge=0)
+    quota_turns_per_minute: int = Field(default=0, ge=0)
 
 
 class AuthSettings(_Group):
@@ -121,7 +155,7 @@ class AuthSettings(_Group):
     user_data_timeout_s: float = Field(default=3.0, gt=0)
     user_data_ttl_s: float = Field(default=600.0, gt=0)
     user_data_cache_size: int = Field(default=1000, ge=1)
-    user_data_fields: list[str] = Field(
+    user_data_fields: NameList = Field(
         default_factory=lambda: [
             "preferred_name",
             "language",
@@ -324,12 +358,23 @@ class ToolSettings(_Group):
     tool_env: dict[str, str] = Field(default_factory=dict, repr=False, exclude=True)
     # Packages (with their sub-modules) a `python:` tool handler may come from: importing a
     # module runs its code, so the docs may name only these.
-    python_tool_modules: tuple[str, ...] = DEFAULT_PYTHON_TOOL_MODULES
+    python_tool_modules: NameTuple = DEFAULT_PYTHON_TOOL_MODULES
+    # What a tool result sends to the client and the stored turn at most (the kept items,
+    # capped); separate from the read cap of an HTTP answer (`max_response_bytes`, 2 MB).
+    tool_client_max_bytes: int = Field(default=16_384, ge=1024, le=1_000_000)
 
     @field_validator("tool_env")
     @classmethod
     def _only_tool_variables(cls, env: dict[str, str]) -> dict[str, str]:
         return {name: value for name, value in env.items() if tool_variable_allowed(name) and value}
+
+
+class GroundingSettings(_Group):
+    """The citation guard (aircoach/grounding): the caveat after an answer that cites what
+    its sources do not say, and the one regeneration of a JSON (`stream: false`) answer."""
+
+    grounding_caveat: bool = True
+    grounding_regenerate: bool = True
 
 
 class TaskSettings(_Group):
@@ -382,6 +427,7 @@ class Settings(
     ModelSettings,
     ToolSettings,
     TaskSettings,
+    GroundingSettings,
 ):
     """Every setting. Components take the group they need (`AuthSettings`, ...)."""
 
@@ -425,3 +471,24 @@ class Settings(
 def get_settings() -> Settings:
     """Build settings from the environment; the entry points call this once per app."""
     return Settings()
+
+
+def startup_error(exc: BaseException) -> str | None:
+    """A configuration error as one line naming each setting at fault (never its value,
+    which may be a secret), or None when `exc` is not one."""
+    if isinstance(exc, ConfigError):
+        return str(exc)
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{_setting_name(error['loc'])}: {error['msg']}" for error in exc.errors()[:5]
+        )
+    if isinstance(exc, SettingsError):
+        # pydantic-settings' message is `error parsing value for field "x" from source "..."`.
+        found = re.search(r'field "(\w+)"', str(exc))
+        name = found.group(1).upper() if found else "a setting"
+        return f"{name}: cannot be parsed (give a JSON value, or comma-separated names)"
+    return None
+
+
+def _setting_name(loc: tuple[int | str, ...]) -> str:
+    return str(loc[0]).upper() if loc else "settings"

@@ -96,7 +96,7 @@ async def test_a_declared_length_over_the_limit_is_refused_before_reading(app, a
     assert sent.status == 413 and sent.pulled == 0
     assert sent.json == {
         "error": "body_too_large",
-        "message": "The request body is larger than 65536 bytes.",
+        "message": "Il corpo della richiesta supera 65536 byte.",
     }
 
 
@@ -119,7 +119,7 @@ async def test_the_limit_is_a_setting(settings, auth):
     app = app_with(settings.model_copy(update={"max_body_bytes": 2048}))
     body = json.dumps({"query": "q" * 3000}).encode()
     sent = await send(app, "/api/stream_query", [body], headers=auth())
-    assert sent.status == 413 and sent.json["message"].endswith("2048 bytes.")
+    assert sent.status == 413 and sent.json["message"].endswith("2048 byte.")
 
 
 async def test_a_signed_webhook_body_over_the_limit_is_413(settings):
@@ -193,7 +193,7 @@ async def test_a_fastapi_body_parameter_gets_413_not_400():
     )
     assert sent.status == 413 and sent.json == {
         "error": "body_too_large",
-        "message": "The request body is larger than 1024 bytes.",
+        "message": "Il corpo della richiesta supera 1024 byte.",
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -53,3 +54,77 @@ def test_seed_contacts_loads_the_demo_contacts(monkeypatch, data_dir, capsys):
     contacts = build_task_stores(Settings(_env_file=None, data_dir=data_dir)).contacts
     found = asyncio.run(contacts.find_contact("domain:aeroclubmilano.it"))
     assert found is not None and found.name == "Aero Club Milano"
+
+
+@pytest.mark.integration
+def test_the_installed_command_works_from_any_directory(tmp_path, data_dir, settings):
+    """`make` installs the package editable: `aircoach` is on the venv's PATH and finds its
+    docs and data dir from its own location, whatever the working directory."""
+    command = Path(sys.executable).parent / "aircoach"
+    assert command.exists(), "make did not install the package into the venv"
+    env = {"PATH": "/usr/bin:/bin", "DATA_DIR": str(data_dir)}
+    out = subprocess.run(
+        [str(command), "token", "--sub", "anywhere"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    principal = asyncio.run(build_verifier(settings).verify(out.stdout.strip()))
+    assert principal.sub == "anywhere"
+
+
+def test_chat_says_in_one_line_that_nothing_listens(monkeypatch, data_dir, capsys):
+    from aircoach.__main__ import main
+
+    monkeypatch.setenv("DATA_DIR", str(data_dir))
+    monkeypatch.chdir(data_dir)
+    monkeypatch.setenv("PORT", "9")  # the discard port: nothing listens there
+    with pytest.raises(SystemExit) as exited:
+        main(["chat"])
+    message = str(exited.value.code)
+    assert message == (
+        "error: nothing is listening at http://127.0.0.1:9: start the server (make run) "
+        "or pass --url"
+    )
+    with pytest.raises(SystemExit) as exited:
+        main(["chat", "--url", "http://127.0.0.1:9/"])
+    assert "http://127.0.0.1:9/" in str(exited.value.code)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "line"),
+    [
+        ("TURN_TIMEOUT_S", "soon", "error: TURN_TIMEOUT_S: Input should be a valid number"),
+        ("HISTORY_LIMIT", "-1", "error: HISTORY_LIMIT: Input should be greater than or equal"),
+        ("CORS_ORIGINS", '["http://a', "error: CORS_ORIGINS: Value error, not a valid JSON list"),
+        ("STORE", "mongodb", "error: STORE=mongodb needs MONGODB_URI"),
+        ("PORT", "eighty", "error: PORT='eighty' must be a port number"),
+    ],
+)
+def test_a_configuration_error_is_one_line_naming_the_setting(
+    monkeypatch, data_dir, variable, value, line
+):
+    from aircoach.__main__ import main
+
+    monkeypatch.setenv("DATA_DIR", str(data_dir))
+    monkeypatch.chdir(data_dir)
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SystemExit) as exited:
+        main(["chat"])
+    message = str(exited.value.code)
+    assert message.startswith(line) and "\n" not in message
+    assert "Traceback" not in message
+
+
+def test_a_secret_is_never_echoed_in_a_configuration_error(monkeypatch, data_dir):
+    from aircoach.__main__ import main
+
+    monkeypatch.setenv("DATA_DIR", str(data_dir))
+    monkeypatch.chdir(data_dir)
+    monkeypatch.setenv("AUTH_LEEWAY_S", "s3cr3t-value")
+    with pytest.raises(SystemExit) as exited:
+        main(["token", "--sub", "x"])
+    assert str(exited.value.code).startswith("error: AUTH_LEEWAY_S:")
+    assert "s3cr3t" not in str(exited.value.code)

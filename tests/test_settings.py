@@ -183,3 +183,24 @@ async def test_a_tool_url_set_only_in_dotenv_makes_the_tool_available(tmp_path, 
     registry = services.tools_for(await services.prompts.current())
     assert registry.available(registry.specs["kb_search"])
     assert not registry.available(registry.specs["lex_search"])
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("http://a.example", ["http://a.example"]),
+        ("http://a.example, https://b.example,", ["http://a.example", "https://b.example"]),
+        ('["http://a.example","https://b.example"]', ["http://a.example", "https://b.example"]),
+        ("*", ["*"]),
+    ],
+)
+def test_list_settings_take_json_or_comma_separated_values(monkeypatch, value, expected):
+    monkeypatch.setenv("CORS_ORIGINS", value)
+    monkeypatch.setenv("USER_DATA_FIELDS", value)
+    settings = Settings(_env_file=None)
+    assert settings.cors_origins == expected and settings.user_data_fields == expected
+
+
+def test_python_tool_modules_take_comma_separated_packages(monkeypatch):
+    monkeypatch.setenv("PYTHON_TOOL_MODULES", "aircoach, my_tools")
+    assert Settings(_env_file=None).python_tool_modules == ("aircoach", "my_tools")

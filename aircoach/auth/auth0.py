@@ -93,7 +93,7 @@ class Auth0KeySource:
 
     async def key_for(self, kid: str | None) -> Any:
         if not kid:
-            raise AuthError("token header has no 'kid'")
+            raise AuthError("no_kid")
         known = kid in self._keys
         stale = self.clock() - self._fetched_at >= self.max_age_s
         # An unknown kid waits for a fetch already on the wire (a cold instance's requests
@@ -106,7 +106,7 @@ class Auth0KeySource:
             return jwk.key
         if not self._keys:
             raise AuthUnavailable()
-        raise AuthError(f"signing key {shown(kid)} is not in the tenant's JWKS")
+        raise AuthError("unknown_kid", kid=shown(kid))
 
     def _may_fetch(self) -> bool:
         wait = self.cooldown_s if self._keys else min(self.cooldown_s, _EMPTY_RETRY_S)

@@ -41,11 +41,11 @@ def shown(value: Any, limit: int = 40) -> str:
 
 
 def subject_problem(sub: Any) -> str | None:
-    """Why `sub` cannot be a user id, or None."""
+    """Why `sub` cannot be a user id (a message key of `aircoach.messages`), or None."""
     if not isinstance(sub, str) or not sub.strip():
-        return "token has no subject"
+        return "no_subject"
     if any(unicodedata.category(c) in _FORBIDDEN_IN_SUBJECT for c in sub):
-        return "token subject has control characters"
+        return "subject_control_characters"
     return None
 
 
@@ -106,12 +106,12 @@ class TokenVerifier:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
-            raise AuthError("malformed token") from exc
+            raise AuthError("malformed_token") from exc
         if header.get("alg") not in ALGORITHMS:
-            raise AuthError(f"algorithm {shown(header.get('alg'))} is not accepted")
+            raise AuthError("algorithm_refused", alg=shown(header.get("alg")))
         kid = header.get("kid")
         if kid is not None and not isinstance(kid, str):
-            raise AuthError("token header 'kid' must be a string")
+            raise AuthError("kid_not_string")
         key = await self.keys.key_for(kid)
         try:
             claims = jwt.decode(
@@ -124,19 +124,19 @@ class TokenVerifier:
                 options={"require": REQUIRED_CLAIMS},
             )
         except jwt.ExpiredSignatureError as exc:
-            raise AuthError("token expired") from exc
+            raise AuthError("token_expired") from exc
         except jwt.InvalidAudienceError as exc:
-            raise AuthError("wrong audience") from exc
+            raise AuthError("wrong_audience") from exc
         except jwt.InvalidIssuerError as exc:
-            raise AuthError("wrong issuer") from exc
+            raise AuthError("wrong_issuer") from exc
         except jwt.ImmatureSignatureError as exc:
-            raise AuthError("token not yet valid") from exc
+            raise AuthError("token_not_yet_valid") from exc
         except jwt.PyJWTError as exc:
-            raise AuthError(f"invalid token: {exc}") from exc
+            raise AuthError("token_invalid", reason=str(exc)) from exc
         for name in INTEGER_CLAIMS:
             value = claims.get(name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise AuthError(f"claim {name!r} must be an integer")
+                raise AuthError("claim_not_integer", name=name)
         sub = claims.get("sub")
         if problem := subject_problem(sub):
             raise AuthError(problem)
@@ -177,7 +177,7 @@ class DevIssuer:
         if self._private_key is None:
             await anyio.to_thread.run_sync(lambda: self.private_key)
         if kid != self.kid:
-            raise AuthError("token was not signed by the dev issuer")
+            raise AuthError("not_dev_issuer")
         return self.private_key.public_key()
 
     def mint(
@@ -241,7 +241,7 @@ def _load_or_create_key(path: Path) -> rsa.RSAPrivateKey:
             tmp.unlink(missing_ok=True)
     loaded = _parse_key(path.read_bytes())
     if not isinstance(loaded, rsa.RSAPrivateKey):
-        raise AuthError(f"{path} does not hold an RSA key")
+        raise AuthError("dev_key_invalid")
     return loaded
 
 

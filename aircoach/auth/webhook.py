@@ -41,16 +41,20 @@ def verify(
     """Raise `SignatureError` unless `sent` signs `timestamp.body` with `secret` and the
     timestamp is within `max_skew_s` of now (either way: clocks drift both ways)."""
     if not secret:
-        raise SignatureError("signed webhook calls are not configured on this server")
+        raise SignatureError("webhook_not_configured")
     if not timestamp or not sent:
-        raise SignatureError(f"both {TIMESTAMP_HEADER!r} and {SIGNATURE_HEADER!r} are required")
+        raise SignatureError(
+            "webhook_headers_required", timestamp=TIMESTAMP_HEADER, signature=SIGNATURE_HEADER
+        )
     try:
         ts = int(timestamp)
     except ValueError:
-        raise SignatureError(f"{TIMESTAMP_HEADER!r} must be unix seconds") from None
+        raise SignatureError("webhook_timestamp_not_unix", header=TIMESTAMP_HEADER) from None
     now = time.time() if now is None else now
     if abs(now - ts) > max_skew_s:
-        raise SignatureError(f"{TIMESTAMP_HEADER!r} is more than {max_skew_s:g} s from now")
+        raise SignatureError(
+            "webhook_timestamp_skew", header=TIMESTAMP_HEADER, max_skew_s=max_skew_s
+        )
     expected = signature(secret, timestamp, body)
     if not hmac.compare_digest(expected.encode(), sent.strip().encode()):
         raise SignatureError()

@@ -113,7 +113,5 @@ class ModelFailover(AgentMiddleware):
 
 def _unavailable(exc: Exception) -> ModelUnavailable:
     if isinstance(exc, EmptyModelReply):
-        return ModelUnavailable(
-            "The language model returned an empty answer; please rephrase or retry."
-        )
+        return ModelUnavailable("model_empty_answer")
     return ModelUnavailable()

@@ -130,7 +130,7 @@ class PromptStore:
             log.error("prompt source %r failed: %s", self.source.name, exc)
             # The admin who forced the reload learns what is wrong; users only that it failed.
             error = (
-                InvalidDocs(str(exc))
+                InvalidDocs("docs_invalid_detail", detail=str(exc))
                 if force and isinstance(exc, ConfigError)
                 else PromptUnavailable()
             )

@@ -2,30 +2,65 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
 from aircoach.bodies import json_body_openapi
-from aircoach.deps import ChatMessage, CurrentUser, ServicesDep
-from aircoach.models import MessageRequest, MessageResponse
+from aircoach.deps import ChatMessage, CurrentUser, RequestLanguage, ServicesDep
+from aircoach.grounding.models import ResponseGrounding
+from aircoach.models import (
+    CLIENT_MESSAGE_ID_PATTERN,
+    MAX_CLIENT_MESSAGE_ID,
+    ErrorBody,
+    MessageRequest,
+    MessageResponse,
+)
 from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, unavailable
 from aircoach.turn.events import ErrorEvent, sse_item_schema
 
 router = APIRouter(prefix="/api", tags=["chat"])
 
+TURN_ID_HEADER = "X-Turn-ID"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+CLIENT_MESSAGE_ID = re.compile(CLIENT_MESSAGE_ID_PATTERN)
+
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
-        "description": "SSE stream of `tool_result`, `agent_message`, `error` and `done` events "
+        "description": "SSE stream of `tool_result`, `agent_message`, `grounding`, `error` and "
+        "`done` events "
         "(or a JSON `MessageResponse` when `stream` is false).",
         "model": MessageResponse,  # application/json, by reference to the components
+        "headers": {
+            "X-Turn-ID": {
+                "description": "The turn's id, sent before the first event: "
+                "`GET /api/turns/{turn_id}` fetches it once stored.",
+                "schema": {"type": "string"},
+            },
+            "Idempotent-Replayed": {
+                "description": "`true` when a repeated `client_message_id` got the stored "
+                "turn again (the model did not run).",
+                "schema": {"type": "string", "enum": ["true"]},
+            },
+        },
         "content": {"text/event-stream": {"itemSchema": sse_item_schema()}},
     },
     **UNAUTHORIZED,
     **TOO_LARGE,
     **INVALID_BODY,
+    409: {
+        "model": ErrorBody,
+        "description": "`turn_in_progress`: the first request with this `client_message_id` "
+        "is still being answered; retry after `Retry-After` seconds.",
+    },
+    429: {
+        "model": ErrorBody,
+        "description": "`quota_exceeded`: the user's turns per minute or per day are spent; "
+        "`Retry-After` says when the window ends.",
+    },
     **unavailable("auth_unavailable", "prompt_unavailable", "store_unavailable"),
 }
 
@@ -36,8 +71,17 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     response_model=None,
     openapi_extra=json_body_openapi(MessageRequest),
 )
-async def stream_query(user: CurrentUser, body: ChatMessage, services: ServicesDep) -> Response:
-    """Ask the coach. The turn is stored before the response ends."""
+async def stream_query(
+    request: Request,
+    user: CurrentUser,
+    body: ChatMessage,
+    services: ServicesDep,
+    language: RequestLanguage,
+) -> Response:
+    """Ask the coach. The turn is stored before the response ends; its id is in the
+    `X-Turn-ID` header from the start. A repeated `client_message_id` (or `Idempotency-Key`)
+    gets the stored turn again, without running the model."""
+    key = _message_key(body, request.headers.get(IDEMPOTENCY_HEADER))
     snapshot = await services.prompts.current()
     registry = services.tools_for(snapshot)
     unknown = registry.unknown(body.tools)
@@ -54,19 +98,39 @@ async def stream_query(user: CurrentUser, body: ChatMessage, services: ServicesD
             ]
         )
     # Imported here so that the routes which never chat (health) never import LangGraph.
+    from aircoach.turn.admission import admit
+    from aircoach.turn.answer import json_answer
     from aircoach.turn.prepare import prepare_turn
+    from aircoach.turn.replay import REPLAYED_HEADER, replayed_events, replayed_response
     from aircoach.turn.sse import event_stream
+    from aircoach.turn.turn import FALLBACK_ANSWER
 
-    turn = await prepare_turn(services, user, body, snapshot)
+    admission = await admit(services, user.sub, key)
+    headers = {TURN_ID_HEADER: admission.turn_id}
+    if admission.replay is not None:
+        headers[REPLAYED_HEADER] = "true"
+        if body.stream:
+            return event_stream(replayed_events(admission.replay), headers=headers)
+        answer = replayed_response(admission.replay)
+        return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
+
+    try:
+        turn = await prepare_turn(
+            services, user, body, snapshot, language=language, turn_id=admission.turn_id
+        )
+    except Exception:
+        if admission.key is not None:  # nothing ran: a retry may run it
+            await services.guards.reservations.release(user.sub, admission.key, admission.turn_id)
+        raise
     if body.stream:
-        return event_stream(turn.events())
+        return event_stream(turn.events(), headers=headers)
 
     errors: list[dict[str, str]] = []
     async for event in turn.events():
         if isinstance(event, ErrorEvent):
             errors.append({"code": event.code, "message": event.message})
     answer = MessageResponse(
-        answer=turn.text,
+        answer=json_answer(turn.text, turn.tool, FALLBACK_ANSWER) + turn.caveat,
         tool=turn.tool,
         turn_id=turn.turn_id,
         prompt_version=turn.prompt_version,
@@ -75,5 +139,25 @@ async def stream_query(user: CurrentUser, body: ChatMessage, services: ServicesD
         status=turn.status,
         errors=errors,
         request_id=turn.request_id,
+        grounding=ResponseGrounding(**turn.checked.model_dump(), regenerated=turn.regenerated)
+        if turn.checked
+        else None,
     )
-    return Response(answer.model_dump_json(), media_type="application/json")
+    return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
+
+
+def _message_key(body: MessageRequest, header: str | None) -> str | None:
+    """The request's client_message_id: the body's, or the `Idempotency-Key` header's."""
+    if header is None:
+        return body.client_message_id
+    if not CLIENT_MESSAGE_ID.match(header) or len(header) > MAX_CLIENT_MESSAGE_ID:
+        raise _invalid_key(header, "header", IDEMPOTENCY_HEADER, "not a valid message id")
+    if body.client_message_id not in (None, header):
+        raise _invalid_key(header, "body", "client_message_id", "differs from Idempotency-Key")
+    return header
+
+
+def _invalid_key(value: str, where: str, name: str, message: str) -> RequestValidationError:
+    return RequestValidationError(
+        [{"type": "value_error", "loc": (where, name), "msg": message, "input": value[:64]}]
+    )

@@ -52,11 +52,11 @@ def _check_caller(request: Request) -> None:
     except ValueError:
         loopback = False
     if not loopback or any(name in request.headers for name in _FORWARDED):
-        raise ForbiddenError("the dev sign-in answers only callers on this machine")
+        raise ForbiddenError("dev_sign_in_local_only")
     # A page of another site open in the developer's browser must not mint tokens here.
     origin = request.headers.get("origin")
     if origin is not None and origin != f"{request.url.scheme}://{request.headers.get('host')}":
-        raise ForbiddenError("the dev sign-in answers only the playground's own origin")
+        raise ForbiddenError("dev_sign_in_same_origin")
 
 
 @router.post("/token")

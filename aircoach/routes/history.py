@@ -2,33 +2,103 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from fastapi.exceptions import RequestValidationError
 
 from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.models import HistoryPage, HistoryTurn
-from aircoach.routes.responses import UNAUTHORIZED, unavailable
+from aircoach.routes.responses import INVALID_BODY, UNAUTHORIZED, unavailable
 
 router = APIRouter(prefix="/api", tags=["meta"])
 
+# The cursor is the base64url (unpadded) of the last turn id, so it survives any client's URL
+# handling. Any well-formed one is accepted: it only bounds the ids of the page.
+CURSOR_PATTERN = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"
+_CURSOR = re.compile(CURSOR_PATTERN)
+_MAX_CURSOR = 88  # base64 of 64 bytes
+
+
+def encode_cursor(turn_id: str) -> str:
+    """The opaque `next_cursor` after the turn `turn_id`."""
+    return base64.urlsafe_b64encode(turn_id.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> str:
+    if not cursor or not _CURSOR.match(cursor):
+        raise _invalid("cursor", cursor, "not a cursor from `next_cursor`")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except (binascii.Error, ValueError):
+        raise _invalid("cursor", cursor, "not a cursor from `next_cursor`") from None
+    return raw.decode("latin-1")  # a turn id is ASCII; any other bytes still order
+
+
+def _timestamp(before: str) -> str:
+    # An unencoded `+00:00` arrives as ` 00:00`: restore it rather than return a wrong page.
+    try:
+        moment = datetime.fromisoformat(before.strip().replace(" ", "+"))
+    except ValueError:
+        raise _invalid("before", before, "not an ISO 8601 timestamp from `next_before`") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()  # the format turns are stored in
+
+
+def _invalid(name: str, value: str, message: str) -> RequestValidationError:
+    return RequestValidationError(
+        [{"type": "value_error", "loc": ("query", name), "msg": message, "input": value[:64]}]
+    )
+
 
 @router.get(
-    "/history", responses={**UNAUTHORIZED, **unavailable("auth_unavailable", "store_unavailable")}
+    "/history",
+    responses={
+        **UNAUTHORIZED,
+        **INVALID_BODY,
+        **unavailable("auth_unavailable", "store_unavailable"),
+    },
 )
 async def history(
     user: CurrentUser,
     chats: ChatStoreDep,
     services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    cursor: Annotated[
+        str | None,
+        Query(
+            min_length=2,
+            max_length=_MAX_CURSOR,
+            pattern=CURSOR_PATTERN,
+            description="`next_cursor` of the previous page",
+        ),
+    ] = None,
     before: Annotated[
-        str | None, Query(max_length=64, description="`next_before` of the previous page")
+        str | None,
+        Query(
+            max_length=64,
+            deprecated=True,
+            json_schema_extra={"format": "date-time"},
+            description="`next_before` of the previous page (deprecated: use `cursor`)",
+        ),
     ] = None,
 ) -> HistoryPage:
     """The caller's stored turns, newest first, with every tool call's client data (what the
-    model alone was given, such as a quiz question's key, is never returned)."""
+    model alone was given, such as a quiz question's key, is never returned). Pass the page's
+    `next_cursor` as `cursor` for the next (older) page."""
+    before_turn = _decode_cursor(cursor) if cursor is not None else None
+    since = _timestamp(before) if before is not None else None
     # Turns the store refused earlier belong in this page once it takes writes again.
     await services.dead_letters.replay(chats)
-    turns = await chats.history(user.sub, limit=limit, before=before)
-    next_before = turns[-1].timestamp if len(turns) == limit else None
-    return HistoryPage(turns=[HistoryTurn.of(t) for t in turns], next_before=next_before)
+    turns = await chats.history(user.sub, limit=limit, before=since, before_turn=before_turn)
+    full = len(turns) == limit
+    return HistoryPage(
+        turns=[HistoryTurn.of(t) for t in turns],
+        next_cursor=encode_cursor(turns[-1].turn_id) if full else None,
+        next_before=turns[-1].timestamp if full else None,
+    )

@@ -45,7 +45,7 @@ Number = Annotated[int, Path(ge=1, le=MAX_NUMBER, description="Number in the cha
 
 
 def _not_found(exc: QuestionNotFound) -> NotFound:
-    return NotFound(str(exc))
+    return NotFound("question_not_found", capitolo=exc.capitolo, numero=exc.numero)
 
 
 @router.get("/quiz/chapters", responses=_FAILS)

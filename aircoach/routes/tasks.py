@@ -10,10 +10,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
+from aircoach import messages
 from aircoach.auth.tokens import Principal
 from aircoach.bodies import max_body_bytes, read_json_body
-from aircoach.deps import CurrentUser, ServicesDep
+from aircoach.deps import CurrentUser, RequestLanguage, ServicesDep
 from aircoach.errors import Conflict, ForbiddenError, NotFound
+from aircoach.messages import Language, header_language
 from aircoach.models import ErrorBody
 from aircoach.routes.responses import (
     TOO_LARGE,
@@ -94,13 +96,13 @@ async def _task(services: Services, name: str) -> TaskDefinition:
     catalog = await _catalog(services)
     definition = catalog.get(name)
     if definition is None:
-        raise NotFound(f"unknown task {name[:40]!r}; valid: {catalog.names}")
+        raise NotFound("unknown_task", task=name[:40], valid=catalog.names)
     return definition
 
 
 def _require(user: Principal, permission: str) -> None:
     if permission not in user.permissions:
-        raise ForbiddenError(f"this operation needs the {permission!r} permission")
+        raise ForbiddenError("permission_needed", permission=permission)
 
 
 def _invalid(exc: ValidationError, *prefix: str | int) -> RequestValidationError:
@@ -120,10 +122,9 @@ def _parse_input(definition: TaskDefinition, data: Any, *prefix: str | int) -> B
         raise _invalid(exc, *prefix) from None
 
 
-def _failed(exc: TaskFailed) -> JSONResponse:
+def _failed(exc: TaskFailed, language: Language) -> JSONResponse:
     body = TaskFailedBody(
-        message="No valid output after every attempt and the fallback model; the input is "
-        "kept for review.",
+        message=messages.text("task_failed", language),
         review_id=exc.run.review_id or "",
         run_id=exc.run.run_id,
     )
@@ -176,7 +177,7 @@ async def run_task(
     try:
         run = await services.task_engine.run(definition, task_input, caller=user.sub, source="api")
     except TaskFailed as exc:
-        return _failed(exc)  # type: ignore[return-value]
+        return _failed(exc, header_language(request.headers))  # type: ignore[return-value]
     return TaskResult.from_run(run)
 
 
@@ -264,7 +265,7 @@ async def get_review_item(review_id: str, user: CurrentUser, services: ServicesD
     _require(user, services.settings.task_review_permission)
     item = await services.task_stores.reviews.get_item(review_id)
     if item is None:
-        raise NotFound(f"no review item {review_id[:64]!r}")
+        raise NotFound("no_review_item", review_id=review_id[:64])
     definition = (await _catalog(services)).get(item.task)
     model_input = None
     if definition is not None:
@@ -293,19 +294,23 @@ async def get_review_item(review_id: str, user: CurrentUser, services: ServicesD
     },
 )
 async def resolve_review_item(
-    review_id: str, body: ResolveRequest, user: CurrentUser, services: ServicesDep
+    review_id: str,
+    body: ResolveRequest,
+    user: CurrentUser,
+    services: ServicesDep,
+    language: RequestLanguage,
 ) -> TaskResult:
     """Submit the corrected output of a queued input. It is validated by the task's stages
     and stored as a run with `source: "review"`; the item is then `resolved`."""
     _require(user, services.settings.task_review_permission)
     item = await services.task_stores.reviews.get_item(review_id)
     if item is None:
-        raise NotFound(f"no review item {review_id[:64]!r}")
+        raise NotFound("no_review_item", review_id=review_id[:64])
     if item.status != "open":
-        raise Conflict(f"review item {review_id!r} is {item.status} already")
+        raise Conflict("review_item_resolved", review_id=review_id[:64])
     definition = (await _catalog(services)).get(item.task)
     if definition is None:
-        raise NotFound(f"task {item.task!r} is no longer in the docs")
+        raise NotFound("task_gone", task=item.task)
     try:
         run = await services.task_engine.resolve_review(
             definition, item, body.output, reviewer=user.sub
@@ -313,13 +318,13 @@ async def resolve_review_item(
     except InvalidOutput as exc:
         failure = exc.failure
         invalid = InvalidOutputBody(
-            message=f"the output does not pass the {failure.stage!r} stage",
+            message=messages.text("invalid_output", language, stage=failure.stage),
             stage=failure.stage,
             issues=failure.issues,
         )
         return JSONResponse(invalid.model_dump(), status_code=422)  # type: ignore[return-value]
     except AlreadyResolved:
-        raise Conflict(f"review item {review_id!r} is resolved already") from None
+        raise Conflict("review_item_resolved", review_id=review_id[:64]) from None
     return TaskResult.from_run(run)
 
 
@@ -332,5 +337,5 @@ async def get_run(run_id: str, user: CurrentUser, services: ServicesDep) -> Task
     _require(user, services.settings.task_review_permission)
     run = await services.task_stores.runs.get_run(run_id)
     if run is None:
-        raise NotFound(f"no run {run_id[:64]!r}")
+        raise NotFound("no_run", run_id=run_id[:64])
     return run

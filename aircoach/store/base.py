@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from aircoach.grounding.feedback import Feedback, Voto
 from aircoach.models import Turn
 from aircoach.quiz.models import Attempt, ChapterStats
 from aircoach.tasks.records import Contact, ReviewItem, ReviewStatus, TaskRun
@@ -33,8 +34,30 @@ class ChatStore(Protocol):
         read)."""
         ...
 
-    async def history(self, user_id: str, *, limit: int, before: str | None) -> list[Turn]:
-        """The user's turns newest first, older than the `before` timestamp when given."""
+    async def get_turn(self, user_id: str, turn_id: str) -> Turn | None:
+        """One of the user's turns; None when it does not exist or is someone else's."""
+        ...
+
+    async def history(
+        self,
+        user_id: str,
+        *,
+        limit: int,
+        before: str | None = None,
+        before_turn: str | None = None,
+    ) -> list[Turn]:
+        """The user's turns newest first (by turn id: exact even within a second), older
+        than the turn `before_turn` and than the `before` timestamp (deprecated) when given."""
+        ...
+
+    async def set_feedback(self, user_id: str, turn_id: str, feedback: Feedback) -> bool:
+        """Keep `feedback` with the user's turn `turn_id` (replacing an earlier one); False
+        when the user has no such turn."""
+        ...
+
+    async def feedback(self, *, voto: Voto | None, limit: int, before: str | None) -> list[Turn]:
+        """Turns with a feedback (of `voto`, when given), newest feedback first; `before`:
+        only feedback given before this time."""
         ...
 
 

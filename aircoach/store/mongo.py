@@ -22,6 +22,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from aircoach.errors import StoreUnavailable
+from aircoach.grounding.feedback import Feedback, Voto
 from aircoach.models import Turn
 from aircoach.quiz import search
 from aircoach.quiz.models import Attempt, ChapterStats
@@ -100,6 +101,7 @@ class MongoConnection:
         await chats.create_index([("userId", ASCENDING), *_NEWEST_FIRST], name="user_time")
         await chats.create_index([("userId", ASCENDING), *_LATEST_TURNS], name="user_turn")
         await chats.create_index("turn_id", unique=True, name="turn_id")
+        await chats.create_index([("feedback.at", DESCENDING)], sparse=True, name="feedback_time")
         quiz = db[self.settings.mongodb_quiz_collection]
         await quiz.create_index(_BY_CHAPTER, unique=True, name="capitolo_numero")
         # The forgiving search looks questions up by their stems (`aircoach.quiz.search`); a
@@ -172,13 +174,52 @@ class MongoChatStore:
 
         return [doc["turn_id"] for doc in await self._db.run(self._name, read)]
 
-    async def history(self, user_id: str, *, limit: int, before: str | None) -> list[Turn]:
+    async def get_turn(self, user_id: str, turn_id: str) -> Turn | None:
+        async def read(c: AsyncCollection) -> dict[str, Any] | None:
+            return await c.find_one({"turn_id": turn_id, "userId": user_id})
+
+        doc = await self._db.run(self._name, read)
+        return _turn(doc) if doc is not None else None
+
+    async def history(
+        self,
+        user_id: str,
+        *,
+        limit: int,
+        before: str | None = None,
+        before_turn: str | None = None,
+    ) -> list[Turn]:
         query: dict[str, Any] = {"userId": user_id}
         if before:
             query["timestamp"] = {"$lt": before}
+        if before_turn:
+            query["turn_id"] = {"$lt": before_turn}
 
         async def read(c: AsyncCollection) -> list[dict[str, Any]]:
-            return await c.find(query).sort(_NEWEST_FIRST).limit(limit).to_list()
+            return await c.find(query).sort(_LATEST_TURNS).limit(limit).to_list()
+
+        return [_turn(d) for d in await self._db.run(self._name, read)]
+
+    async def set_feedback(self, user_id: str, turn_id: str, feedback: Feedback) -> bool:
+        async def update(c: AsyncCollection) -> int:
+            result = await c.update_one(
+                {"turn_id": turn_id, "userId": user_id},
+                {"$set": {"feedback": feedback.model_dump()}},
+            )
+            return result.matched_count
+
+        return bool(await self._db.run(self._name, update))
+
+    async def feedback(self, *, voto: Voto | None, limit: int, before: str | None) -> list[Turn]:
+        query: dict[str, Any] = {"feedback.at": {"$type": "string"}}
+        if voto:
+            query["feedback.voto"] = voto
+        if before:
+            query["feedback.at"] = {"$type": "string", "$lt": before}
+
+        async def read(c: AsyncCollection) -> list[dict[str, Any]]:
+            cursor = c.find(query).sort([("feedback.at", DESCENDING), ("turn_id", DESCENDING)])
+            return await cursor.limit(limit).to_list()
 
         return [_turn(d) for d in await self._db.run(self._name, read)]
 

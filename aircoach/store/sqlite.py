@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import anyio
 
 from aircoach.errors import StoreUnavailable
+from aircoach.grounding.feedback import Feedback, Voto
 from aircoach.models import Turn
 from aircoach.quiz import search
 from aircoach.quiz.models import Attempt, ChapterStats
@@ -32,6 +33,9 @@ CREATE TABLE IF NOT EXISTS chats (
     system TEXT NOT NULL,
     tool TEXT,
     tools TEXT,
+    grounding TEXT,
+    retrieved TEXT,
+    feedback TEXT,
     timestamp TEXT NOT NULL,
     prompt_version TEXT NOT NULL,
     model TEXT NOT NULL,
@@ -149,14 +153,15 @@ def _create_private(path: Path) -> None:
 
 def _migrate(conn: sqlite3.Connection) -> None:
     """Bring a file made by an earlier version up to date, once, whichever process (or store
-    object) gets there first: the `tools` column of a turn, and the questions' search terms
+    object) gets there first: the JSON columns of a turn (`_JSON_COLUMNS`), and the questions' search terms
     when they are missing or of an older `search.TERMS_VERSION`."""
     conn.isolation_level = None  # explicit transaction: BEGIN IMMEDIATE serialises writers
     conn.execute("BEGIN IMMEDIATE")
     try:
         columns = {row["name"] for row in conn.execute("PRAGMA table_info(chats)")}
-        if "tools" not in columns:
-            conn.execute("ALTER TABLE chats ADD COLUMN tools TEXT")
+        for column in _JSON_COLUMNS:
+            if column not in columns:
+                conn.execute(f"ALTER TABLE chats ADD COLUMN {column} TEXT")
         if conn.execute("PRAGMA user_version").fetchone()[0] != search.TERMS_VERSION:
             conn.execute("DELETE FROM quiz_terms")
             for row in conn.execute("SELECT doc FROM quiz").fetchall():
@@ -194,9 +199,13 @@ def _questions_by_keys(conn: sqlite3.Connection, keys: list[QuestionKey]) -> lis
     return [found[key] for key in keys if key in found]
 
 
+# A turn's fields kept as JSON text (added by `_migrate` to a file made before them).
+_JSON_COLUMNS = ("tool", "tools", "grounding", "retrieved", "feedback")
+
+
 def _turn_from_row(row: sqlite3.Row) -> Turn:
     data = dict(row)
-    for column in ("tool", "tools"):
+    for column in _JSON_COLUMNS:
         value = data.pop(column)
         if value:
             data[column] = json.loads(value)
@@ -209,7 +218,7 @@ class SqliteChatStore:
 
     async def append_turn(self, turn: Turn) -> None:
         row = turn.model_dump()
-        for column in ("tool", "tools"):
+        for column in _JSON_COLUMNS:
             row[column] = json.dumps(row[column], ensure_ascii=False) if row[column] else None
         columns = ", ".join(row)
         marks = ", ".join(f":{name}" for name in row)
@@ -240,13 +249,58 @@ class SqliteChatStore:
         )
         return [row["turn_id"] for row in rows]
 
-    async def history(self, user_id: str, *, limit: int, before: str | None) -> list[Turn]:
+    async def get_turn(self, user_id: str, turn_id: str) -> Turn | None:
+        row = await self._db.run(
+            lambda c: c.execute(
+                "SELECT * FROM chats WHERE turn_id = ? AND userId = ?", (turn_id, user_id)
+            ).fetchone()
+        )
+        return _turn_from_row(row) if row is not None else None
+
+    async def history(
+        self,
+        user_id: str,
+        *,
+        limit: int,
+        before: str | None = None,
+        before_turn: str | None = None,
+    ) -> list[Turn]:
         sql = "SELECT * FROM chats WHERE userId = ?"
         params: list[Any] = [user_id]
         if before:
             sql += " AND timestamp < ?"
             params.append(before)
-        sql += " ORDER BY timestamp DESC, turn_id DESC LIMIT ?"
+        if before_turn:
+            sql += " AND turn_id < ?"
+            params.append(before_turn)
+        sql += " ORDER BY turn_id DESC LIMIT ?"
+        params.append(limit)
+        rows = await self._db.run(lambda c: c.execute(sql, params).fetchall())
+        return [_turn_from_row(r) for r in rows]
+
+    async def set_feedback(self, user_id: str, turn_id: str, feedback: Feedback) -> bool:
+        value = feedback.model_dump_json()
+        updated = await self._db.run(
+            lambda c: (
+                c.execute(
+                    "UPDATE chats SET feedback = ? WHERE turn_id = ? AND userId = ?",
+                    (value, turn_id, user_id),
+                ).rowcount
+            )
+        )
+        return bool(updated)
+
+    async def feedback(self, *, voto: Voto | None, limit: int, before: str | None) -> list[Turn]:
+        # An admin's occasional read: a scan of the turns with a feedback is fine here.
+        sql = "SELECT * FROM chats WHERE feedback IS NOT NULL"
+        params: list[Any] = []
+        if voto:
+            sql += " AND json_extract(feedback, '$.voto') = ?"
+            params.append(voto)
+        if before:
+            sql += " AND json_extract(feedback, '$.at') < ?"
+            params.append(before)
+        sql += " ORDER BY json_extract(feedback, '$.at') DESC, turn_id DESC LIMIT ?"
         params.append(limit)
         rows = await self._db.run(lambda c: c.execute(sql, params).fetchall())
         return [_turn_from_row(r) for r in rows]

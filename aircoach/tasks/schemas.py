@@ -149,6 +149,8 @@ class InvalidOutputBody(BaseModel):
 
 
 class ValidationErrorBody(BaseModel):
-    """FastAPI's answer to a body that does not validate."""
+    """The answer to a body that does not validate (`aircoach.http_errors`)."""
 
+    error: Literal["invalid_request"] = "invalid_request"
+    message: str = ""
     detail: list[dict[str, Any]]

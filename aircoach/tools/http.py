@@ -3,8 +3,10 @@ answer for the model.
 
 Driven by `tools.json`: the model's arguments are capped and merged with the fixed fields,
 sent as JSON (POST) or as the query string (GET); 502/503/504 and timeouts are retried as the
-tool's `RetryPolicy` says; every result carries `meta: {latency_ms, source, endpoint,
-attempts}`, where `endpoint` is the URL template of tools.json, never an expanded variable.
+tool's `RetryPolicy` says. The client gets `tools.results`' shape, never the raw answer:
+`{"success": true, "items", "meta"}` or `{"success": false, "error", "meta"}`, `meta` being
+`{latency_ms, source, endpoint, attempts}`, where `endpoint` is the URL template of
+tools.json, never an expanded variable.
 Nothing here raises into the turn: a failure becomes a `[Tool NAME failed: REASON]`
 ToolOutput the model can explain.
 """
@@ -22,9 +24,11 @@ import anyio
 import httpx
 
 from aircoach.errors import ConfigError
+from aircoach.grounding.followups import expanded_search
 from aircoach.tls import shared_tls_context
 from aircoach.tools.formatting import format_result
 from aircoach.tools.registry import ToolContext, ToolOutput, ToolSpec, expand_env
+from aircoach.tools.results import failure_data, result_items, success_data
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,13 @@ async def call_http_tool(spec: ToolSpec, ctx: ToolContext, **arguments: Any) -> 
     except ConfigError as exc:
         return _failure(spec, str(exc), meta, started)
     payload = {**cap_arguments(arguments, http.caps), **http.fixed}
+    if spec.source and ctx.topic:
+        # A follow-up searches the conversation's topic first. The model's own arguments
+        # stay as they were (the stored call); what was searched goes in `meta`.
+        expanded = expanded_search(payload, ctx.topic)
+        if expanded is not None:
+            name, payload[name] = expanded
+            meta["expanded_query"] = payload[name]
 
     attempt = 0
     while True:
@@ -71,7 +82,8 @@ async def call_http_tool(spec: ToolSpec, ctx: ToolContext, **arguments: Any) -> 
             await anyio.sleep(http.retry.backoff_s)
 
     meta["latency_ms"] = _elapsed_ms(started)
-    data = {**body, "meta": meta}
+    items = result_items(body, spec.format)
+    data = success_data(items, meta, spec.format, max_bytes=ctx.client_max_bytes)
     return ToolOutput(text=format_result(spec.name, spec.format, body), data=data)
 
 
@@ -141,7 +153,7 @@ def _failure(spec: ToolSpec, reason: str, meta: dict[str, Any], started: float) 
     log.warning("[%s] failed: %s (%s ms)", spec.name, reason, meta["latency_ms"])
     return ToolOutput(
         text=f"[Tool {spec.name} failed: {reason}]",
-        data={"error": reason, "meta": meta},
+        data=failure_data(reason, meta),
         ok=False,
     )
 

@@ -51,12 +51,16 @@ _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 class ToolContext:
     """What a tool may use while it runs: injected per request, never a module global.
     `env` holds the variables a tool's `${NAME}` may name (`Settings.tool_env`); `turn_id`
-    is the chat turn the tool runs in (a graded quiz answer records it)."""
+    is the chat turn the tool runs in (a graded quiz answer records it); `topic` holds the
+    conversation's keywords when the question is a follow-up (a source tool searches them
+    first, see `aircoach.grounding.followups`)."""
 
     quiz: QuizService
     user_id: str
     env: Mapping[str, str] = field(default_factory=dict)
     turn_id: str | None = None
+    client_max_bytes: int = 16_384  # TOOL_CLIENT_MAX_BYTES: a result's client data at most
+    topic: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,7 @@ class HttpTool(_Strict):
     max_response_bytes: int = Field(
         default=2_000_000,
         gt=0,
-        description="A larger answer is a failure: the raw data goes to the client and the store.",
+        description="Read cap: a larger answer is a failure. The client gets the kept items, capped by TOOL_CLIENT_MAX_BYTES.",
     )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
 
@@ -151,7 +155,7 @@ class HttpTool(_Strict):
 
 
 class ResultFormat(_Strict):
-    """How a result becomes text for the model (the client gets the raw data)."""
+    """How a result becomes text for the model and which items the client gets (`tools.results`)."""
 
     results_key: str = Field(default="results", description="Key of the list of results.")
     header: str = Field(default="[{tool}: {count} risultati]")
@@ -207,6 +211,13 @@ class ToolSpec(_Strict):
             raise ValueError('must be a JSON Schema with "type": "object"')
         if not isinstance(parameters.get("properties", {}), dict):
             raise ValueError('"properties" must be an object')
+        from jsonschema import Draft202012Validator, SchemaError
+
+        # Checked at load: the model's arguments are validated against it on every call.
+        try:
+            Draft202012Validator.check_schema(parameters)
+        except SchemaError as exc:
+            raise ValueError(f"not a valid JSON Schema: {exc.message[:200]}") from None
         return parameters
 
     @field_validator("python")

@@ -18,6 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from aircoach.llm.failover import ModelFailover
+from aircoach.tools.arguments import InvalidArguments, check_arguments
 from aircoach.tools.registry import ToolContext, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ class _Result:
 
     data: dict[str, Any]
     final: bool
+    ok: bool = True  # False: the tool failed; its data (e.g. `success: false`, `meta`) stays
 
 
 def ends_turn(message: ToolMessage) -> bool:
@@ -75,6 +77,8 @@ class TurnMiddleware(AgentMiddleware):
         final = True
         if isinstance(message.artifact, _Result):
             final = message.artifact.final
+            if not message.artifact.ok:
+                message.status = "error"
             message.artifact = message.artifact.data
         ends = final and message.name in self.return_direct and message.status != "error"
         message.response_metadata["ends_turn"] = ends
@@ -95,13 +99,18 @@ def build_tool(spec: ToolSpec, ctx: ToolContext) -> StructuredTool:
 
     async def run(**arguments: Any) -> tuple[str, _Result]:
         try:
+            arguments = check_arguments(spec.parameters, arguments)
+        except InvalidArguments as exc:  # the model reads what to fix and may call again
+            log.warning("tool %s refused its arguments: %s", spec.name, exc)
+            raise ToolException(f"[Tool {spec.name}: invalid arguments: {exc}]") from None
+        try:
             output = await handler(ctx, **arguments)
         except Exception as exc:  # a tool never crashes the turn: the model explains the failure
             log.exception("tool %s failed", spec.name)
             raise ToolException(f"[Tool {spec.name} failed: {type(exc).__name__}]") from exc
-        if not output.ok:
-            raise ToolException(output.text)
-        return output.text, _Result(output.data, output.final)
+        # A failure the tool reported itself keeps its client data (`success: false` and
+        # `meta` for a search tool); the middleware marks the message as an error.
+        return output.text, _Result(output.data, output.final, ok=output.ok)
 
     return StructuredTool.from_function(
         coroutine=run,

@@ -11,6 +11,8 @@ from typing import Any, Literal
 from fastapi.sse import format_sse_event
 from pydantic import BaseModel, ConfigDict, Field
 
+from aircoach.grounding.models import GroundingResult
+
 
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -38,6 +40,14 @@ class AgentMessage(_Event):
     content: str
 
 
+class Grounding(GroundingResult, _Event):
+    """The citation guard's verdict on the answer, before `done`; only when it cites
+    something. An unverified citation is followed by a caveat `agent_message`
+    (`GROUNDING_CAVEAT`)."""
+
+    type: Literal["grounding"] = "grounding"
+
+
 class ErrorEvent(_Event):
     """A user-safe failure notice; the stream still ends with `done`."""
 
@@ -57,8 +67,8 @@ class Done(_Event):
     request_id: str = Field(description="The request's id, as in the X-Request-ID header.")
 
 
-TurnEvent = ToolResult | AgentMessage | ErrorEvent | Done
-EVENT_TYPES: tuple[type[_Event], ...] = (ToolResult, AgentMessage, ErrorEvent, Done)
+TurnEvent = ToolResult | AgentMessage | Grounding | ErrorEvent | Done
+EVENT_TYPES: tuple[type[_Event], ...] = (ToolResult, AgentMessage, Grounding, ErrorEvent, Done)
 
 
 def sse_item_schema() -> dict[str, Any]:

@@ -5,6 +5,7 @@ an HTTP status: the tools switched on, the system prompt, the models, the agent,
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import anyio
 from langgraph.graph.state import CompiledStateGraph
@@ -12,6 +13,8 @@ from langgraph.graph.state import CompiledStateGraph
 from aircoach.auth.tokens import Principal
 from aircoach.auth.userdata import user_data_section
 from aircoach.errors import StoreUnavailable
+from aircoach.grounding.context import ThreadView, TurnGrounding, with_citation_rule
+from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.models import MessageRequest
 from aircoach.prompts.store import PromptSnapshot
 from aircoach.quiz.service import progress_section
@@ -28,38 +31,66 @@ QUIZ_TOOLS = frozenset({"domanda_teoria", "verifica_risposta"})
 
 
 async def prepare_turn(
-    services: Services, principal: Principal, request: MessageRequest, snapshot: PromptSnapshot
+    services: Services,
+    principal: Principal,
+    request: MessageRequest,
+    snapshot: PromptSnapshot,
+    *,
+    language: Language = DEFAULT_LANGUAGE,
+    turn_id: str | None = None,
 ) -> ChatTurn:
-    """A turn ready to stream. `snapshot`: the prompt the route validated the switches on."""
+    """A turn ready to stream. `snapshot`: the prompt the route validated the switches on;
+    `language`: of the stream's `error` messages."""
     settings = services.settings
     registry = services.tools_for(snapshot)
     enabled = registry.enabled(request.tools)
     log.info("%s", registry.log_line(request.tools))
     system_prompt = await _system_prompt(services, principal, request, registry, snapshot, enabled)
-    turn_id = new_turn_id()
+    turn_id = turn_id or new_turn_id()
     ctx = ToolContext(
         quiz=await services.quiz_service(),
         user_id=principal.sub,
         env=settings.tool_env,
         turn_id=turn_id,
+        client_max_bytes=settings.tool_client_max_bytes,
     )
     models = await TurnModels.open(services.models, enabled)
-    try:
-        agent = build_agent(
+
+    def agent_for(prompt: str, topic: tuple[str, ...] = ()) -> CompiledStateGraph:
+        return build_agent(
             model=models.primary,
             tools=enabled,
-            ctx=ctx,
-            system_prompt=system_prompt,
+            ctx=replace(ctx, topic=topic),
+            system_prompt=prompt,
             checkpointer=services.memory.checkpointer,
             history_limit=settings.history_limit,
             failover=models.failover,
         )
+
+    try:
+        agent = agent_for(system_prompt)
         thread_id = f"{principal.sub}:v{snapshot.version}"
+        thread = ThreadView()
         if request.chat_history:
             held = await _load_history(services, agent, thread_id, principal.sub)
             memory_thread, context_turns = thread_id, min(held, settings.history_limit)
+            state = await agent.aget_state(services.memory.config(thread_id))
+            thread = ThreadView.of(state.values.get("messages", []), settings.history_limit)
         else:
             memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
+        grounding = TurnGrounding(
+            docs=snapshot.contents,
+            thread=thread,
+            question=request.query,
+            caveat=settings.grounding_caveat,
+            regenerate=settings.grounding_regenerate,
+            history_limit=settings.history_limit,
+            base_prompt=system_prompt,
+        )
+        if grounding.followup:
+            # Same thread, a prompt that asks for a concise answer, and retrieval tools that
+            # search the conversation's topic first.
+            agent = agent_for(grounding.prompt, tuple(grounding.topic))
     except BaseException:
         await models.aclose()
         raise
@@ -78,7 +109,9 @@ async def prepare_turn(
         prompt_version=snapshot.version,
         context_turns=context_turns,
         timeout_s=settings.turn_timeout_s,
+        language=language,
         turn_id=turn_id,
+        grounding=grounding,
     )
 
 
@@ -93,7 +126,7 @@ async def _system_prompt(
     """The docs' prompt, the sources-off warning when it applies, the user's profile and
     their quiz progress (fetched side by side). Neither section ever fails the turn; the
     version (and thread) stays the docs' one."""
-    prompt = registry.system_prompt(snapshot.text, enabled)
+    prompt = registry.system_prompt(with_citation_rule(snapshot.text), enabled)
     if not request.user_data:
         return prompt
     settings = services.settings

@@ -11,14 +11,9 @@ from typing import Literal
 from aircoach.models import Turn
 from aircoach.store.base import ChatStore
 from aircoach.store.spool import DeadLetters
-from aircoach.turn.events import ErrorEvent
 from aircoach.turn.memory import Memory
 
 log = logging.getLogger(__name__)
-
-PERSIST_FAILED = ErrorEvent(
-    code="persist_failed", message="Your answer could not be saved to your history."
-)
 
 
 class TurnRecorder:
@@ -55,10 +50,10 @@ class TurnRecorder:
     def joins_history(self) -> bool:
         return self.memory_thread == self.thread_id
 
-    async def record(self, turn: Turn) -> ErrorEvent | None:
-        """Store the turn; on failure, spool it as a dead letter and return the `error`
-        event for the stream (nothing is lost silently: the log line names the turn, its
-        content hash and where it went)."""
+    async def record(self, turn: Turn) -> bool:
+        """Store the turn; whether the store took it. On failure the turn is spooled as a
+        dead letter (nothing is lost silently: the log line names the turn, its content hash
+        and where it went) and the stream says `persist_failed`."""
         self.attempted = True
         try:
             await self.chats.append_turn(turn)
@@ -75,7 +70,7 @@ class TurnRecorder:
             )
             # The thread now holds a turn the store does not: rebuild it from the store.
             self.memory.forget(self.thread_id)
-            return PERSIST_FAILED
+            return False
         else:
             self.outcome = "stored"
             if self.joins_history:
@@ -84,7 +79,7 @@ class TurnRecorder:
                 else:
                     # A failed or cut-short run leaves a partial thread; the store has the turn.
                     self.memory.forget(self.thread_id)
-            return None
+            return True
         finally:
             if not self.joins_history:
                 await self.memory.checkpointer.adelete_thread(self.memory_thread)

@@ -66,9 +66,12 @@ class _EventStream(EventSourceResponse):
 
 
 def event_stream(
-    events: AsyncGenerator[TurnEvent, None], every_s: float = HEARTBEAT_S
+    events: AsyncGenerator[TurnEvent, None],
+    every_s: float = HEARTBEAT_S,
+    *,
+    headers: dict[str, str] | None = None,
 ) -> EventSourceResponse:
     return _EventStream(
         with_heartbeat(events, every_s),
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})},
     )

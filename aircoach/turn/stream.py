@@ -84,10 +84,10 @@ def tool_step(message: ToolMessage, asked: _Asked | None, steps: int) -> ToolSte
     turn) and the store's record of the call."""
     name = message.name or (asked.name if asked else "tool")
     failed = message.status == "error"
-    if failed:
-        data: dict[str, Any] = {"error": message.text}
-    elif isinstance(message.artifact, dict):
-        data = message.artifact
+    if isinstance(message.artifact, dict):
+        data: dict[str, Any] = message.artifact
+    elif failed:
+        data = {"error": message.text}
     else:
         data = {"content": message.text}
     event = ToolResult(tool_name=name, data=data, final=ends_turn(message))

@@ -15,14 +15,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import anyio
+from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.graph.state import CompiledStateGraph
 
 from aircoach.auth.tokens import Principal
-from aircoach.errors import AppError, TurnTimeout
+from aircoach.errors import AppError, ModelUnavailable, PersistFailed, TurnTimeout
+from aircoach.grounding.context import TurnGrounding
+from aircoach.grounding.guard import ContextIndex, caveat
+from aircoach.grounding.models import GroundingResult, Retrieved
+from aircoach.grounding.retrieval import log_entries, retrieved
+from aircoach.llm.factory import model_label
 from aircoach.logs import current_request, current_request_id, log_fields
+from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.models import MessageRequest, ToolCall, ToolRecord, Turn, TurnStatus
+from aircoach.turn.agent import window
 from aircoach.turn.chat_models import TurnModels
-from aircoach.turn.events import AgentMessage, Done, ErrorEvent, TurnEvent
+from aircoach.turn.events import AgentMessage, Done, ErrorEvent, Grounding, TurnEvent
 from aircoach.turn.recorder import TurnRecorder
 from aircoach.turn.stream import ToolStep, agent_events
 
@@ -32,7 +40,6 @@ FALLBACK_ANSWER = (
     "Mi dispiace, non sono riuscito a preparare una risposta questa volta. "
     "Riprova tra poco o riformula la domanda."
 )
-MODEL_FAILED = "The assistant could not complete this answer; please try again."
 
 
 def new_turn_id() -> str:
@@ -50,6 +57,7 @@ class ChatTurn:
     prompt_version: str
     context_turns: int
     timeout_s: float  # TURN_TIMEOUT_S: the whole agent run, every model and tool call
+    language: Language = DEFAULT_LANGUAGE  # of the `error` events' messages
     turn_id: str = field(default_factory=new_turn_id)
     request_id: str = field(default_factory=lambda: current_request_id() or uuid.uuid4().hex)
     answer: list[str] = field(default_factory=list)
@@ -58,6 +66,10 @@ class ChatTurn:
     tools_used: list[str] = field(default_factory=list)
     error_codes: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    grounding: TurnGrounding | None = None  # None: no citation guard (a test's bare turn)
+    checked: GroundingResult | None = None  # the guard's verdict on the answer
+    regenerated: bool = False  # the answer is the second one, written after a correction
+    caveat: str = ""  # the note sent after the answer when a citation is unverified
 
     @property
     def model(self) -> str:
@@ -83,7 +95,17 @@ class ChatTurn:
             "stored": self.recorder.outcome,
             "context_turns": self.context_turns,
             "stream": self.request.stream,
+            "followup": bool(self.grounding and self.grounding.followup),
+            "retrieved": log_entries(self.retrieved),
+            "cited": [c.key for c in self.checked.citations] if self.checked else [],
+            "unverified": len(self.checked.unverified) if self.checked else 0,
+            "regenerated": self.regenerated,
         }
+
+    @property
+    def retrieved(self) -> list[Retrieved]:
+        """What each tool returned (ids or titles), beside what the answer cited."""
+        return retrieved(self.tools)
 
     @property
     def tools(self) -> list[ToolCall]:
@@ -131,18 +153,23 @@ class ChatTurn:
                     self.principal.sub,
                     self.timeout_s,
                 )
-                yield self._error(_error_event(exc))
+                yield self._error(exc)
             except Exception as exc:
                 self.status = "error"
                 log.exception(
                     "turn %s for %r failed in the model or agent", self.turn_id, self.principal.sub
                 )
-                yield self._error(_error_event(exc))
+                yield self._error(exc)
             if not self.text.strip() and not ended_by_tool:
                 self.answer = [FALLBACK_ANSWER]
                 yield AgentMessage(content=FALLBACK_ANSWER)
-            if (persist_error := await self.recorder.record(self._stored_turn())) is not None:
-                yield self._error(persist_error)
+            async for verdict in self._grounded(deadline):
+                yield verdict
+            if not await self.recorder.record(self._stored_turn()):
+                yield self._error(PersistFailed())
+            elif self.regenerated and self.recorder.joins_history:
+                # The thread holds the first answer, the store the second: reseed from the store.
+                self.recorder.memory.forget(self.recorder.thread_id)
             yield Done(
                 turn_id=self.turn_id,
                 prompt_version=self.prompt_version,
@@ -163,9 +190,69 @@ class ChatTurn:
             await self.models.aclose()
             log_fields(log, "turn", self.summary())
 
-    def _error(self, event: ErrorEvent) -> ErrorEvent:
-        self.error_codes.append(event.code)
-        return event
+    def _error(self, exc: Exception) -> ErrorEvent:
+        """The `error` event of a failure, in the request's language (any failure that is not
+        ours to name is the model's: `model_unavailable`)."""
+        error = exc if isinstance(exc, AppError) else ModelUnavailable("model_failed")
+        self.error_codes.append(error.code)
+        return ErrorEvent(code=error.code, message=error.message_in(self.language))
+
+    async def _grounded(self, deadline: float) -> AsyncGenerator[TurnEvent, None]:
+        """The guard's verdict on the answer (`grounding`) and, when a citation is not in the
+        context, the caveat. A JSON answer (`stream: false`) is first rewritten once with a
+        correction. A failure of the guard never fails the turn."""
+        guard = self.grounding
+        if guard is None or self.status != "ok" or not self.text.strip():
+            return
+        try:
+            result, context = await guard.check(self.text, self.tools)
+            if result and result.unverified and guard.regenerate and not self.request.stream:
+                with anyio.move_on_after(max(deadline - anyio.current_time(), 0)):
+                    rewritten = await self._rewrite(guard, result, context)
+                    if rewritten:
+                        self.answer, self.regenerated = [rewritten], True
+                        result, context = await guard.check(self.text, self.tools)
+        except Exception:
+            log.exception("turn %s: the citation guard failed; answer sent unchecked", self.turn_id)
+            return
+        self.checked = result
+        if result is None:
+            return
+        yield Grounding(citations=result.citations, unverified=result.unverified)
+        if result.unverified and guard.caveat:
+            self.caveat = caveat(result.unverified)
+            yield AgentMessage(content=self.caveat)
+
+    async def _rewrite(
+        self, guard: TurnGrounding, result: GroundingResult, context: ContextIndex
+    ) -> str:
+        """The model's second answer: what it was shown, its first answer and the correction."""
+        state = await self.agent.aget_state(
+            {"configurable": {"thread_id": self.recorder.memory_thread}}
+        )
+        messages = window(list(state.values.get("messages", [])), guard.history_limit)
+        prompt = [
+            SystemMessage(guard.prompt),
+            *messages,
+            HumanMessage(guard.correction(result, context)),
+        ]
+        # The model that wrote the first answer (the fallback one, if the primary failed).
+        model = next(
+            (m for m in self.models.models if model_label(m) == self.model), self.models.primary
+        )
+        parts: list[str] = []
+        try:
+            # Streamed, as the agent calls the model (a provider may answer only streams).
+            async for chunk in model.astream(prompt):
+                parts.append(chunk.text)
+        except Exception:
+            log.warning(
+                "turn %s: the correction call failed; first answer kept",
+                self.turn_id,
+                exc_info=True,
+            )
+            return ""
+        return "".join(parts).strip()
 
     def _stored_turn(self) -> Turn:
         return Turn(
@@ -173,7 +260,12 @@ class ChatTurn:
             human=self.request.query,
             system=self.text,
             tool=self.tool,
-            tools=self.tools,
+            # A second answer was written after every tool call: none of it came before one.
+            tools=[t.model_copy(update={"offset": 0}) for t in self.tools]
+            if self.regenerated
+            else self.tools,
+            grounding=self.checked,
+            retrieved=self.retrieved,
             timestamp=datetime.now(UTC).isoformat(),
             prompt_version=self.prompt_version,
             model=self.model,
@@ -185,9 +277,3 @@ class ChatTurn:
 
 def _ms_since(started: float) -> int:
     return round((time.monotonic() - started) * 1000)
-
-
-def _error_event(exc: Exception) -> ErrorEvent:
-    if isinstance(exc, AppError):
-        return ErrorEvent(code=exc.code, message=exc.message)
-    return ErrorEvent(code="model_unavailable", message=MODEL_FAILED)

@@ -202,7 +202,9 @@ def test_a_string_exp_is_refused_every_time(target):
         for _ in range(3):  # it was accepted, cached, then a 500 on every request
             response = c.get("/api/history", headers={"Authorization": f"Bearer {token}"})
             assert response.status_code == 401
-            assert response.json()["message"] == "claim 'exp' must be an integer"
+            assert response.json()["message"] == (
+                "Il claim 'exp' del token deve essere un numero intero."
+            )
 
 
 @pytest.mark.parametrize(
@@ -212,7 +214,9 @@ def test_a_subject_with_control_characters_is_refused(target, sub):
     with client(target) as c:
         response = c.get("/api/history", headers=target.headers(sub))
     assert response.status_code == 401
-    assert response.json()["message"] == "token subject has control characters"
+    assert response.json()["message"] == (
+        "Il soggetto (sub) del token contiene caratteri di controllo."
+    )
     assert "forged" not in target.server.log()
 
 

@@ -286,9 +286,12 @@ async def test_http_valid_and_invalid_tokens(client, tenant):
         headers={"Authorization": f"Bearer {tenant.mint(aud='https://other.api')}"},
     )
     assert bad.status_code == 401
-    assert bad.json() == {"error": "invalid_token", "message": "wrong audience"}
+    assert bad.json() == {
+        "error": "invalid_token",
+        "message": "Il token è stato emesso per un'altra API (audience errata).",
+    }
     assert bad.headers["WWW-Authenticate"].startswith('Bearer error="invalid_token"')
-    assert "wrong audience" in bad.headers["WWW-Authenticate"]
+    assert "wrong audience" in bad.headers["WWW-Authenticate"]  # the header stays English
 
 
 async def test_http_jwks_down_with_nothing_cached_is_503(client, tenant):
@@ -369,7 +372,8 @@ async def test_numeric_date_claims_must_be_integers(verifier, tenant, claim, as_
 async def test_a_string_exp_is_never_cached_into_500s(client, tenant):
     token = tenant.mint(exp=str(int(time.time()) + 3600))
     for _ in range(3):
-        response = await client.get("/api/tools", headers={"Authorization": f"Bearer {token}"})
+        headers = {"Authorization": f"Bearer {token}", "Accept-Language": "en"}
+        response = await client.get("/api/tools", headers=headers)
         assert response.status_code == 401, response.text
         assert response.json()["message"] == "claim 'exp' must be an integer"
 
@@ -383,7 +387,9 @@ async def test_a_subject_with_control_characters_is_refused(client, tenant, sub)
         "/api/history", headers={"Authorization": f"Bearer {tenant.mint(sub)}"}
     )
     assert response.status_code == 401
-    assert response.json()["message"] == "token subject has control characters"
+    assert response.json()["message"] == (
+        "Il soggetto (sub) del token contiene caratteri di controllo."
+    )
 
 
 async def test_ordinary_subjects_pass(verifier, tenant):

@@ -81,10 +81,12 @@ async def test_a_subject_with_control_characters_is_refused(setup, sub):
 
 
 def test_the_challenge_header_is_printable_ascii_and_bounded():
-    error = AuthError(f"algorithm {'€' * 300!r} is not accepted")
+    error = AuthError("algorithm_refused", alg=repr("€" * 300))
     challenge = error.headers["WWW-Authenticate"]
     assert challenge.isascii() and challenge.isprintable() and len(challenge) < 300
     assert len(error.message) == 200 and error.message.endswith("…")
-    assert '\\"' not in challenge and AuthError('a "b" \\ c').headers["WWW-Authenticate"].endswith(
-        "error_description=\"a 'b' ? c\""
+    assert len(error.message_in("it")) == 200  # the body's message, in either language
+    quoted = AuthError("token_invalid", reason='a "b" \\ c')
+    assert '\\"' not in challenge and quoted.headers["WWW-Authenticate"].endswith(
+        "error_description=\"invalid token: a 'b' ? c\""
     )

@@ -4,7 +4,6 @@ states go to tests/browser/.output/<test>/."""
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from dataclasses import dataclass, field
@@ -220,7 +219,7 @@ def test_an_expired_token_shows_a_sign_in_notice(settings, session_for, token):
         s.shot("07-expired-token-notice")
 
 
-def test_source_cards_error_notices_and_the_docs_panel(settings, session_for):
+def test_source_cards_error_notices_and_the_docs_panel(settings, session_for, token):
     lex = FakeToolService().start()
     results = [
         {
@@ -249,9 +248,18 @@ def test_source_cards_error_notices_and_the_docs_panel(settings, session_for):
             expect(cards.first).to_contain_text("Visibilità e distanza dalle nubi.")
             expect(cards.nth(1).locator("a")).to_have_count(0)  # not an http(s) link
             expect(turn.locator(".answer")).to_have_text("Ecco le regole.")
+            # The cards came from the client shape of HTTP tool results (`items`), not `results`.
+            page = httpx.get(
+                f"{origin}/api/history",
+                headers={"Authorization": f"Bearer {token('dev|istruttore')}"},
+            ).json()
+            data = page["turns"][0]["tools"][0]["data"]
+            assert data["success"] is True and "results" not in data
+            assert [item["title"] for item in data["items"]] == [r["title"] for r in results]
 
             failing = s.ask("E di notte?")
-            expect(failing.locator(".notice-error")).to_be_visible()
+            # In Italian, as the page asks (the browser itself would ask for English).
+            expect(failing.locator(".notice-error")).to_contain_text("riprova")
             expect(failing.locator(".turn-footer")).to_contain_text("Modello: ")
             s.shot("08-sources-and-error")
 
@@ -270,40 +278,21 @@ def test_source_cards_error_notices_and_the_docs_panel(settings, session_for):
     assert s.outside == []
 
 
-def test_a_grounding_warning_is_shown_when_claims_are_unverified(settings, session_for):
-    """The `grounding` event (issue 17) is not on this server yet: the stream is canned."""
-    events = [
-        {"type": "agent_message", "content": "La VMC richiede 5 km di visibilità."},
-        {
-            "type": "grounding",
-            "citations": [{"text": "5 km", "key": "manual/vfr.md", "verified": True}],
-            "unverified": ["La VMC vale anche di notte."],
-        },
-        {
-            "type": "done",
-            "turn_id": "t1",
-            "prompt_version": "abc123",
-            "model": "offline",
-            "context_turns": 0,
-            "request_id": "r1",
-        },
-    ]
-    body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
-    with served(app_with(settings)) as origin:
+def test_a_grounding_warning_is_shown_when_a_citation_is_unverified(settings, session_for):
+    script = Script([text("Lo stabilisce il Reg. (UE) n. 999/2099, art. 7.")])
+    with served(app_with(settings, models=ScriptedModels(script))) as origin:
         s = session_for(origin)
         s.open()
         s.dev_sign_in()
-        s.page.route(
-            f"{origin}/api/stream_query",
-            lambda route: route.fulfill(
-                status=200, headers={"Content-Type": "text/event-stream"}, body=body
-            ),
-        )
-        turn = s.ask("Visibilità VMC?")
+        turn = s.ask("Quale regolamento fissa i minimi VMC?")
         warning = turn.locator(".notice-warning")
         expect(warning).to_contain_text("non trovano riscontro")
-        expect(warning).to_contain_text("La VMC vale anche di notte.")
-        expect(turn.locator(".turn-footer")).to_contain_text("Prompt: abc123")
+        expect(warning.locator("li")).to_have_count(1)
+        expect(warning.locator("li")).to_contain_text("999/2099")
+        expect(turn.locator(".answer")).to_contain_text("Lo stabilisce il Reg. (UE) n. 999/2099")
+        expect(turn.locator(".turn-footer")).to_contain_text("Modello: scripted")
+        s.shot("12-grounding-warning")
+    script.assert_used()
 
 
 def test_a_phone_width_screen_has_no_horizontal_scroll(settings, session_for):

@@ -44,7 +44,7 @@ async def test_failure_sends_error_then_fallback_answer(failure, gemini_api, gem
     assert [e["type"] for e in events] == ["error", "agent_message", "done"]
     error = events[0]
     assert error["code"] == "model_unavailable"
-    expected = "empty answer" if failure == "empty" else "unavailable right now"
+    expected = "risposta vuota" if failure == "empty" else "non è disponibile in questo momento"
     assert expected in error["message"]
     assert events[1]["content"] == FALLBACK_ANSWER
     assert events[2]["model"] == "gemini-2.5-flash"

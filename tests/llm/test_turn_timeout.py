@@ -34,7 +34,7 @@ async def test_a_trickling_model_is_cut_off_with_the_fallback_answer(
     assert events[0] == {
         "type": "error",
         "code": "model_unavailable",
-        "message": TurnTimeout.message,
+        "message": TurnTimeout().message_in("it"),
     }
     assert events[1]["content"] == FALLBACK_ANSWER
     (turn,) = turns

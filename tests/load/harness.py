@@ -36,6 +36,7 @@ KNOWN_CODES = frozenset(
 )
 _START_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 60.0  # a request that takes longer is a hang, and fails the test
+RUN_TIMEOUT_S = 900.0  # a whole load run
 
 
 class ServerProcess:
@@ -237,7 +238,10 @@ async def run_load(
 
     started = time.perf_counter()
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout) as client:
-        with anyio.fail_after(120):  # bounded: a stuck server fails the test, never hangs it
+        # Bounded so a stuck server fails the test instead of hanging it; generous, because
+        # a slow run is not a failure (1,000 turns took 90 s on a busy 2-core machine, and
+        # each request has its own REQUEST_TIMEOUT_S).
+        with anyio.fail_after(RUN_TIMEOUT_S):
             async with anyio.create_task_group() as tg:
                 for user, queries in plan:
                     tg.start_soon(user_session, client, user, queries)

@@ -374,7 +374,7 @@ async def test_tool_answering_503_under_load(serve, dev_token, tmp_path: Path, d
         (result,) = [e for e in outcome.events if e["type"] == "tool_result"]
         assert result["tool_name"] == "kb_search" and not result["final"]
         tool_errors[result["data"].get("error")] += 1
-    failed = "[Tool kb_search failed: HTTP 503]"
+    failed = "HTTP 503"  # `{"success": false, "error", "meta"}`
     assert tool_errors[failed] > 0 and tool_errors[None] > FAULT_AT, tool_errors
     assert set(tool_errors) == {None, failed}, tool_errors
     await _healthy(server.url)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -37,6 +38,12 @@ async def nothing_stored(app, sub="user-1"):
             ["body", "tools", "domanda_teoria"],
         ),
         ({"query": "ok", "tools": {"nope": True}}, ["body", "tools", "nope"]),
+        ({"query": "   "}, ["body", "query"]),
+        ({"query": "\n\t "}, ["body", "query"]),
+        ({"query": "ok", "chat_histroy": False}, ["body", "chat_histroy"]),
+        ({"query": "ok", "kb_search_enabled": "no"}, ["body", "kb_search_enabled"]),
+        ({"query": "ok", "meteo_enabled": True}, ["body", "tools", "meteo"]),
+        ({"query": "ok", "kb_search_enabled": False, "tools": {"kb_search": True}}, ["body"]),
     ],
 )
 async def test_bad_input_is_422_naming_the_field_and_nothing_is_stored(
@@ -46,6 +53,17 @@ async def test_bad_input_is_422_naming_the_field_and_nothing_is_stored(
     assert response.status_code == 422, response.text
     assert field in [err["loc"] for err in response.json()["detail"]]
     await nothing_stored(app)
+
+
+async def test_a_typo_in_a_field_name_is_named(client, auth):
+    body = {"query": "ok", "chat_histroy": False}
+    response = await client.post("/api/stream_query", json=body, headers=auth())
+    assert response.json()["message"] == (
+        "La richiesta non è valida: controlla il campo 'chat_histroy'."
+    )
+    conflict = {"query": "ok", "kb_search_enabled": False, "tools": {"kb_search": True}}
+    response = await client.post("/api/stream_query", json=conflict, headers=auth())
+    assert "'kb_search_enabled' and tools['kb_search'] disagree" in response.text
 
 
 async def test_unknown_tool_lists_the_valid_ones(client, auth):
@@ -98,7 +116,8 @@ async def test_expired_token_is_401(client, token):
     response = await client.post(
         "/api/stream_query", json={"query": "ciao"}, headers={"Authorization": f"Bearer {expired}"}
     )
-    _expect_401(response, "expired")
+    _expect_401(response, "Token scaduto")  # Italian unless the client asks for English
+    assert 'error_description="token expired"' in response.headers["www-authenticate"]
 
 
 async def test_tampered_token_is_401(client, token):
@@ -197,6 +216,43 @@ async def test_history_is_the_callers_own_newest_first_and_paginated(client, aut
     assert (
         await client.get("/api/history", params={"limit": 0}, headers=auth("bob"))
     ).status_code == 422
+
+
+async def test_history_cursor_pages_exactly_and_refuses_a_forged_one(client, auth, script):
+    script([text(f"a{i}") for i in range(5)])
+    for i in range(5):
+        await chat(client, auth("alice"), f"alice {i}")
+    seen, params = [], {"limit": 2}
+    while True:
+        page = (await client.get("/api/history", params=params, headers=auth("alice"))).json()
+        seen += [t["human"] for t in page["turns"]]
+        if page["next_cursor"] is None:
+            break
+        assert re.fullmatch(r"[A-Za-z0-9_-]+", page["next_cursor"])  # URL-safe as it is
+        params = {"limit": 2, "cursor": page["next_cursor"]}
+    assert seen == [f"alice {i}" for i in reversed(range(5))]
+    for bad in ("!!!", "abcde", "a+b/", "x" * 89, "", "a"):
+        response = await client.get("/api/history", params={"cursor": bad}, headers=auth())
+        assert response.status_code == 422, bad
+        assert response.json()["detail"][0]["loc"] == ["query", "cursor"]
+
+
+async def test_history_before_is_a_timestamp_even_sent_unencoded(client, auth, script):
+    script([text(f"a{i}") for i in range(3)])
+    for i in range(3):
+        await chat(client, auth(), f"domanda {i}")
+    page = (await client.get("/api/history", params={"limit": 1}, headers=auth())).json()
+    stamp = page["next_before"]
+    assert stamp.endswith("+00:00")
+    raw = f"/api/history?limit=5&before={stamp}"  # the + becomes a space on the server
+    rest = (await client.get(raw, headers=auth())).json()
+    assert [t["human"] for t in rest["turns"]] == ["domanda 1", "domanda 0"]
+    yesterday = await client.get("/api/history", params={"before": "yesterday"}, headers=auth())
+    assert yesterday.status_code == 422
+    assert yesterday.json()["detail"][0]["loc"] == ["query", "before"]
+    both = {"before": stamp, "cursor": page["next_cursor"]}  # both bounds apply
+    rest = (await client.get("/api/history", params=both, headers=auth())).json()
+    assert [t["human"] for t in rest["turns"]] == ["domanda 1", "domanda 0"]
 
 
 async def test_update_docs_needs_the_admin_permission(client, auth):

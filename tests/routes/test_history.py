@@ -45,4 +45,14 @@ async def test_history_pages_the_callers_turns_newest_first(store_settings, auth
         assert (await c.get("/api/history", params={"limit": 0}, headers=auth())).status_code == 422
         assert (await c.get("/api/history")).status_code == 401
         page = (await c.get("/api/history", headers=auth("nobody"))).json()
-        assert page == {"turns": [], "next_before": None}
+        assert page == {"turns": [], "next_cursor": None, "next_before": None}
+
+        seen, cursor = [], None
+        for _ in range(4):
+            params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+            page = (await c.get("/api/history", params=params, headers=auth("alice"))).json()
+            seen += [t["human"] for t in page["turns"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == [f"alice domanda {n}" for n in (4, 3, 2, 1, 0)]

@@ -117,6 +117,7 @@ async def test_dev_sign_in_refuses_callers_elsewhere_before_reading_the_body(app
         response = await client.post("/api/dev/token", content=b"not json", headers=headers)
     assert response.status_code == 403
     assert response.json()["error"] == "forbidden"
+    assert response.json()["message"].startswith("L'accesso di prova risponde solo")
 
 
 async def test_dev_sign_in_from_the_pages_own_origin_is_allowed(app):

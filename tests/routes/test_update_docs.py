@@ -127,7 +127,7 @@ async def test_signatures_are_refused_when_no_secret_is_configured(settings, aws
     calls = CallCounter().attach(app.state.services.prompts.source.client)
     async with asgi_client(app) as c:
         response = await post(c, signed_headers("", BODY))
-    assert response.status_code == 401 and "not configured" in response.json()["message"]
+    assert response.status_code == 401 and "webhook firmate" in response.json()["message"]
     assert calls.calls == []
 
 

@@ -212,6 +212,31 @@ async def test_history_pages_newest_first_with_a_before_cursor(chats: ChatStore)
     assert [t.userId for t in await chats.history("bob", limit=10, before=None)] == ["bob"]
 
 
+async def test_a_turn_is_found_by_id_only_by_its_user(chats: ChatStore):
+    turn = make_turn("alice", 1)
+    await chats.append_turn(turn)
+    assert await chats.get_turn("alice", turn.turn_id) == turn
+    assert await chats.get_turn("mallory", turn.turn_id) is None
+    assert await chats.get_turn("alice", "nope") is None
+
+
+async def test_history_pages_by_turn_id_even_within_one_millisecond(chats: ChatStore):
+    # One timestamp for all: only the turn ids order them (nx-27017 compares timestamp
+    # strings at second precision; the ids are unique and time-ordered).
+    same = "2025-03-01T10:00:00.123000+00:00"
+    for n in range(7):
+        await chats.append_turn(make_turn("alice", n, second=0, timestamp=same))
+    seen: list[str] = []
+    before_turn = None
+    while True:
+        page = await chats.history("alice", limit=3, before_turn=before_turn)
+        seen += [t.human for t in page]
+        if len(page) < 3:
+            break
+        before_turn = page[-1].turn_id
+    assert seen == [f"domanda {n}" for n in reversed(range(7))]
+
+
 # --- quiz store ---
 
 QUESTIONS = [
@@ -436,7 +461,7 @@ async def test_a_sqlite_file_of_the_previous_version_is_brought_up_to_date(setti
     old = make_turn("alice", 1, tool=ToolRecord(tool_name="t", data={"x": 1}))
     with sqlite3.connect(settings.sqlite_file) as conn:
         conn.executescript(_OLD_SQLITE_SCHEMA)
-        row = old.model_dump(exclude={"tools"})
+        row = old.model_dump(exclude={"tools", "grounding", "retrieved", "feedback"})
         row["tool"] = json.dumps(row["tool"])
         conn.execute(
             f"INSERT INTO chats ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",

@@ -37,7 +37,7 @@ class FakeToolService:
     def __init__(self) -> None:
         self._plans: dict[str, list[Reply]] = {}
         self._hits: list[Hit] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._server = LoopbackServer(self._handler_class())
         self.release = self._server.release
 
@@ -53,6 +53,16 @@ class FakeToolService:
         with self._lock:
             return [h for h in self._hits if path is None or h.path == path]
 
+    def wait_for_hits(self, path: str, count: int, timeout_s: float = 30.0) -> list[Hit]:
+        """The hits on `path` once there are `count` of them.
+
+        A client that timed out may leave its request queued in the listen backlog; the
+        service reads it later, on a busy machine after the client has given up.
+        """
+        with self._lock:
+            self._lock.wait_for(lambda: len(self.hits(path)) >= count, timeout_s)
+            return self.hits(path)
+
     def start(self) -> FakeToolService:
         self._server.start()
         return self
@@ -63,6 +73,7 @@ class FakeToolService:
     def _next(self, hit: Hit) -> Reply:
         with self._lock:
             self._hits.append(hit)
+            self._lock.notify_all()
             plan = self._plans.get(hit.path)
             if not plan:
                 return Reply(404, {"error": f"no plan for {hit.path}"})

@@ -59,7 +59,7 @@ async def test_503_then_200_retries_once_and_records_latency(tool_service, specs
     assert meta["source"] == "kb_search" and meta["attempts"] == 2
     assert meta["endpoint"] == "${KB_SEARCH_URL}"  # the template, never the expanded URL
     assert meta["latency_ms"] >= BACKOFF_S * 1000
-    assert out.data["results"] == [KB_HIT]
+    assert out.data == {"success": True, "items": [KB_HIT], "meta": meta}
     assert out.text == (
         "[Manuale: 1 risultati]\n- [Manuale, cap. 5.2] (meteorologia) score=0.87: "
         "La densità dell'aria diminuisce con la quota e con la temperatura."
@@ -88,7 +88,7 @@ async def test_timeout_then_success(tool_service, specs, ctx):
     out = await call_http_tool(kb, ctx, query="densità")
     assert out.ok and out.data["meta"]["attempts"] == 2
     assert out.data["meta"]["latency_ms"] >= (SHARED_TIMEOUT_S + BACKOFF_S) * 1000
-    assert len(tool_service.hits("/kb")) == 2
+    assert len(tool_service.wait_for_hits("/kb", 2)) == 2
 
 
 async def test_500_is_not_retried(tool_service, specs, ctx):
@@ -104,7 +104,8 @@ async def test_two_timeouts_give_up_after_one_retry(tool_service, specs, ctx):
     lex = with_timeout(specs["lex_search"], HANG_TIMEOUT_S)
     out = await call_http_tool(lex, ctx, query="SERA")
     assert out.text == f"[Tool lex_search failed: timeout after {round(HANG_TIMEOUT_S * 1000)}ms]"
-    assert len(tool_service.hits("/lex")) == 2
+    assert out.data["meta"]["attempts"] == 2
+    assert len(tool_service.wait_for_hits("/lex", 2)) == 2
 
 
 async def test_get_tool_sends_query_string_and_honours_zero_retries(tool_service, specs, ctx):
@@ -171,9 +172,7 @@ async def test_endpoint_in_meta_is_the_template_without_credentials_or_query(
     assert "K3Y" not in json.dumps(out.data)
 
 
-async def test_oversized_results_are_capped_for_the_model_but_raw_for_the_client(
-    tool_service, specs, ctx
-):
+async def test_oversized_results_are_capped_for_the_model_and_the_client(tool_service, specs, ctx):
     results = [
         {"title": f"Titolo {i} " + "t" * 300, "url": f"https://x.it/{i}", "content": "c" * 5000}
         for i in range(50)
@@ -186,7 +185,23 @@ async def test_oversized_results_are_capped_for_the_model_but_raw_for_the_client
     title, rest = lines[1][2:].split(" (https://x.it/0): ")
     assert len(title) == 100 and title.endswith("…")
     assert len(rest) == 800 and rest.endswith("…")
-    assert out.data["results"] == results  # the client gets the raw data
+    # The client gets the items the model was shown, each field capped, never the raw answer.
+    assert out.data["success"] is True and "results" not in out.data
+    items = out.data["items"]
+    assert [item["url"] for item in items] == [f"https://x.it/{i}" for i in range(8)]
+    assert all(len(item["title"]) == 100 and len(item["content"]) == 800 for item in items)
+    assert len(json.dumps(out.data).encode()) <= ctx.client_max_bytes
+
+
+async def test_client_data_stays_under_tool_client_max_bytes(tool_service, specs, ctx):
+    results = [{"url": f"https://x.it/{i}", "content": "è" * 5000} for i in range(50)]
+    tool_service.plan("/lex", Reply(200, {"results": results}))
+    small = replace(ctx, client_max_bytes=4096)
+    out = await call_http_tool(specs["lex_search"], small, query="SERA")
+    size = len(json.dumps(out.data, ensure_ascii=False).encode())
+    assert size <= 4096 and out.data["items"]
+    assert len(out.data["items"]) + out.data["meta"]["dropped"] == 8
+    assert out.text.count("\n- ") == 8  # the model still reads every kept result
 
 
 async def test_an_answer_over_max_response_bytes_is_a_failure_not_stored(tool_service, specs, ctx):
@@ -224,7 +239,9 @@ async def test_two_failures_reach_the_model_as_a_shaped_message_and_the_turn_end
     s = script([call("kb_search", query="densità dell'aria"), text("Il manuale non risponde ora.")])
     events = await chat(client, auth(), "Cosa dice il manuale sulla densità dell'aria?")
     assert events[0]["type"] == "tool_result"
-    assert events[0]["data"] == {"error": "[Tool kb_search failed: HTTP 502]"}
+    data = events[0]["data"]
+    assert data["success"] is False and data["error"] == "HTTP 502"
+    assert data["meta"]["attempts"] == 2 and data["meta"]["source"] == "kb_search"
     assert events[0]["final"] is False
     assert "".join(e["content"] for e in events if e["type"] == "agent_message") == (
         "Il manuale non risponde ora."
@@ -235,7 +252,7 @@ async def test_two_failures_reach_the_model_as_a_shaped_message_and_the_turn_end
     assert len(tool_service.hits("/kb")) == 2
 
 
-async def test_a_result_reaches_the_client_raw_and_the_model_formatted(
+async def test_a_result_reaches_the_client_shaped_and_the_model_formatted(
     tool_service, client, auth, script
 ):
     tool_service.plan("/kb", Reply(503), Reply(200, {"results": [KB_HIT]}))
@@ -243,13 +260,13 @@ async def test_a_result_reaches_the_client_raw_and_the_model_formatted(
     events = await chat(client, auth(), "Cosa dice il manuale sulla densità dell'aria?")
     result = events[0]
     assert result["type"] == "tool_result" and result["tool_name"] == "kb_search"
-    assert result["data"]["results"] == [KB_HIT]
+    assert result["data"]["success"] is True and result["data"]["items"] == [KB_HIT]
     assert result["data"]["meta"]["attempts"] == 2 and result["data"]["meta"]["latency_ms"] >= 50
     tool_message = s.calls[-1][-1]
     assert isinstance(tool_message, ToolMessage)
     assert tool_message.content.startswith("[Manuale: 1 risultati]\n- [Manuale, cap. 5.2]")
     history = (await client.get("/api/history", headers=auth())).json()["turns"]
-    assert history[0]["tool"]["data"]["results"] == [KB_HIT]
+    assert history[0]["tool"]["data"]["items"] == [KB_HIT]
 
 
 async def test_calls_share_one_ssl_context(tool_service, specs, ctx, monkeypatch):

@@ -55,6 +55,11 @@ async def test_tools_lists_every_declared_tool_with_its_availability(settings, a
         "Non disponibile: il servizio non è configurato su questo server."
     )
     assert tools["lex_search"]["unavailable_reason"] is None
+    async with asgi_client(app_with(only_lex)) as client:
+        english = await client.get("/api/tools", headers={**auth(), "Accept-Language": "en"})
+    assert english.json()[2]["unavailable_reason"] == (
+        "Unavailable: its service is not configured on this server."
+    )
     assert {n: (t["available"], t["default_enabled"], t["source"]) for n, t in tools.items()} == {
         "domanda_teoria": (True, True, False),
         "verifica_risposta": (True, True, False),
@@ -85,6 +90,22 @@ async def test_only_the_tools_switched_on_are_bound(
     body = {} if switches is None else {"tools": switches}
     await chat(client, auth(), "Ciao", **body)
     assert s.bound == [bound]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"kb_search_enabled": False, "domanda_teoria_enabled": False},
+        {"kb_search_enabled": False, "tools": {QUIZ: False}},
+        {"kb_search_enabled": False, "tools": {"kb_search": False, QUIZ: False}},
+    ],
+)
+async def test_flat_switches_of_older_clients_are_tools_aliases(
+    client, auth, script, tool_service, body
+):
+    s = script([text("Ciao.")])
+    await chat(client, auth(), "Ciao", **body)
+    assert s.bound == [[GRADE, "lex_search"]]
 
 
 async def test_an_unavailable_tool_stays_off_even_when_switched_on(client, auth, script):

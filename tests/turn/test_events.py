@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 from aircoach.app import create_app
-from aircoach.models import HistoryTurn, ToolCall, ToolUse, Turn
+from aircoach.grounding.feedback import Feedback
+from aircoach.grounding.models import CitationCheck, GroundingResult, ResponseGrounding, Retrieved
+from aircoach.models import HistoryTurn, MessageResponse, ToolCall, ToolUse, Turn
 from aircoach.turn.events import EVENT_TYPES, sse_item_schema
 from tests.helpers import chat
 from tests.scripted_model import call
@@ -15,6 +17,7 @@ from tests.scripted_model import call
 CONTRACT = {
     "tool_result": {"type", "tool_name", "data", "final"},
     "agent_message": {"type", "content"},
+    "grounding": {"type", "citations", "unverified"},
     "error": {"type", "code", "message"},
     "done": {"type", "turn_id", "prompt_version", "model", "context_turns", "request_id"},
 }
@@ -32,6 +35,9 @@ TURN = {
     "thread_id",
     "turn_id",
     "status",
+    "grounding",
+    "retrieved",
+    "feedback",
 }
 STORED_TOOL_CALL = {
     "tool_name",
@@ -44,6 +50,12 @@ STORED_TOOL_CALL = {
     "offset",
 }
 RETURNED_TOOL_CALL = {"tool_name", "arguments", "data"}  # never the model's `text`
+# The guard's verdict (the `grounding` event, a stored turn's `grounding`) and its parts.
+GROUNDING = {"citations", "unverified"}
+CITATION = {"text", "key", "verified"}
+RESPONSE_GROUNDING = GROUNDING | {"regenerated"}  # `MessageResponse.grounding`
+RETRIEVED = {"tool_name", "call_id", "count", "refs"}  # never the tool's text
+FEEDBACK = {"voto", "commento", "at"}
 
 
 def test_the_event_models_are_the_contract():
@@ -90,6 +102,15 @@ def test_the_stored_turn_and_its_history_view_are_the_contract():
     assert set(Turn.model_fields) == TURN == set(HistoryTurn.model_fields)
     assert set(ToolCall.model_fields) == STORED_TOOL_CALL
     assert set(ToolUse.model_fields) == RETURNED_TOOL_CALL
+
+
+def test_the_grounding_shapes_are_the_contract():
+    assert set(GroundingResult.model_fields) == GROUNDING
+    assert set(CitationCheck.model_fields) == CITATION
+    assert set(ResponseGrounding.model_fields) == RESPONSE_GROUNDING
+    assert set(Retrieved.model_fields) == RETRIEVED
+    assert set(Feedback.model_fields) == FEEDBACK
+    assert "grounding" in MessageResponse.model_fields
 
 
 async def test_history_returns_every_tool_call_without_the_model_text(client, auth, script):

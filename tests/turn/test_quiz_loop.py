@@ -162,3 +162,25 @@ async def test_progress_that_cannot_be_read_never_fails_the_turn(settings: Setti
     assert answer_text(events) == "Eccomi." and events[-1]["type"] == "done"
     assert SECTION not in system_prompt(script)
     assert "quiz progress unavailable for 'user-1'" in caplog.text
+
+
+async def test_stream_false_answers_a_quiz_turn_with_the_question_as_text(client, auth):
+    one = await client.post(
+        "/api/stream_query",
+        json={"query": "Dammi la domanda 1 del capitolo 1", "stream": False},
+        headers=auth(),
+    )
+    body = one.json()
+    question = body["tool"]["data"]["question"]
+    lines = body["answer"].split("\n")
+    assert lines[0] == f"Capitolo 1, domanda 1: {question['testo']}"
+    assert lines[1:] == [f"{k}) {v}" for k, v in sorted(question["risposte"].items())]
+    assert EXPLANATION not in body["answer"] and "RISERVATO" not in body["answer"]
+
+    many = await client.post(
+        "/api/stream_query",
+        json={"query": "Dammi 3 domande dai capitoli 1, 2 e 3", "stream": False},
+        headers=auth("other"),
+    )
+    blocks = many.json()["answer"].split("\n\n")
+    assert [b.split(",")[0] for b in blocks] == ["Capitolo 1", "Capitolo 2", "Capitolo 3"]

@@ -1,0 +1,165 @@
+"""A turn's grounding: the context the guard checks an answer against, the thread's topic,
+and the instructions the model gets (cite only the context; be concise on a follow-up;
+correct an answer that cited what the context does not say).
+
+The context is the prompt docs (the top-level Markdown docs), the course manual (the docs of
+the snapshot's `manual/` area, see `aircoach.prompts.keys`), the text every tool of this
+turn gave the model, and the tool texts of the earlier turns the model was shown. The docs'
+part is indexed once per docs version (a small cache, off the event loop), and only when an
+answer cites something.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
+
+from aircoach.grounding.citations import extract
+from aircoach.grounding.followups import concise_prefix, is_followup, topic_keywords
+from aircoach.grounding.guard import ContextIndex, Source, check, correction
+from aircoach.grounding.models import GroundingResult
+from aircoach.models import ToolCall
+from aircoach.prompts.keys import docs_under, docs_version, is_system_prompt_doc
+
+MANUAL_AREA = "manual"
+_DOCS_CACHE_SIZE = 2  # the current docs and the ones being replaced
+_docs_cache: OrderedDict[str, ContextIndex] = OrderedDict()
+_docs_lock = threading.Lock()
+
+CITE_ONLY_CONTEXT = (
+    "## Citazioni\n"
+    "Cita regolamenti, leggi, articoli, paragrafi e documenti (per esempio SERA.5005, "
+    "FCL.210.A, Reg. (UE) n. 923/2012, ICAO Annesso 2) solo se compaiono nel tuo contesto: "
+    "questi documenti, il manuale del corso o i risultati degli strumenti di questa "
+    'conversazione. Se non trovi il riferimento esatto non inventarlo: scrivi "secondo la '
+    "normativa vigente\" e suggerisci di verificare con l'istruttore."
+)
+
+
+def with_citation_rule(prompt: str) -> str:
+    """The system prompt with the rule to cite only what the context contains (seed A4)."""
+    return f"{prompt}\n\n{CITE_ONLY_CONTEXT}"
+
+
+def docs_sources(contents: Mapping[str, str]) -> list[Source]:
+    """The prompt docs and the course manual as the guard's sources."""
+    sources = [
+        Source("docs", key, text)
+        for key, text in sorted(contents.items())
+        if is_system_prompt_doc(key)
+    ]
+    manual = docs_under(contents, MANUAL_AREA)
+    sources += [
+        Source("manual", f"{MANUAL_AREA}/{key}", text) for key, text in sorted(manual.items())
+    ]
+    return sources
+
+
+def _docs_index(contents: Mapping[str, str]) -> ContextIndex:
+    """The docs' part of the context, built once per docs version (CPU-bound: a worker
+    thread calls it, and only for an answer that cites something)."""
+    relevant = {
+        key: text
+        for key, text in contents.items()
+        if is_system_prompt_doc(key) or key.startswith(f"{MANUAL_AREA}/")
+    }
+    version = docs_version(relevant)
+    with _docs_lock:
+        if (cached := _docs_cache.get(version)) is not None:
+            _docs_cache.move_to_end(version)
+            return cached
+    index = ContextIndex.of(docs_sources(relevant))
+    with _docs_lock:
+        _docs_cache[version] = index
+        while len(_docs_cache) > _DOCS_CACHE_SIZE:
+            _docs_cache.popitem(last=False)
+    return index
+
+
+@dataclass(frozen=True)
+class ThreadView:
+    """What the model is shown of the earlier turns: the student's questions and the texts
+    the tools gave the model."""
+
+    questions: list[str] = field(default_factory=list)
+    tool_texts: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, messages: Sequence[AnyMessage], history_limit: int) -> ThreadView:
+        starts = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+        # The model sees the current turn and the last `history_limit` turns before it.
+        shown = (
+            messages[starts[-min(history_limit, len(starts))] :]
+            if history_limit > 0 and starts
+            else []
+        )
+        return cls(
+            questions=[m.text for m in shown if isinstance(m, HumanMessage)],
+            tool_texts=[
+                m.text for m in shown if isinstance(m, ToolMessage) and m.status != "error"
+            ],
+        )
+
+
+@dataclass(frozen=True)
+class TurnGrounding:
+    """The grounding of one turn: the docs it may cite, the thread it continues, the follow-up
+    verdict and the switches (`GROUNDING_CAVEAT`, `GROUNDING_REGENERATE`)."""
+
+    docs: Mapping[str, str]  # the snapshot's contents: indexed only when an answer cites
+    thread: ThreadView
+    question: str
+    caveat: bool = True
+    regenerate: bool = True
+    history_limit: int = 0
+    base_prompt: str = ""  # the turn's prompt, without the follow-up prefix
+
+    @property
+    def prompt(self) -> str:
+        """The system prompt the turn's agent runs with."""
+        return self.system_prompt(self.base_prompt)
+
+    @property
+    def topic(self) -> list[str]:
+        return topic_keywords(self.thread.questions)
+
+    @property
+    def followup(self) -> bool:
+        return is_followup(self.question, has_topic=bool(self.topic))
+
+    def system_prompt(self, prompt: str) -> str:
+        """The turn's system prompt (which holds the citation rule already): on a follow-up,
+        the concise prefix first."""
+        return f"{concise_prefix(self.topic)}\n\n{prompt}" if self.followup else prompt
+
+    def context(self, calls: Sequence[ToolCall]) -> ContextIndex:
+        """CPU-bound (the docs' part is cached per version): call it off the event loop."""
+        tools = ContextIndex.of(
+            [Source("tool", c.call_id, c.text) for c in calls if c.status == "success"]
+        )
+        history = ContextIndex.of(
+            [Source("history_tool", f"h{i}", t) for i, t in enumerate(self.thread.tool_texts)]
+        )
+        return _docs_index(self.docs) + tools + history
+
+    async def check(
+        self, answer: str, calls: Sequence[ToolCall]
+    ) -> tuple[GroundingResult | None, ContextIndex]:
+        """The verdict on `answer` and the context it was checked against (off the loop)."""
+
+        def run() -> tuple[GroundingResult | None, ContextIndex]:
+            if not extract(answer):  # most answers cite nothing: no context to build
+                return None, ContextIndex()
+            context = self.context(calls)
+            return check(answer, context), context
+
+        return await anyio.to_thread.run_sync(run)
+
+    @staticmethod
+    def correction(result: GroundingResult, context: ContextIndex) -> str:
+        return correction(result, context)

@@ -1,0 +1,182 @@
+"""The citation guard: every citation of an answer checked against the turn's context.
+
+The context is a list of `Source`s: each prompt doc, each doc of the course manual, the text
+each tool of this turn gave the model, and the same for the earlier turns the model was shown.
+A citation is verified when one source supports it:
+
+- the source names the same act (any written variant: the keys are canonical), or a more
+  precise act of the family the answer names (`FCL.210.A` supports `Part-FCL`, `Circolare
+  ENAC LIC-15` supports `Circolare ENAC`);
+- every article, comma and lettera the answer gives the act is written in that source, for
+  that act or for no act (`commi da 231 a 252` covers `comma 235`); never only for another
+  act (`art. 3 del D.Lgs. 81/2008` does not support `art. 3 della Legge 199/2025`);
+- an EASA rule's paragraph (`SERA.5005(f)`) is written for that rule, or the source holds the
+  rule and its paragraph markers (`(f)`).
+
+What the model said in earlier turns is not context: a citation it made up once does not
+become true by being repeated. Pure and CPU-bound: callers run `check` off the event loop.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from aircoach.grounding.citations import Citation, Part, extract
+from aircoach.grounding.models import CitationCheck, GroundingResult
+
+SourceKind = Literal["docs", "manual", "tool", "history_tool"]
+
+MAX_CITATIONS = 30  # per answer, in the event and the stored turn
+_MAX_EXPANDED = 500
+_MARKER = re.compile(r"\([^)]*\)")
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: SourceKind
+    name: str
+    text: str
+
+
+def _expanded(part: Part) -> set[str]:
+    """The items of a part one by one: `231-252` -> 231, 232, ..., 252."""
+    values: set[str] = set()
+    for item in part.items:
+        first, dash, last = item.partition("-")
+        if dash and first.isdigit() and last.isdigit():
+            low, high = int(first), int(last)
+            if high - low <= _MAX_EXPANDED:
+                values.update(str(n) for n in range(low, high + 1))
+                continue
+            values.update((first, last))
+        else:
+            values.add(item)
+    return values
+
+
+@dataclass
+class SourceIndex:
+    """What one source cites: its acts (with their families), the structure written for
+    each act (None: for no act) and the EASA paragraphs."""
+
+    source: Source
+    citations: list[Citation]
+    acts: set[str] = field(default_factory=set)
+    items: dict[tuple[str | None, str], set[str]] = field(default_factory=dict)
+    subs: dict[str, set[str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, source: Source) -> SourceIndex:
+        index = cls(source, extract(source.text))
+        for citation in index.citations:
+            if citation.act is not None:
+                index.acts.add(citation.act)
+                index.acts.update(citation.families)
+                if citation.sub:
+                    index.subs.setdefault(citation.act, set()).add(citation.sub)
+            for part in citation.parts:
+                index.items.setdefault((citation.act, part.level), set()).update(_expanded(part))
+        return index
+
+    def _written(self, act: str | None, level: str) -> set[str]:
+        if act is None:  # a structure alone: written anywhere in the source
+            return set().union(*(v for (_, lvl), v in self.items.items() if lvl == level))
+        return self.items.get((act, level), set()) | self.items.get((None, level), set())
+
+    def supports(self, citation: Citation) -> bool:
+        if citation.act is not None and citation.act not in self.acts:
+            return False
+        for part in citation.parts:
+            if not _expanded(part) <= self._written(citation.act, part.level):
+                return False
+        if citation.sub and citation.act is not None:
+            written = self.subs.get(citation.act, set())
+            if not any(sub.startswith(citation.sub) for sub in written):
+                text = self.source.text.lower()
+                return all(marker in text for marker in _MARKER.findall(citation.sub))
+        return True
+
+
+class ContextIndex:
+    """The turn's context, indexed once per source (the prompt docs' part is built once per
+    docs version and shared by every turn)."""
+
+    def __init__(self, sources: Iterable[SourceIndex] = ()):
+        self.sources = list(sources)
+
+    @classmethod
+    def of(cls, sources: Iterable[Source]) -> ContextIndex:
+        return cls(SourceIndex.of(source) for source in sources if source.text)
+
+    def __add__(self, other: ContextIndex) -> ContextIndex:
+        return ContextIndex([*self.sources, *other.sources])
+
+    def supports(self, citation: Citation) -> bool:
+        return any(source.supports(citation) for source in self.sources)
+
+    def cited(self, limit: int = 10) -> list[str]:
+        """What the context cites (acts, as written; this turn's tools first), for the model
+        that is asked to correct itself."""
+        order = {"tool": 0, "history_tool": 1, "manual": 2, "docs": 3}
+        ranked = sorted(self.sources, key=lambda s: order[s.source.kind])
+        seen: dict[str, str] = {}
+        for source in ranked:
+            for citation in source.citations:
+                seen.setdefault(citation.key, citation.text)
+        return list(seen.values())[:limit]
+
+
+def distinct(citations: Sequence[Citation]) -> list[Citation]:
+    """Each key once, as first written."""
+    first: dict[str, Citation] = {}
+    for citation in citations:
+        first.setdefault(citation.key, citation)
+    return list(first.values())
+
+
+def check(answer: str, context: ContextIndex) -> GroundingResult | None:
+    """The verdict on every citation of `answer` (each key once); None when it cites nothing."""
+    citations = distinct(extract(answer))[:MAX_CITATIONS]
+    if not citations:
+        return None
+    checks = [
+        CitationCheck(text=c.text, key=c.key, verified=context.supports(c)) for c in citations
+    ]
+    return GroundingResult(citations=checks, unverified=[c.text for c in checks if not c.verified])
+
+
+def _listed(texts: Sequence[str], limit: int = 5) -> str:
+    shown = list(texts[:limit])
+    if len(texts) > limit:
+        shown.append(f"altri {len(texts) - limit} riferimenti")
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " e " + shown[-1]
+
+
+def caveat(unverified: Sequence[str]) -> str:
+    """The note the student reads after an answer that cites what the sources do not say."""
+    return (
+        f"\n\nAttenzione: non trovo conferma nelle fonti per {_listed(unverified)}; "
+        "verifica con il tuo istruttore."
+    )
+
+
+def correction(result: GroundingResult, context: ContextIndex) -> str:
+    """The instruction for the model's second answer: what it cited that the context does
+    not say, and what the context does cite."""
+    cited = context.cited()
+    sources = (
+        f"Le fonti citano invece: {'; '.join(cited)}."
+        if cited
+        else "Le fonti di questo turno non citano alcun riferimento normativo."
+    )
+    return (
+        "Verifica delle citazioni: nella risposta precedente citi "
+        f"{_listed(result.unverified, limit=10)}, ma questi riferimenti non compaiono nelle "
+        f"fonti di questo turno (documenti, manuale, risultati degli strumenti). {sources} "
+        "Riscrivi la risposta completa per l'allievo citando solo riferimenti presenti nelle "
+        'fonti; se non trovi il riferimento esatto, non inventarlo e scrivi "secondo la '
+        'normativa vigente". Non menzionare questa verifica.'
+    )

@@ -1,0 +1,78 @@
+"""The stores behind safe retries and per-user budgets, shared by every instance:
+
+- `ReservationStore` (collection `idempotency`): one reservation per (user,
+  client_message_id), naming the turn that answers it, for 24 h; a repeat finds the turn
+  instead of running the model again.
+- `QuotaStore` (collection `quotas`): a counter per (user, window), incremented atomically
+  and never past its limit.
+
+Kept apart from `chats`: a reservation exists before its turn is stored, and both expire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from aircoach.settings import StoreSettings
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Who holds a client_message_id: the turn that answers it, reserved at `created_at`
+    (unix seconds)."""
+
+    turn_id: str
+    created_at: float
+
+
+class ReservationStore(Protocol):
+    async def reserve(
+        self, user_id: str, key: str, turn_id: str, *, now: float, ttl_s: float
+    ) -> Reservation | None:
+        """Reserve (user_id, key) for `turn_id` until `now + ttl_s`: None when this call got
+        it (no reservation, or only an expired one), else the live reservation holding it."""
+        ...
+
+    async def take_over(
+        self, user_id: str, key: str, *, held_by: str, turn_id: str, now: float, ttl_s: float
+    ) -> bool:
+        """Move the reservation from `held_by` to `turn_id` (its first request died before
+        storing a turn); False when another request moved it first."""
+        ...
+
+    async def release(self, user_id: str, key: str, turn_id: str) -> None:
+        """Drop the reservation if `turn_id` still holds it (its turn never started: a 429,
+        a backend down), so that a retry runs."""
+        ...
+
+
+class QuotaStore(Protocol):
+    async def hit(self, user_id: str, window: str, *, limit: int, expires_at: float) -> bool:
+        """Count one turn in `window` unless it already holds `limit`: whether it was
+        counted. Atomic across instances; the counter may be dropped after `expires_at`."""
+        ...
+
+
+@dataclass(frozen=True)
+class GuardStores:
+    reservations: ReservationStore
+    quotas: QuotaStore
+
+
+def build_guard_stores(settings: StoreSettings) -> GuardStores:
+    """On the same backend as the chats (creates no client)."""
+    if settings.store_kind == "mongodb":
+        from aircoach.store.mongo import MongoConnection
+        from aircoach.store.mongo_guards import (
+            MongoQuotaStore,
+            MongoReservationStore,
+            create_guard_indexes,
+        )
+
+        connection = MongoConnection(settings, create_indexes=create_guard_indexes)
+        return GuardStores(MongoReservationStore(connection), MongoQuotaStore(connection))
+    from aircoach.store.sqlite_guards import SqliteQuotaStore, SqliteReservationStore
+
+    path = settings.sqlite_file
+    return GuardStores(SqliteReservationStore(path), SqliteQuotaStore(path))

@@ -1,0 +1,91 @@
+"""SQLite reservations and quota counters (see `aircoach.store.guards`): each operation is
+one transaction, so instances sharing the file never count past a limit."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from aircoach.store.guards import Reservation
+from aircoach.store.sqlite import _Sqlite
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS idempotency (
+    userId TEXT NOT NULL,
+    key TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (userId, key)
+);
+CREATE TABLE IF NOT EXISTS quotas (
+    userId TEXT NOT NULL,
+    window TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (userId, window)
+);
+"""
+
+
+class SqliteReservationStore:
+    def __init__(self, path: Path):
+        self._db = _Sqlite(path, schema=_SCHEMA)
+
+    async def reserve(
+        self, user_id: str, key: str, turn_id: str, *, now: float, ttl_s: float
+    ) -> Reservation | None:
+        def op(c: sqlite3.Connection) -> Reservation | None:
+            # An expired reservation is replaced in the same statement that would insert.
+            c.execute(
+                "INSERT INTO idempotency VALUES (?, ?, ?, ?, ?) ON CONFLICT (userId, key) DO "
+                "UPDATE SET turn_id = excluded.turn_id, created_at = excluded.created_at, "
+                "expires_at = excluded.expires_at WHERE idempotency.expires_at <= ?",
+                (user_id, key, turn_id, now, now + ttl_s, now),
+            )
+            row = c.execute(
+                "SELECT turn_id, created_at FROM idempotency WHERE userId = ? AND key = ?",
+                (user_id, key),
+            ).fetchone()
+            if row["turn_id"] == turn_id:
+                return None
+            return Reservation(row["turn_id"], row["created_at"])
+
+        return await self._db.run(op)
+
+    async def take_over(
+        self, user_id: str, key: str, *, held_by: str, turn_id: str, now: float, ttl_s: float
+    ) -> bool:
+        cursor = await self._db.run(
+            lambda c: c.execute(
+                "UPDATE idempotency SET turn_id = ?, created_at = ?, expires_at = ? "
+                "WHERE userId = ? AND key = ? AND turn_id = ?",
+                (turn_id, now, now + ttl_s, user_id, key, held_by),
+            )
+        )
+        return cursor.rowcount == 1
+
+    async def release(self, user_id: str, key: str, turn_id: str) -> None:
+        await self._db.run(
+            lambda c: c.execute(
+                "DELETE FROM idempotency WHERE userId = ? AND key = ? AND turn_id = ?",
+                (user_id, key, turn_id),
+            )
+        )
+
+
+class SqliteQuotaStore:
+    def __init__(self, path: Path):
+        self._db = _Sqlite(path, schema=_SCHEMA)
+
+    async def hit(self, user_id: str, window: str, *, limit: int, expires_at: float) -> bool:
+        def op(c: sqlite3.Connection) -> bool:
+            # One statement: the increment happens only below the limit, whoever runs it.
+            row = c.execute(
+                "INSERT INTO quotas VALUES (?, ?, 1, ?) ON CONFLICT (userId, window) DO "
+                "UPDATE SET n = n + 1 WHERE quotas.n < ? RETURNING n",
+                (user_id, window, expires_at, limit),
+            ).fetchone()
+            return row is not None and row["n"] <= limit
+
+        return await self._db.run(op)

@@ -1,0 +1,45 @@
+"""The `answer` of a JSON (`stream: false`) turn, never empty: a return_direct quiz turn has
+no model text (the client shows the question from `tool_result.data`), so a client that reads
+only `answer` gets the question and its options written out, built from the client data (never
+the key, which the client data does not hold)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aircoach.models import ToolRecord
+
+# Characters of a question's text and of each option written into the answer.
+_MAX_FIELD_CHARS = 1000
+
+
+def json_answer(text: str, tool: ToolRecord | None, fallback: str) -> str:
+    """The model's text; else the question(s) of the last tool result; else `fallback`."""
+    if text.strip():
+        return text
+    questions = _questions(tool.data) if tool is not None else []
+    written = [_question_text(q) for q in questions if isinstance(q, dict)]
+    return "\n\n".join(w for w in written if w) or fallback
+
+
+def _questions(data: dict[str, Any]) -> list[Any]:
+    if isinstance(data.get("question"), dict):
+        return [data["question"]]
+    questions = data.get("questions")
+    return questions if isinstance(questions, list) else []
+
+
+def _question_text(question: dict[str, Any]) -> str:
+    testo = _cut(question.get("testo"))
+    if not testo:
+        return ""
+    head = f"Capitolo {question.get('capitolo')}, domanda {question.get('numero')}: {testo}"
+    risposte = question.get("risposte")
+    options = risposte.items() if isinstance(risposte, dict) else []
+    lines = [f"{letter}) {_cut(text)}" for letter, text in sorted(options)]
+    return "\n".join([head, *lines])
+
+
+def _cut(value: Any) -> str:
+    text = str(value or "").strip()
+    return text if len(text) <= _MAX_FIELD_CHARS else text[:_MAX_FIELD_CHARS] + "…"

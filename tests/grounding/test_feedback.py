@@ -1,0 +1,123 @@
+"""Students' feedback on their answers, and the list a docs editor reads."""
+
+from __future__ import annotations
+
+from aircoach.grounding.feedback import MAX_COMMENT_CHARS, Feedback
+from aircoach.settings import Settings
+from aircoach.store import build_stores
+from tests.helpers import app_with, asgi_client, chat
+from tests.scripted_model import Script, ScriptedModels, text
+from tests.store.test_contract import make_turn
+
+ADMIN = ["admin:docs"]
+
+
+async def _turn_id(client, headers) -> str:
+    events = await chat(client, headers, "Che cosa dice la SERA.5005?")
+    return events[-1]["turn_id"]
+
+
+async def test_a_student_marks_an_answer_wrong_then_changes_their_mind(settings, auth):
+    script = Script([text("La SERA.5005 fissa i minimi VFR.")])
+    app = app_with(settings, models=ScriptedModels(script))
+    async with asgi_client(app) as client:
+        turn_id = await _turn_id(client, auth())
+        url = f"/api/turns/{turn_id}/feedback"
+        first = await client.post(
+            url, json={"voto": "errata", "commento": "Manca il (f)"}, headers=auth()
+        )
+        second = await client.post(url, json={"voto": "utile"}, headers=auth())
+        history = (await client.get("/api/history", headers=auth())).json()["turns"]
+        listed = (
+            await client.get("/api/feedback", headers=auth("editor", permissions=ADMIN))
+        ).json()
+
+    assert first.status_code == 200, first.text
+    assert first.json()["feedback"]["voto"] == "errata"
+    assert first.json()["feedback"]["commento"] == "Manca il (f)"
+    assert second.status_code == 200 and second.json()["turn_id"] == turn_id
+    # Once per turn: the second call replaced the first.
+    assert history[0]["feedback"]["voto"] == "utile" and history[0]["feedback"]["commento"] is None
+    (item,) = listed["items"]
+    assert item["voto"] == "utile" and item["turn_id"] == turn_id and item["userId"] == "user-1"
+    assert item["question"] == "Che cosa dice la SERA.5005?"
+    assert item["answer"] == "La SERA.5005 fissa i minimi VFR."
+    assert item["grounding"] == {
+        "citations": [{"text": "SERA.5005", "key": "sera.5005", "verified": False}],
+        "unverified": ["SERA.5005"],
+    }
+    assert item["prompt_version"] and item["model"] == "scripted"
+
+
+async def test_only_the_callers_own_turns_take_feedback(settings, auth):
+    app = app_with(settings, models=ScriptedModels(Script([text("Ciao!")])))
+    async with asgi_client(app) as client:
+        turn_id = await _turn_id(client, auth())
+        theirs = await client.post(
+            f"/api/turns/{turn_id}/feedback", json={"voto": "errata"}, headers=auth("user-2")
+        )
+        unknown = await client.post(
+            "/api/turns/nope/feedback", json={"voto": "errata"}, headers=auth()
+        )
+        history = (await client.get("/api/history", headers=auth())).json()["turns"]
+    assert theirs.status_code == 404 and theirs.json()["error"] == "not_found"
+    assert unknown.status_code == 404 and "'nope'" in unknown.json()["message"]
+    assert history[0]["feedback"] is None  # nothing stored half-way
+
+
+async def test_bad_feedback_is_refused_naming_the_field(client, auth):
+    url = "/api/turns/t1/feedback"
+    wrong_vote = await client.post(url, json={"voto": "sbagliata"}, headers=auth())
+    long_comment = "x" * (MAX_COMMENT_CHARS + 1)
+    too_long = await client.post(
+        url, json={"voto": "errata", "commento": long_comment}, headers=auth()
+    )
+    extra = await client.post(url, json={"voto": "errata", "stelle": 5}, headers=auth())
+    no_token = await client.post(url, json={"voto": "errata"})
+    huge = await client.post(url, content=b"{" + b" " * 70_000 + b"}", headers=auth())
+    assert wrong_vote.status_code == 422 and wrong_vote.json()["detail"][0]["loc"] == [
+        "body",
+        "voto",
+    ]
+    assert too_long.status_code == 422 and too_long.json()["detail"][0]["loc"] == [
+        "body",
+        "commento",
+    ]
+    assert long_comment not in too_long.text  # a bounded preview, never the whole input
+    assert extra.status_code == 422 and extra.json()["detail"][0]["loc"] == ["body", "stelle"]
+    assert no_token.status_code == 401
+    assert huge.status_code == 413
+
+
+async def test_the_feedback_list_needs_the_admin_permission(client, auth):
+    response = await client.get("/api/feedback", headers=auth())
+    assert response.status_code == 403 and "'admin:docs'" in response.json()["message"]
+
+
+async def test_the_store_lists_feedback_newest_first_by_vote(store_settings: Settings):
+    chats = build_stores(store_settings)[0]
+    for n, user in enumerate(["alice", "bob", "alice"], start=1):
+        await chats.append_turn(make_turn(user, n))
+    turns = {t.human: t for t in await chats.recent_turns("alice", 5)}
+    turns |= {t.human: t for t in await chats.recent_turns("bob", 5)}
+    ids = {t.human: t.turn_id for t in turns.values()}
+    assert len(ids) == 3
+    first, second, third = sorted(ids.values())
+
+    async def give(user: str, turn_id: str, voto: str, at: str) -> bool:
+        return await chats.set_feedback(user, turn_id, Feedback(voto=voto, at=at))
+
+    assert not await give("bob", first, "errata", "2026-01-01T00:00:01")  # not bob's turn
+    assert await give("alice", first, "errata", "2026-01-01T00:00:01")
+    assert await give("bob", second, "utile", "2026-01-01T00:00:02")
+    assert await give("alice", third, "errata", "2026-01-01T00:00:03")
+    assert await give("alice", first, "errata", "2026-01-01T00:00:04")  # replaces, now newest
+
+    errata = await chats.feedback(voto="errata", limit=10, before=None)
+    assert [t.turn_id for t in errata] == [first, third]
+    everything = await chats.feedback(voto=None, limit=10, before=None)
+    assert [t.turn_id for t in everything] == [first, third, second]
+    page = await chats.feedback(voto=None, limit=2, before="2026-01-01T00:00:03")
+    assert [t.turn_id for t in page] == [second]
+    assert everything[0].feedback == Feedback(voto="errata", at="2026-01-01T00:00:04")
+    assert not await chats.set_feedback("alice", "missing", Feedback(voto="utile", at="x"))

@@ -1,0 +1,84 @@
+"""Reservations (safe retries) and quota counters, against SQLite and MongoDB (nx-27017
+through the real PyMongo async driver), each shared by two instances' stores."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from aircoach.settings import Settings
+from aircoach.store.guards import GuardStores, Reservation, build_guard_stores
+
+DAY = 86_400.0
+# Real times: MongoDB's TTL monitor (and nx-27017's) drops documents whose date has passed.
+T = time.time()
+
+
+@pytest.fixture
+def two(store_settings: Settings) -> tuple[GuardStores, GuardStores]:
+    """Two instances' stores on the same database."""
+    return build_guard_stores(store_settings), build_guard_stores(store_settings)
+
+
+async def test_a_key_is_reserved_once_per_user_until_it_expires(two):
+    a, b = two
+    assert await a.reservations.reserve("alice", "k1", "t1", now=T + 100.0, ttl_s=DAY) is None
+    held = await b.reservations.reserve("alice", "k1", "t2", now=T + 101.0, ttl_s=DAY)
+    assert held == Reservation("t1", T + 100.0)
+    assert await b.reservations.reserve("bob", "k1", "t3", now=T + 101.0, ttl_s=DAY) is None
+    assert await b.reservations.reserve("alice", "k2", "t4", now=T + 101.0, ttl_s=DAY) is None
+    # After 24 h the key is free again.
+    assert await b.reservations.reserve("alice", "k1", "t5", now=T + 100.0 + DAY, ttl_s=DAY) is None
+    held = await a.reservations.reserve("alice", "k1", "t6", now=T + 101.0 + DAY, ttl_s=DAY)
+    assert held is not None and held.turn_id == "t5"
+
+
+async def test_concurrent_reservations_have_one_winner(two):
+    a, b = two
+    results = await asyncio.gather(
+        *(
+            (a if i % 2 else b).reservations.reserve("alice", "k", f"t{i}", now=T + 5.0, ttl_s=DAY)
+            for i in range(10)
+        )
+    )
+    winners = [i for i, held in enumerate(results) if held is None]
+    assert len(winners) == 1
+    assert {held.turn_id for held in results if held is not None} == {f"t{winners[0]}"}
+
+
+async def test_a_dead_reservation_is_taken_over_once(two):
+    a, b = two
+    await a.reservations.reserve("alice", "k", "t1", now=T + 1.0, ttl_s=DAY)
+    took = await asyncio.gather(
+        a.reservations.take_over("alice", "k", held_by="t1", turn_id="t2", now=T + 2.0, ttl_s=DAY),
+        b.reservations.take_over("alice", "k", held_by="t1", turn_id="t3", now=T + 2.0, ttl_s=DAY),
+    )
+    assert sorted(took) == [False, True]
+    held = await a.reservations.reserve("alice", "k", "t4", now=T + 3.0, ttl_s=DAY)
+    assert held is not None and held.turn_id in {"t2", "t3"}
+
+
+async def test_a_released_reservation_frees_the_key_only_for_its_holder(two):
+    a, b = two
+    await a.reservations.reserve("alice", "k", "t1", now=T, ttl_s=DAY)
+    await b.reservations.release("alice", "k", "t9")  # not the holder: nothing happens
+    held = await b.reservations.reserve("alice", "k", "t2", now=T, ttl_s=DAY)
+    assert held is not None and held.turn_id == "t1"
+    await b.reservations.release("alice", "k", "t1")
+    assert await b.reservations.reserve("alice", "k", "t3", now=T, ttl_s=DAY) is None
+
+
+async def test_a_quota_never_counts_past_its_limit_across_instances(two):
+    a, b = two
+    hits = await asyncio.gather(
+        *(
+            (a if i % 2 else b).quotas.hit("alice", "m:1", limit=5, expires_at=T + 60.0)
+            for i in range(12)
+        )
+    )
+    assert hits.count(True) == 5
+    assert await a.quotas.hit("alice", "m:2", limit=5, expires_at=T + 120.0) is True
+    assert await b.quotas.hit("bob", "m:1", limit=5, expires_at=T + 60.0) is True
+    assert await b.quotas.hit("alice", "m:1", limit=5, expires_at=T + 60.0) is False

@@ -1,0 +1,170 @@
+"""Safe retries and per-user budgets, with two app instances sharing one store (SQLite and
+MongoDB): a repeated client_message_id replays the stored turn without running the model; a
+stream names its turn in `X-Turn-ID` and `GET /api/turns/{id}` returns it; the quota is never
+exceeded, whichever instance answers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import httpx
+import pytest
+
+from aircoach.settings import Settings
+from tests.helpers import app_with, asgi_client
+from tests.scripted_model import Script, ScriptedModels, call, text
+from tests.sse import parse_sse
+
+
+@pytest.fixture
+async def two(store_settings: Settings) -> AsyncIterator[Callable[..., Any]]:
+    """`two(script, **settings)`: two instances over one database, and their clients."""
+    async with AsyncExitStack() as stack:
+
+        async def build(script: Script, **update: Any) -> list[httpx.AsyncClient]:
+            settings = store_settings.model_copy(update=update)
+            apps = [app_with(settings, models=ScriptedModels(script)) for _ in range(2)]
+            return [await stack.enter_async_context(asgi_client(app)) for app in apps]
+
+        yield build
+
+
+async def post(client: httpx.AsyncClient, headers: dict[str, str], **body: Any) -> httpx.Response:
+    return await client.post("/api/stream_query", json={"query": "ciao", **body}, headers=headers)
+
+
+async def test_a_retried_post_replays_the_stored_turn_on_any_instance(two, auth):
+    script = Script([text("Prima risposta.")])
+    a, b = await two(script)
+    first = await post(a, auth(), client_message_id="msg-1")
+    again = await post(b, auth(), client_message_id="msg-1")
+    assert len(script.calls) == 1  # the model ran once
+    events, replayed = parse_sse(first.text), parse_sse(again.text)
+    turn_id = events[-1]["turn_id"]
+    assert first.headers["x-turn-id"] == again.headers["x-turn-id"] == turn_id
+    assert "idempotent-replayed" not in first.headers
+    assert again.headers["idempotent-replayed"] == "true"
+    assert [e["type"] for e in replayed] == ["agent_message", "done"]
+    assert replayed[0]["content"] == "Prima risposta." and replayed[-1]["turn_id"] == turn_id
+    history = (await a.get("/api/history", headers=auth())).json()["turns"]
+    assert [t["turn_id"] for t in history] == [turn_id]  # one turn stored
+
+    as_json = await b.post(
+        "/api/stream_query",
+        json={"query": "ciao", "stream": False},
+        headers={**auth(), "Idempotency-Key": "msg-1"},
+    )
+    assert as_json.json()["answer"] == "Prima risposta." and as_json.json()["turn_id"] == turn_id
+    # The same id from another user is another message.
+    script.replies.append(text("Per Bob."))
+    other = await post(b, auth("bob"), client_message_id="msg-1")
+    assert parse_sse(other.text)[-1]["turn_id"] != turn_id
+
+
+async def test_a_replayed_quiz_turn_carries_client_data_only(two, auth):
+    script = Script([call("domanda_teoria", capitolo=1, numero=1)])
+    a, b = await two(script)
+    first = parse_sse((await post(a, auth(), client_message_id="q-1")).text)
+    again = await b.post(
+        "/api/stream_query",
+        json={"query": "ciao", "stream": False, "client_message_id": "q-1"},
+        headers=auth(),
+    )
+    body = again.json()
+    assert body["tool"]["data"] == first[0]["data"]
+    assert body["answer"].startswith("Capitolo 1, domanda 1: ")
+    assert "RISERVATO" not in again.text and "spiegazione" not in again.text
+
+
+async def test_a_lost_stream_is_fetched_by_its_turn_id(two, auth):
+    a, b = await two(Script([call("domanda_teoria", capitolo=2)]))
+    response = await post(a, auth())
+    turn_id = response.headers["x-turn-id"]
+    fetched = await b.get(f"/api/turns/{turn_id}", headers=auth())
+    assert fetched.status_code == 200
+    turn = fetched.json()
+    assert turn["turn_id"] == turn_id and turn["human"] == "ciao"
+    assert turn["tools"][0]["data"] == parse_sse(response.text)[0]["data"]
+    assert "text" not in turn["tools"][0]  # what the model alone read
+    for who, path in (("mallory", turn_id), ("user-1", "f" * 24), ("user-1", "x" * 65)):
+        missing = await b.get(f"/api/turns/{path}", headers=auth(who))
+        assert missing.status_code in (404, 422) and '"tools"' not in missing.text
+    assert (await b.get(f"/api/turns/{turn_id}", headers=auth("mallory"))).status_code == 404
+
+
+async def test_a_duplicate_while_the_first_is_answered_is_409_and_a_dead_one_is_taken_over(
+    two, auth, store_settings
+):
+    script = Script([text("Ripresa.")])
+    a, b = await two(script)
+    services = a._transport.app.state.services  # type: ignore[attr-defined]
+    reservations = services.guards.reservations
+    await reservations.reserve("user-1", "busy", "f" * 24, now=time.time(), ttl_s=86_400)
+    busy = await post(b, auth(), client_message_id="busy")
+    assert busy.status_code == 409 and busy.headers["retry-after"] == "2"
+    assert busy.json()["error"] == "turn_in_progress" and script.calls == []
+    # A reservation whose turn never came (its instance died) is taken over by the repeat.
+    await reservations.reserve("user-1", "dead", "e" * 24, now=time.time() - 600, ttl_s=86_400)
+    taken = await post(b, auth(), client_message_id="dead")
+    assert taken.status_code == 200 and parse_sse(taken.text)[-1]["type"] == "done"
+    assert len(script.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "loc"),
+    [
+        ({"client_message_id": "a b"}, {}, ["body", "client_message_id"]),
+        ({"client_message_id": "x" * 129}, {}, ["body", "client_message_id"]),
+        ({}, {"Idempotency-Key": "a/b"}, ["header", "Idempotency-Key"]),
+        ({"client_message_id": "one"}, {"Idempotency-Key": "two"}, ["body", "client_message_id"]),
+    ],
+)
+async def test_a_bad_message_id_is_a_422(client, auth, body, headers, loc):
+    response = await post(client, {**auth(), **headers}, **body)
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == loc
+
+
+async def in_one_window(seconds: int, margin_s: float) -> None:
+    """Start a test's requests well inside one quota window (a minute, a UTC day), so that
+    they cannot straddle two and be counted twice over."""
+    left = seconds - time.time() % seconds
+    if left < margin_s:
+        await asyncio.sleep(left + 0.1)
+
+
+async def test_the_quota_holds_across_instances_and_replays_are_free(two, auth):
+    script = Script([text(f"risposta {i}") for i in range(10)])
+    a, b = await two(script, quota_turns_per_day=3)
+    await in_one_window(86_400, 120)
+    responses = await asyncio.gather(
+        *(post((a, b)[i % 2], auth(), client_message_id=f"m{i}") for i in range(8))
+    )
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses == [200] * 3 + [429] * 5 and len(script.calls) == 3
+    refused = next(r for r in responses if r.status_code == 429)
+    assert refused.json()["error"] == "quota_exceeded"
+    assert refused.json()["message"].startswith("Hai raggiunto il limite di 3 domande al giorno")
+    assert 1 <= int(refused.headers["retry-after"]) <= 86_401
+    # A repeat of an answered message is replayed, not charged; a refused one stays free.
+    answered = next(i for i, r in enumerate(responses) if r.status_code == 200)
+    replay = await post(b, auth(), client_message_id=f"m{answered}")
+    assert replay.status_code == 200 and replay.headers["idempotent-replayed"] == "true"
+    assert (await post(a, auth("bob"))).status_code == 200  # another user's own budget
+
+
+async def test_the_minute_quota_answers_429_with_the_seconds_left(two, auth):
+    a, b = await two(Script([text("uno")]), quota_turns_per_minute=1, quota_turns_per_day=50)
+    await in_one_window(60, 20)
+    assert (await post(a, auth())).status_code == 200
+    refused = await b.post(
+        "/api/stream_query", json={"query": "due"}, headers={**auth(), "Accept-Language": "en"}
+    )
+    assert refused.status_code == 429
+    assert refused.json()["message"].startswith(
+        "You have reached the limit of 1 questions per minute; retry in "
+    )
+    assert 1 <= int(refused.headers["retry-after"]) <= 61
