@@ -232,6 +232,11 @@ class ToolInfo(BaseModel):
     source: bool
     return_direct: bool
     available: bool
+    backend: Literal["python", "remote", "embedded"] | None = Field(
+        description="What runs the tool now: its Python handler, its HTTP service (`remote`), "
+        "its in-process fallback while the service is not configured (`embedded`); null when "
+        "unavailable."
+    )
     unavailable_reason: str | None = Field(
         default=None, description="Why the tool cannot be switched on (Italian), when unavailable."
     )
@@ -252,6 +257,11 @@ class UpdateDocsResponse(BaseModel):
     prompt_version: str
     previous_version: str | None
     system_prompt: str
+    manual_version: str | None = Field(
+        default=None,
+        description="Version of the course manual (`manual/` docs); null without a manual. "
+        "Editing the manual changes this, never `prompt_version`.",
+    )
 
 
 class ErrorBody(BaseModel):

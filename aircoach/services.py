@@ -34,6 +34,7 @@ from aircoach.tasks.definition import TaskCatalog, check_task_docs, load_tasks
 from aircoach.tools.registry import ToolRegistry, check_tools_doc
 
 if TYPE_CHECKING:
+    from aircoach.knowledge.library import CourseKnowledge
     from aircoach.quiz.service import QuizService
     from aircoach.tasks.engine import TaskEngine
     from aircoach.tasks.models import TaskModels
@@ -151,6 +152,13 @@ class Services:
         from aircoach.tasks.engine import TaskEngine
 
         return TaskEngine(self.task_stores, self.task_models, self.settings.code_version)
+
+    @cached_property
+    def knowledge(self) -> CourseKnowledge:
+        """The course index (manual and quiz explanations) behind the embedded `kb_search`."""
+        from aircoach.knowledge.library import CourseKnowledge
+
+        return CourseKnowledge()
 
     @cached_property
     def memory(self) -> Memory:

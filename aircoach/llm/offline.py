@@ -1,9 +1,10 @@
 """The offline model: a deterministic, network-free stand-in for development and tests.
 
-It is not a language model and says so. It picks a tool by scoring the request against each
-bound tool's description and examples, fills the arguments it can read from the request using
-the tool's JSON Schema, and otherwise answers with the best-matching passage of the system
-prompt, streamed word by word.
+It is not a language model and says so. Its decisions, in order, are in `respond`: it grades
+a pending quiz answer, asks quiz questions, introduces itself to a greeting, declines to show
+its instructions, calls another tool whose examples match the request, and searches the
+course manual (`kb_search`) for everything else, answering from the best sections with their
+ids. It never quotes its system prompt. Replies are streamed word by word.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
-    SystemMessage,
     ToolMessage,
 )
 from langchain_core.messages.tool import tool_call_chunk
@@ -29,12 +29,13 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from aircoach.llm import offline_quiz
+from aircoach.knowledge.library import course_chapters
+from aircoach.llm import offline_course, offline_quiz
 
 OFFLINE_NOTICE = "[modello offline]"
 TOOL_THRESHOLD = 0.5
-# Called by the quiz's own decisions below, never by scoring examples.
-_QUIZ_TOOLS = frozenset({offline_quiz.ASK, offline_quiz.GRADE})
+# Called by their own decisions in `respond`, never by scoring examples.
+_DECIDED_TOOLS = frozenset({offline_quiz.ASK, offline_quiz.GRADE, offline_course.KB})
 STOPWORDS = frozenset(
     [
         "a",
@@ -201,15 +202,6 @@ def fill_arguments(query: str, parameters: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
-def best_passage(query: str, document: str) -> str:
-    """The paragraph of `document` sharing the most terms with `query` (first one on ties)."""
-    passages = [p.strip() for p in re.split(r"\n\s*\n", document) if len(p.strip()) > 40]
-    if not passages:
-        return ""
-    q = _terms(query)
-    return max(passages, key=lambda p: _stem_overlap(q, _terms(p)))
-
-
 def _tool_call(name: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "args": args, "id": f"call_{uuid4().hex[:12]}", "type": "tool_call"}
 
@@ -244,25 +236,61 @@ class OfflineChatModel(BaseChatModel):
         return self.model_copy(update={"bound_tools": [convert_to_openai_tool(t) for t in tools]})
 
     def respond(self, messages: list[BaseMessage]) -> AIMessage:
-        """The reply, decided in this order: after a tool result, answer from it; a message
-        that answers the quiz question still pending is graded (`verifica_risposta`); a quiz
-        request asks questions (`domanda_teoria`: several at once, review); another request
-        that matches a tool's examples calls that tool; else the best passage of the prompt."""
+        """The reply, decided in this order:
+
+        1. after a tool result, answer from it (a `kb_search` result: its best sentences,
+           citing the sections);
+        2. a message that answers the quiz question still pending is graded
+           (`verifica_risposta`);
+        3. a quiz request asks questions (`domanda_teoria`: several at once, review);
+        4. a greeting or a question about the coach gets its fixed introduction;
+        5. a request for its instructions is declined;
+        6. a request that matches another tool's examples calls that tool;
+        7. anything else searches the course manual (`kb_search`).
+        """
         last = messages[-1] if messages else HumanMessage("")
         if isinstance(last, ToolMessage):
-            return AIMessage(f"{OFFLINE_NOTICE} Risultato di {last.name}: {last.text}")
+            return AIMessage(f"{OFFLINE_NOTICE} {self._from_result(last, messages)}")
         query = last.text if isinstance(last, HumanMessage) else ""
         call = self._grade_pending_answer(messages, query)
         if call is None:
             scores = self._scores(query)
-            call = self._quiz_request(query, scores) or self._pick_tool(scores, query)
+            call = self._quiz_request(query, scores)
+            if call is None:
+                if offline_course.is_greeting(query):
+                    return self._say(offline_course.introduction(self._bound_names()))
+                if offline_course.asks_for_instructions(query):
+                    return self._say(offline_course.DECLINE)
+                call = self._pick_tool(scores, query) or self._search_course(query)
         if call is not None:
             return AIMessage("", tool_calls=[call])
-        system = next((m.text for m in messages if isinstance(m, SystemMessage)), "")
-        passage = best_passage(query, system)
-        if passage:
-            return AIMessage(f"{OFFLINE_NOTICE} Dalle istruzioni del coach: {passage}")
-        return AIMessage(f"{OFFLINE_NOTICE} Non ho informazioni su questo argomento.")
+        return self._say(
+            "Non ho informazioni su questo argomento: la ricerca nel manuale del corso non è "
+            "attiva in questa richiesta."
+        )
+
+    @staticmethod
+    def _say(text: str) -> AIMessage:
+        return AIMessage(f"{OFFLINE_NOTICE} {text}")
+
+    def _bound_names(self) -> list[str]:
+        return [tool["function"]["name"] for tool in self.bound_tools]
+
+    def _from_result(self, result: ToolMessage, messages: list[BaseMessage]) -> str:
+        if result.name != offline_course.KB:
+            return f"Risultato di {result.name}: {result.text}"
+        if result.status == "error":
+            return "La ricerca nel manuale del corso non è riuscita: riprova tra poco."
+        question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+        composed = offline_course.answer(question, result.text)
+        if composed is None:
+            return offline_course.no_match(course_chapters())
+        return composed[0]
+
+    def _search_course(self, query: str) -> dict[str, Any] | None:
+        if self._bound(offline_course.KB) is None or not query.strip():
+            return None
+        return _tool_call(offline_course.KB, {"query": query.strip()})
 
     def _bound(self, name: str) -> dict[str, Any] | None:
         return next(
@@ -300,8 +328,8 @@ class OfflineChatModel(BaseChatModel):
 
     def _pick_tool(self, scores: dict[str, float], query: str) -> dict[str, Any] | None:
         """The tool whose examples match best (ties: the first declared), above the threshold;
-        the quiz's tools are left to the decisions above."""
-        scores = {name: v for name, v in scores.items() if name not in _QUIZ_TOOLS}
+        the quiz's tools and the course search are left to their own decisions."""
+        scores = {name: v for name, v in scores.items() if name not in _DECIDED_TOOLS}
         name = max(scores, key=lambda n: scores[n], default=None)
         if name is None or scores[name] < TOOL_THRESHOLD:
             return None

@@ -5,7 +5,7 @@ Keys are paths relative to the docs root (`00_ruolo.md`, `tasks/email_triage/pro
 - **Top-level docs are the chat's.** Their `.md` files build the system prompt, and they (the
   Markdown docs and `tools.json`) are what `prompt_version` covers.
 - **A sub-folder is an area of its own**, named by its top folder: `tasks/...` holds the
-  structured tasks, `manual/...` could hold a course manual. An area's docs never reach the
+  structured tasks, `manual/...` the course manual (`MANUAL_AREA`). An area's docs never reach the
   system prompt and never change `prompt_version`; whoever reads an area versions its docs
   with `docs_version` (a task hashes its own folder).
 """
@@ -16,6 +16,7 @@ import hashlib
 from collections.abc import Mapping
 
 CHAT_AREA = ""
+MANUAL_AREA = "manual"
 PROMPT_SUFFIX = ".md"
 
 

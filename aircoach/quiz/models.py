@@ -65,6 +65,9 @@ class QuestionList(BaseModel):
 
 
 class AnswerRequest(BaseModel):
+    # Strict, as the chat body: `"numero": true` was taken as 1; a misspelt field is a 422.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
     capitolo: int = Field(ge=1, le=MAX_CHAPTER)
     numero: int = Field(ge=1, le=MAX_NUMBER)
     risposta: str = Field(

@@ -7,6 +7,7 @@ import logging
 from fastapi import APIRouter
 
 from aircoach.deps import DocsReloader, ServicesDep
+from aircoach.knowledge.manual import manual_version
 from aircoach.models import DocDetail, ErrorBody, UpdateDocsResponse
 from aircoach.routes.responses import TOO_LARGE
 
@@ -44,7 +45,21 @@ async def update_docs(caller: DocsReloader, services: ServicesDep) -> UpdateDocs
     bearer token with the `ADMIN_PERMISSION` permission (default `admin:docs`)."""
     snapshot, previous = await services.prompts.reload()
     changed = previous != snapshot.version
-    log.info("update_docs by %s: prompt version %s -> %s", caller, previous, snapshot.version)
+    manual = manual_version(snapshot.contents)
+    log.info(
+        "update_docs by %s: prompt version %s -> %s, manual %s",
+        caller,
+        previous,
+        snapshot.version,
+        manual,
+    )
+    # The course index follows the manual: built now (in a worker thread) rather than by the
+    # first student who searches. The docs are reloaded whatever happens to it: a search
+    # builds it again, or fails as a tool failure the model explains.
+    try:
+        await services.knowledge.index_for(snapshot.contents)
+    except Exception:
+        log.exception("course index for manual %s could not be built", manual)
     return UpdateDocsResponse(
         message="prompt updated" if changed else "prompt unchanged",
         docs_count=len(snapshot.docs),
@@ -61,4 +76,5 @@ async def update_docs(caller: DocsReloader, services: ServicesDep) -> UpdateDocs
         prompt_version=snapshot.version,
         previous_version=previous,
         system_prompt=snapshot.text,
+        manual_version=manual,
     )

@@ -19,11 +19,12 @@ async def list_tools(
     user: CurrentUser, services: ServicesDep, language: RequestLanguage
 ) -> list[ToolInfo]:
     """The tools a client may switch on and off in `MessageRequest.tools`, as declared by
-    the current prompt docs. An unavailable tool (its service is not configured) stays off
-    even when a request switches it on."""
+    the current prompt docs, with the `backend` that runs each now. An unavailable tool (its
+    service is not configured and it has no embedded backend) stays off even when a request
+    switches it on."""
     registry = services.tools_for(await services.prompts.current())
-    # The only reason today: its service's variable is unset. A student reads it; which
-    # variable is missing is for the operator (README, Tools).
+    # The only reason today: its service's variable is unset (and it has no embedded
+    # backend). A student reads it; which variable is missing is for the operator (README).
     reason = messages.text("tool_unavailable", language)
     tools = []
     for spec in registry.specs.values():
@@ -37,6 +38,7 @@ async def list_tools(
                 source=spec.source,
                 return_direct=spec.return_direct,
                 available=available,
+                backend=spec.backend(registry.env),
                 unavailable_reason=None if available else reason,
             )
         )

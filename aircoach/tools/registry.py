@@ -5,7 +5,8 @@ Tools are declared in `tools.json` among the prompt docs, so they are versioned,
 counted in the prompt version together with the prompt. A `ToolSpec` says what a tool is
 (name, description, JSON Schema parameters, defaults, examples for the offline model's
 scoring) and what runs it: a Python handler `handler(ctx: ToolContext, **arguments) ->
-ToolOutput`, or an HTTP endpoint (see `aircoach.tools.http`).
+ToolOutput`, or an HTTP endpoint (see `aircoach.tools.http`), optionally with an `embedded`
+backend used while the endpoint is not configured (see `aircoach.tools.embedded`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from aircoach.settings import (
 )
 
 if TYPE_CHECKING:
+    from aircoach.knowledge.library import CourseSearch
     from aircoach.quiz.service import QuizService
 
 TOOLS_DOC = "tools.json"
@@ -51,7 +53,8 @@ _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 class ToolContext:
     """What a tool may use while it runs: injected per request, never a module global.
     `env` holds the variables a tool's `${NAME}` may name (`Settings.tool_env`); `turn_id`
-    is the chat turn the tool runs in (a graded quiz answer records it); `topic` holds the
+    is the chat turn the tool runs in (a graded quiz answer records it); `knowledge` the
+    course search of this turn's docs (the embedded `kb_search`); `topic` holds the
     conversation's keywords when the question is a follow-up (a source tool searches them
     first, see `aircoach.grounding.followups`)."""
 
@@ -61,6 +64,7 @@ class ToolContext:
     turn_id: str | None = None
     client_max_bytes: int = 16_384  # TOOL_CLIENT_MAX_BYTES: a result's client data at most
     topic: tuple[str, ...] = ()
+    knowledge: CourseSearch | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class ToolOutput:
 
 
 Handler = Callable[..., Awaitable[ToolOutput]]
+Backend = Literal["python", "remote", "embedded"]
 
 
 def env_names(template: str) -> list[str]:
@@ -202,6 +207,13 @@ class ToolSpec(_Strict):
         description="Dotted path of the async handler, e.g. 'aircoach.quiz.tools:domanda_teoria'",
     )
     http: HttpTool | None = None
+    embedded: str | None = Field(
+        default=None,
+        description="Beside `http`: dotted path of an async in-process backend "
+        "`handler(ctx, **arguments) -> list of results`, used while the endpoint's variables "
+        "are unset (e.g. 'aircoach.knowledge.tool:kb_search'). Same text for the model, same "
+        "data for the client.",
+    )
     format: ResultFormat = Field(default_factory=ResultFormat)
 
     @field_validator("parameters")
@@ -220,7 +232,7 @@ class ToolSpec(_Strict):
             raise ValueError(f"not a valid JSON Schema: {exc.message[:200]}") from None
         return parameters
 
-    @field_validator("python")
+    @field_validator("python", "embedded")
     @classmethod
     def _importable(cls, path: str | None, info: ValidationInfo) -> str | None:
         # The allowed modules come from the validation context (`PYTHON_TOOL_MODULES`, via
@@ -234,13 +246,29 @@ class ToolSpec(_Strict):
     def _one_runner(self) -> ToolSpec:
         if (self.python is None) == (self.http is None):
             raise ValueError("python/http: give exactly one of 'python' or 'http'")
+        if self.embedded is not None and self.http is None:
+            raise ValueError("embedded: is the fallback of an 'http' tool; use 'python' alone")
         return self
 
-    def available(self, env: Mapping[str, str]) -> bool:
-        """False while an HTTP tool's `${VAR}` is unset: listed, but never switched on."""
+    def remote_available(self, env: Mapping[str, str]) -> bool:
+        """Whether the tool's HTTP endpoint is configured (every `${VAR}` it names is set)."""
         if self.http is None:
-            return True
+            return False
         return not any(missing_env(t, env) for t in (self.http.url, *self.http.headers.values()))
+
+    def backend(self, env: Mapping[str, str]) -> Backend | None:
+        """What runs the tool under these variables: its Python handler, its HTTP service
+        (`remote`), its `embedded` fallback, or nothing (None: unavailable)."""
+        if self.http is None:
+            return "python"
+        if self.remote_available(env):
+            return "remote"
+        return "embedded" if self.embedded is not None else None
+
+    def available(self, env: Mapping[str, str]) -> bool:
+        """False while an HTTP tool's `${VAR}` is unset and it has no embedded backend:
+        listed, but never switched on."""
+        return self.backend(env) is not None
 
     @property
     def display_label(self) -> str:
@@ -248,12 +276,16 @@ class ToolSpec(_Strict):
 
     def load_handler(self) -> Handler:
         if self.http is not None:
+            if self.embedded is not None:
+                from aircoach.tools.embedded import call_remote_or_embedded
+
+                return functools.partial(call_remote_or_embedded, self)
             from aircoach.tools.http import call_http_tool
 
             return functools.partial(call_http_tool, self)
         assert self.python is not None
         # Its module was checked against PYTHON_TOOL_MODULES when the spec validated.
-        return _resolve_handler(self.python)
+        return resolve_handler(self.python)
 
 
 def handler_module_allowed(module_name: str, allowed: Sequence[str]) -> bool:
@@ -275,10 +307,11 @@ def _import_handler(path: str, allowed: Sequence[str] = DEFAULT_PYTHON_TOOL_MODU
             f"module {module_name!r} is not allowed for tool handlers "
             f"(PYTHON_TOOL_MODULES: {list(allowed)})"
         )
-    return _resolve_handler(path)
+    return resolve_handler(path)
 
 
-def _resolve_handler(path: str) -> Handler:
+def resolve_handler(path: str) -> Handler:
+    """The async function a validated `module:function` path names."""
     module_name, _, attr = path.partition(":")
     try:
         handler = getattr(importlib.import_module(module_name), attr)

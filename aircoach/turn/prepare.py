@@ -53,6 +53,7 @@ async def prepare_turn(
         env=settings.tool_env,
         turn_id=turn_id,
         client_max_bytes=settings.tool_client_max_bytes,
+        knowledge=services.knowledge.search_in(snapshot.contents),
     )
     models = await TurnModels.open(services.models, enabled)
 

@@ -67,7 +67,7 @@ def test_page_loads_clean_signs_in_and_builds_the_toolbar_from_api_tools(
             "domanda_teoria": True,
             "verifica_risposta": True,
             "web_search": False,
-            "kb_search": False,
+            "kb_search": True,  # the course manual on board (issue 16)
             "lex_search": True,
         }
         expect(s.page.locator("#progress")).to_contain_text("Risposte: 0")

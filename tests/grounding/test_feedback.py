@@ -13,12 +13,12 @@ ADMIN = ["admin:docs"]
 
 
 async def _turn_id(client, headers) -> str:
-    events = await chat(client, headers, "Che cosa dice la SERA.5005?")
+    events = await chat(client, headers, "Che cosa dice la SERA.5010?")
     return events[-1]["turn_id"]
 
 
 async def test_a_student_marks_an_answer_wrong_then_changes_their_mind(settings, auth):
-    script = Script([text("La SERA.5005 fissa i minimi VFR.")])
+    script = Script([text("La SERA.5010 fissa i minimi VFR speciali.")])
     app = app_with(settings, models=ScriptedModels(script))
     async with asgi_client(app) as client:
         turn_id = await _turn_id(client, auth())
@@ -40,11 +40,11 @@ async def test_a_student_marks_an_answer_wrong_then_changes_their_mind(settings,
     assert history[0]["feedback"]["voto"] == "utile" and history[0]["feedback"]["commento"] is None
     (item,) = listed["items"]
     assert item["voto"] == "utile" and item["turn_id"] == turn_id and item["userId"] == "user-1"
-    assert item["question"] == "Che cosa dice la SERA.5005?"
-    assert item["answer"] == "La SERA.5005 fissa i minimi VFR."
+    assert item["question"] == "Che cosa dice la SERA.5010?"
+    assert item["answer"] == "La SERA.5010 fissa i minimi VFR speciali."
     assert item["grounding"] == {
-        "citations": [{"text": "SERA.5005", "key": "sera.5005", "verified": False}],
-        "unverified": ["SERA.5005"],
+        "citations": [{"text": "SERA.5010", "key": "sera.5010", "verified": False}],
+        "unverified": ["SERA.5010"],
     }
     assert item["prompt_version"] and item["model"] == "scripted"
 

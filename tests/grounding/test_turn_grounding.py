@@ -5,6 +5,7 @@ event and caveat, the stored turn, the JSON rewrite, follow-ups and the summary 
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,8 +30,9 @@ AIRSPACE = "Quali sono le classi di spazio aereo e i minimi VFR?"
 
 @pytest.fixture
 def manual_settings(settings: Settings, tmp_path: Path) -> Settings:
-    """The shipped docs plus a small course manual (the `manual/` area)."""
+    """The shipped docs with a small course manual of the test's own (the `manual/` area)."""
     docs = copy_prompt_docs(tmp_path / "docs")
+    shutil.rmtree(docs / "manual")
     (docs / "manual").mkdir()
     (docs / "manual" / "01_spazio.md").write_text(MANUAL, "utf-8")
     return settings.model_copy(update={"prompt_docs_dir": docs})
@@ -228,9 +230,10 @@ async def test_a_followup_searches_the_topic_first_and_keeps_the_models_argument
 
 @pytest.mark.integration
 async def test_what_an_earlier_turns_tool_said_is_context(settings, auth, kb):
-    kb.plan("/kb", _passage("Le regole dell'aria sono nel Reg. (UE) n. 923/2012.", "2.1"))
+    # A regulation that neither the prompt docs nor the shipped manual cite.
+    kb.plan("/kb", _passage("L'EASA nasce dal Reg. (UE) n. 2018/1139.", "2.1"))
     settings = settings.model_copy(update={"tool_env": tool_urls(kb)})
-    cited = "È il Regolamento (UE) 923/2012."
+    cited = "È il Regolamento (UE) 2018/1139."
     script = Script(
         [
             call("kb_search", query="regole dell'aria"),
@@ -246,4 +249,4 @@ async def test_what_an_earlier_turns_tool_said_is_context(settings, auth, kb):
         hidden = await chat(client, auth(), "Quale regolamento?", chat_history=False)
     # A tool text the model was shown verifies; when the history is not shown, it does not.
     assert by_type(shown, "grounding")["citations"][0]["verified"] is True
-    assert by_type(hidden, "grounding")["unverified"] == ["Regolamento (UE) 923/2012"]
+    assert by_type(hidden, "grounding")["unverified"] == ["Regolamento (UE) 2018/1139"]

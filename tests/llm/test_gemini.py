@@ -28,7 +28,7 @@ async def test_text_turn_streams_gemini_chunks(gemini_api, gemini_settings, auth
     }
     assert "AIR Coach" in request.body["systemInstruction"]["parts"][0]["text"]
     declared = [f["name"] for t in request.body["tools"] for f in t["functionDeclarations"]]
-    assert declared == ["domanda_teoria", "verifica_risposta"]
+    assert declared == ["domanda_teoria", "verifica_risposta", "kb_search"]
 
     (turn,) = turns
     assert (turn.system, turn.status, turn.model) == (answer, "ok", "gemini-2.5-flash")

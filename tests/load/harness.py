@@ -239,8 +239,9 @@ async def run_load(
     started = time.perf_counter()
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout) as client:
         # Bounded so a stuck server fails the test instead of hanging it; generous, because
-        # a slow run is not a failure (1,000 turns took 90 s on a busy 2-core machine, and
-        # each request has its own REQUEST_TIMEOUT_S).
+        # a slow run is not a failure (a theory turn is two model steps and a course search;
+        # 1,000 turns took 144 s on a busy 2-core machine; each request has its own
+        # REQUEST_TIMEOUT_S).
         with anyio.fail_after(RUN_TIMEOUT_S):
             async with anyio.create_task_group() as tg:
                 for user, queries in plan:

@@ -27,7 +27,7 @@ _TAG = re.compile(r"^\[(u\d+) #(\d+)\] ")
 
 def _queries(user: str) -> list[str]:
     # Every fifth turn asks for a quiz (the return_direct tool, reading the quiz store); the
-    # others get an answer from the prompt docs.
+    # others are theory questions, answered from the course manual (a kb_search step).
     return [
         f"[{user} #{n:02d}] " + ("Fammi un quiz" if n % 5 == 4 else "Cos'è lo stallo?")
         for n in range(TURNS_PER_USER)

@@ -188,7 +188,8 @@ async def test_tools_lists_name_description_default_and_source(client, auth):
         "kb_search",
         "lex_search",
     }
-    assert not any(tools[name]["available"] for name in ("web_search", "kb_search", "lex_search"))
+    assert not any(tools[name]["available"] for name in ("web_search", "lex_search"))
+    assert tools["kb_search"]["available"] and tools["kb_search"]["backend"] == "embedded"
     tool = tools["domanda_teoria"]
     assert tool["name"] == "domanda_teoria" and tool["default_enabled"] is True
     assert tool["source"] is False and tool["return_direct"] is True and tool["available"] is True

@@ -136,6 +136,9 @@ async def test_answers_are_graded_and_counted_in_progress(api, auth):
         ({"capitolo": 1, "numero": 1}, 422, "risposta"),
         ({"capitolo": 0, "numero": 1, "risposta": "a"}, 422, "capitolo"),
         ({"capitolo": 1, "numero": "uno", "risposta": "a"}, 422, "numero"),
+        ({"capitolo": 1, "numero": True, "risposta": "a"}, 422, "numero"),
+        ({"capitolo": 1, "numero": "1", "risposta": "a"}, 422, "numero"),
+        ({"capitolo": 1, "numero": 1, "risposta": "a", "rispota": "b"}, 422, "rispota"),
         ({"capitolo": 1, "numero": 99, "risposta": "a"}, 404, None),
     ],
 )

@@ -47,18 +47,35 @@ def test_shipped_config_is_valid_and_declares_the_four_tools():
 
 
 def test_http_tools_are_unavailable_until_their_url_variable_is_set():
+    """kb_search has an embedded backend: available either way, remote once its URL is set."""
     specs = parse_tools_config(json.dumps(shipped_tools())).tools
     registry = ToolRegistry(specs, env={})
-    assert {n: registry.available(s) for n, s in registry.specs.items()} == {
-        "domanda_teoria": True,
-        "verifica_risposta": True,
-        "web_search": False,
-        "kb_search": False,
-        "lex_search": False,
+    assert {n: s.backend(registry.env) for n, s in registry.specs.items()} == {
+        "domanda_teoria": "python",
+        "verifica_risposta": "python",
+        "web_search": None,
+        "kb_search": "embedded",
+        "lex_search": None,
     }
-    registry = ToolRegistry(specs, env={"KB_SEARCH_URL": "http://127.0.0.1:9/kb"})
     available = {n for n, s in registry.specs.items() if registry.available(s)}
     assert available == {"domanda_teoria", "verifica_risposta", "kb_search"}
+    registry = ToolRegistry(specs, env={"KB_SEARCH_URL": "http://127.0.0.1:9/kb"})
+    assert registry.specs["kb_search"].backend(registry.env) == "remote"
+    available = {n for n, s in registry.specs.items() if registry.available(s)}
+    assert available == {"domanda_teoria", "verifica_risposta", "kb_search"}
+
+
+def test_an_embedded_backend_is_the_fallback_of_an_http_tool_only():
+    config = shipped_tools()
+    kb = next(t for t in config["tools"] if t["name"] == "kb_search")
+    alone = {**kb, "python": kb["embedded"]}
+    del alone["http"]
+    config["tools"] = [alone]
+    with pytest.raises(ConfigError, match="embedded: is the fallback of an 'http' tool"):
+        parse_tools_config(json.dumps(config))
+    config["tools"] = [{**kb, "embedded": "os:system"}]
+    with pytest.raises(ConfigError, match="not allowed for tool handlers"):
+        parse_tools_config(json.dumps(config))
 
 
 def test_committed_schema_is_the_generated_one():

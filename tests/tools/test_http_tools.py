@@ -212,7 +212,8 @@ async def test_an_answer_over_max_response_bytes_is_a_failure_not_stored(tool_se
     tool_service.plan("/lex", Reply(200, {"results": [{"content": "x" * 20_000}]}))
     out = await call_http_tool(spec, ctx, query="SERA")
     assert not out.ok and out.text == "[Tool lex_search failed: answer larger than 10000 bytes]"
-    assert "results" not in out.data and len(tool_service.hits("/lex")) == 1  # not retried
+    assert out.data["success"] is False and "items" not in out.data
+    assert len(tool_service.hits("/lex")) == 1  # not retried
 
 
 async def test_empty_results_give_the_no_results_text(tool_service, specs, ctx):

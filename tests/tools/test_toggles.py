@@ -48,6 +48,7 @@ async def test_tools_lists_every_declared_tool_with_its_availability(settings, a
         "source": False,
         "return_direct": True,
         "available": True,
+        "backend": "python",
         "unavailable_reason": None,
     }
     assert tools["web_search"]["label"] == "Ricerca sul web"
@@ -55,17 +56,21 @@ async def test_tools_lists_every_declared_tool_with_its_availability(settings, a
         "Non disponibile: il servizio non è configurato su questo server."
     )
     assert tools["lex_search"]["unavailable_reason"] is None
+    assert tools["kb_search"]["unavailable_reason"] is None  # embedded: available
     async with asgi_client(app_with(only_lex)) as client:
         english = await client.get("/api/tools", headers={**auth(), "Accept-Language": "en"})
     assert english.json()[2]["unavailable_reason"] == (
         "Unavailable: its service is not configured on this server."
     )
-    assert {n: (t["available"], t["default_enabled"], t["source"]) for n, t in tools.items()} == {
-        "domanda_teoria": (True, True, False),
-        "verifica_risposta": (True, True, False),
-        "web_search": (False, False, False),
-        "kb_search": (False, True, True),
-        "lex_search": (True, True, True),
+    assert {
+        n: (t["available"], t["default_enabled"], t["source"], t["backend"])
+        for n, t in tools.items()
+    } == {
+        "domanda_teoria": (True, True, False, "python"),
+        "verifica_risposta": (True, True, False, "python"),
+        "web_search": (False, False, False, None),
+        "kb_search": (True, True, True, "embedded"),  # no KB_SEARCH_URL: the course on board
+        "lex_search": (True, True, True, "remote"),
     }
     assert anonymous.status_code == 401
 
@@ -111,7 +116,7 @@ async def test_flat_switches_of_older_clients_are_tools_aliases(
 async def test_an_unavailable_tool_stays_off_even_when_switched_on(client, auth, script):
     s = script([text("Ciao.")])
     await chat(client, auth(), "Ciao", tools={"web_search": True})
-    assert s.bound == [[QUIZ, GRADE]]
+    assert s.bound == [[QUIZ, GRADE, "kb_search"]]
 
 
 async def test_unknown_tool_name_is_a_422_listing_the_valid_ones(client, auth):
@@ -153,9 +158,11 @@ async def test_sources_off_warning_is_added_exactly_when_every_source_is_off(
 
 
 async def test_unconfigured_sources_count_as_off(client, auth, script):
-    s = script([text("Ciao.")])  # no tool service: no URL variable is set
-    await chat(client, auth(), "Ciao")
-    assert _system(s.calls).endswith(WARNING.strip())
+    s = script([text("Ciao."), text("Ciao.")])  # no tool service: no URL variable is set
+    await chat(client, auth(), "Ciao")  # kb_search runs embedded: a source is on
+    await chat(client, auth(), "Ciao", tools={"kb_search": False})  # lex_search is not set
+    assert WARNING.strip() not in _system(s.calls[:1])
+    assert _system(s.calls[1:]).endswith(WARNING.strip())
 
 
 async def test_one_compact_log_line_per_request(client, auth, script, tool_service, caplog):

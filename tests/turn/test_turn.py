@@ -41,7 +41,7 @@ async def test_text_turn_streams_deltas_then_done(app, client, auth, script):
     done = events[-1]
     assert set(done) == CONTRACT["done"]
     assert done["model"] == "scripted" and done["context_turns"] == 0
-    assert s.bound == [["domanda_teoria", "verifica_risposta"]]
+    assert s.bound == [["domanda_teoria", "verifica_risposta", "kb_search"]]  # kb_search embedded
     [turn] = await stored(app)
     assert (turn.human, turn.system, turn.tool, turn.status) == (
         "Cos'è la portanza?",

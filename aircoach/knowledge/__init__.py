@@ -1,0 +1,1 @@
+"""The course knowledge on board: the manual's sections and the embedded `kb_search`."""

@@ -1,0 +1,249 @@
+"""The embedded course search: the manual's sections and the quiz explanations in an in-memory
+SQLite FTS5 index, ranked by BM25.
+
+Italian-aware without a dependency: text is folded (no accents, no case) and reduced to the
+light stems of the quiz search (`aircoach.quiz.search.stem`: singular and plural meet) before
+FTS5 sees it; a query word of five letters or more also matches the indexed stems one edit
+away from it (one typo). A passage must contain a good share of the query's words, weighted
+by rarity (`MIN_COVERAGE`), and at least two of them when the query has two or more: a
+question about something the course does not cover finds nothing, rather than the passage
+that happens to share one word with it.
+
+Pure and synchronous: build and search run in a worker thread (`aircoach.knowledge.library`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aircoach.knowledge.manual import Section
+from aircoach.quiz.search import FUZZY_MIN_LETTERS, fold, one_edit_away, stem, words
+
+MAX_QUERY_CHARS = 500  # a longer query is cut: more words add cost, not precision
+MAX_QUERY_WORDS = 12
+MAX_TOP_K = 20
+EXCERPT_CHARS = 700
+# The share of the query's words (weighted by rarity) a passage must hold to be a result.
+MIN_COVERAGE = 0.34
+# A heading's words say what a passage is about: they weigh more than its body's.
+_TITLE_WEIGHT, _BODY_WEIGHT = 3.0, 1.0
+# An explanation of a quiz question is not cited itself: it lends this share of its score to
+# the section that teaches its subject (the manual is the source, the explanation the way a
+# student asks about it).
+_LENT_FACTOR = 0.5
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
+
+# Words of a question that say nothing about its subject ("spiegami cos'e ...").
+_QUESTION_WORDS_TEXT = """
+    cos cosa cose che come dove quando perche quanto quanta quanti quante qual quale
+    spiegami spiega spiegare dimmi dici parlami sai sapere vuol dire significa significato
+    funziona funzionano serve servono succede puoi mi ti ci si e sono ho hai ha fa fare
+    differenza tra fra manuale corso secondo dice detto
+"""
+_QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split())
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One indexed passage: a manual section (`kind` "manuale") or a quiz explanation
+    ("quiz", `riferimento` like `quiz 3.12`)."""
+
+    riferimento: str
+    titolo: str
+    capitolo: int
+    materia: str
+    testo: str
+    kind: str
+
+
+def passages_of(
+    sections: Iterable[Section], questions: Iterable[Mapping[str, Any]], chapters: Mapping[int, str]
+) -> list[Passage]:
+    """The passages to index: every section, and every question that has an explanation."""
+    found = [Passage(s.id, s.title, s.capitolo, s.materia, s.text, "manuale") for s in sections]
+    for q in questions:
+        explanation = str(q.get("spiegazione") or "").strip()
+        if not explanation:
+            continue
+        capitolo = int(q["capitolo"])
+        found.append(
+            Passage(
+                f"quiz {capitolo}.{q['numero']}",
+                str(q.get("testo", "")),
+                capitolo,
+                chapters.get(capitolo, str(capitolo)),
+                f"{q.get('testo', '')} {explanation}",
+                "quiz",
+            )
+        )
+    return found
+
+
+def _stems(text: str) -> list[str]:
+    return [stem(w) for w in words(text)]
+
+
+class CourseIndex:
+    """An in-memory FTS5 index of passages. Thread-safe: one connection, one lock; a search
+    takes well under a millisecond on the course (see `bench/eval_offline.py`)."""
+
+    def __init__(self, passages: list[Passage], version: str):
+        self.version = version
+        self.passages = passages
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db.execute(
+            "CREATE VIRTUAL TABLE passages USING fts5(title, body, tokenize='unicode61')"
+        )
+        self._terms: list[frozenset[str]] = []
+        vocabulary: dict[str, int] = {}
+        rows = []
+        for rowid, passage in enumerate(passages):
+            title, body = _stems(passage.titolo), _stems(passage.testo)
+            terms = frozenset(title) | frozenset(body)
+            self._terms.append(terms)
+            for term in terms:
+                vocabulary[term] = vocabulary.get(term, 0) + 1
+            rows.append((rowid, " ".join(title), " ".join(body)))
+        self._db.executemany("INSERT INTO passages(rowid, title, body) VALUES (?, ?, ?)", rows)
+        self._vocabulary = vocabulary
+        self._section_of = [self._home_section(row) for row in range(len(passages))]
+
+    def _home_section(self, rowid: int) -> int:
+        """A section's own row; for an explanation, the row of the section of its chapter
+        that shares the most of its terms (itself when its chapter has no section)."""
+        passage = self.passages[rowid]
+        if passage.kind != "quiz":
+            return rowid
+        terms = self._terms[rowid]
+        candidates = [
+            (len(terms & self._terms[row]), -row)
+            for row, other in enumerate(self.passages)
+            if other.kind == "manuale" and other.capitolo == passage.capitolo
+        ]
+        return -max(candidates)[1] if candidates else rowid
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _query_words(self, query: str) -> list[tuple[str, frozenset[str]]]:
+        """Per meaningful query word: its stem and the indexed stems it matches (itself, or
+        those one edit away when it is not indexed and long enough)."""
+        planned: dict[str, frozenset[str]] = {}
+        for word in words(query[:MAX_QUERY_CHARS]):
+            if word in _QUESTION_WORDS or len(word) < 2:
+                continue
+            term = stem(word)
+            if term in planned:
+                continue
+            if term in self._vocabulary:
+                planned[term] = frozenset({term})
+            elif len(word) >= FUZZY_MIN_LETTERS and not word.isdigit():
+                # The commonest Italian typo is a single letter doubled or not (stalo,
+                # nebia): when such a variant is indexed, it is the word meant.
+                known = self._vocabulary.keys()
+                planned[term] = frozenset(_doubling_variants(term) & known) or frozenset(
+                    one_edit_away(term) & known
+                )
+            else:
+                planned[term] = frozenset()
+            if len(planned) == MAX_QUERY_WORDS:
+                break
+        return list(planned.items())
+
+    def search(
+        self, query: str, *, top_k: int = 5, materia: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The best passages for `query`, best first, as `kb_search` returns them:
+        `riferimento`, `titolo`, `capitolo`, `materia`, `testo` (an excerpt), `score`, `tipo`.
+        `materia` narrows to the chapters whose title contains it (accents ignored)."""
+        top_k = max(1, min(int(top_k), MAX_TOP_K))
+        planned = self._query_words(query)
+        matchable = sorted({t for _, found in planned for t in found})
+        if not matchable:
+            return []
+        expression = " OR ".join(f'"{term}"' for term in matchable)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rowid, bm25(passages, ?, ?) FROM passages WHERE passages MATCH ?",
+                (_TITLE_WEIGHT, _BODY_WEIGHT, expression),
+            ).fetchall()
+        # A word's weight: rarer words say more (a word in every passage says nothing); a word
+        # the course never uses ("smartphone") is the rarest of all.
+        total = len(self.passages)
+        weights = {
+            term: _rarity(min((self._vocabulary[t] for t in found), default=1), total)
+            for term, found in planned
+        }
+        wanted = sum(weights.values()) or 1.0
+        wanted_materia = fold(materia).strip() if materia else ""
+        own: dict[int, float] = {}
+        lent: dict[int, float] = {}
+        for rowid, rank in rows:
+            passage = self.passages[rowid]
+            if wanted_materia and wanted_materia not in fold(passage.materia):
+                continue
+            held = self._terms[rowid]
+            matched = [t for t, found in planned if found & held]
+            coverage = sum(weights[t] for t in matched) / wanted
+            if coverage < MIN_COVERAGE or len(matched) < min(2, len(planned)):
+                continue
+            score = -rank * coverage**2
+            target = self._section_of[rowid]
+            if target == rowid:
+                own[rowid] = score
+            else:  # an explanation lends its score to the section that teaches its subject
+                lent[target] = max(lent.get(target, 0.0), score)
+        scores = {row: own.get(row, 0.0) + _LENT_FACTOR * lent.get(row, 0.0) for row in own | lent}
+        best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:top_k]
+        return [self._result(self.passages[row], score, planned) for row, score in best]
+
+    def _result(
+        self, passage: Passage, score: float, planned: list[tuple[str, frozenset[str]]]
+    ) -> dict[str, Any]:
+        return {
+            "riferimento": passage.riferimento,
+            "titolo": passage.titolo,
+            "capitolo": passage.capitolo,
+            "materia": passage.materia,
+            "testo": _excerpt(passage.testo, planned),
+            "score": round(score, 3),
+            "tipo": passage.kind,
+        }
+
+
+def _doubling_variants(term: str) -> set[str]:
+    """`term` with one letter doubled, or one double letter made single."""
+    doubled = {term[: i + 1] + term[i:] for i in range(len(term)) if term[i].isalpha()}
+    single = {term[:i] + term[i + 1 :] for i in range(1, len(term)) if term[i] == term[i - 1]}
+    return (doubled | single) - {term}
+
+
+def _rarity(count: int, total: int) -> float:
+    return math.log(1 + total / max(count, 1))
+
+
+def _excerpt(text: str, planned: list[tuple[str, frozenset[str]]]) -> str:
+    """The passage, or for a long one the sentences from the first that holds a query word,
+    cut at `EXCERPT_CHARS` on a sentence boundary where possible."""
+    if len(text) <= EXCERPT_CHARS:
+        return text
+    sentences = _SENTENCE_END.split(text)
+    wanted = {t for _, found in planned for t in found}
+    start = next(
+        (i for i, s in enumerate(sentences) if wanted & set(_stems(s))),
+        0,
+    )
+    excerpt = ""
+    for sentence in sentences[start:]:
+        if excerpt and len(excerpt) + len(sentence) + 1 > EXCERPT_CHARS:
+            break
+        excerpt = f"{excerpt} {sentence}".strip()
+    return excerpt[:EXCERPT_CHARS]

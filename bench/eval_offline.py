@@ -1,0 +1,171 @@
+"""Evaluation of the course search and of the offline coach's answers on the questions of
+`tests/knowledge/kb_eval.jsonl` (written, each with the manual section that should answer it,
+and split in two halves before any search code existed: odd ids `dev`, even ids `test`).
+
+Every question goes through the shipped docs (the manual under `prompt_docs/manual/`) and the
+real parts: the embedded `kb_search` as `tools.json` declares it (the same handler, caps and
+formatting a turn uses), then the offline model, which reads the tool's text and answers.
+
+    python bench/eval_offline.py                 # the held-out half (split "test")
+    python bench/eval_offline.py --split dev     # the half the ranking was tuned on
+    python bench/eval_offline.py --split all --errors
+
+Figures: hit@1 and hit@3 of `kb_search` (the expected section is the first result / among
+the first three), the share of the offline answers that cite the expected section, the share
+of off-topic questions answered "not in the manual", the index build time, and the search
+latency (p50/p95 of the index alone and of the whole embedded tool call, warm index).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage  # noqa: E402
+
+from aircoach.knowledge.library import CourseKnowledge  # noqa: E402
+from aircoach.llm.offline import OfflineChatModel  # noqa: E402
+from aircoach.tools.registry import ToolContext, ToolRegistry  # noqa: E402
+from aircoach.turn.agent import build_tool  # noqa: E402
+from bench.common import pct  # noqa: E402
+
+EVAL = ROOT / "tests" / "knowledge" / "kb_eval.jsonl"
+LATENCY_ROUNDS = 20  # every question searched this many times for the latency figures
+_CITED = re.compile(r"§ (\d+\.\d+) \(")
+
+
+def load_docs() -> dict[str, str]:
+    root = ROOT / "prompt_docs"
+    return {
+        p.relative_to(root).as_posix(): p.read_text("utf-8")
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def load_questions(split: str) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in EVAL.read_text("utf-8").splitlines() if line.strip()]
+    return [r for r in rows if split == "all" or r["split"] == split]
+
+
+class Coach:
+    """The offline model with the shipped tools bound, and the embedded kb_search it calls."""
+
+    def __init__(self, docs: dict[str, str]):
+        registry = ToolRegistry.from_docs(docs)
+        self.specs = registry.enabled(None)
+        self.kb = registry.specs["kb_search"]
+        self.knowledge = CourseKnowledge()
+        self.ctx = ToolContext(
+            quiz=None,  # type: ignore[arg-type]  # the quiz tools are never called here
+            user_id="eval",
+            knowledge=self.knowledge.search_in(docs),
+        )
+        self.system = SystemMessage(registry.system_prompt("(istruzioni)", self.specs))
+        self.model = OfflineChatModel(
+            tool_examples={s.name: s.examples for s in self.specs}
+        ).bind_tools([build_tool(spec, self.ctx) for spec in self.specs])
+        self.docs = docs
+
+    async def search(self, query: str) -> dict[str, Any]:
+        out = await self.kb.load_handler()(self.ctx, query=query)
+        return out.data
+
+    async def answer(self, query: str) -> tuple[str, list[str]]:
+        """The offline answer and the tools it called."""
+        messages: list[Any] = [self.system, HumanMessage(query)]
+        reply = await self.model.ainvoke(messages)
+        called = []
+        while reply.tool_calls:
+            call = reply.tool_calls[0]
+            called.append(call["name"])
+            handler = next(s for s in self.specs if s.name == call["name"]).load_handler()
+            out = await handler(self.ctx, **call["args"])
+            messages += [reply, ToolMessage(out.text, tool_call_id=call["id"], name=call["name"])]
+            reply = await self.model.ainvoke(messages)
+        return reply.text, called
+
+
+async def evaluate(split: str, show_errors: bool) -> None:
+    docs = load_docs()
+    coach = Coach(docs)
+    started = time.perf_counter()
+    index = await coach.knowledge.index_for(docs)
+    build_ms = (time.perf_counter() - started) * 1000
+    questions = load_questions(split)
+    on_topic = [q for q in questions if q["section"]]
+    off_topic = [q for q in questions if not q["section"]]
+
+    hit1 = hit3 = cited_right = 0
+    errors = []
+    for q in on_topic:
+        data = await coach.search(q["query"])
+        refs = [item["riferimento"] for item in data["items"]]
+        hit1 += refs[:1] == [q["section"]]
+        hit3 += q["section"] in refs[:3]
+        text, _ = await coach.answer(q["query"])
+        cited = _CITED.findall(text)
+        cited_right += q["section"] in cited
+        if q["section"] not in refs[:3] or q["section"] not in cited:
+            errors.append(
+                f"  #{q['id']} {q['query']!r}: want {q['section']}, got {refs[:3]}, cited {cited}"
+            )
+    declined = 0
+    for q in off_topic:
+        text, _ = await coach.answer(q["query"])
+        ok = "Non ho trovato questo argomento" in text
+        declined += ok
+        if not ok:
+            errors.append(f"  #{q['id']} {q['query']!r} (off topic): answered {text[:80]!r}")
+
+    index_ms, tool_ms = [], []
+    for _ in range(LATENCY_ROUNDS):
+        for q in questions:
+            t = time.perf_counter()
+            index.search(q["query"], top_k=5)
+            index_ms.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            await coach.search(q["query"])
+            tool_ms.append((time.perf_counter() - t) * 1000)
+
+    n = len(on_topic)
+    print(f"split {split}: {n} theory questions, {len(off_topic)} off-topic")
+    print(f"  kb_search hit@1            {hit1}/{n} = {hit1 / n:.1%}")
+    print(f"  kb_search hit@3            {hit3}/{n} = {hit3 / n:.1%}")
+    print(f"  answers citing the section {cited_right}/{n} = {cited_right / n:.1%}")
+    if off_topic:
+        share = declined / len(off_topic)
+        print(f"  off-topic -> no match      {declined}/{len(off_topic)} = {share:.1%}")
+    print(f"  index build                {build_ms:.1f} ms ({len(index.passages)} passages)")
+    print(
+        f"  search, index only         p50 {pct(index_ms, 50):.2f} ms, p95 {pct(index_ms, 95):.2f} ms"
+        f" ({len(index_ms)} searches)"
+    )
+    print(
+        f"  search, whole tool call    p50 {pct(tool_ms, 50):.2f} ms, p95 {pct(tool_ms, 95):.2f} ms"
+        " (worker thread, caps, formatting)"
+    )
+    if show_errors and errors:
+        print("misses:")
+        print("\n".join(errors))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--split", choices=["test", "dev", "all"], default="test")
+    parser.add_argument("--errors", action="store_true", help="list the misses")
+    args = parser.parse_args()
+    asyncio.run(evaluate(args.split, args.errors))
+
+
+if __name__ == "__main__":
+    main()

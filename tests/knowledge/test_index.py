@@ -1,0 +1,110 @@
+"""The embedded course search: Italian-aware ranking over the manual and the quiz
+explanations, nothing for what the course does not cover, bounded inputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aircoach.knowledge.index import EXCERPT_CHARS, MAX_TOP_K, CourseIndex, passages_of
+from aircoach.knowledge.manual import Section, parse_manual
+from aircoach.quiz.bank import DEMO_QUESTIONS
+from tests.helpers import shipped_docs
+
+BANK = json.loads(DEMO_QUESTIONS.read_text("utf-8"))
+CHAPTERS = {int(n): t for n, t in BANK["chapters"].items()}
+
+
+@pytest.fixture(scope="module")
+def course() -> CourseIndex:
+    return CourseIndex(
+        passages_of(parse_manual(shipped_docs()), BANK["questions"], CHAPTERS), "test"
+    )
+
+
+def _refs(index: CourseIndex, query: str, **kwargs) -> list[str]:
+    return [r["riferimento"] for r in index.search(query, **kwargs)]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Cos'è lo stallo?",
+        "cos'e lo stallo",  # no accents
+        "COS'È LO STALLO",
+        "stalo",  # a typo
+        "gli stalli",  # the plural
+    ],
+)
+def test_accents_case_plurals_and_one_typo_find_the_same_section(course, query):
+    assert _refs(course, query)[0] == "1.4"
+
+
+def test_a_result_has_the_shape_the_http_formatter_expects(course):
+    [best] = course.search("altimetro QNH QFE 1013", top_k=1)
+    assert best["riferimento"] == "3.2" and best["materia"] == "Strumenti di volo"
+    assert best["capitolo"] == 3 and best["tipo"] == "manuale"
+    assert best["titolo"] == "Altimetro e regolazioni QNH, QFE, 1013"
+    assert "QNH" in best["testo"] and isinstance(best["score"], float) and best["score"] > 0
+
+
+def test_results_are_best_first_and_top_k_is_bounded(course):
+    results = course.search("pressione", top_k=50)
+    assert 1 < len(results) <= MAX_TOP_K
+    scores = [r["score"] for r in results]
+    assert scores == sorted(scores, reverse=True)
+    assert len(course.search("pressione", top_k=0)) == 1
+
+
+def test_materia_narrows_to_matching_chapters_accents_ignored(course):
+    everywhere = {r["capitolo"] for r in course.search("pressione", top_k=20)}
+    assert len(everywhere) > 1
+    narrowed = course.search("pressione", top_k=20, materia="meteorologìa")
+    assert narrowed and {r["capitolo"] for r in narrowed} == {5}
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["Mi consigli un buon mutuo per la casa?", "ricetta della torta di mele", "", "?!", "il la di"],
+)
+def test_what_the_course_does_not_cover_finds_nothing(course, query):
+    assert course.search(query) == []
+
+
+def test_a_quiz_explanation_lends_its_words_to_its_section():
+    """The wording of a question ("quadruplica") finds the section that teaches it, which
+    never uses that word; the explanation itself is not a result."""
+    section = Section(
+        "1.2",
+        "Portanza",
+        1,
+        "Aerodinamica",
+        "La portanza dipende dal quadrato della velocità.",
+        "01.md",
+    )
+    other = Section(
+        "1.3", "Resistenza", 1, "Aerodinamica", "La resistenza frena l'aereo in volo.", "01.md"
+    )
+    question = {
+        "capitolo": 1,
+        "numero": 1,
+        "testo": "Se la velocità raddoppia la portanza:",
+        "spiegazione": "Quadruplica: dipende dal quadrato della velocità.",
+    }
+    index = CourseIndex(passages_of([section, other], [question], {1: "Aerodinamica"}), "v")
+    assert _refs(index, "perche quadruplica") == ["1.2"]
+    alone = CourseIndex(passages_of([section, other], [], {1: "Aerodinamica"}), "v")
+    assert _refs(alone, "perche quadruplica") == []
+
+
+def test_a_long_passage_is_cut_to_an_excerpt_around_the_words_asked(course):
+    long_text = " ".join(f"Frase numero {i} sul vento." for i in range(100)) + " Il QNH finale."
+    section = Section("9.9", "Lunga", 9, "Prestazioni", long_text, "09.md")
+    index = CourseIndex(passages_of([section], [], {}), "v")
+    [hit] = index.search("QNH finale vento")
+    assert len(hit["testo"]) <= EXCERPT_CHARS
+
+
+def test_a_huge_query_is_cut_before_it_is_searched(course):
+    assert _refs(course, "stallo angolo critico " * 50_000)[0] == "1.4"

@@ -1,0 +1,98 @@
+"""The course index follows the docs: a section added to the manual is found after
+`update_docs`, from the local folder and from S3 (moto), and the chat's prompt version stays."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from aircoach.knowledge.library import CourseKnowledge
+from tests.helpers import app_with, asgi_client, copy_prompt_docs, services_of, shipped_docs
+from tests.s3 import s3_settings
+
+NEW_SECTION = (
+    "\n\n## 3.10 Il girobussola a induzione\n\nIl girobussola a induzione (flux gate) misura il "
+    "campo magnetico terrestre con una sonda nell'ala e corregge da solo la deriva del "
+    "giroscopio direzionale, senza che il pilota debba riallinearlo in volo.\n"
+)
+QUESTION = "Come funziona il girobussola a induzione?"
+
+
+async def _ask(client, headers) -> dict:
+    response = await client.post(
+        "/api/stream_query", json={"query": QUESTION, "stream": False}, headers=headers
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def _reload(client, auth) -> dict:
+    response = await client.post(
+        "/api/update_docs", json={}, headers=auth("admin-1", permissions=["admin:docs"])
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def _new_section_is_found_after_update_docs(client, auth, add_section) -> None:
+    before = await _reload(client, auth)
+    first = await _ask(client, auth())
+    assert "§ 3.10" not in first["answer"] and "Non ho trovato" in first["answer"]
+    add_section()
+    after = await _reload(client, auth)
+    assert after["prompt_version"] == before["prompt_version"]  # the manual is not the prompt
+    assert after["manual_version"] != before["manual_version"]
+    second = await _ask(client, auth())
+    assert second["answer"].startswith("[modello offline] Dal manuale del corso")
+    assert "§ 3.10 (Strumenti di volo)" in second["answer"] and "flux gate" in second["answer"]
+    assert second["tool"]["tool_name"] == "kb_search"
+    assert second["tool"]["data"]["items"][0]["riferimento"] == "3.10"
+
+
+async def test_a_new_section_is_found_after_update_docs_local(settings, auth, tmp_path: Path):
+    docs = copy_prompt_docs(tmp_path / "docs")
+    local = settings.model_copy(update={"prompt_docs_dir": docs})
+    chapter = docs / "manual" / "03_strumenti.md"
+
+    def add_section() -> None:
+        chapter.write_text(chapter.read_text("utf-8") + NEW_SECTION, "utf-8")
+
+    async with asgi_client(app_with(local)) as client:
+        await _new_section_is_found_after_update_docs(client, auth, add_section)
+
+
+async def test_a_new_section_is_found_after_update_docs_s3(s3, data_dir, auth):
+    key = "manual/03_strumenti.md"
+
+    def add_section() -> None:
+        s3.put(key, s3.get(key) + NEW_SECTION)
+
+    async with asgi_client(app_with(s3_settings(data_dir))) as client:
+        await _new_section_is_found_after_update_docs(client, auth, add_section)
+
+
+async def test_the_index_is_built_once_per_manual_version_and_only_the_latest_kept():
+    knowledge = CourseKnowledge()
+    docs = shipped_docs()
+    built = await asyncio.gather(*(knowledge.index_for(docs) for _ in range(20)))
+    assert all(index is built[0] for index in built)
+    assert await knowledge.index_for(dict(docs)) is built[0]  # equal docs, same version
+    edited = {**docs, "manual/03_strumenti.md": docs["manual/03_strumenti.md"] + NEW_SECTION}
+    newer = await knowledge.index_for(edited)
+    assert newer is not built[0] and newer.version != built[0].version
+    assert knowledge._index is newer  # the older index is released
+    prompt_only = {**docs, "10_stile.md": "Stile nuovo."}
+    assert await knowledge.index_for(prompt_only) is not newer  # back to the first manual
+    assert (await knowledge.index_for(prompt_only)).version == built[0].version
+
+
+async def test_services_share_one_course_index_between_requests(settings, auth):
+    app = app_with(settings)
+    async with asgi_client(app) as client:
+        for _ in range(3):
+            await _ask(client, auth())
+    first = services_of(app).knowledge._index
+    assert first is not None
+    async with asgi_client(app) as client:
+        await _ask(client, auth())
+    assert services_of(app).knowledge._index is first
