@@ -6,13 +6,24 @@ A question as a client sees it (`PublicQuestion`) never carries its key (`corret
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 MAX_ANSWER_CHARS = 500
 MAX_CHAPTER = 10  # the course has ten chapters (quiz.bank.CHAPTERS)
 MAX_NUMBER = 100_000
+
+
+def _json_integer(value: Any) -> Any:
+    """A JSON integer (`43` or `43.0`, as JSON Schema's `integer`), never `true` or `"43"`,
+    which lax parsing took as numbers."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a JSON integer")
+    return value
+
+
+JsonInt = Annotated[int, BeforeValidator(_json_integer)]
 
 
 class Attempt(BaseModel):
@@ -65,11 +76,11 @@ class QuestionList(BaseModel):
 
 
 class AnswerRequest(BaseModel):
-    # Strict, as the chat body: `"numero": true` was taken as 1; a misspelt field is a 422.
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # A misspelt field is a 422 (it was ignored), and so is `"numero": true` (graded as 1).
+    model_config = ConfigDict(extra="forbid")
 
-    capitolo: int = Field(ge=1, le=MAX_CHAPTER)
-    numero: int = Field(ge=1, le=MAX_NUMBER)
+    capitolo: JsonInt = Field(ge=1, le=MAX_CHAPTER)
+    numero: JsonInt = Field(ge=1, le=MAX_NUMBER)
     risposta: str = Field(
         min_length=1,
         max_length=MAX_ANSWER_CHARS,

@@ -72,6 +72,18 @@ def api_schema(settings):
     request may switch are those of the current docs (`GET /api/tools`; they change with the
     docs, so the schema cannot list them), and a quiz answer names an option of its question.
     Anything else is a documented 422, which the invalid-request runs still send."""
+    return _schema(settings, answer_letters=True)
+
+
+@pytest.fixture
+def negative_api_schema(settings):
+    """The schema the invalid requests are made from. A quiz answer is free text the coach
+    reads (`la c`, `D*`, an option's words), so the letters-only pattern above cannot say
+    what is invalid: here `risposta` keeps its documented bounds only."""
+    return _schema(settings, answer_letters=False)
+
+
+def _schema(settings, *, answer_letters: bool):
     app = create_app(settings)
     raw = copy.deepcopy(app.openapi())
     # The chat route parses its body after the token (aircoach.bodies): its schema is inline.
@@ -84,8 +96,9 @@ def api_schema(settings):
     del chat_body["content"]["application/json"]["schema"]["patternProperties"]
     # Likewise an answer must name an option of its question (the demo questions have four);
     # anything else is a documented 422 naming `risposta`.
-    answer = raw["components"]["schemas"]["AnswerRequest"]["properties"]["risposta"]
-    answer["pattern"] = "^[a-dA-D]$"
+    if answer_letters:
+        answer = raw["components"]["schemas"]["AnswerRequest"]["properties"]["risposta"]
+        answer["pattern"] = "^[a-dA-D]$"
     schema = schemathesis.openapi.from_dict(raw)
     schema.app = app
     # FastAPI ignores query parameters it does not know, as HTTP APIs do, and OpenAPI does
@@ -111,8 +124,11 @@ def test_every_operation_is_covered(api_schema):
     # Invalid requests too, where there is an input to make invalid besides the token.
     + [(m, p, GenerationMode.NEGATIVE) for m, p in WITH_INPUTS],
 )
-def test_operation_conforms_to_its_schema(api_schema, admin_headers, method, path, mode):
-    operation = api_schema[path][method]
+def test_operation_conforms_to_its_schema(
+    api_schema, negative_api_schema, admin_headers, method, path, mode
+):
+    schema = api_schema if mode is GenerationMode.POSITIVE else negative_api_schema
+    operation = schema[path][method]
 
     # The token is part of every case (never mutated away): the invalid-request runs test
     # the inputs, the auth tests (tests/test_auth0.py, tests/test_api.py) the tokens.
@@ -121,6 +137,10 @@ def test_operation_conforms_to_its_schema(api_schema, admin_headers, method, pat
         max_examples=MAX_EXAMPLES,
         deadline=None,
         database=None,  # no .hypothesis/ folder in the repo
+        # The same examples on every run: a red suite means the code changed, not the dice.
+        # (Random exploration found the lax `"numero": true`; run it with derandomize off
+        # when looking for new faults.)
+        derandomize=True,
         suppress_health_check=list(HealthCheck),
     )
     def check(case):

@@ -126,6 +126,13 @@ async def test_answers_are_graded_and_counted_in_progress(api, auth):
     assert empty == {"capitoli": [], "risposte": 0, "corrette": 0, "deboli": []}
 
 
+async def test_an_integer_written_as_1_0_is_an_integer(api, auth):
+    # JSON Schema's `integer` includes 1.0; `true` and "1" are refused (below).
+    body = {"capitolo": 1.0, "numero": 1.0, "risposta": "c"}
+    response = await api.post("/api/quiz/answers", json=body, headers=auth())
+    assert response.status_code == 200 and response.json()["corretta"] is True
+
+
 @pytest.mark.parametrize(
     ("body", "status", "field"),
     [
