@@ -31,7 +31,8 @@ test: $(STAMP) chromium
 chromium:
 	@if [ -z "$$CHROMIUM_PATH" ] && [ ! -x /usr/bin/chromium ]; then \
 		echo "installing Debian's chromium for tests/browser"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+		sudo=$$( [ "$$(id -u)" = 0 ] || command -v sudo ); \
+		{ $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 			|| echo "could not install chromium: tests/browser will fail (or set CHROMIUM_PATH)"; \
 	fi
 
