@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test test-unit test-load test-stress lint fmt bench bundle bundle-check clean tools-schema
+.PHONY: run test test-unit test-load test-stress lint fmt bench bundle bundle-check clean tools-schema chromium
 
 # Some shells export PYTHONDONTWRITEBYTECODE: every run would then compile (and pytest
 # assertion-rewrite) every module again, which doubled the suite's start-up.
@@ -22,8 +22,19 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 run: $(STAMP)
 	$(BIN)/python -m aircoach serve --host $(HOST) --port $(PORT)
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest -n 2
+
+# tests/browser drives Debian's chromium (`playwright install` cannot download a browser
+# here): installed with apt when missing; CHROMIUM_PATH names another binary instead. If
+# this fails, the browser tests fail with one line saying what is missing.
+chromium:
+	@if [ -z "$$CHROMIUM_PATH" ] && [ ! -x /usr/bin/chromium ]; then \
+		echo "installing Debian's chromium for tests/browser"; \
+		sudo=$$( [ "$$(id -u)" = 0 ] || command -v sudo ); \
+		{ $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+			|| echo "could not install chromium: tests/browser will fail (or set CHROMIUM_PATH)"; \
+	fi
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m "not integration"

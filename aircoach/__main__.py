@@ -49,13 +49,13 @@ def _serve(args: argparse.Namespace) -> None:
 
 
 def _dev_token(settings, sub: str, ttl: int, permissions: list[str]) -> str:
-    from aircoach.auth.tokens import DevIssuer
+    from aircoach.auth.tokens import mint_dev_token
+    from aircoach.errors import ConfigError
 
-    if not settings.uses_dev_issuer:
-        sys.exit("AUTH0_DOMAIN is set: tokens come from Auth0, not from the dev issuer")
-    return DevIssuer(settings.data_dir).mint(
-        sub, audience=settings.auth0_audience, ttl_s=ttl, permissions=permissions
-    )
+    try:
+        return mint_dev_token(settings, sub, ttl_s=ttl, permissions=permissions)
+    except ConfigError as exc:
+        sys.exit(str(exc))
 
 
 def _token(args: argparse.Namespace) -> None:

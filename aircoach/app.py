@@ -15,7 +15,19 @@ from aircoach.errors import AppError
 from aircoach.http_errors import validation_error
 from aircoach.logs import REQUEST_ID_HEADER, RequestIdMiddleware, configure_logging
 from aircoach.messages import header_language
-from aircoach.routes import chat, docs, feedback, health, history, quiz, tasks, tools, turns
+from aircoach.routes import (
+    chat,
+    dev_signin,
+    docs,
+    feedback,
+    health,
+    history,
+    playground,
+    quiz,
+    tasks,
+    tools,
+    turns,
+)
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
 
@@ -70,4 +82,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.add_exception_handler(RequestValidationError, validation_error)
     for module in (chat, health, tools, history, turns, docs, tasks, quiz, feedback):
         app.include_router(module.router)
+    if settings.playground:
+        app.include_router(playground.router)
+        if settings.uses_dev_issuer:
+            app.include_router(dev_signin.router)
     return app

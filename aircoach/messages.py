@@ -187,6 +187,19 @@ CATALOGUE: dict[str, Text] = {
         it="Il risultato non supera la fase {stage!r}.",
         en="the output does not pass the {stage!r} stage",
     ),
+    # --- tools and the playground's dev sign-in -----------------------------------------------
+    "tool_unavailable": Text(
+        it="Non disponibile: il servizio non è configurato su questo server.",
+        en="Unavailable: its service is not configured on this server.",
+    ),
+    "dev_sign_in_local_only": Text(
+        it="L'accesso di prova risponde solo a chi si collega da questa macchina.",
+        en="the dev sign-in answers only callers on this machine",
+    ),
+    "dev_sign_in_same_origin": Text(
+        it="L'accesso di prova risponde solo alla pagina del playground di questo server.",
+        en="the dev sign-in answers only the playground's own origin",
+    ),
     # --- a chat turn -------------------------------------------------------------------------
     "model_empty_answer": Text(
         it="Il modello linguistico ha dato una risposta vuota; riformula la domanda o riprova.",

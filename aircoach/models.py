@@ -226,6 +226,7 @@ class HistoryPage(BaseModel):
 
 class ToolInfo(BaseModel):
     name: str
+    label: str = Field(description="Short name for the tool's switch, in Italian.")
     description: str
     default_enabled: bool
     source: bool
@@ -235,6 +236,9 @@ class ToolInfo(BaseModel):
         description="What runs the tool now: its Python handler, its HTTP service (`remote`), "
         "its in-process fallback while the service is not configured (`embedded`); null when "
         "unavailable."
+    )
+    unavailable_reason: str | None = Field(
+        default=None, description="Why the tool cannot be switched on (Italian), when unavailable."
     )
 
 

@@ -124,6 +124,9 @@ class ServerSettings(_Group):
     request_receipt_timeout_s: float = Field(default=20.0, gt=0)
     # /docs, /redoc and /openapi.json: the contract clients implement, no secret in it.
     api_docs: bool = True
+    # The playground page (`GET /`): a developer's view of what a student sees. Off on
+    # Lambda/Vercel unless chosen, since a production API serves apps, not a page.
+    playground: bool = Field(default_factory=lambda: not running_on_serverless())
     # Chat turns one user may start, counted in the store across every instance (0 = no
     # limit; off locally, set them in production). Replays of a stored turn are free.
     quota_turns_per_day: int = Field(default=0, ge=0)

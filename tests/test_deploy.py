@@ -38,6 +38,7 @@ APP = [
     "aircoach/app.py",
     "aircoach/turn/turn.py",
     "aircoach/data/quiz_questions.json",
+    "aircoach/playground/static/index.html",
     "prompt_docs/tools.json",
     "prompt_docs/00_ruolo.md",
     "requirements.txt",
@@ -65,6 +66,21 @@ def test_the_vercel_function_excludes_local_files_too():
     inside_the_function = [p for p in LOCAL if not p.startswith(("deploy/", "dist/"))]
     assert [path for path in inside_the_function if not excluded.match_file(path)] == []
     assert [path for path in APP if excluded.match_file(path)] == []
+
+
+def test_the_vercel_function_includes_every_data_file_of_the_package():
+    """Vercel bundles the Python modules an import reaches; every other file of the package
+    (the quiz bank, the playground's page) must be named in `includeFiles`."""
+    config = json.loads((ROOT / "vercel.json").read_text())
+    patterns = re.fullmatch(r"\{(.*)\}", config["functions"]["api/index.py"]["includeFiles"])[1]
+    included = _gitignore(patterns.split(","))
+    data = [
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "aircoach").rglob("*")
+        if path.is_file() and path.suffix not in (".py", ".pyc")
+    ]
+    assert "aircoach/playground/static/app.js" in data
+    assert [path for path in data if not included.match_file(path)] == []
 
 
 def test_git_ignores_local_files_but_not_the_example():

@@ -10,7 +10,7 @@ import hashlib
 import os
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,7 +21,7 @@ from cachetools import TTLCache
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from aircoach.errors import AuthError
+from aircoach.errors import AuthError, ConfigError
 from aircoach.settings import DEV_ISSUER, AuthSettings
 
 ALGORITHMS = ["RS256"]
@@ -199,6 +199,25 @@ class DevIssuer:
             "permissions": list(permissions or []),
         }
         return jwt.encode(claims, self.private_key, algorithm="RS256", headers={"kid": self.kid})
+
+
+def mint_dev_token(
+    settings: AuthSettings,
+    sub: str,
+    *,
+    ttl_s: int = 3600,
+    permissions: Sequence[str] = (),
+    issuer: DevIssuer | None = None,
+) -> str:
+    """A token of the local dev issuer for `sub` (the `token` command, the playground's dev
+    sign-in); `issuer` is the app's own, else the key under DATA_DIR. Blocking: the key may
+    be read from disk. Refused with `ConfigError` when tokens come from Auth0."""
+    if not settings.uses_dev_issuer:
+        raise ConfigError("AUTH0_DOMAIN is set: tokens come from Auth0, not from the dev issuer")
+    issuer = issuer or DevIssuer(settings.data_dir)
+    return issuer.mint(
+        sub, audience=settings.auth0_audience, ttl_s=ttl_s, permissions=list(permissions)
+    )
 
 
 def _load_or_create_key(path: Path) -> rsa.RSAPrivateKey:

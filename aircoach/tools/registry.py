@@ -183,6 +183,12 @@ class ToolSpec(_Strict):
     )
 
     name: str = Field(pattern=r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$")
+    label: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=40,
+        description="Short name a student reads on the tool's switch (default: the name).",
+    )
     description: str = Field(min_length=1)
     parameters: dict[str, Any] = Field(
         default_factory=lambda: {"type": "object", "properties": {}},
@@ -263,6 +269,10 @@ class ToolSpec(_Strict):
         """False while an HTTP tool's `${VAR}` is unset and it has no embedded backend:
         listed, but never switched on."""
         return self.backend(env) is not None
+
+    @property
+    def display_label(self) -> str:
+        return self.label or self.name.replace("_", " ").capitalize()
 
     def load_handler(self) -> Handler:
         if self.http is not None:

@@ -280,3 +280,16 @@ async def test_tools_json_counts_in_the_version_but_not_in_the_prompt_text(clien
 def test_no_tools_json_means_no_tools():
     registry = ToolRegistry.from_docs({"00.md": "# prompt"})
     assert registry.specs == {} and registry.system_prompt("p", []) == "p"
+
+
+def test_a_label_is_short_and_defaults_to_the_tools_name():
+    config = shipped_tools()
+    by_name = {t["name"]: t for t in config["tools"]}
+    assert all(t.get("label") for t in config["tools"]), "every shipped tool has a label"
+    del by_name["web_search"]["label"]
+    specs = {t.name: t for t in parse_tools_config(json.dumps(config)).tools}
+    assert specs["web_search"].display_label == "Web search"
+    assert specs["kb_search"].display_label == "Manuale del corso"
+    by_name["kb_search"]["label"] = "x" * 41
+    with pytest.raises(ConfigError, match=r"tool 'kb_search': label"):
+        parse_tools_config(json.dumps(config))

@@ -42,13 +42,26 @@ async def test_tools_lists_every_declared_tool_with_its_availability(settings, a
     ]
     assert tools["domanda_teoria"] == {
         "name": "domanda_teoria",
+        "label": "Quiz di teoria",
         "description": shipped_tools()["tools"][0]["description"],
         "default_enabled": True,
         "source": False,
         "return_direct": True,
         "available": True,
         "backend": "python",
+        "unavailable_reason": None,
     }
+    assert tools["web_search"]["label"] == "Ricerca sul web"
+    assert tools["web_search"]["unavailable_reason"] == (
+        "Non disponibile: il servizio non è configurato su questo server."
+    )
+    assert tools["lex_search"]["unavailable_reason"] is None
+    assert tools["kb_search"]["unavailable_reason"] is None  # embedded: available
+    async with asgi_client(app_with(only_lex)) as client:
+        english = await client.get("/api/tools", headers={**auth(), "Accept-Language": "en"})
+    assert english.json()[2]["unavailable_reason"] == (
+        "Unavailable: its service is not configured on this server."
+    )
     assert {
         n: (t["available"], t["default_enabled"], t["source"], t["backend"])
         for n, t in tools.items()

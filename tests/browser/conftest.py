@@ -1,0 +1,124 @@
+"""Browser tests: Python Playwright driving Debian's Chromium against a real server on
+loopback. `playwright install` cannot download here: the Makefile installs the `chromium`
+package when `/usr/bin/chromium` is missing, and `CHROMIUM_PATH` names another binary. When
+either part is missing the tests fail (never skip) with one line saying what."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+OUTPUT = Path(__file__).resolve().parent / ".output"
+# Waits for what should happen (a page load, a streamed turn on a busy 2-core machine).
+WAIT_MS = 30_000
+
+
+def chromium_path() -> str:
+    return os.environ.get("CHROMIUM_PATH") or "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("Python playwright is missing: `make` installs requirements-dev.txt")
+    binary = chromium_path()
+    if not os.access(binary, os.X_OK):
+        pytest.fail(
+            f"no Chromium at {binary}: `make test` installs Debian's chromium "
+            "(apt-get install chromium), or set CHROMIUM_PATH"
+        )
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=WAIT_MS)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=binary,
+            headless=True,
+            args=["--no-sandbox", "--disable-dev-shm-usage"],
+        )
+        yield launched
+        launched.close()
+
+
+@dataclass
+class Session:
+    """One browser tab on the server at `origin`: what it logged and what it tried to reach
+    outside the origin (blocked), and where its screenshots go."""
+
+    page: Any
+    origin: str
+    shots: Path
+    console_errors: list[str] = field(default_factory=list)
+    outside: list[str] = field(default_factory=list)
+
+    def open(self) -> None:
+        """The playground, once its script has asked the server for its config."""
+        from playwright.sync_api import expect
+
+        with self.page.expect_response(re.compile(r"/playground/config$"), timeout=WAIT_MS):
+            self.page.goto(f"{self.origin}/", timeout=WAIT_MS)
+        expect(self.page.locator("#signin")).to_be_visible(timeout=WAIT_MS)
+
+    def dev_sign_in(self, name: str = "allievo", *, admin: bool = False) -> None:
+        from playwright.sync_api import expect
+
+        page = self.page
+        page.fill("#dev-name", name)
+        if admin:
+            page.check("#dev-admin")
+        page.click("#dev-signin")
+        expect(page.locator("#app")).to_be_visible(timeout=WAIT_MS)
+        expect(page.locator("#toolbar input")).not_to_have_count(0, timeout=WAIT_MS)
+
+    def ask(self, query: str) -> Any:
+        """Type `query`, send it with Enter; the new turn's element."""
+        page = self.page
+        before = page.locator("#turns > li").count()
+        page.fill("#query", query)
+        page.press("#query", "Enter")
+        return page.locator("#turns > li").nth(before)
+
+    def shot(self, name: str) -> Path:
+        path = self.shots / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+@pytest.fixture
+def session_for(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """`session_for(origin, width=...)`: a fresh browser context (no shared storage) on the
+    server at `origin`. Requests to any other origin are recorded and aborted."""
+    contexts: list[Any] = []
+
+    def open_session(origin: str, *, width: int = 1280, height: int = 900) -> Session:
+        context = browser.new_context(viewport={"width": width, "height": height})
+        context.set_default_timeout(WAIT_MS)
+        contexts.append(context)
+        page = context.new_page()
+        shots = OUTPUT / request.node.name
+        shots.mkdir(parents=True, exist_ok=True)
+        session = Session(page, origin, shots)
+
+        def guard(route: Any) -> None:
+            if route.request.url.startswith(f"{origin}/"):
+                route.continue_()
+            else:
+                session.outside.append(route.request.url)
+                route.abort()
+
+        context.route("**/*", guard)
+        page.on("console", lambda m: m.type == "error" and session.console_errors.append(m.text))
+        page.on("pageerror", lambda e: session.console_errors.append(str(e)))
+        return session
+
+    yield open_session
+    for context in contexts:
+        context.close()
