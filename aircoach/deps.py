@@ -11,6 +11,7 @@ from aircoach.auth import webhook
 from aircoach.auth.tokens import Principal
 from aircoach.bodies import parse_json_body
 from aircoach.errors import ForbiddenError, MissingTokenError
+from aircoach.logs import current_stages
 from aircoach.messages import Language, header_language
 from aircoach.models import MessageRequest
 from aircoach.services import Services
@@ -21,21 +22,25 @@ _bearer = HTTPBearer(auto_error=False, description="An Auth0 (or local dev issue
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
-def get_services(request: Request) -> Services:
+# The dependencies that do no I/O are `async def`: FastAPI runs a plain `def` dependency in a
+# worker thread, one thread hand-off per request for a dictionary lookup.
+
+
+async def get_services(request: Request) -> Services:
     return request.app.state.services
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def get_settings_dep(services: ServicesDep) -> Settings:
+async def get_settings_dep(services: ServicesDep) -> Settings:
     return services.settings
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 
 
-def get_chat_store(services: ServicesDep) -> ChatStore:
+async def get_chat_store(services: ServicesDep) -> ChatStore:
     return services.chats
 
 
@@ -45,13 +50,14 @@ ChatStoreDep = Annotated[ChatStore, Depends(get_chat_store)]
 async def current_user(services: ServicesDep, credentials: BearerCredentials) -> Principal:
     if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
         raise MissingTokenError()
-    return await services.verifier.verify(credentials.credentials)
+    with current_stages().timed("auth"):
+        return await services.verifier.verify(credentials.credentials)
 
 
 CurrentUser = Annotated[Principal, Depends(current_user)]
 
 
-def request_language(request: Request) -> Language:
+async def request_language(request: Request) -> Language:
     """The language of the request's messages (`Accept-Language`; Italian by default)."""
     return header_language(request.headers)
 

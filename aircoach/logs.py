@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,6 +31,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aircoach.settings import ServerSettings
+from aircoach.stages import Stages
 
 APP_LOGGER = "aircoach"
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -44,6 +45,7 @@ _SANE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+=-]{0,127}")
 class RequestContext:
     id: str
     started: float  # time.monotonic() when the request arrived
+    stages: Stages = field(default_factory=Stages)  # where its time went (a chat turn's)
 
     def elapsed_ms(self) -> int:
         return round((time.monotonic() - self.started) * 1000)
@@ -55,6 +57,12 @@ _request: ContextVar[RequestContext | None] = ContextVar("aircoach_request", def
 def current_request() -> RequestContext | None:
     """The request being served in this context (None outside a request)."""
     return _request.get()
+
+
+def current_stages() -> Stages:
+    """The stage timings of the request being served (a throwaway one outside a request)."""
+    request = _request.get()
+    return request.stages if request else Stages()
 
 
 def current_request_id() -> str | None:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from aircoach.quiz.service import QuizService
     from aircoach.tasks.engine import TaskEngine
     from aircoach.tasks.models import TaskModels
+    from aircoach.turn.agent import AgentShapes
     from aircoach.turn.memory import Memory
 
 _UNSET: Any = object()
@@ -168,6 +169,16 @@ class Services:
         return Memory(
             max_threads=self.settings.memory_max_threads,
             reseed_turns=self.settings.history_limit,
+        )
+
+    @cached_property
+    def agent_shapes(self) -> AgentShapes:
+        """The compiled agent structures, one per prompt version and tool set (pure data,
+        shared by the requests; each binds its own model, prompt and tools' context)."""
+        from aircoach.turn.agent import AgentShapes
+
+        return AgentShapes(
+            checkpointer=self.memory.checkpointer, history_limit=self.settings.history_limit
         )
 
     def tools_for(self, snapshot: PromptSnapshot) -> ToolRegistry:

@@ -20,17 +20,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class ServerURL(str):
+    """A running server's base URL; `pid` is its process, for its CPU time."""
+
+    pid: int
+
+
 @contextmanager
-def server(module: str, env: dict[str, str] | None = None):
-    """Run `python -m module --port P` until the block ends; yields the base URL."""
+def server(
+    module: str,
+    env: dict[str, str] | None = None,
+    *,
+    root: Path = ROOT,
+    cpus: set[int] | None = None,
+):
+    """Run `python -m module --port P` from source tree `root` until the block ends, pinned to
+    `cpus` when given; yields the base URL (a `ServerURL`)."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", module, "--port", str(port)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "LOG_LEVEL": "WARNING", **(env or {})},
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root), "LOG_LEVEL": "WARNING", **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    if cpus:
+        os.sched_setaffinity(proc.pid, cpus)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -43,10 +58,19 @@ def server(module: str, env: dict[str, str] | None = None):
                         proc.stderr.read().decode() if proc.stderr else "server died"
                     ) from None
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
+        url = ServerURL(f"http://127.0.0.1:{port}")
+        url.pid = proc.pid
+        yield url
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pct(values: list[float], p: float) -> float:

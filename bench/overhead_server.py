@@ -1,94 +1,113 @@
-"""The server for bench_overhead: the real app plus two bare endpoints to compare it with.
+"""The server for bench_overhead: the real app plus bare endpoints to compare it with.
 
-(a) /bench/bare   streams the same agent_message tokens with FastAPI's SSE, no agent
-(b) /bench/agent  runs the same agent (same factory, tools and middleware) with the same offline
-                  model; no auth, no prompt store, no memory, nothing stored
-(c) /api/stream_query  the full path
+(a) /bench/bare          streams the model's reply tokens with our SSE, no agent
+(b0) /bench/create_agent a bare LangGraph `create_agent` with the same model: no tools, no
+                         middleware, no checkpointer (the agent itself)
+(b) /bench/agent         our agent (same factory, tools and middleware) with the same model; no
+                         auth, no prompt store, no memory, nothing stored
+(c) /api/stream_query    the full path (SSE, or JSON with `"stream": false`)
+
+BENCH_MODEL=fixed (default) gives every endpoint the trivial fixed-reply model of
+`bench/fixed_model.py`; BENCH_MODEL=offline the offline model (which scores the prompt's
+passages for every reply).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import uuid
+from typing import Any
 
 import uvicorn
 from fastapi import Request
-from langchain_core.messages import AIMessageChunk
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 
 from aircoach.app import create_app
 from aircoach.llm.offline import OfflineChatModel
-from aircoach.prompts.sources import LocalDocSource
-from aircoach.prompts.store import PromptStore
+from aircoach.services import Services
 from aircoach.settings import get_settings
 from aircoach.tools.registry import ToolContext
 from aircoach.turn.agent import build_agent
 from aircoach.turn.events import AgentMessage, Done
 from aircoach.turn.sse import event_stream
+from bench.fixed_model import FixedModels, FixedReplyModel
 
 QUERY = "Come si regola l'altimetro con il QNH prima del decollo?"
 
 
 def build() -> object:
     settings = get_settings()
-    app = create_app(settings)
-    prompt: dict[str, str] = {}
+    fixed = os.environ.get("BENCH_MODEL", "fixed") == "fixed"
+    parts: dict[str, Any] = {"models": FixedModels()} if fixed else {}
+    app = create_app(services=Services.build(settings, **parts))
+    cache: dict[str, Any] = {}
 
-    async def system_prompt() -> str:
-        if "text" not in prompt:
-            snapshot = await PromptStore(
-                LocalDocSource(settings.prompt_docs_dir), ttl_s=1e9
-            ).current()
-            prompt["text"] = snapshot.text
-        return prompt["text"]
+    def model(tools: list[Any]) -> Any:
+        if fixed:
+            return FixedReplyModel()
+        return OfflineChatModel(tool_examples={t.name: list(t.examples) for t in tools})
 
-    async def tokens() -> list[str]:
-        if "tokens" not in prompt:
-            model = OfflineChatModel()
-            from langchain_core.messages import HumanMessage, SystemMessage
-
-            msgs = [SystemMessage(await system_prompt()), HumanMessage(QUERY)]
-            prompt["tokens"] = [c.text async for c in model.astream(msgs)]
-        return prompt["tokens"]
-
-    @app.post("/bench/bare")
-    async def bare(request: Request):
-        words = await tokens()
-
-        async def events():
-            for word in words:
-                yield AgentMessage(content=word)
-            yield Done(
-                turn_id=uuid.uuid4().hex, prompt_version="bench", model="offline", context_turns=0
-            )
-
-        return event_stream(events())
-
-    @app.post("/bench/agent")
-    async def agent(request: Request):
+    async def prompt() -> tuple[str, list[Any]]:
         services = app.state.services
         snapshot = await services.prompts.current()
         registry = services.tools_for(snapshot)
         tools = registry.enabled(None)
-        text = registry.system_prompt(snapshot.text, tools)
+        return registry.system_prompt(snapshot.text, tools), tools
+
+    async def tokens() -> list[str]:
+        if "tokens" not in cache:
+            text, tools = await prompt()
+            msgs = [SystemMessage(text), HumanMessage(QUERY)]
+            cache["tokens"] = [c.text async for c in model(tools).astream(msgs) if c.text]
+        return cache["tokens"]
+
+    def done() -> Done:
+        return Done(
+            turn_id=uuid.uuid4().hex,
+            prompt_version="bench",
+            model="bench",
+            context_turns=0,
+            request_id=uuid.uuid4().hex,
+        )
+
+    async def agent_events(graph: Any) -> Any:
+        payload = {"messages": [{"role": "user", "content": QUERY}]}
+        async for message, _meta in graph.astream(payload, {}, stream_mode="messages"):
+            if isinstance(message, AIMessageChunk) and message.text:
+                yield AgentMessage(content=message.text)
+        yield done()
+
+    @app.post("/bench/bare")
+    async def bare(request: Request) -> Any:
+        words = await tokens()
+
+        async def events() -> Any:
+            for word in words:
+                yield AgentMessage(content=word)
+            yield done()
+
+        return event_stream(events())
+
+    @app.post("/bench/create_agent")
+    async def bare_agent(request: Request) -> Any:
+        text, tools = await prompt()
+        return event_stream(agent_events(create_agent(model(tools), [], system_prompt=text)))
+
+    @app.post("/bench/agent")
+    async def agent(request: Request) -> Any:
+        services = app.state.services
+        text, tools = await prompt()
         graph = build_agent(
-            model=OfflineChatModel(tool_examples={t.name: list(t.examples) for t in tools}),
+            model=model(tools),
             tools=tools,
             ctx=ToolContext(quiz=await services.quiz_service(), user_id="bench"),
             system_prompt=text,
             checkpointer=None,
             history_limit=settings.history_limit,
         )
-
-        async def events():
-            payload = {"messages": [{"role": "user", "content": QUERY}]}
-            async for message, _meta in graph.astream(payload, stream_mode="messages"):
-                if isinstance(message, AIMessageChunk) and message.text:
-                    yield AgentMessage(content=message.text)
-            yield Done(
-                turn_id=uuid.uuid4().hex, prompt_version="bench", model="offline", context_turns=0
-            )
-
-        return event_stream(events())
+        return event_stream(agent_events(graph))
 
     return app
 

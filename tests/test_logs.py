@@ -13,6 +13,7 @@ import pytest
 from mangum import Mangum
 
 from aircoach.logs import APP_LOGGER, configure_logging
+from aircoach.stages import STAGES
 from tests.helpers import app_with, asgi_client
 from tests.lambda_events import chat_event, response_body
 from tests.scripted_model import Script, ScriptedModels, call, text
@@ -171,3 +172,30 @@ async def test_the_json_answer_carries_the_request_id(client, auth, script):
         headers={**auth(), "X-Request-ID": "json-1"},
     )
     assert response.json()["request_id"] == response.headers["X-Request-ID"] == "json-1"
+
+
+async def test_the_summary_line_says_where_the_turn_spent_its_time(
+    settings, auth, capsys, pristine_logging
+):
+    """Every stage of the turn is on its summary line, in ms; a stage the turn went through
+    counts more than nothing, one it skipped counts 0."""
+    json_settings = settings.model_copy(update={"log_format": "json"})
+    # A tool call that fails (no chapter 99): the model answers, and the guard checks it.
+    script = Script([call("domanda_teoria", capitolo=99), text("Il capitolo 99 non esiste.")])
+    app = app_with(json_settings, models=ScriptedModels(script))
+    async with asgi_client(app) as client:
+        response = await client.post(
+            "/api/stream_query",
+            json={"query": "Dammi una domanda del capitolo 99", "user_data": False},
+            headers=auth(),
+        )
+    assert response.status_code == 200
+    (summary,) = [
+        line for line in json_lines(capsys.readouterr().err) if line.get("event") == "turn"
+    ]
+    stages = {k: v for k, v in summary.items() if k.endswith("_ms") and k != "latency_ms"}
+    assert list(stages) == [f"{stage}_ms" for stage in STAGES]
+    ran = {k for k, v in stages.items() if v > 0}
+    assert ran == {f"{stage}_ms" for stage in STAGES} - {"user_data_ms"}
+    assert stages["user_data_ms"] == 0
+    assert all(v < summary["latency_ms"] + 1 for v in stages.values())

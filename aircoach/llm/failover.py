@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
@@ -67,26 +67,29 @@ def _is_empty(response: ModelResponse) -> bool:
     return not any(m.text.strip() or m.tool_calls for m in replies)
 
 
-class ModelFailover(AgentMiddleware):
-    """Try the models in order. Sticky within a turn: once a model failed, the turn's later
-    model calls (after a tool) go straight to the model that answered."""
+class ModelFailover:
+    """One turn's model calls: try the models in order. Sticky within a turn: once a model
+    failed, the turn's later model calls (after a tool) go straight to the model that
+    answered. Called by the turn's middleware around each model call."""
 
     def __init__(self, fallbacks: Sequence[BaseChatModel] = ()):
-        super().__init__()
         self.fallbacks = list(fallbacks)
         self.answered_by: str | None = None
         self._first = 0
 
-    async def awrap_model_call(
+    async def call(
         self,
-        request: ModelRequest,
-        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse]],
     ) -> ModelResponse:
         models = [request.model, *self.fallbacks]
         for index in range(self._first, len(models)):
             model = models[index]
             attempt = request if index == 0 else request.override(model=model)
-            with _watching() as watch:
+            last = index == len(models) - 1
+            # Only a model with another behind it needs watching (whether it streamed text
+            # decides the retry): the callback costs every streamed chunk a dispatch.
+            with _watching() if not last else nullcontext() as watch:
                 try:
                     response = await handler(attempt)
                     if _is_empty(response):
@@ -94,15 +97,15 @@ class ModelFailover(AgentMiddleware):
                 except GraphBubbleUp:
                     raise
                 except Exception as exc:
-                    last = index == len(models) - 1
+                    streamed = watch is not None and watch.streamed
                     log.warning(
                         "model %r failed (%s: %s)%s",
                         model_label(model),
                         type(exc).__name__,
                         exc,
-                        "" if last or watch.streamed else "; trying the fallback model",
+                        "" if last or streamed else "; trying the fallback model",
                     )
-                    if last or watch.streamed:
+                    if last or streamed:
                         raise _unavailable(exc) from exc
                     continue
             self._first = index

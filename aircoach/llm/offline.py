@@ -9,10 +9,11 @@ ids. It never quotes its system prompt. Replies are streamed word by word.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 from uuid import uuid4
 
@@ -137,10 +138,26 @@ def _terms(text: str) -> set[str]:
     return {w for w in words if w not in STOPWORDS and not w.isdigit() and len(w) > 1}
 
 
-def _stem_overlap(query: set[str], other: set[str]) -> int:
-    """Terms that match exactly or share a 5-letter stem (domanda/domande, quiz/quizzes)."""
-    stems = {w[:5] for w in other}
-    return sum(1 for w in query if w in other or (len(w) >= 5 and w[:5] in stems))
+_Indexed = tuple[frozenset[str], frozenset[str]]
+
+
+def _indexed(terms: set[str] | frozenset[str]) -> _Indexed:
+    return frozenset(terms), frozenset(w[:5] for w in terms)
+
+
+@functools.lru_cache(maxsize=2048)
+def _known(text: str) -> _Indexed:
+    """The terms and 5-letter stems of a text every request shows the model again (a prompt
+    passage, a tool's description or example): computed once, they change only with the
+    prompt version. Bounded, since per-user sections come and go."""
+    return _indexed(_terms(text))
+
+
+def _stem_overlap(words: Iterable[str], other: _Indexed) -> int:
+    """Words that match a term of `other` exactly or share a 5-letter stem with one
+    (domanda/domande, quiz/quizzes)."""
+    terms, stems = other
+    return sum(1 for w in words if w in terms or (len(w) >= 5 and w[:5] in stems))
 
 
 def score_tool(query: str, description: str, examples: Sequence[str]) -> float:
@@ -149,14 +166,15 @@ def score_tool(query: str, description: str, examples: Sequence[str]) -> float:
     q = _terms(query)
     if not q:
         return 0.0
+    query_index = _indexed(q)
     best = 0.0
     for example in examples:
-        e = _terms(example)
+        e, _ = _known(example)
         if e:
-            best = max(best, _stem_overlap(e, q) / len(e))
-    d = _terms(description)
-    if d:
-        best = max(best, 0.5 * _stem_overlap(q, d) / len(q))
+            best = max(best, _stem_overlap(e, query_index) / len(e))
+    description_index = _known(description)
+    if description_index[0]:
+        best = max(best, 0.5 * _stem_overlap(q, description_index) / len(q))
     return best
 
 

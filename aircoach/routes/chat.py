@@ -12,6 +12,7 @@ from fastapi.responses import Response
 from aircoach.bodies import json_body_openapi
 from aircoach.deps import ChatMessage, CurrentUser, RequestLanguage, ServicesDep
 from aircoach.grounding.models import ResponseGrounding
+from aircoach.logs import current_stages
 from aircoach.models import (
     CLIENT_MESSAGE_ID_PATTERN,
     MAX_CLIENT_MESSAGE_ID,
@@ -82,8 +83,9 @@ async def stream_query(
     `X-Turn-ID` header from the start. A repeated `client_message_id` (or `Idempotency-Key`)
     gets the stored turn again, without running the model."""
     key = _message_key(body, request.headers.get(IDEMPOTENCY_HEADER))
-    snapshot = await services.prompts.current()
-    registry = services.tools_for(snapshot)
+    with current_stages().timed("prompt"):
+        snapshot = await services.prompts.current()
+        registry = services.tools_for(snapshot)
     unknown = registry.unknown(body.tools)
     if unknown:
         raise RequestValidationError(

@@ -8,7 +8,6 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -80,8 +79,9 @@ _MAX_PARAMS = 900
 
 
 class _Sqlite:
-    """One short-lived connection per operation, in a worker thread; WAL lets several
-    processes (or app instances) share the file."""
+    """Operations in worker threads, one hop each, on a connection each worker thread keeps
+    (opening one and setting its pragmas cost more than most of our statements); WAL lets
+    several processes (or app instances) share the file."""
 
     def __init__(
         self,
@@ -96,6 +96,7 @@ class _Sqlite:
         self._ready = False
         self._lock = threading.Lock()
         self._anchor: sqlite3.Connection | None = None
+        self._local = threading.local()  # this worker thread's connection
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=5.0)
@@ -128,8 +129,17 @@ class _Sqlite:
     async def run(self, op: Callable[[sqlite3.Connection], T]) -> T:
         def work() -> T:
             self._ensure_schema()
-            with closing(self._connect()) as conn, conn:
-                return op(conn)
+            conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+            if conn is None:
+                conn = self._local.conn = self._connect()
+            try:
+                with conn:  # one transaction per operation
+                    return op(conn)
+            except sqlite3.Error:
+                # A connection in an unknown state is not reused: the next one starts clean.
+                self._local.conn = None
+                conn.close()
+                raise
 
         try:
             return await anyio.to_thread.run_sync(work)

@@ -17,15 +17,17 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph.state import CompiledStateGraph
 
 from aircoach.models import ToolCall, Turn
 from aircoach.store.base import ChatStore
+
+if TYPE_CHECKING:
+    from aircoach.turn.agent import TurnAgent
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +180,7 @@ class Memory:
         return {"configurable": {"thread_id": thread_id}}
 
     async def ensure_thread(
-        self, agent: CompiledStateGraph, thread_id: str, user_id: str, store: ChatStore
+        self, agent: TurnAgent, thread_id: str, user_id: str, store: ChatStore
     ) -> int:
         """Make the thread hold the user's stored history; returns how many turns it holds.
         Raises `StoreUnavailable` when the store cannot be read (before anything streams)."""

@@ -8,19 +8,19 @@ import logging
 from dataclasses import replace
 
 import anyio
-from langgraph.graph.state import CompiledStateGraph
 
 from aircoach.auth.tokens import Principal
 from aircoach.auth.userdata import user_data_section
 from aircoach.errors import StoreUnavailable
 from aircoach.grounding.context import ThreadView, TurnGrounding, with_citation_rule
+from aircoach.logs import current_stages
 from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.models import MessageRequest
 from aircoach.prompts.store import PromptSnapshot
 from aircoach.quiz.service import progress_section
 from aircoach.services import Services
 from aircoach.tools.registry import ToolContext, ToolRegistry, ToolSpec
-from aircoach.turn.agent import build_agent
+from aircoach.turn.agent import TurnAgent, build_agent
 from aircoach.turn.chat_models import TurnModels
 from aircoach.turn.recorder import TurnRecorder
 from aircoach.turn.turn import ChatTurn, new_turn_id
@@ -42,6 +42,7 @@ async def prepare_turn(
     """A turn ready to stream. `snapshot`: the prompt the route validated the switches on;
     `language`: of the stream's `error` messages."""
     settings = services.settings
+    stages = current_stages()
     registry = services.tools_for(snapshot)
     enabled = registry.enabled(request.tools)
     log.info("%s", registry.log_line(request.tools))
@@ -55,25 +56,30 @@ async def prepare_turn(
         client_max_bytes=settings.tool_client_max_bytes,
         knowledge=services.knowledge.search_in(snapshot.contents),
     )
-    models = await TurnModels.open(services.models, enabled)
+    with stages.timed("agent_build"):
+        models = await TurnModels.open(services.models, enabled)
 
-    def agent_for(prompt: str, topic: tuple[str, ...] = ()) -> CompiledStateGraph:
-        return build_agent(
-            model=models.primary,
-            tools=enabled,
-            ctx=replace(ctx, topic=topic),
-            system_prompt=prompt,
-            checkpointer=services.memory.checkpointer,
-            history_limit=settings.history_limit,
-            failover=models.failover,
-        )
+    def agent_for(prompt: str, topic: tuple[str, ...] = ()) -> TurnAgent:
+        with stages.timed("agent_build"):
+            return build_agent(
+                model=models.primary,
+                tools=enabled,
+                ctx=replace(ctx, topic=topic),
+                system_prompt=prompt,
+                checkpointer=services.memory.checkpointer,
+                history_limit=settings.history_limit,
+                failover=models.failover,
+                shapes=services.agent_shapes,
+                version=snapshot.version,
+            )
 
     try:
         agent = agent_for(system_prompt)
         thread_id = f"{principal.sub}:v{snapshot.version}"
         thread = ThreadView()
         if request.chat_history:
-            held = await _load_history(services, agent, thread_id, principal.sub)
+            with stages.timed("history"):
+                held = await _load_history(services, agent, thread_id, principal.sub)
             memory_thread, context_turns = thread_id, min(held, settings.history_limit)
             state = await agent.aget_state(services.memory.config(thread_id))
             thread = ThreadView.of(state.values.get("messages", []), settings.history_limit)
@@ -127,7 +133,8 @@ async def _system_prompt(
     """The docs' prompt, the sources-off warning when it applies, the user's profile and
     their quiz progress (fetched side by side). Neither section ever fails the turn; the
     version (and thread) stays the docs' one."""
-    prompt = registry.system_prompt(with_citation_rule(snapshot.text), enabled)
+    with current_stages().timed("prompt"):
+        prompt = registry.system_prompt(with_citation_rule(snapshot.text), enabled)
     if not request.user_data:
         return prompt
     settings = services.settings
@@ -144,9 +151,10 @@ async def _system_prompt(
     async def progress() -> None:
         sections[1] = await _progress_section(services, principal.sub, enabled)
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(profile)
-        tg.start_soon(progress)
+    with current_stages().timed("user_data"):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(profile)
+            tg.start_soon(progress)
     return "\n\n".join([prompt, *(section for section in sections if section)])
 
 
@@ -168,9 +176,7 @@ async def _progress_section(services: Services, user_id: str, enabled: list[Tool
         return ""
 
 
-async def _load_history(
-    services: Services, agent: CompiledStateGraph, thread_id: str, user_id: str
-) -> int:
+async def _load_history(services: Services, agent: TurnAgent, thread_id: str, user_id: str) -> int:
     """Make the thread hold the user's stored history; how many turns it holds. A store that
     cannot be read fails the request before anything streams."""
     try:

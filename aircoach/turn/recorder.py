@@ -8,6 +8,7 @@ import hashlib
 import logging
 from typing import Literal
 
+from aircoach.logs import current_stages
 from aircoach.models import Turn
 from aircoach.store.base import ChatStore
 from aircoach.store.spool import DeadLetters
@@ -56,7 +57,8 @@ class TurnRecorder:
         and where it went) and the stream says `persist_failed`."""
         self.attempted = True
         try:
-            await self.chats.append_turn(turn)
+            with current_stages().timed("persist"):
+                await self.chats.append_turn(turn)
         except Exception:
             kept = await self.dead_letters.keep(turn)
             self.outcome = "spooled" if kept else "lost"

@@ -9,35 +9,90 @@ import anyio
 from fastapi.sse import EventSourceResponse
 from starlette.types import Receive, Scope, Send
 
+from aircoach.logs import current_stages
 from aircoach.turn.events import TurnEvent
 
 HEARTBEAT_S = 15.0
 HEARTBEAT = b": keep-alive\n\n"
+# Encoded events waiting for the socket before the turn waits for the client to read them.
+OUTBOX_BYTES = 64 * 1024
+
+
+class _Outbox:
+    """Encoded events on their way to the socket. The turn adds each one without yielding to
+    the event loop; the writer takes everything that is there in one piece, so the events
+    ready together (a model's chunks arrive in bursts) cost one socket write, not one each."""
+
+    def __init__(self, limit_bytes: int):
+        self.limit_bytes = limit_bytes
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._closed = False
+        self._ready = anyio.Event()  # something to take, or the end
+        self._taken = anyio.Event()  # room again
+
+    async def put(self, data: bytes) -> None:
+        while self._size >= self.limit_bytes:  # the client reads slowly: wait for it
+            self._taken = anyio.Event()
+            await self._taken.wait()
+        self._parts.append(data)
+        self._size += len(data)
+        self._ready.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._ready.set()
+
+    def take(self) -> bytes | None:
+        """Everything waiting (b"" when nothing is), or None once closed and empty."""
+        if not self._parts:
+            return None if self._closed else b""
+        data = b"".join(self._parts)
+        self._parts.clear()
+        self._size = 0
+        self._ready = anyio.Event()
+        self._taken.set()
+        return data
+
+    async def wait(self) -> None:
+        await self._ready.wait()
 
 
 async def with_heartbeat(
     events: AsyncGenerator[TurnEvent, None], every_s: float
 ) -> AsyncIterator[bytes]:
-    """Encode events, and send a comment line whenever nothing was sent for `every_s`, so that
-    proxies and mobile networks keep the connection open while a tool or the model is slow."""
-    send, receive = anyio.create_memory_object_stream[bytes](max_buffer_size=16)
+    """Encode events, each write carrying every event ready by then, and send a comment line
+    whenever nothing was sent for `every_s`, so that proxies and mobile networks keep the
+    connection open while a tool or the model is slow. The heartbeat's timer runs only while
+    the outbox is empty: while events flow it costs nothing."""
+    outbox = _Outbox(OUTBOX_BYTES)
 
     async def produce() -> None:
-        # aclosing: if this task is cancelled while blocked on `send`, the turn's generator is
+        # aclosing: if this task is cancelled while waiting for room, the turn's generator is
         # closed here and now (and stores what it has), not whenever it is garbage-collected.
-        async with send, aclosing(events):
-            async for event in events:
-                await send.send(event.encode())
+        try:
+            async with aclosing(events):
+                stages = current_stages()
+                async for event in events:
+                    with stages.timed("encode"):
+                        data = event.encode()
+                    await outbox.put(data)
+        finally:
+            outbox.close()
 
-    async with anyio.create_task_group() as tg, receive:
+    async with anyio.create_task_group() as tg:
         tg.start_soon(produce)
         while True:
+            data = outbox.take()
+            if data is None:
+                break
+            if data:
+                yield data
+                continue
             with anyio.move_on_after(every_s) as timer:
-                try:
-                    data = await receive.receive()
-                except anyio.EndOfStream:
-                    break
-            yield HEARTBEAT if timer.cancelled_caught else data
+                await outbox.wait()
+            if timer.cancelled_caught:
+                yield HEARTBEAT
 
 
 class _EventStream(EventSourceResponse):

@@ -9,10 +9,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.state import CompiledStateGraph
 
 from aircoach.models import ToolCall
-from aircoach.turn.agent import ends_turn
+from aircoach.turn.agent import TurnAgent, ends_turn
 from aircoach.turn.events import AgentMessage, ToolResult
 
 
@@ -38,7 +37,7 @@ class _Asked:
 
 
 async def agent_events(
-    agent: CompiledStateGraph, query: str, *, thread_id: str
+    agent: TurnAgent, query: str, *, thread_id: str
 ) -> AsyncIterator[AgentMessage | ToolStep]:
     """Run the agent on `query` in thread `thread_id` and yield what the client sees."""
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}

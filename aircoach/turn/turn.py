@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 
 import anyio
 from langchain_core.messages import HumanMessage, SystemMessage
-from langgraph.graph.state import CompiledStateGraph
 
 from aircoach.auth.tokens import Principal
 from aircoach.errors import AppError, ModelUnavailable, PersistFailed, TurnTimeout
@@ -25,10 +24,11 @@ from aircoach.grounding.guard import ContextIndex, caveat
 from aircoach.grounding.models import GroundingResult, Retrieved
 from aircoach.grounding.retrieval import log_entries, retrieved
 from aircoach.llm.factory import model_label
-from aircoach.logs import current_request, current_request_id, log_fields
+from aircoach.logs import current_request, current_request_id, current_stages, log_fields
 from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.models import MessageRequest, ToolCall, ToolRecord, Turn, TurnStatus
-from aircoach.turn.agent import window
+from aircoach.stages import Stages
+from aircoach.turn.agent import TurnAgent, window
 from aircoach.turn.chat_models import TurnModels
 from aircoach.turn.events import AgentMessage, Done, ErrorEvent, Grounding, TurnEvent
 from aircoach.turn.recorder import TurnRecorder
@@ -51,7 +51,7 @@ def new_turn_id() -> str:
 class ChatTurn:
     principal: Principal
     request: MessageRequest
-    agent: CompiledStateGraph
+    agent: TurnAgent
     models: TurnModels
     recorder: TurnRecorder
     prompt_version: str
@@ -70,6 +70,7 @@ class ChatTurn:
     checked: GroundingResult | None = None  # the guard's verdict on the answer
     regenerated: bool = False  # the answer is the second one, written after a correction
     caveat: str = ""  # the note sent after the answer when a citation is unverified
+    stages: Stages = field(default_factory=current_stages)
 
     @property
     def model(self) -> str:
@@ -100,6 +101,7 @@ class ChatTurn:
             "cited": [c.key for c in self.checked.citations] if self.checked else [],
             "unverified": len(self.checked.unverified) if self.checked else 0,
             "regenerated": self.regenerated,
+            **self.stages.fields(),
         }
 
     @property
@@ -131,8 +133,10 @@ class ChatTurn:
                 while True:
                     # The deadline covers each wait for the agent, never our own `yield`
                     # (a cancel scope must not span a yield of this generator).
+                    waited = time.perf_counter()
                     with anyio.move_on_after(deadline - anyio.current_time()) as budget:
                         event = await anext(stream, None)
+                    self.stages.add("agent_run", time.perf_counter() - waited)
                     if budget.cancelled_caught:
                         raise TurnTimeout()
                     if event is None:
@@ -205,13 +209,14 @@ class ChatTurn:
         if guard is None or self.status != "ok" or not self.text.strip():
             return
         try:
-            result, context = await guard.check(self.text, self.tools)
-            if result and result.unverified and guard.regenerate and not self.request.stream:
-                with anyio.move_on_after(max(deadline - anyio.current_time(), 0)):
-                    rewritten = await self._rewrite(guard, result, context)
-                    if rewritten:
-                        self.answer, self.regenerated = [rewritten], True
-                        result, context = await guard.check(self.text, self.tools)
+            with self.stages.timed("grounding"):
+                result, context = await guard.check(self.text, self.tools)
+                if result and result.unverified and guard.regenerate and not self.request.stream:
+                    with anyio.move_on_after(max(deadline - anyio.current_time(), 0)):
+                        rewritten = await self._rewrite(guard, result, context)
+                        if rewritten:
+                            self.answer, self.regenerated = [rewritten], True
+                            result, context = await guard.check(self.text, self.tools)
         except Exception:
             log.exception("turn %s: the citation guard failed; answer sent unchecked", self.turn_id)
             return

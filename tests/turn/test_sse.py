@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from contextlib import aclosing
+
 import anyio
 
 from aircoach.turn.events import AgentMessage, Done
-from aircoach.turn.sse import HEARTBEAT, with_heartbeat
+from aircoach.turn.sse import HEARTBEAT, OUTBOX_BYTES, with_heartbeat
 
 
 async def test_heartbeat_comments_while_the_producer_is_slow():
@@ -30,10 +32,36 @@ async def test_heartbeat_comments_while_the_producer_is_slow():
     assert out[-1] == done.encode()
 
 
-async def test_no_heartbeat_while_events_flow():
+async def test_no_heartbeat_while_events_flow_and_ready_events_share_a_write():
+    sent = [AgentMessage(content=str(i)) for i in range(50)]
+
     async def events():
-        for i in range(50):
-            yield AgentMessage(content=str(i))
+        for event in sent:
+            yield event
 
     out = [chunk async for chunk in with_heartbeat(events(), every_s=3600)]
-    assert HEARTBEAT not in out and len(out) == 50
+    assert HEARTBEAT not in out
+    assert b"".join(out) == b"".join(event.encode() for event in sent)
+    assert len(out) < len(sent)  # events that were ready together went out together
+
+
+async def test_a_client_that_reads_slowly_holds_back_the_turn_not_memory():
+    """The outbox holds at most OUTBOX_BYTES (plus one event) before the turn waits for the
+    client to take what is there."""
+    produced: list[int] = []
+    big = AgentMessage(content="x" * 10_000)
+
+    async def events():
+        for i in range(100):
+            produced.append(i)
+            yield big
+
+    size = len(big.encode())
+    async with aclosing(with_heartbeat(events(), every_s=3600)) as stream:
+        first = await anext(stream)
+        await anyio.wait_all_tasks_blocked()
+        assert len(first) <= OUTBOX_BYTES + size
+        # The write in the client's hands, a full outbox, the event waiting for room.
+        assert len(produced) <= 2 * (OUTBOX_BYTES // size + 1) + 1
+        rest = [chunk async for chunk in stream]
+    assert b"".join([first, *rest]) == big.encode() * 100
