@@ -7,6 +7,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,6 +24,8 @@ from aircoach.store.base import QUESTION_FIELDS, Question, QuestionKey
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
+
+_SETUP_WAIT_S = 30.0  # how long a new file's set-up waits for the others setting it up
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chats (
@@ -111,6 +114,19 @@ class _Sqlite:
             if self._ready:
                 return
             _create_private(self.path)
+            conn = self._set_up()
+            # Kept open, never queried again: when the last connection to a WAL file closes,
+            # SQLite checkpoints and fsyncs, which would cost ~10 ms on every operation.
+            self._anchor = conn
+            self._ready = True
+
+    def _set_up(self) -> sqlite3.Connection:
+        """The schema, on a connection kept as the anchor. Several stores (and app instances)
+        may set up one new file at once: switching it to WAL needs the file to itself, and
+        SQLite answers "database is locked" at once instead of waiting, so a locked set-up
+        is tried again for a few seconds (once per process and store; in a worker thread)."""
+        deadline = time.monotonic() + _SETUP_WAIT_S
+        while True:
             conn = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False)
             try:
                 conn.row_factory = sqlite3.Row
@@ -118,13 +134,16 @@ class _Sqlite:
                 conn.executescript(self.schema)
                 if self.migrate is not None:
                     self.migrate(conn)
+                return conn
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                log.info("sqlite %s: set-up found the file locked, trying again", self.path.name)
+                time.sleep(0.05)
             except BaseException:
                 conn.close()
                 raise
-            # Kept open, never queried again: when the last connection to a WAL file closes,
-            # SQLite checkpoints and fsyncs, which would cost ~10 ms on every operation.
-            self._anchor = conn
-            self._ready = True
 
     async def run(self, op: Callable[[sqlite3.Connection], T]) -> T:
         def work() -> T:
