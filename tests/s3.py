@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import httpx
 import pytest
 from moto import mock_aws
+from moto.moto_api._internal.models import moto_api_backend
 from moto.server import ThreadedMotoServer
 
 from aircoach.settings import ROOT, Settings
@@ -92,7 +92,7 @@ def s3_settings(data_dir: Path, **overrides: Any) -> Settings:
         "aws_region": REGION,
         "prompt_ttl_s": 60.0,
         "s3_max_attempts": 1,  # an outage fails at once instead of backing off
-        "s3_timeout_s": 2.0,
+        "s3_timeout_s": 30.0,  # reads should succeed; an outage is a refused connection
         "update_docs_secret": "s3cret",
     }
     values.update(overrides)
@@ -157,10 +157,10 @@ def moto_server(aws_env: None) -> Iterator[MotoServer]:
     try:
         yield server
     finally:
-        if server.running:
-            # The server's backends are process-wide: leave no bucket to the next test.
-            httpx.post(f"{server.url}/moto-api/reset")
         server.stop()
+        # The server's backends live in this process: leave no bucket to the next test, also
+        # when the test stopped the server itself (an outage).
+        moto_api_backend.reset()
 
 
 @pytest.fixture

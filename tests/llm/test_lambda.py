@@ -40,7 +40,7 @@ def lambda_handler(
     for name, value in {
         "GOOGLE_API_KEY": "fake-key",
         "MODEL_BASE_URL": gemini_api.url,
-        "MODEL_TIMEOUT_S": "2",
+        "MODEL_TIMEOUT_S": "30",  # the fake answers at once; no test here waits for it
         "MODEL_MAX_RETRIES": "0",
         "DATA_DIR": str(data_dir),
         "PROMPT_DOCS_DIR": str(ROOT / "prompt_docs"),

@@ -148,7 +148,9 @@ def _s3_env(endpoint_url: str) -> dict[str, str]:
         "AWS_ENDPOINT_URL": endpoint_url,
         "PROMPT_TTL_S": "0.2",  # revalidated many times during the run
         "S3_MAX_ATTEMPTS": "1",
-        "S3_TIMEOUT_S": "1",
+        # Generous: the first load (20 docs from moto, served by this busy test process) must
+        # succeed; the outage is a closed port, refused at once, so nothing waits for it.
+        "S3_TIMEOUT_S": "30",
     }
 
 
