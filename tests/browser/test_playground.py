@@ -136,6 +136,33 @@ def test_a_quiz_question_is_a_card_whose_option_grades_and_updates_progress(sett
     assert s.console_errors == []
 
 
+def test_an_option_chosen_before_the_turn_has_settled_is_sent_not_dropped(settings, session_for):
+    """After `done` the page refreshes its panels before the next message may go: an option
+    clicked meanwhile (here the progress request is held until the test lets it through) is
+    kept and sent when the turn has settled."""
+    held: list[Any] = []
+    with served(app_with(settings)) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in("svelto")
+        s.page.route(f"{origin}/api/progress", lambda route: held.append(route))
+        turn = s.ask("Dammi una domanda del capitolo 3")
+        expect(turn.locator(".turn-footer")).to_contain_text("Modello: ")
+        card = turn.locator("article.quiz")
+        expect(s.page.locator("#send")).to_be_disabled()  # still settling: progress is held
+        card.locator("button.option").first.click()
+        expect(card.locator("button.option.chosen")).to_have_count(1)
+        expect(s.page.locator("#turns > li")).to_have_count(1)  # kept, not sent yet
+
+        for route in held:
+            route.continue_()
+        s.page.unroute(f"{origin}/api/progress")  # and one not yet seen here goes through
+        expect(card.locator(".grading .result")).to_be_visible()
+        expect(s.page.locator("#turns > li").nth(1).locator(".human")).to_have_text("la a")
+        expect(s.page.locator("#send")).to_be_enabled()
+    assert s.console_errors == []
+
+
 def _write_chunk(handler: BaseHTTPRequestHandler, data: bytes) -> None:
     handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
     handler.wfile.flush()

@@ -11,7 +11,8 @@ const state = {
   tools: [],
   switches: {},
   historyCursor: null,
-  busy: false,
+  busy: false, // a turn is streaming or the panels after it are refreshing
+  queued: null, // a quiz choice made while busy: sent when the turn ends
 };
 
 function el(tag, props = {}, ...children) {
@@ -113,6 +114,7 @@ async function signIn(token) {
 
 function signOut() {
   state.token = null;
+  state.queued = null;
   state.permissions = [];
   $("who").hidden = true;
   $("app").hidden = true;
@@ -190,6 +192,16 @@ async function send(query) {
     state.busy = false;
     $("send").disabled = false;
   }
+  const queued = state.queued;
+  state.queued = null;
+  if (queued && state.token) send(queued);
+}
+
+// A quiz choice is never lost: made while the previous answer is still arriving (or the
+// panels after it refreshing), it is sent as soon as that turn ends.
+function sendWhenFree(query) {
+  if (state.busy) state.queued = query;
+  else send(query);
 }
 
 // SSE over POST: EventSource only does GET, so read the body and split it into messages.
@@ -278,10 +290,9 @@ function questionCard(q) {
         class: "option",
         "data-letter": letter,
         onclick: () => {
-          if (state.busy) return;
           for (const b of options.querySelectorAll("button")) b.disabled = true;
           card.querySelector(`[data-letter="${CSS.escape(letter)}"]`).classList.add("chosen");
-          send(`la ${letter}`);
+          sendWhenFree(`la ${letter}`);
         },
       }, el("b", { text: `${letter}) ` }), text),
     );
