@@ -153,6 +153,7 @@ def test_an_option_chosen_before_the_turn_has_settled_is_sent_not_dropped(settin
         card.locator("button.option").first.click()
         expect(card.locator("button.option.chosen")).to_have_count(1)
         expect(s.page.locator("#turns > li")).to_have_count(1)  # kept, not sent yet
+        s.shot("13-choice-kept-while-settling")
 
         for route in held:
             route.continue_()
