@@ -117,17 +117,25 @@ class ConfiguredModels:
 def _build(
     settings: ModelSettings, tools: list[ToolSpec], ref: ModelRef, *, base_url: str | None
 ) -> BaseChatModel:
+    # A chat turn's model always streams from its provider, also for a JSON turn (which the
+    # agent runs without LangGraph's token stream): MODEL_TIMEOUT_S, a read timeout, is then
+    # the wait for the next part of the answer, never for the whole of a long one.
     if ref.provider == "gemini":
-        return _gemini(settings, ref.name or settings.model_name, base_url)
+        return _gemini(settings, ref.name or settings.model_name, base_url, streaming=True)
     if ref.provider == "openai":
-        return _openai(settings, ref.name or settings.model_name, base_url)
+        return _openai(settings, ref.name or settings.model_name, base_url, streaming=True)
     from aircoach.llm.offline import OfflineChatModel
 
     return OfflineChatModel(tool_examples={t.name: list(t.examples) for t in tools})
 
 
 def _gemini(
-    settings: ModelSettings, name: str, base_url: str | None, temperature: float | None = None
+    settings: ModelSettings,
+    name: str,
+    base_url: str | None,
+    temperature: float | None = None,
+    *,
+    streaming: bool = False,
 ) -> BaseChatModel:
     from langchain_google_genai import ChatGoogleGenerativeAI
 
@@ -140,6 +148,7 @@ def _gemini(
         base_url=base_url or settings.gemini_base_url,
         temperature=settings.model_temperature if temperature is None else temperature,
         timeout=settings.model_timeout_s,
+        streaming=streaming,
         # The SDK counts attempts, and reads 0 as "its default of 5": one more than retries.
         max_retries=settings.model_max_retries + 1,
         client_args={"verify": tls_context(), "ssl": tls_context()},
@@ -147,7 +156,12 @@ def _gemini(
 
 
 def _openai(
-    settings: ModelSettings, name: str, base_url: str | None, temperature: float | None = None
+    settings: ModelSettings,
+    name: str,
+    base_url: str | None,
+    temperature: float | None = None,
+    *,
+    streaming: bool = False,
 ) -> BaseChatModel:
     import httpx
     from langchain_openai import ChatOpenAI
@@ -165,6 +179,7 @@ def _openai(
         temperature=settings.model_temperature if temperature is None else temperature,
         timeout=settings.model_timeout_s,
         max_retries=settings.model_max_retries,
+        streaming=streaming,
         # Our own client: langchain-openai's default one is cached process-wide, which would
         # carry its pooled connections from one event loop into the next.
         http_async_client=httpx.AsyncClient(timeout=settings.model_timeout_s, verify=tls_context()),

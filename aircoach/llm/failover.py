@@ -5,7 +5,8 @@ LangChain's `with_fallbacks` cannot be used (the agent needs `bind_tools`) and i
 `ModelFallbackMiddleware` retries even after the first model streamed half an answer, which
 would reach the client as two answers glued together. Here a callback, installed for the
 duration of each attempt through a context variable, records whether the model streamed any
-text; only an attempt that streamed nothing is retried on the next model.
+text; only an attempt that streamed nothing is retried on the next model. In a JSON turn no
+text reaches the user before the turn ends, so any failed attempt is retried.
 """
 
 from __future__ import annotations
@@ -70,10 +71,15 @@ def _is_empty(response: ModelResponse) -> bool:
 class ModelFailover:
     """One turn's model calls: try the models in order. Sticky within a turn: once a model
     failed, the turn's later model calls (after a tool) go straight to the model that
-    answered. Called by the turn's middleware around each model call."""
+    answered. Called by the turn's middleware around each model call.
 
-    def __init__(self, fallbacks: Sequence[BaseChatModel] = ()):
+    `streamed`: the client reads the text as it is written (SSE). A JSON turn's client reads
+    nothing before the turn ends, and the turn keeps only the text of model calls that ended,
+    so there a model that failed half-way through its text is retried on the next one too."""
+
+    def __init__(self, fallbacks: Sequence[BaseChatModel] = (), *, streamed: bool = True):
         self.fallbacks = list(fallbacks)
+        self.streamed = streamed
         self.answered_by: str | None = None
         self._first = 0
 
@@ -87,9 +93,11 @@ class ModelFailover:
             model = models[index]
             attempt = request if index == 0 else request.override(model=model)
             last = index == len(models) - 1
-            # Only a model with another behind it needs watching (whether it streamed text
-            # decides the retry): the callback costs every streamed chunk a dispatch.
-            with _watching() if not last else nullcontext() as watch:
+            # Only a model with another behind it, in a turn the client reads as it streams,
+            # needs watching (whether it streamed text decides the retry): the callback costs
+            # every streamed chunk a dispatch.
+            watched = self.streamed and not last
+            with _watching() if watched else nullcontext() as watch:
                 try:
                     response = await handler(attempt)
                     if _is_empty(response):

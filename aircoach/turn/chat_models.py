@@ -22,9 +22,12 @@ class TurnModels:
     failover: ModelFailover
 
     @classmethod
-    async def open(cls, provider: ModelProvider, tools: list[ToolSpec]) -> TurnModels:
+    async def open(
+        cls, provider: ModelProvider, tools: list[ToolSpec], *, streamed: bool = True
+    ) -> TurnModels:
+        """`streamed`: the client reads the answer as it is written (see `ModelFailover`)."""
         models = await provider.models_for(tools)
-        return cls(models, ModelFailover(models[1:]))
+        return cls(models, ModelFailover(models[1:], streamed=streamed))
 
     @property
     def primary(self) -> BaseChatModel:

@@ -57,7 +57,7 @@ async def prepare_turn(
         knowledge=services.knowledge.search_in(snapshot.contents),
     )
     with stages.timed("agent_build"):
-        models = await TurnModels.open(services.models, enabled)
+        models = await TurnModels.open(services.models, enabled, streamed=request.stream)
 
     def agent_for(prompt: str, topic: tuple[str, ...] = ()) -> TurnAgent:
         with stages.timed("agent_build"):

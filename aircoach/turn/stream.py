@@ -37,9 +37,13 @@ class _Asked:
 
 
 async def agent_events(
-    agent: TurnAgent, query: str, *, thread_id: str
+    agent: TurnAgent, query: str, *, thread_id: str, stream: bool = True
 ) -> AsyncIterator[AgentMessage | ToolStep]:
-    """Run the agent on `query` in thread `thread_id` and yield what the client sees."""
+    """Run the agent on `query` in thread `thread_id` and yield what the client sees: with
+    `stream`, the answer as it is written; without (a JSON turn, read only at its end), each
+    model call's text once the call has ended. The model streams from its provider either
+    way (the configured clients are built with `streaming=True`): what `stream=False` saves
+    is LangGraph's per-chunk callback, queue and hand-off, and ours."""
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     payload = {"messages": [{"role": "user", "content": query}]}
     written = 0  # characters of the answer streamed so far
@@ -49,7 +53,7 @@ async def agent_events(
     async for mode, chunk in agent.astream(
         payload,
         config,
-        stream_mode=["messages", "updates"],
+        stream_mode=["messages", "updates"] if stream else ["updates"],
         # One checkpoint per turn, at its end: the store, not the checkpointer, is what must
         # survive a crash, so intermediate steps need not be saved.
         durability="exit",
@@ -67,6 +71,9 @@ async def agent_events(
             messages = update.get("messages", []) if isinstance(update, dict) else []
             for message in messages:
                 if isinstance(message, AIMessage):
+                    if not stream and (text := message.text):
+                        written += len(text)
+                        yield AgentMessage(content=text)
                     # The model call ended: its text is answer[:written] since the last one.
                     for position, call in enumerate(message.tool_calls):
                         if call_id := call.get("id"):

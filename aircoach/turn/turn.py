@@ -126,7 +126,10 @@ class ChatTurn:
         ended_by_tool = False
         try:
             stream = agent_events(
-                self.agent, self.request.query, thread_id=self.recorder.memory_thread
+                self.agent,
+                self.request.query,
+                thread_id=self.recorder.memory_thread,
+                stream=self.request.stream,
             )
             deadline = anyio.current_time() + self.timeout_s
             try:

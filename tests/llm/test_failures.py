@@ -159,3 +159,35 @@ async def test_fallback_stays_in_charge_for_the_rest_of_the_turn(
     assert [e["type"] for e in events] == ["tool_result", "agent_message", "done"]
     assert events[-1]["model"] == "fake-llama" and turns[0].status == "ok"
     assert len(gemini_api.requests) == 1 and len(openai_api.requests) == 2
+
+
+@pytest.mark.integration
+async def test_a_json_turn_falls_back_even_after_text_was_written(
+    gemini_api, openai_api, gemini_settings, auth
+):
+    """A JSON client has read nothing when the first model stalls half-way: the second model
+    answers the whole question, and the half answer is nowhere (not in the answer, not
+    stored)."""
+    gemini_api.script(gemini_text("Lo stallo ", "avviene oltre l'angolo critico.", hang_after=1))
+    openai_api.script(openai_text("Lo stallo è la perdita di portanza ", "oltre l'angolo critico."))
+    settings = gemini_settings(
+        model_timeout_s=SHARED_TIMEOUT_S,
+        model_fallback="openai:fake-llama",
+        openai_base_url=f"{openai_api.url}/v1",
+    )
+    async with app_client(settings) as (client, app):
+        response = await client.post(
+            "/api/stream_query", json={"query": "Cos'è lo stallo?", "stream": False}, headers=auth()
+        )
+        turns = await app.state.services.chats.recent_turns("user-1", 5)
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    answer = "Lo stallo è la perdita di portanza oltre l'angolo critico."
+    assert (body["answer"], body["status"], body["errors"], body["model"]) == (
+        answer,
+        "ok",
+        [],
+        "fake-llama",
+    )
+    assert (turns[0].status, turns[0].system, turns[0].model) == ("ok", answer, "fake-llama")

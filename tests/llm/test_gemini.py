@@ -34,6 +34,23 @@ async def test_text_turn_streams_gemini_chunks(gemini_api, gemini_settings, auth
     assert (turn.system, turn.status, turn.model) == (answer, "ok", "gemini-2.5-flash")
 
 
+async def test_a_json_turn_streams_from_gemini_too(gemini_api, gemini_settings, auth):
+    """`stream: false` changes what the client gets, not how Gemini is called: streamed, so
+    MODEL_TIMEOUT_S (a read timeout) waits for the next part of an answer, not the whole."""
+    gemini_api.script(gemini_text("La portanza ", "nasce dalla differenza ", "di pressione."))
+    async with app_client(gemini_settings()) as (client, _):
+        response = await client.post(
+            "/api/stream_query",
+            json={"query": "Cos'è la portanza?", "stream": False},
+            headers=auth(),
+        )
+
+    assert response.status_code == 200, response.text
+    assert response.json()["answer"] == "La portanza nasce dalla differenza di pressione."
+    (request,) = gemini_api.requests
+    assert request.path == "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+
+
 async def test_tool_turn_runs_the_function_gemini_calls(gemini_api, gemini_settings, auth):
     gemini_api.script(gemini_call("domanda_teoria", capitolo=3))
     async with app_client(gemini_settings()) as (client, app):

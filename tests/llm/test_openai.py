@@ -56,6 +56,20 @@ async def test_text_turn_and_the_tool_result_round_trip(openai_api, model_settin
     assert messages[-1]["role"] == "tool" and messages[-1]["tool_call_id"] == "call_x"
 
 
+async def test_a_json_turn_streams_from_the_server_too(openai_api, model_settings, auth):
+    """`stream: false` is the client's choice; the model is still called with `stream`."""
+    openai_api.script(openai_text("Il capitolo 42 ", "non esiste."))
+    async with app_client(_settings(model_settings, openai_api)) as (client, _):
+        response = await client.post(
+            "/api/stream_query", json={"query": "ciao", "stream": False}, headers=auth()
+        )
+
+    assert response.status_code == 200, response.text
+    assert response.json()["answer"] == "Il capitolo 42 non esiste."
+    (request,) = openai_api.requests
+    assert request.body["stream"] is True
+
+
 async def test_api_key_is_sent_when_set(openai_api, model_settings, auth):
     openai_api.script(openai_text("Ciao."))
     settings = _settings(model_settings, openai_api, openai_api_key="sk-test")

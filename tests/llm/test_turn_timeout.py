@@ -56,3 +56,21 @@ async def test_a_partial_answer_is_kept_when_the_cap_cuts_it(gemini_api, gemini_
     assert events[1]["code"] == "model_unavailable"
     (turn,) = turns
     assert (turn.status, turn.system) == ("error", "Lo stallo è ")
+
+
+async def test_a_json_answer_cut_half_way_is_the_fallback_answer(gemini_api, gemini_settings, auth):
+    """A JSON turn keeps the text of model calls that ended: the client never saw the half
+    answer of the call the cap cut, so it gets (and the store keeps) the fallback answer."""
+    gemini_api.script(gemini_text("Lo stallo è ", "la perdita di portanza.", trickle_after=1))
+    async with app_client(gemini_settings(turn_timeout_s=TURN_TIMEOUT_S)) as (client, app):
+        response = await client.post(
+            "/api/stream_query", json={"query": "Cos'è lo stallo?", "stream": False}, headers=auth()
+        )
+        turns = await app.state.services.chats.recent_turns("user-1", 5)
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["answer"], body["status"]) == (FALLBACK_ANSWER, "error")
+    assert [e["code"] for e in body["errors"]] == ["model_unavailable"]
+    (turn,) = turns
+    assert (turn.status, turn.system) == ("error", FALLBACK_ANSWER)

@@ -147,3 +147,33 @@ async def test_every_tool_call_of_a_turn_is_stored_with_its_arguments_and_texts(
     }
     assert last["data"] in [call.data for call in turn.tools[1:]]
     assert turn.system == "Un attimo, controllo. Ecco cosa dice il manuale."
+
+
+async def test_a_json_turn_stores_what_the_same_streamed_turn_stores(
+    settings: Settings, auth, tool_service: FakeToolService
+):
+    """A JSON turn runs the agent without LangGraph's token stream (it reads each model
+    call's text when the call ends): the stored turn, its tool calls' steps and offsets, and
+    the answer are those of the streamed turn."""
+    tool_service.plan("/kb", Reply(200, {"results": [{"testo": "La vite segue lo stallo."}]}))
+    settings = settings.model_copy(update={"tool_env": tool_urls(tool_service)})
+    kept = []
+    for user, stream in (("user-sse", True), ("user-json", False)):
+        app = app_with(settings, models=ScriptedModels(Script(mixed_turn())))
+        async with asgi_client(app) as client:
+            response = await client.post(
+                "/api/stream_query",
+                json={"query": "Spiegami lo stallo", "stream": stream},
+                headers=auth(user),
+            )
+            assert response.status_code == 200, response.text
+            [turn] = await app.state.services.chats.recent_turns(user, 5)
+            kept.append((response, turn))
+    (_, streamed), (response, answered) = kept
+    assert response.json()["answer"] == "Un attimo, controllo. Ecco cosa dice il manuale."
+    assert answered.system == streamed.system == response.json()["answer"]
+    calls = [
+        [(c.tool_name, c.call_id, c.arguments, c.text, c.status, c.step, c.offset) for c in t.tools]
+        for t in (streamed, answered)
+    ]
+    assert calls[0] == calls[1] and [c[-1] for c in calls[1]] == [len("Un attimo, controllo. ")] * 3
