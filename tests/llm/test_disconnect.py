@@ -44,13 +44,14 @@ def test_client_leaving_mid_answer_stores_the_partial_answer(server, gemini_api,
         ) as response,
     ):
         assert response.status_code == 200
-        for line in response.iter_lines():
-            if line.startswith("data: "):
-                assert json.loads(line[len("data: ") :]) == {
-                    "type": "agent_message",
-                    "content": "Prima parte ",
-                }
-                break
+        # Held until the block ends: a line iterator dropped half-way closes the connection
+        # (httpcore closes an unfinished stream when its generator is closed).
+        lines = response.iter_lines()
+        first = next(line for line in lines if line.startswith("data: "))
+        assert json.loads(first[len("data: ") :]) == {
+            "type": "agent_message",
+            "content": "Prima parte ",
+        }
         # Leaving the block closes the connection with the answer half-way.
         assert not store.stored.is_set()
 
