@@ -105,15 +105,16 @@ class ModelFailover:
                 except GraphBubbleUp:
                     raise
                 except Exception as exc:
-                    streamed = watch is not None and watch.streamed
+                    # Text the client already read: a second answer would be glued to it.
+                    seen = watch is not None and watch.streamed
                     log.warning(
                         "model %r failed (%s: %s)%s",
                         model_label(model),
                         type(exc).__name__,
                         exc,
-                        "" if last or streamed else "; trying the fallback model",
+                        "" if last or seen else "; trying the fallback model",
                     )
-                    if last or streamed:
+                    if last or seen:
                         raise _unavailable(exc) from exc
                     continue
             self._first = index
