@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -166,18 +167,39 @@ class _Sqlite:
             raise StoreUnavailable() from exc
 
 
+# Paths this process has prepared (`_create_private`), and the lock that makes it once each.
+_prepared: set[Path] = set()
+_prepared_lock = threading.Lock()
+
+
 def _create_private(path: Path) -> None:
     """The database holds everyone's conversations: its folder is created 0700 and the file
-    0600 (SQLite gives its -wal and -shm files the file's mode). A file this process owns that
-    others may read (created before this rule) is tightened."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
-    info = path.stat()
-    if info.st_mode & 0o077 and hasattr(os, "getuid") and info.st_uid == os.getuid():
-        for file in (path, *(path.with_name(path.name + end) for end in ("-wal", "-shm"))):
-            if file.exists():
-                file.chmod(0o600)
-        log.info("%s was readable by others: now 0600", path)
+    0600 (SQLite gives its -wal and -shm files the file's mode); a file this process owns that
+    others may read (created before this rule) is tightened. Once per process and file, before
+    this process opens any connection to it.
+
+    Never through a descriptor of a file that exists: SQLite's locks are POSIX advisory locks,
+    and closing *any* descriptor of a file drops every lock the process holds on it. A store
+    that did `os.close(os.open(path))` beside a live connection let another process believe it
+    was the last one: that process checkpointed and deleted the WAL under the server, whose
+    later commits went to a deleted file (issue 27). So the file is created with O_EXCL, which
+    opens only a file that did not exist (no process can hold a lock on it), and its mode is
+    changed by path."""
+    key = path.absolute()
+    with _prepared_lock:
+        if key in _prepared:
+            return
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # A file that exists (made by another process or an earlier run) is never opened here.
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600))
+        info = path.stat()
+        if info.st_mode & 0o077 and hasattr(os, "getuid") and info.st_uid == os.getuid():
+            for file in (path, *(path.with_name(path.name + end) for end in ("-wal", "-shm"))):
+                if file.exists():
+                    file.chmod(0o600)
+            log.info("%s was readable by others: now 0600", path)
+        _prepared.add(key)
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
