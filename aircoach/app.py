@@ -9,10 +9,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from aircoach.bodies import BodyLimit
 from aircoach.errors import AppError
-from aircoach.http_errors import validation_error
+from aircoach.http_errors import UnhandledErrors, http_error, validation_error
 from aircoach.logs import REQUEST_ID_HEADER, RequestIdMiddleware, configure_logging
 from aircoach.messages import header_language
 from aircoach.routes import (
@@ -69,6 +70,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.state.services = services
     # Inside CORS (added first): a browser client can read the 413 too.
     app.add_middleware(BodyLimit, default=settings.max_body_bytes, settings=settings)
+    app.add_middleware(UnhandledErrors)  # a JSON 500 that CORS and the request id still wrap
     app.add_middleware(
         CORSMiddleware,
         allow_origins=settings.cors_origins,
@@ -80,6 +82,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.add_middleware(RequestIdMiddleware)  # outermost: every response and line gets the id
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, http_error)
     for module in (chat, health, tools, history, turns, docs, tasks, quiz, feedback):
         app.include_router(module.router)
     if settings.playground:

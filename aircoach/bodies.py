@@ -17,19 +17,29 @@ never reads its body pays nothing (the server discards it).
 FastAPI (0.16x) has a `max_body_size` of its own; it is not used because its 413 is plain
 text, or `{"detail"}`, sent outside the CORS middleware, where this API answers every error
 as `{"error", "message"}` a browser client can read.
+
+Every JSON body is checked before any model is built from it (`load_json`): at most
+`MAX_JSON_DEPTH` levels of nesting and `MAX_JSON_ITEMS` values, and no non-finite number
+(`NaN`, `Infinity`, `1e400`: JSON has none, Python's parser accepts them, and a NaN in a 422's
+echo was a 500). Each is a 422 naming the place at fault. Routes whose body FastAPI parses get
+the check from `CheckedJsonRoute`; `parse_json_body` and `read_json_body` do it themselves.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+import anyio
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import Headers
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aircoach.errors import BodyTooLarge
@@ -132,15 +142,99 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def read_json_body(request: Request) -> Any:
-    """The body as JSON (any shape), or the 422 FastAPI gives for a body it cannot decode."""
-    raw = await request.body()
+MAX_JSON_DEPTH = 32  # levels of nesting in one body (our deepest valid body has 5)
+MAX_JSON_ITEMS = 20_000  # values in one body: object members and array items, nested ones too
+
+
+class _NonFinite:
+    """Stands in for a number JSON cannot hold while the body is parsed; `load_json` then
+    names where it was."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _number(text: str) -> float | _NonFinite:
+    value = float(text)
+    return value if math.isfinite(value) else _NonFinite(text)
+
+
+def load_json(
+    raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH, max_items: int = MAX_JSON_ITEMS
+) -> Any:
+    """`raw` as JSON, or a 422 (`RequestValidationError`) when it is not JSON, nests deeper
+    than `max_depth`, holds more than `max_items` values, or holds a non-finite number. The
+    parse is the C parser's; the walk that checks the result stops at the first fault, so a
+    body made to be expensive (380,000 unknown keys, 100,000 levels) costs one parse."""
     try:
-        return json.loads(raw)
+        data = json.loads(raw, parse_constant=_NonFinite, parse_float=_number)
     except json.JSONDecodeError as exc:
         raise _not_json(exc.pos, exc.msg) from None
     except UnicodeDecodeError as exc:
         raise _not_json(exc.start, exc.reason) from None
+    except RecursionError:
+        raise _refused((), "json_too_deep", f"JSON nested deeper than {max_depth} levels") from None
+    _check_parsed(data, max_depth, max_items)
+    return data
+
+
+def _check_parsed(data: Any, max_depth: int, max_items: int) -> None:
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
+    items = 0
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, _NonFinite):
+            raise _refused(path, "finite_number", "Input should be a finite number", value.text)
+        if not isinstance(value, dict | list) or not value:
+            continue
+        if len(path) >= max_depth:
+            raise _refused(path, "json_too_deep", f"JSON nested deeper than {max_depth} levels")
+        items += len(value)
+        if items > max_items:
+            raise _refused((), "json_too_many_items", f"JSON with more than {max_items} values")
+        pairs = value.items() if isinstance(value, dict) else enumerate(value)
+        stack.extend((item, (*path, key)) for key, item in pairs)
+
+
+def _refused(
+    path: tuple[str | int, ...], kind: str, reason: str, given: Any = None
+) -> RequestValidationError:
+    # The place is cut: a path 30 levels deep would be a long message for nothing.
+    return RequestValidationError(
+        [{"type": kind, "loc": ("body", *path[:8]), "msg": reason, "input": given}]
+    )
+
+
+# A body larger than this is parsed in a worker thread: a 4 MB batch takes the C parser
+# some 100 ms, which the event loop would spend on one request.
+_INLINE_PARSE_BYTES = 128 * 1024
+
+
+async def read_json_body(request: Request) -> Any:
+    """The body as JSON (any shape), checked (`load_json`)."""
+    raw = await request.body()
+    if len(raw) > _INLINE_PARSE_BYTES:
+        return await anyio.to_thread.run_sync(load_json, raw)
+    return load_json(raw)
+
+
+class CheckedJsonRoute(APIRoute):
+    """A route whose JSON body FastAPI parses gets it checked by `load_json` first. The parsed
+    body is left where Starlette's `Request.json()` caches it, so it is parsed once; a failure
+    raised from inside `Request.json()` would be FastAPI's bare 400 `{"detail"}`."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None:
+            return handler
+
+        async def checked(request: Request) -> Response:
+            raw = await request.body()
+            if raw:
+                request._json = load_json(raw)
+            return await handler(request)
+
+        return checked
 
 
 def _not_json(position: int, reason: str) -> RequestValidationError:
@@ -158,8 +252,10 @@ def _not_json(position: int, reason: str) -> RequestValidationError:
 
 
 async def parse_json_body(request: Request, model: type[M]) -> M:
-    """The body as `model`, or a 422 naming the fields at fault (loc `["body", ...]`)."""
+    """The body as `model`, or a 422 naming the fields at fault (loc `["body", ...]`). The
+    body is checked (`load_json`) before the model sees it."""
     raw = await request.body()
+    load_json(raw)
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:

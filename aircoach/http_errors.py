@@ -1,5 +1,10 @@
-"""The 422 answer to a request that does not validate: FastAPI's `{"detail": [...]}` shape,
-bounded whatever the input.
+"""Error answers that are not our own `AppError`s, in the API's one shape
+`{"error", "message"}`: the 422 of a request that does not validate (with a bounded
+`detail`), Starlette's HTTP errors (unknown path, wrong method), and anything unhandled (a
+JSON 500 inside CORS and the request id, `UnhandledErrors`).
+
+The 422 keeps FastAPI's `{"detail": [...]}` beside `error` and `message`, bounded whatever
+the input.
 
 FastAPI's own handler echoes each error's whole `input`: a body that fails on many fields
 (or one huge field) made an answer many times its size, and a lone surrogate in the body
@@ -10,15 +15,22 @@ listed, and every string is made encodable.
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aircoach import messages
 from aircoach.messages import Language, header_language
+
+log = logging.getLogger(__name__)
 
 MAX_ERRORS = 20  # errors listed in one answer; the rest are counted
 MAX_CHARS = 120  # characters of a string shown (a name, a preview of an input)
@@ -32,6 +44,8 @@ def bounded(value: Any, *, max_chars: int = MAX_CHARS, _depth: int = 0) -> Any:
     bytes cut to `max_chars` (with `…`), lists and objects to their first `MAX_ITEMS` items
     (with a `"…": "N more"` marker), nesting below `MAX_DEPTH` summarised, and every string
     encodable as UTF-8 (a lone surrogate shows as `\\ud800`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN or Infinity
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, bytes | bytearray):
@@ -122,3 +136,53 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         "detail": bounded_errors(errors),
     }
     return JSONResponse(body, status_code=422)
+
+
+# Starlette's HTTP errors: raised by routing (404, 405) and by FastAPI (a body it could not
+# read: 400). Our own refusals are `AppError`s.
+_HTTP_ERROR_KEYS = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
+
+
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    """`{"error", "message"}` for an HTTP error Starlette or FastAPI raised, with its
+    headers (`Allow` on a 405), never FastAPI's `{"detail"}`."""
+    assert isinstance(exc, HTTPException)
+    key = _HTTP_ERROR_KEYS.get(exc.status_code)
+    if key is None:
+        key = "bad_request" if exc.status_code < 500 else "internal_error"
+    text = messages.text(key, header_language(request.headers), method=request.method[:16])
+    return JSONResponse(
+        {"error": key, "message": text}, status_code=exc.status_code, headers=exc.headers
+    )
+
+
+class UnhandledErrors:
+    """ASGI middleware inside CORS and the request id: an exception that no handler took
+    becomes `500 {"error": "internal_error"}` that a browser client can read, with its
+    `X-Request-ID`, and one log line with the traceback. Starlette's own last resort is plain
+    text, sent outside every middleware. A stream that has started cannot change its status:
+    its exception goes on to the server."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked_send)
+        except Exception:
+            if started:
+                raise
+            log.exception("%s %r -> 500 unhandled", scope.get("method"), scope.get("path"))
+            language = header_language(Headers(scope=scope))
+            body = {"error": "internal_error", "message": messages.text("internal_error", language)}
+            await JSONResponse(body, status_code=500)(scope, receive, send)

@@ -120,8 +120,36 @@ class _AppHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Ours, so that configuring again (one app per test, a second app) replaces it."""
 
 
+class RedactQuery(logging.Filter):
+    """uvicorn's access line without query values: `?access_token=…&q=…` keeps the names an
+    operator needs and drops what a client may put there (a token, a student's search words).
+    uvicorn's access record's args are `(client, method, path with query, http version,
+    status)`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
+            record.args = (*args[:2], redact_query(args[2]), *args[3:])
+        return True
+
+
+def redact_query(target: str) -> str:
+    """`path?a=1&b=2` as `path?a=…&b=…` (at most 20 names, each cut to 40 characters)."""
+    path, mark, query = target.partition("?")
+    if not mark:
+        return path
+    names = [part.partition("=")[0][:40] for part in query.split("&")[:20] if part]
+    return path + "?" + "&".join(f"{name}=…" for name in names)
+
+
+_ACCESS_LOGGER = "uvicorn.access"
+
+
 def configure_logging(settings: ServerSettings) -> None:
     """Set up the app's logging per `LOG_LEVEL` and `LOG_FORMAT`; safe to call again."""
+    access = logging.getLogger(_ACCESS_LOGGER)
+    if not any(isinstance(f, RedactQuery) for f in access.filters):
+        access.addFilter(RedactQuery())
     app_logger = logging.getLogger(APP_LOGGER)
     root = logging.getLogger()
     for logger in (app_logger, root):
@@ -175,7 +203,9 @@ def _request_id(scope: Scope) -> str:
     given = headers.get(REQUEST_ID_HEADER.lower().encode(), b"").decode("latin-1").strip()
     if _SANE_ID.fullmatch(given):
         return given
-    for platform_id in (_lambda_request_id(scope), headers.get(b"x-vercel-id", b"").decode()):
+    # Latin-1 decodes any bytes: a header value that is not UTF-8 is then not a sane id.
+    vercel_id = headers.get(b"x-vercel-id", b"").decode("latin-1")
+    for platform_id in (_lambda_request_id(scope), vercel_id):
         if platform_id and _SANE_ID.fullmatch(platform_id):
             return platform_id
     return uuid.uuid4().hex

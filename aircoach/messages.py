@@ -61,6 +61,11 @@ CATALOGUE: dict[str, Text] = {
         en="The prompt docs are invalid; the previous version keeps serving.",
     ),
     "not_found": Text(it="Non trovato.", en="Not found."),
+    "method_not_allowed": Text(
+        it="Metodo {method} non consentito su questo percorso.",
+        en="Method {method} is not allowed on this path.",
+    ),
+    "bad_request": Text(it="Richiesta non valida.", en="Bad request."),
     "conflict": Text(
         it="La risorsa non è in uno stato che consente questa operazione.",
         en="The resource is not in a state that allows this operation.",

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 
+import httpx
 import pytest
+from fastapi.routing import APIRoute
 
+from aircoach.bodies import CheckedJsonRoute
 from aircoach.http_errors import MAX_ERRORS, bounded, bounded_errors
 from aircoach.models import MAX_TOOLS
 from tests.helpers import app_with, asgi_client
@@ -19,6 +23,11 @@ def test_bounded_cuts_strings_bytes_lists_and_objects():
     assert len(shown) == 9 and shown["…"] == "9992 more"
     assert bounded({"a": {"b": {"c": {"d": [1]}}}}) == {"a": {"b": {"c": "dict of 1 items"}}}
     assert bounded(None) is None and bounded(3) == 3 and bounded(True) is True
+
+
+def test_bounded_numbers_are_json_numbers_or_text():
+    assert [bounded(x) for x in (math.nan, math.inf, -math.inf)] == ["nan", "inf", "-inf"]
+    json.dumps(bounded({"x": math.nan}), allow_nan=False)
 
 
 def test_bounded_strings_are_always_encodable():
@@ -90,3 +99,37 @@ async def test_a_lone_surrogate_is_a_422_not_a_500(client, auth, query):
     )
     assert response.status_code == 422, response.text
     assert response.json()["detail"]
+
+
+async def test_an_unhandled_error_is_a_json_500_with_cors_and_a_request_id(app, caplog):
+    """Starlette's last resort is text/plain, outside CORS and the request id."""
+
+    async def broken() -> None:
+        raise RuntimeError("a bug with a secret: hunter2")
+
+    app.add_api_route("/api/broken", broken)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as c:
+        response = await c.get("/api/broken", headers={"Origin": "https://app.example"})
+    assert response.status_code == 500
+    assert response.json() == {
+        "error": "internal_error",
+        "message": "Si è verificato un errore da parte nostra.",
+    }
+    assert response.headers["access-control-allow-origin"]
+    assert response.headers["x-request-id"]
+    assert "hunter2" not in response.text
+    assert any("-> 500 unhandled" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+def test_every_route_whose_body_fastapi_parses_checks_it_first(app):
+    """A body FastAPI parses itself skips `parse_json_body`: its router must use
+    `CheckedJsonRoute` (depth, size and non-finite numbers are checked before any model)."""
+    unchecked = [
+        route.path
+        for route in app.routes
+        if isinstance(route, APIRoute)
+        and route.body_field is not None
+        and not isinstance(route, CheckedJsonRoute)
+    ]
+    assert unchecked == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import time
 
 from aircoach.errors import SignatureError
@@ -16,6 +17,7 @@ from aircoach.errors import SignatureError
 TIMESTAMP_HEADER = "X-Aircoach-Timestamp"
 SIGNATURE_HEADER = "X-Aircoach-Signature"
 _SCHEME = "sha256="
+_UNIX_SECONDS = re.compile(r"[0-9]{1,12}")
 
 
 def signature(secret: str, timestamp: str, body: bytes) -> str:
@@ -46,10 +48,11 @@ def verify(
         raise SignatureError(
             "webhook_headers_required", timestamp=TIMESTAMP_HEADER, signature=SIGNATURE_HEADER
         )
-    try:
-        ts = int(timestamp)
-    except ValueError:
-        raise SignatureError("webhook_timestamp_not_unix", header=TIMESTAMP_HEADER) from None
+    # Unix seconds have 10 digits until 2286: a longer value is not a time, and a huge one
+    # could not even be compared with the clock (int to float overflows).
+    if not _UNIX_SECONDS.fullmatch(timestamp.strip()):
+        raise SignatureError("webhook_timestamp_not_unix", header=TIMESTAMP_HEADER)
+    ts = int(timestamp)
     now = time.time() if now is None else now
     if abs(now - ts) > max_skew_s:
         raise SignatureError(

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 TOKEN_TTL_S = 3600
 # A proxy in front means the real caller is somewhere else.
 _FORWARDED = ("forwarded", "x-forwarded-for", "x-real-ip")
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 
 class DevSignIn(BaseModel):
@@ -53,10 +54,29 @@ def _check_caller(request: Request) -> None:
         loopback = False
     if not loopback or any(name in request.headers for name in _FORWARDED):
         raise ForbiddenError("dev_sign_in_local_only")
+    # DNS rebinding: a page whose name the attacker points at 127.0.0.1 sends its own name as
+    # `Host` and as `Origin`, which then agree. Only a loopback name, on this server's port,
+    # is this machine's page.
+    if not _loopback_host(request.headers.get("host", ""), request.scope.get("server")):
+        raise ForbiddenError("dev_sign_in_local_only")
     # A page of another site open in the developer's browser must not mint tokens here.
     origin = request.headers.get("origin")
     if origin is not None and origin != f"{request.url.scheme}://{request.headers.get('host')}":
         raise ForbiddenError("dev_sign_in_same_origin")
+
+
+def _loopback_host(host: str, server: tuple[str, int | None] | None) -> bool:
+    """`host` (the `Host` header) names this machine by a loopback name, with the port this
+    server listens on (none given means 80)."""
+    if host.startswith("["):
+        name, _, rest = host.partition("]")
+        name, port = name + "]", rest.removeprefix(":")
+    else:
+        name, _, port = host.partition(":")
+    if name.lower() not in _LOOPBACK_NAMES:
+        return False
+    listening = server[1] if server else None
+    return listening is None or (port or "80") == str(listening)
 
 
 @router.post("/token")

@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.exceptions import RequestValidationError
 
+from aircoach.bodies import CheckedJsonRoute
 from aircoach.deps import CurrentUser, ServicesDep
 from aircoach.errors import NotFound
 from aircoach.models import ErrorBody
@@ -27,7 +28,7 @@ from aircoach.quiz.models import (
 from aircoach.quiz.service import InvalidAnswer, QuestionNotFound, QuizService
 from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
 
-router = APIRouter(prefix="/api", tags=["quiz"])
+router = APIRouter(prefix="/api", tags=["quiz"], route_class=CheckedJsonRoute)
 
 _FAILS: Responses = {**UNAUTHORIZED, **unavailable("auth_unavailable", "store_unavailable")}
 _NOT_FOUND: Responses = {

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from aircoach import messages
 from aircoach.auth.tokens import Principal
-from aircoach.bodies import max_body_bytes, read_json_body
+from aircoach.bodies import CheckedJsonRoute, max_body_bytes, read_json_body
 from aircoach.deps import CurrentUser, RequestLanguage, ServicesDep
 from aircoach.errors import Conflict, ForbiddenError, NotFound
 from aircoach.messages import Language, header_language
@@ -44,7 +44,7 @@ from aircoach.tasks.schemas import (
 )
 from aircoach.tasks.triage import TriageInput
 
-router = APIRouter(prefix="/api/tasks", tags=["tasks"])
+router = APIRouter(prefix="/api/tasks", tags=["tasks"], route_class=CheckedJsonRoute)
 
 _FORBIDDEN: Responses = {
     403: {"model": ErrorBody, "description": "The token lacks the permission (`forbidden`)."}

@@ -15,7 +15,7 @@ import pytest
 
 from aircoach.auth.tokens import DevIssuer
 from aircoach.settings import ROOT, Settings
-from tests.helpers import copy_prompt_docs
+from tests.helpers import copy_prompt_docs, shipped_docs
 from tests.load.harness import ServerProcess
 from tests.tools.fake_service import FakeToolService, Reply
 
@@ -82,6 +82,10 @@ def target(tmp_path_factory: pytest.TempPathFactory, _dev_key: bytes) -> Iterato
     data.mkdir()
     (data / "dev_issuer_key.pem").write_bytes(_dev_key)
     docs = copy_prompt_docs(root / "docs", markdown_only=True)
+    for key, text in shipped_docs().items():  # the task routes are attacked too
+        if key.startswith("tasks/"):
+            (docs / key).parent.mkdir(parents=True, exist_ok=True)
+            (docs / key).write_text(text, "utf-8")
     (docs / "tools.json").write_text(tools_json(METEO_TOOL), "utf-8")
     sqlite = root / "fresh" / "db" / "aircoach.sqlite3"  # created by the server
     meteo = FakeToolService().start()
