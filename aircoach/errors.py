@@ -154,6 +154,13 @@ class BackendUnavailable(AppError):
     """A backend (store, prompt source, identity provider, model) failed."""
 
     status = 503
+    retry_after_s = 5  # a client told when to retry does not hammer a backend that is down
+
+    def __init__(
+        self, key: str | None = None, /, *, headers: dict[str, str] | None = None, **params: Any
+    ):
+        super().__init__(key, headers=headers, **params)
+        self.headers.setdefault("Retry-After", str(self.retry_after_s))
 
 
 class StoreUnavailable(BackendUnavailable):

@@ -228,6 +228,12 @@ CATALOGUE: dict[str, Text] = {
         en="This message (client_message_id {message_id!r}) is still being answered; retry in a few "
         "seconds.",
     ),
+    "quota_answers_per_minute": Text(
+        it="Hai inviato {limit} risposte in un minuto, il massimo; riprova tra {retry_after} "
+        "secondi.",
+        en="You have sent {limit} answers in a minute, the most allowed; retry in "
+        "{retry_after} seconds.",
+    ),
     "quota_per_minute": Text(
         it="Hai raggiunto il limite di {limit} domande al minuto; riprova tra {retry_after} "
         "secondi.",

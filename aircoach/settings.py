@@ -131,6 +131,10 @@ class ServerSettings(_Group):
     # limit; off locally, set them in production). Replays of a stored turn are free.
     quota_turns_per_day: int = Field(default=0, ge=0)
     quota_turns_per_minute: int = Field(default=0, ge=0)
+    # Quiz answers one user may have graded per minute through `POST /api/quiz/answers` (0 =
+    # no limit): a human answers a few a minute; a script sending hundreds would inflate the
+    # progress figures. Answers given in the chat are charged as turns.
+    quota_answers_per_minute: int = Field(default=30, ge=0)
 
 
 class AuthSettings(_Group):

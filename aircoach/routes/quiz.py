@@ -6,6 +6,8 @@ same grading and the same stored attempt.
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
@@ -13,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 
 from aircoach.bodies import CheckedJsonRoute
 from aircoach.deps import CurrentUser, ServicesDep
-from aircoach.errors import NotFound
+from aircoach.errors import NotFound, QuotaExceeded
 from aircoach.models import ErrorBody
 from aircoach.quiz.models import (
     MAX_CHAPTER,
@@ -27,8 +29,10 @@ from aircoach.quiz.models import (
 )
 from aircoach.quiz.service import InvalidAnswer, QuestionNotFound, QuizService
 from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
+from aircoach.services import Services
 
 router = APIRouter(prefix="/api", tags=["quiz"], route_class=CheckedJsonRoute)
+log = logging.getLogger(__name__)
 
 _FAILS: Responses = {**UNAUTHORIZED, **unavailable("auth_unavailable", "store_unavailable")}
 _NOT_FOUND: Responses = {
@@ -88,11 +92,49 @@ async def question(
         raise _not_found(exc) from None
 
 
-@router.post("/quiz/answers", responses={**UNPARSABLE_BODY, **_FAILS, **_NOT_FOUND})
-async def answer(user: CurrentUser, quiz: Quiz, body: AnswerRequest) -> AnswerResult:
+async def _charge_answer(services: Services, user_id: str) -> None:
+    """Count one answer in the caller's minute (`QUOTA_ANSWERS_PER_MINUTE`, shared by every
+    instance through the store), or 429 with `Retry-After`."""
+    limit = services.settings.quota_answers_per_minute
+    if not limit:
+        return
+    now = time.time()
+    minute = int(now // 60)
+    if not await services.guards.quotas.hit(
+        user_id, f"answers:m:{minute}", limit=limit, expires_at=(minute + 2) * 60.0
+    ):
+        retry = max(1, int((minute + 1) * 60 - now) + 1)
+        log.warning("quota: %r sent its %d quiz answers of this minute", user_id, limit)
+        raise QuotaExceeded(
+            "quota_answers_per_minute",
+            limit=limit,
+            retry_after=retry,
+            headers={"Retry-After": str(retry)},
+        )
+
+
+_TOO_MANY: Responses = {
+    429: {
+        "model": ErrorBody,
+        "description": "`quota_exceeded`: the caller's graded answers of this minute "
+        "(`QUOTA_ANSWERS_PER_MINUTE`) are spent; `Retry-After` says when to retry.",
+    }
+}
+
+
+@router.post(
+    "/quiz/answers",
+    responses={**UNPARSABLE_BODY, **_FAILS, **_NOT_FOUND, **_TOO_MANY},
+)
+async def answer(
+    user: CurrentUser, quiz: Quiz, body: AnswerRequest, services: ServicesDep
+) -> AnswerResult:
     """Grade an answer against the key and record it in the caller's progress. `risposta` is
     a letter (any case; "la c" and "risposta: c" too) or the text of an option; a letter
-    that is not an option, or a text that is none of them, is a 422 naming `risposta`."""
+    that is not an option, or a text that is none of them, is a 422 naming `risposta`. Each
+    answer that passes validation (graded, or refused as no option) counts in the caller's
+    `QUOTA_ANSWERS_PER_MINUTE`."""
+    await _charge_answer(services, user.sub)
     try:
         graded = await quiz.grade(user.sub, body.capitolo, body.numero, body.risposta, turn_id=None)
     except QuestionNotFound as exc:

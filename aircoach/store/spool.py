@@ -46,6 +46,10 @@ class TurnSpool(Protocol):
 
     async def delete(self, key: str) -> None: ...
 
+    async def find(self, turn_id: str) -> Turn | None:
+        """The spooled turn of that id, or None when it is not spooled."""
+        ...
+
 
 class FileSpool:
     """One JSON file per turn in `folder`, written atomically (a temp file renamed)."""
@@ -68,6 +72,12 @@ class FileSpool:
 
     async def delete(self, key: str) -> None:
         await anyio.to_thread.run_sync(lambda: (self.folder / key).unlink(missing_ok=True))
+
+    async def find(self, turn_id: str) -> Turn | None:
+        try:
+            return await self.get(f"{turn_id}{_SUFFIX}")
+        except FileNotFoundError:
+            return None
 
     def _put(self, turn: Turn) -> None:
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -137,6 +147,16 @@ class S3Spool:
         await anyio.to_thread.run_sync(
             lambda: self.client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
         )
+
+    async def find(self, turn_id: str) -> Turn | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            return await self.get(f"{turn_id}{_SUFFIX}")
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise
 
 
 class DeadLetters:
@@ -222,6 +242,19 @@ class DeadLetters:
         if moved:
             log.info("dead letters replayed into the store: %d turns (%s)", moved, self.spool.kind)
         return moved
+
+    async def find(self, user_id: str, turn_id: str) -> Turn | None:
+        """The user's turn of that id if it waits in the spool (its store write failed), else
+        None; None too when the spool cannot be read (logged): the caller then answers as if
+        it were not there."""
+        try:
+            turn = await self.spool.find(turn_id)
+        except Exception as exc:
+            log.warning(
+                "dead-letter spool (%s) unreadable for turn %s: %s", self.spool.kind, turn_id, exc
+            )
+            return None
+        return turn if turn is not None and turn.userId == user_id else None
 
     def health(self) -> dict[str, object]:
         """For `/api/health`: what this process knows, without touching the spool."""

@@ -46,6 +46,10 @@ async def admit(services: Services, user_id: str, key: str | None) -> Admission:
     held = await reservations.reserve(user_id, key, turn_id, now=now, ttl_s=RESERVATION_TTL_S)
     if held is not None:
         stored = await services.chats.get_turn(user_id, held.turn_id)
+        if stored is None:
+            # The store refused the first request's turn (an outage): it waits in the spool
+            # until a healthy request replays it, and a retry gets it from there.
+            stored = await services.dead_letters.find(user_id, held.turn_id)
         if stored is not None:
             log.info(
                 "replaying turn %s for %r (client_message_id repeated)", stored.turn_id, user_id

@@ -202,3 +202,33 @@ async def test_answers_graded_in_the_chat_count_in_the_same_progress(
     assert progress["capitoli"][0]["capitolo"] == 2 and progress["risposte"] == 2
     attempts = await app.state.services.attempts.recent_attempts("user-1", 5)
     assert [a.turn_id for a in attempts] == [None, events[-1]["turn_id"]]
+
+
+async def test_answers_sent_past_the_minute_budget_are_refused_and_not_counted(
+    store_settings: Settings, auth
+):
+    limit = 4
+    settings = store_settings.model_copy(update={"quota_answers_per_minute": limit})
+    body = {"capitolo": 1, "numero": 1, "risposta": "c"}
+    async with asgi_client(app_with(settings)) as api:
+        # Three times the budget, as fast as it goes: a minute boundary in between opens one
+        # more window at most, so some are refused whenever the test runs.
+        answers = [
+            await api.post("/api/quiz/answers", json=body, headers=auth("spammer"))
+            for _ in range(3 * limit)
+        ]
+        progress = (await api.get("/api/progress", headers=auth("spammer"))).json()
+        other = await api.post("/api/quiz/answers", json=body, headers=auth("someone-else"))
+        invalid = await api.post(
+            "/api/quiz/answers", json={"capitolo": "x"}, headers=auth("free-422")
+        )
+    graded = [a for a in answers if a.status_code == 200]
+    refused = [a for a in answers if a.status_code == 429]
+    assert len(graded) + len(refused) == 3 * limit
+    assert limit <= len(graded) <= 2 * limit
+    assert refused[0].json()["error"] == "quota_exceeded"
+    assert refused[0].json()["message"].startswith(f"Hai inviato {limit} risposte in un minuto")
+    assert 1 <= int(refused[0].headers["retry-after"]) <= 61
+    assert progress["risposte"] == len(graded)  # a refused answer is no attempt
+    assert other.status_code == 200  # the budget is the user's
+    assert invalid.status_code == 422

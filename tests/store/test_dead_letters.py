@@ -16,6 +16,7 @@ from aircoach.store.spool import DeadLetters, FileSpool
 from tests.helpers import app_with, asgi_client, chat, services_of
 from tests.s3 import BUCKET, PREFIX, s3_settings
 from tests.scripted_model import Script, ScriptedModels, text
+from tests.sse import parse_sse
 
 N = 3
 
@@ -192,6 +193,10 @@ async def test_an_s3_spool_beside_the_docs_leaves_prompt_version_unchanged(s3, d
         assert events[-2]["code"] == "persist_failed"
     keys = [k for k in s3.all_keys() if k.startswith("deadletter/")]
     assert keys == [f"deadletter/{events[-1]['turn_id']}.json"]
+    spooled = events[-1]["turn_id"]
+    assert (await services.dead_letters.find("user-1", spooled)).human == "rifiutata"
+    assert await services.dead_letters.find("someone-else", spooled) is None
+    assert await services.dead_letters.find("user-1", "not-spooled") is None
     assert not any(k.startswith(PREFIX + "deadletter") for k in s3.all_keys())
 
     snapshot, previous = await services.prompts.reload()
@@ -204,3 +209,33 @@ async def test_an_s3_spool_beside_the_docs_leaves_prompt_version_unchanged(s3, d
         "rifiutata"
     ]
     assert [k for k in s3.all_keys() if k.startswith("deadletter/")] == []
+
+
+async def test_a_retry_after_an_outage_gets_the_spooled_turn_not_a_409(settings, auth):
+    """The store refused the first request's turn; its client retries with the same
+    `client_message_id`. The turn waits in the spool (no healthy request replayed it yet):
+    the retry gets it from there, while the store is still down and after it is back."""
+    script = Script([text("la risposta intera")])
+    app = app_with(settings, models=ScriptedModels(script))
+    async with asgi_client(app) as client:
+        await services_of(app).chats.latest_turn_ids("user-1")  # creates the file
+        refuse_writes(settings.sqlite_file)
+        first = await chat(client, auth(), "domanda", client_message_id="msg-1")
+        assert first[-2]["code"] == "persist_failed"
+        turn_id = first[-1]["turn_id"]
+        retried = await client.post(
+            "/api/stream_query",
+            json={"query": "domanda", "client_message_id": "msg-1"},
+            headers=auth(),
+        )
+        assert retried.status_code == 200, retried.text
+        assert retried.headers["idempotent-replayed"] == "true"
+        events = parse_sse(retried.text)
+        assert events[-1]["turn_id"] == turn_id
+        assert "".join(e["content"] for e in events if e["type"] == "agent_message") == (
+            "la risposta intera"
+        )
+        accept_writes(settings.sqlite_file)
+        again = await chat(client, auth(), "domanda", client_message_id="msg-1")
+        assert again[-1]["turn_id"] == turn_id
+    script.assert_used()  # the model answered once

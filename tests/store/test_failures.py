@@ -39,6 +39,7 @@ async def test_mongodb_stopped_mid_run_gives_503_then_recovers(
         assert response.status_code == 503
         assert response.headers["content-type"] == "application/json"
         assert response.json()["error"] == "store_unavailable"
+        assert response.headers["retry-after"] == "5"  # a clear answer says when to retry
         history = await c.get("/api/history", headers=auth())
         assert history.status_code == 503 and history.json()["error"] == "store_unavailable"
 
