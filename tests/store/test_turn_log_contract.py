@@ -1,0 +1,104 @@
+"""The turn log and running-turn claims (`aircoach.turn.log`), against SQLite and MongoDB
+(nx-27017 through the real PyMongo async driver), each shared by two instances' stores."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from aircoach.settings import Settings
+from aircoach.turn.log import LoggedEvent, RunningTurn, TurnLogStore, build_turn_log
+
+# Real times: MongoDB's TTL monitor drops documents whose date has passed.
+T = time.time()
+LATER = T + 3600.0
+
+
+@pytest.fixture
+def two(store_settings: Settings) -> tuple[TurnLogStore, TurnLogStore]:
+    """Two instances' stores on the same database."""
+    return build_turn_log(store_settings), build_turn_log(store_settings)
+
+
+def events(first: int, last: int) -> list[LoggedEvent]:
+    return [
+        LoggedEvent(n, {"type": "agent_message", "content": f"parola{n} ", "x.y": {"$k": n}})
+        for n in range(first, last + 1)
+    ]
+
+
+async def test_events_are_read_back_in_order_after_a_number_by_their_owner_only(two):
+    a, b = two
+    await a.append("alice", "t1", events(1, 3), expires_at=LATER)
+    await b.append("alice", "t1", events(4, 5), expires_at=LATER)
+    await a.append("alice", "t1", events(3, 4), expires_at=LATER)  # a batch written twice
+    await a.append("bob", "t2", events(1, 1), expires_at=LATER)
+    assert await b.read("alice", "t1") == events(1, 5)
+    assert await b.read("alice", "t1", after=3) == events(4, 5)
+    assert await a.read("alice", "t1", after=1, limit=2) == events(2, 3)
+    assert await a.read("alice", "t1", after=5) == []
+    assert await a.read("bob", "t1") == []  # another user's turn
+    assert await a.read("alice", "nope") == []
+
+
+async def test_one_running_turn_per_thread_until_released_or_expired(two):
+    a, b = two
+    assert await a.claim("alice", "main", "t1", now=T, expires_at=T + 60) is None
+    held = await b.claim("alice", "main", "t2", now=T + 1, expires_at=T + 61)
+    assert held == RunningTurn("t1", "main", T + 60, False)
+    assert await b.claim("alice", "other", "t3", now=T + 1, expires_at=T + 61) is None
+    assert await b.claim("bob", "main", "t4", now=T + 1, expires_at=T + 61) is None
+    assert await b.running("alice", "t1", now=T + 2) == RunningTurn("t1", "main", T + 60)
+    assert await b.running("bob", "t1", now=T + 2) is None
+    await b.release("alice", "main", "t2")  # not the holder: nothing happens
+    assert (await a.claim("alice", "main", "t5", now=T + 2, expires_at=T + 62)) is not None
+    await b.release("alice", "main", "t1")
+    assert await a.running("alice", "t1", now=T + 3) is None
+    assert await a.claim("alice", "main", "t6", now=T + 3, expires_at=T + 63) is None
+    # An instance that died leaves its claim: past its expiry the thread is free again.
+    assert await b.running("alice", "t6", now=T + 64) is None
+    assert await b.claim("alice", "main", "t7", now=T + 64, expires_at=T + 124) is None
+
+
+async def test_concurrent_claims_have_one_winner(two):
+    a, b = two
+    results = await asyncio.gather(
+        *(
+            (a if i % 2 else b).claim("alice", "main", f"t{i}", now=T, expires_at=T + 60)
+            for i in range(10)
+        )
+    )
+    winners = [i for i, held in enumerate(results) if held is None]
+    assert len(winners) == 1
+    assert {held.turn_id for held in results if held is not None} == {f"t{winners[0]}"}
+
+
+async def test_cancel_reaches_the_running_turn_from_another_instance(two):
+    a, b = two
+    await a.claim("alice", "main", "t1", now=T, expires_at=T + 60)
+    assert await a.cancel_requested("t1") is False
+    assert await b.request_cancel("bob", "t1", now=T + 1) is False  # not bob's
+    assert await b.request_cancel("alice", "t1", now=T + 1) is True
+    assert await a.cancel_requested("t1") is True
+    assert (await a.running("alice", "t1", now=T + 1)).cancel_requested is True
+    await a.release("alice", "main", "t1")
+    assert await b.request_cancel("alice", "t1", now=T + 2) is False  # finished
+
+
+async def test_interrupting_moves_the_thread_and_stops_the_old_turn(two):
+    a, b = two
+    await a.claim("alice", "main", "t1", now=T, expires_at=T + 60)
+    moved = await asyncio.gather(
+        a.take_over("alice", "main", held_by="t1", turn_id="t2", now=T + 1, expires_at=T + 61),
+        b.take_over("alice", "main", held_by="t1", turn_id="t3", now=T + 1, expires_at=T + 61),
+    )
+    assert sorted(moved) == [False, True]
+    winner = "t2" if moved[0] else "t3"
+    assert await a.cancel_requested("t1") is True
+    assert await a.cancel_requested(winner) is False
+    held = await b.claim("alice", "main", "t4", now=T + 2, expires_at=T + 62)
+    assert held is not None and held.turn_id == winner
+    await a.release("alice", "main", "t1")  # the old turn ends: the new one keeps the thread
+    assert (await b.running("alice", winner, now=T + 3)) is not None
