@@ -1,0 +1,65 @@
+"""Following a turn from the turn log, on any instance: the events after a number, then each
+new one as the running turn writes it, until `done`.
+
+A turn is running while it holds its claim (`TurnLogStore.running`). When the log has no more
+events and the turn no longer runs, the follower reads once more (the last batch may have been
+written just before the claim was released) and, if `done` is still missing, the turn ended
+without it: its instance died or was frozen when its response ended. The follower then ends
+with a `done` of its own: the stored turn's, or `status: "interrupted"`.
+
+Events are taken only while their numbers follow each other: a batch being written may show
+a later event before an earlier one, and the follower must neither skip nor repeat.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from aircoach.turn.log import LoggedEvent, TurnLogStore
+
+POLL_S = 0.25
+READ_LIMIT = 500
+
+
+async def follow(
+    store: TurnLogStore,
+    user_id: str,
+    turn_id: str,
+    *,
+    after: int = 0,
+    ended: Callable[[int], Awaitable[dict[str, Any]]],
+    poll_s: float = POLL_S,
+    give_up_s: float,
+    clock: Callable[[], float] = time.time,
+) -> AsyncIterator[LoggedEvent]:
+    """The turn's events numbered above `after`, then the new ones, until `done`.
+    `await ended(n)` makes the closing `done` (numbered `n`) of a turn that ended without
+    logging one. Past `give_up_s` without a new event the turn counts as ended."""
+    quiet_since = clock()
+    while True:
+        batch = await store.read(user_id, turn_id, after=after, limit=READ_LIMIT)
+        taken = 0
+        for event in batch:
+            if event.seq != after + 1:
+                break  # a gap: the rest of that batch is still being written
+            after, taken = event.seq, taken + 1
+            yield event
+            if event.type == "done":
+                return
+        if taken:
+            quiet_since = clock()
+            if taken == len(batch):
+                continue  # maybe more: read on at once
+        elif clock() - quiet_since > give_up_s or not await store.running(
+            user_id, turn_id, now=clock()
+        ):
+            last = await store.read(user_id, turn_id, after=after, limit=1)
+            if last and last[0].seq == after + 1:
+                continue  # written just before the turn let go of its claim: read on
+            yield LoggedEvent(after + 1, await ended(after + 1))
+            return
+        await anyio.sleep(poll_s)

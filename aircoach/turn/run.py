@@ -1,0 +1,143 @@
+"""A turn that outlives its connection: `TurnRun` drives a turn's events to their end whatever
+happens to the client that started it, numbers them, writes them to the turn log in batches,
+hands them to the live connection, and stops the turn when someone cancels it from any
+instance.
+
+The HTTP layer runs `produce()` in the request's own task group (never in the background: on
+serverless nothing may run once the request returns) and reads `live()` to send the events; a
+client that leaves stops reading, and the turn goes on until it ends or its deadline passes.
+
+Writes: pending events are written when `FLUSH_EVENTS` are waiting, by a ticker every
+`TICK_S` while any wait, and all of them with `done`, the last event (the turn yields it only
+after the turn document is stored). Flushes are serialized, so no follower can see `done`
+before an earlier event. The ticker also reads the cancel flag: a cancel reaches the turn
+within about `TICK_S` plus one store read.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
+from typing import Any, Protocol
+
+import anyio
+
+from aircoach.turn.log import LOG_TTL_S, LoggedEvent, TurnLogStore
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.5
+FLUSH_EVENTS = 64
+
+
+class _Event(Protocol):
+    type: str
+
+    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
+
+
+class TurnRun:
+    """One turn's events, numbered from 1, on their way to the log and to the connection."""
+
+    def __init__(
+        self,
+        log_store: TurnLogStore,
+        *,
+        user_id: str,
+        turn_id: str,
+        tick_s: float = TICK_S,
+        flush_events: int = FLUSH_EVENTS,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.store = log_store
+        self.user_id = user_id
+        self.turn_id = turn_id
+        self.tick_s = tick_s
+        self.flush_events = flush_events
+        self.clock = clock
+        self.stop = anyio.Event()  # set when someone cancels the turn; the turn watches it
+        self.events: list[LoggedEvent] = []  # every event so far, for the live connection
+        self.finished = False
+        self.writes = 0  # store writes of the log (a benchmark reads it)
+        self._written = 0  # events already in the store
+        self._flush_lock = anyio.Lock()
+        self._changed = anyio.Event()
+        self._log_failed = False
+
+    async def produce(self, events: AsyncGenerator[_Event, None]) -> None:
+        """Run `events` to their end: number each, keep it, write the log, wake the reader."""
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._tick)
+                async with aclosing(events):
+                    async for event in events:
+                        logged = LoggedEvent(len(self.events) + 1, event.model_dump(mode="json"))
+                        self.events.append(logged)
+                        self._wake()
+                        if logged.type == "done" or self._pending() >= self.flush_events:
+                            await self._flush()
+                tg.cancel_scope.cancel()  # the ticker
+            await self._flush()
+        finally:
+            self.finished = True
+            self._wake()
+
+    async def live(self, after: int = 0) -> AsyncIterator[LoggedEvent]:
+        """The events after number `after`, as they come, until the last one."""
+        sent = after
+        while True:
+            while sent < len(self.events):
+                sent += 1
+                yield self.events[sent - 1]
+            if self.finished:
+                return
+            # No await since the check above: the producer cannot add an event unseen.
+            self._changed = anyio.Event()
+            await self._changed.wait()
+
+    def _wake(self) -> None:
+        self._changed.set()
+
+    def _pending(self) -> int:
+        return len(self.events) - self._written
+
+    async def _tick(self) -> None:
+        while True:
+            await anyio.sleep(self.tick_s)
+            if self._pending():
+                await self._flush()
+            if not self.stop.is_set() and await self._cancel_requested():
+                log.info("turn %s: cancel requested", self.turn_id)
+                self.stop.set()
+
+    async def _cancel_requested(self) -> bool:
+        try:
+            return await self.store.cancel_requested(self.turn_id)
+        except Exception:
+            log.warning("turn %s: cancel flag unreadable", self.turn_id, exc_info=True)
+            return False
+
+    async def _flush(self) -> None:
+        """Write what is pending. A log that fails does not fail the turn (the turn itself
+        is stored apart): followers then see fewer events, and the failure is logged once."""
+        async with self._flush_lock:
+            batch = self.events[self._written :]
+            if not batch:
+                return
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self.store.append(
+                        self.user_id,
+                        self.turn_id,
+                        batch,
+                        expires_at=self.clock() + LOG_TTL_S,
+                    )
+            except Exception:
+                if not self._log_failed:
+                    log.warning("turn %s: turn log write failed", self.turn_id, exc_info=True)
+                self._log_failed = True
+                return
+            self._written += len(batch)
+            self.writes += 1

@@ -1,0 +1,160 @@
+"""A turn that outlives its connection (`TurnRun`) and its followers on other instances
+(`follow`), over the real turn log on SQLite and MongoDB (nx-27017)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator
+from typing import Any, Literal
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from aircoach.settings import Settings
+from aircoach.turn.follow import follow
+from aircoach.turn.log import LoggedEvent, TurnLogStore, build_turn_log
+from aircoach.turn.run import TurnRun
+
+WAIT_S = 30.0  # for things that should happen at once; the test fails past it
+
+
+class Word(BaseModel):
+    type: Literal["agent_message"] = "agent_message"
+    content: str
+
+
+class Done(BaseModel):
+    type: Literal["done"] = "done"
+    status: str = "ok"
+
+
+@pytest.fixture
+def two(store_settings: Settings) -> tuple[TurnLogStore, TurnLogStore]:
+    """Two instances' turn logs on the same database."""
+    return build_turn_log(store_settings), build_turn_log(store_settings)
+
+
+async def words(n: int) -> AsyncGenerator[Word | Done, None]:
+    for i in range(n):
+        yield Word(content=f"parola{i} ")
+    yield Done()
+
+
+def texts(events: list[LoggedEvent]) -> list[Any]:
+    return [e.data.get("content", e.data["type"]) for e in events]
+
+
+async def ended_interrupted(n: int) -> dict[str, Any]:
+    return {"type": "done", "status": "interrupted"}
+
+
+async def test_a_turn_is_written_in_a_few_batches_and_read_back_whole(two):
+    a, b = two
+    run = TurnRun(a, user_id="alice", turn_id="t1")
+    await run.produce(words(150))
+    logged = await b.read("alice", "t1")
+    assert [e.seq for e in logged] == list(range(1, 152))
+    assert texts(logged) == [f"parola{i} " for i in range(150)] + ["done"]
+    assert run.writes <= 4  # 64 + 64 + the rest with done: not one write per word
+    assert [e.seq for e in logged] == [e.seq for e in run.events]
+
+
+async def test_the_turn_goes_on_after_its_reader_leaves(two):
+    a, b = two
+    run = TurnRun(a, user_id="alice", turn_id="t1")
+    read: list[LoggedEvent] = []
+    release = anyio.Event()
+
+    async def slow_words() -> AsyncGenerator[Word | Done, None]:
+        for i in range(5):
+            yield Word(content=f"parola{i} ")
+        await release.wait()  # the model is slow; meanwhile the reader leaves
+        for i in range(5, 40):
+            yield Word(content=f"parola{i} ")
+        yield Done()
+
+    with anyio.fail_after(WAIT_S):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run.produce, slow_words())
+            async for event in run.live():
+                read.append(event)
+                if len(read) == 5:
+                    break  # the phone lost its signal
+            release.set()
+    assert texts(read) == [f"parola{i} " for i in range(5)]
+    logged = await b.read("alice", "t1")
+    assert texts(logged) == [f"parola{i} " for i in range(40)] + ["done"]
+
+
+async def test_a_follower_on_another_instance_gets_every_event_once_in_order(two):
+    a, b = two
+    await a.claim("alice", "main", "t1", now=time.time(), expires_at=time.time() + 60)
+    run = TurnRun(a, user_id="alice", turn_id="t1", tick_s=0.05, flush_events=3)
+    feed_send, feed = anyio.create_memory_object_stream[Word | Done](100)
+
+    async def fed() -> AsyncGenerator[Word | Done, None]:
+        async with feed:
+            async for event in feed:
+                yield event
+
+    followed: list[LoggedEvent] = []
+
+    async def follower() -> None:
+        async for event in follow(
+            b, "alice", "t1", after=2, ended=ended_interrupted, poll_s=0.02, give_up_s=WAIT_S
+        ):
+            followed.append(event)
+            if event.seq == 10:
+                async with feed_send:  # the turn's last event: its generator ends
+                    await feed_send.send(Done())
+
+    with anyio.fail_after(WAIT_S):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run.produce, fed())
+            for i in range(10):
+                await feed_send.send(Word(content=f"parola{i} "))
+            tg.start_soon(follower)
+        await a.release("alice", "main", "t1")
+    assert [e.seq for e in followed] == list(range(3, 12))
+    assert texts(followed) == [f"parola{i} " for i in range(2, 10)] + ["done"]
+
+
+async def test_a_turn_that_ended_without_done_ends_its_followers_as_interrupted(two):
+    a, b = two
+    await a.append(
+        "alice",
+        "t1",
+        [LoggedEvent(1, {"type": "agent_message", "content": "mezza "})],
+        expires_at=time.time() + 60,
+    )
+    # No claim: its instance was frozen when its response ended.
+    with anyio.fail_after(WAIT_S):
+        followed = [
+            e async for e in follow(b, "alice", "t1", ended=ended_interrupted, give_up_s=WAIT_S)
+        ]
+    assert [(e.seq, e.type) for e in followed] == [(1, "agent_message"), (2, "done")]
+    assert followed[-1].data["status"] == "interrupted"
+    assert [e async for e in follow(b, "bob", "t1", ended=ended_interrupted, give_up_s=1)] == [
+        LoggedEvent(1, {"type": "done", "status": "interrupted"})
+    ]
+
+
+async def test_a_cancel_from_another_instance_stops_the_turn(two):
+    a, b = two
+    now = time.time()
+    await a.claim("alice", "main", "t1", now=now, expires_at=now + 60)
+    run = TurnRun(a, user_id="alice", turn_id="t1", tick_s=0.05)
+
+    async def stoppable() -> AsyncGenerator[Word | Done, None]:
+        yield Word(content="inizio ")
+        await run.stop.wait()  # the model would still be writing
+        yield Done(status="cancelled")
+
+    with anyio.fail_after(WAIT_S):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run.produce, stoppable())
+            assert await b.request_cancel("alice", "t1", now=time.time())
+    logged = await b.read("alice", "t1")
+    assert texts(logged) == ["inizio ", "done"]
+    assert logged[-1].data["status"] == "cancelled"
