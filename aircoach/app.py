@@ -48,7 +48,9 @@ async def _app_error(request: Request, exc: Exception) -> JSONResponse:
         )
     message = exc.message_in(header_language(request.headers))
     return JSONResponse(
-        {"error": exc.code, "message": message}, status_code=exc.status, headers=exc.headers
+        {"error": exc.code, "message": message, **exc.fields},
+        status_code=exc.status,
+        headers=exc.headers,
     )
 
 

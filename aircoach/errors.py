@@ -28,11 +28,19 @@ class AppError(Exception):
     key = "internal_error"
 
     def __init__(
-        self, key: str | None = None, /, *, headers: dict[str, str] | None = None, **params: Any
+        self,
+        key: str | None = None,
+        /,
+        *,
+        headers: dict[str, str] | None = None,
+        fields: dict[str, Any] | None = None,
+        **params: Any,
     ):
         self.key = key or type(self).key
         self.params = params
         self.headers = headers or {}
+        # Beside `error` and `message` in the answer's body (e.g. the running turn's id).
+        self.fields = fields or {}
         super().__init__(self.message)
 
     @property
@@ -126,11 +134,28 @@ class Conflict(AppError):
 
 
 class TurnInProgress(AppError):
-    """A repeat of a client_message_id whose first request is still being answered."""
+    """A new message while a turn of the same thread runs: the body names the running turn
+    (`turn_id`), so the client can rejoin it."""
 
     code = "turn_in_progress"
     status = 409
     key = "turn_in_progress"
+
+
+class TurnFinished(AppError):
+    """A cancel of a turn that has ended already."""
+
+    code = "turn_finished"
+    status = 409
+    key = "turn_finished"
+
+
+class TurnIncomplete(AppError):
+    """Not raised: the `error` of a replayed turn that did not end `ok`."""
+
+    code = "turn_incomplete"
+    status = 200
+    key = "turn_incomplete"
 
 
 class QuotaExceeded(AppError):

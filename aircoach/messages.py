@@ -222,6 +222,22 @@ CATALOGUE: dict[str, Text] = {
         it="Non è stato possibile salvare la risposta nella tua cronologia.",
         en="Your answer could not be saved to your history.",
     ),
+    "thread_busy": Text(
+        it="Sto ancora rispondendo al messaggio precedente (turno {turn_id}): attendi la "
+        'risposta, oppure annullala o invia con if_busy "interrupt".',
+        en="The previous message (turn {turn_id}) is still being answered: wait for it, or "
+        'cancel it, or send with if_busy "interrupt".',
+    ),
+    "turn_finished": Text(
+        it="Il turno {turn_id} è già concluso: non c'è niente da annullare.",
+        en="Turn {turn_id} has ended already: there is nothing to cancel.",
+    ),
+    "turn_incomplete": Text(
+        it="Questa risposta si era interrotta: qui sopra c'è la parte salvata. Invia di nuovo "
+        "la domanda per una risposta completa.",
+        en="This answer was cut short: above is the part that was kept. Send the question "
+        "again for a whole answer.",
+    ),
     "turn_in_progress": Text(
         it="Questa domanda (client_message_id {message_id!r}) è ancora in elaborazione; riprova tra "
         "qualche secondo.",

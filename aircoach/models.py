@@ -65,6 +65,12 @@ class MessageRequest(BaseModel):
         description="The client's id of this message (or the `Idempotency-Key` header): a "
         "repeat within 24 h gets the stored turn instead of a second one.",
     )
+    if_busy: Literal["reject", "interrupt"] = Field(
+        default="reject",
+        description="While a turn of this conversation still runs: `reject` answers 409 "
+        "`turn_in_progress` with its `turn_id` (rejoin it with `GET "
+        "/api/turns/{turn_id}/events`); `interrupt` cancels it and starts this one.",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -32,6 +32,7 @@ from aircoach.store.guards import GuardStores, build_guard_stores
 from aircoach.store.spool import DeadLetters, FileSpool, S3Spool, TurnSpool
 from aircoach.tasks.definition import TaskCatalog, check_task_docs, load_tasks
 from aircoach.tools.registry import ToolRegistry, check_tools_doc
+from aircoach.turn.log import TurnLogStore, build_turn_log
 
 if TYPE_CHECKING:
     from aircoach.knowledge.library import CourseKnowledge
@@ -106,6 +107,7 @@ class Services:
     task_stores: TaskStores
     task_models: TaskModels
     guards: GuardStores  # client_message_id reservations and quota counters
+    turn_log: TurnLogStore  # running turns' events, claims and cancel flags
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
     _quiz_service: QuizService | None = field(default=None, repr=False)
@@ -126,6 +128,7 @@ class Services:
         task_stores: TaskStores | None = None,
         task_models: TaskModels | None = None,
         guards: GuardStores | None = None,
+        turn_log: TurnLogStore | None = None,
     ) -> Services:
         """The parts the settings say, except those given."""
         if chats is None or quiz is None or attempts is None:
@@ -146,6 +149,7 @@ class Services:
             task_stores=task_stores or build_task_stores(settings),
             task_models=task_models or _configured_task_models(settings),
             guards=guards or build_guard_stores(settings),
+            turn_log=turn_log or build_turn_log(settings),
         )
 
     @cached_property

@@ -21,3 +21,16 @@ def parse_sse(body: str) -> list[dict[str, Any]]:
         )
         events.append(data)
     return events
+
+
+def parse_sse_ids(body: str) -> list[tuple[int, dict[str, Any]]]:
+    """(id, data) of each event; every event must carry an `id:` line."""
+    numbered = []
+    for block in body.replace("\r\n", "\n").split("\n\n"):
+        lines = [line for line in block.split("\n") if line and not line.startswith(":")]
+        if not lines:
+            continue
+        ids = [line[len("id: ") :] for line in lines if line.startswith("id: ")]
+        assert len(ids) == 1, f"an event without one id line: {block!r}"
+        numbered.append((int(ids[0]), parse_sse(block + "\n\n")[0]))
+    return numbered

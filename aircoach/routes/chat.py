@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
 from aircoach.bodies import json_body_openapi
 from aircoach.deps import ChatMessage, CurrentUser, RequestLanguage, ServicesDep
+from aircoach.errors import TurnInProgress
 from aircoach.grounding.models import ResponseGrounding
 from aircoach.logs import current_stages
 from aircoach.models import (
@@ -21,7 +25,7 @@ from aircoach.models import (
     MessageResponse,
 )
 from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, unavailable
-from aircoach.turn.events import ErrorEvent, sse_item_schema
+from aircoach.turn.events import Done, TurnEvent, sse_item_schema
 
 router = APIRouter(prefix="/api", tags=["chat"])
 
@@ -101,36 +105,75 @@ async def stream_query(
         )
     # Imported here so that the routes which never chat (health) never import LangGraph.
     from aircoach.turn.admission import admit
-    from aircoach.turn.answer import json_answer
+    from aircoach.turn.answer import FALLBACK_ANSWER, json_answer
     from aircoach.turn.prepare import prepare_turn
+    from aircoach.turn.rejoin import turn_events
     from aircoach.turn.replay import REPLAYED_HEADER, replayed_events, replayed_response
-    from aircoach.turn.sse import event_stream
-    from aircoach.turn.turn import FALLBACK_ANSWER
+    from aircoach.turn.run import TurnRun
+    from aircoach.turn.sse import event_stream, listed, turn_stream
 
-    admission = await admit(services, user.sub, key)
+    thread = user.sub  # one conversation per user
+    admission = await admit(
+        services, user.sub, key, thread=thread, interrupt=body.if_busy == "interrupt"
+    )
     headers = {TURN_ID_HEADER: admission.turn_id}
+    if admission.rejoin:
+        # The same message while its turn runs: the client gets that turn, not a second one.
+        headers[REPLAYED_HEADER] = "true"
+        following = await turn_events(
+            services.turn_log,
+            services.chats,
+            user.sub,
+            admission.turn_id,
+            after=0,
+            language=language,
+            give_up_s=services.settings.turn_timeout_s,
+        )
+        if following is not None and body.stream:
+            return event_stream(following, headers=headers)
+        if following is not None:
+            async for _ in following:
+                pass
+        stored = await services.chats.get_turn(user.sub, admission.turn_id)
+        if stored is None:
+            raise TurnInProgress(
+                "turn_in_progress", message_id=key or "", fields={"turn_id": admission.turn_id}
+            )
+        answer = replayed_response(stored, language)
+        return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
     if admission.replay is not None:
         headers[REPLAYED_HEADER] = "true"
         if body.stream:
-            return event_stream(replayed_events(admission.replay), headers=headers)
-        answer = replayed_response(admission.replay)
+            return event_stream(
+                listed(replayed_events(admission.replay, language)), headers=headers
+            )
+        answer = replayed_response(admission.replay, language)
         return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
+
+    async def release() -> None:
+        with anyio.CancelScope(shield=True):
+            await services.turn_log.release(user.sub, thread, admission.turn_id)
 
     try:
         turn = await prepare_turn(
             services, user, body, snapshot, language=language, turn_id=admission.turn_id
         )
     except Exception:
+        await release()
         if admission.key is not None:  # nothing ran: a retry may run it
             await services.guards.reservations.release(user.sub, admission.key, admission.turn_id)
         raise
+    run = TurnRun(services.turn_log, user_id=user.sub, turn_id=turn.turn_id, on_cancel=turn.cancel)
+    events = _released_at_done(turn.events(), release)
     if body.stream:
-        return event_stream(turn.events(), headers=headers)
+        return turn_stream(run, events, headers=headers)
 
-    errors: list[dict[str, str]] = []
-    async for event in turn.events():
-        if isinstance(event, ErrorEvent):
-            errors.append({"code": event.code, "message": event.message})
+    await run.produce(events)
+    errors = [
+        {"code": e.data["code"], "message": e.data["message"]}
+        for e in run.events
+        if e.type == "error"
+    ]
     answer = MessageResponse(
         answer=json_answer(turn.text, turn.tool, FALLBACK_ANSWER) + turn.caveat,
         tool=turn.tool,
@@ -146,6 +189,22 @@ async def stream_query(
         else None,
     )
     return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
+
+
+async def _released_at_done(
+    events: AsyncGenerator[TurnEvent, None], release: Callable[[], Awaitable[None]]
+) -> AsyncGenerator[TurnEvent, None]:
+    """The turn's events; its thread is freed once the turn is stored, just before `done`
+    goes out, so a client that read `done` can send its next message at once (and on every
+    other way out)."""
+    try:
+        async with aclosing(events):
+            async for event in events:
+                if isinstance(event, Done):
+                    await release()
+                yield event
+    finally:
+        await release()
 
 
 def _message_key(body: MessageRequest, header: str | None) -> str | None:

@@ -1,16 +1,21 @@
-"""GET /api/turns/{turn_id}: one of the caller's stored turns, for a client that lost the
-stream it started (the id came in the `X-Turn-ID` header)."""
+"""A turn by its id (it came in the `X-Turn-ID` header): `GET /api/turns/{turn_id}` the stored
+turn; `GET /api/turns/{turn_id}/events` its events after `Last-Event-ID`, followed live while
+it runs on any instance; `POST /api/turns/{turn_id}/cancel` stops it from any instance."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import time
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Header, Path, Query
+from fastapi.responses import Response
+from pydantic import BaseModel
 
-from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
-from aircoach.errors import NotFound
+from aircoach.deps import ChatStoreDep, CurrentUser, RequestLanguage, ServicesDep
+from aircoach.errors import NotFound, TurnFinished
 from aircoach.models import ErrorBody, HistoryTurn
 from aircoach.routes.responses import UNAUTHORIZED, unavailable
+from aircoach.turn.events import sse_item_schema
 
 router = APIRouter(prefix="/api", tags=["meta"])
 
@@ -39,3 +44,97 @@ async def get_turn(
     if turn is None:
         raise NotFound("turn_not_found", turn_id=turn_id)
     return HistoryTurn.of(turn)
+
+
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody, "description": "No turn of the caller's has this id."}
+}
+LastEventId = Annotated[
+    int | None,
+    Header(
+        alias="Last-Event-ID",
+        ge=0,
+        le=1_000_000,
+        description="The `id` of the last event the client read: the stream goes on after it.",
+    ),
+]
+
+
+@router.get(
+    "/turns/{turn_id}/events",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "SSE: the turn's events after `Last-Event-ID` (or from the "
+            "start), followed live while the turn runs, to its `done`. The same events, with "
+            "the same ids, as the stream that started it.",
+            "content": {"text/event-stream": {"itemSchema": sse_item_schema()}},
+        },
+        **UNAUTHORIZED,
+        **_NOT_FOUND,
+        **unavailable("auth_unavailable", "store_unavailable"),
+    },
+)
+async def turn_events_stream(
+    turn_id: TurnId,
+    user: CurrentUser,
+    services: ServicesDep,
+    language: RequestLanguage,
+    last_event_id: LastEventId = None,
+    query_last_id: Annotated[
+        int | None,
+        Query(
+            alias="last_event_id",
+            ge=0,
+            le=1_000_000,
+            description="`Last-Event-ID` for clients that cannot set headers.",
+        ),
+    ] = None,
+) -> Response:
+    """Rejoin a turn after a dropped connection, from any instance: the events after the one
+    named, then the rest as the turn writes them, ending with `done`. A finished turn replays
+    the same way. 404 for an unknown id or someone else's turn."""
+    from aircoach.turn.rejoin import turn_events
+    from aircoach.turn.sse import event_stream
+
+    after = last_event_id if last_event_id is not None else query_last_id or 0
+    events = await turn_events(
+        services.turn_log,
+        services.chats,
+        user.sub,
+        turn_id,
+        after=after,
+        language=language,
+        give_up_s=services.settings.turn_timeout_s,
+    )
+    if events is None:
+        raise NotFound("turn_not_found", turn_id=turn_id)
+    return event_stream(events)
+
+
+class Cancelling(BaseModel):
+    turn_id: str
+    status: str = "cancelling"
+
+
+@router.post(
+    "/turns/{turn_id}/cancel",
+    status_code=202,
+    responses={
+        **UNAUTHORIZED,
+        **_NOT_FOUND,
+        409: {"model": ErrorBody, "description": "`turn_finished`: the turn has ended."},
+        **unavailable("auth_unavailable", "store_unavailable"),
+    },
+)
+async def cancel_turn(turn_id: TurnId, user: CurrentUser, services: ServicesDep) -> Cancelling:
+    """Stop a running turn, from any instance, within about a second. It is stored
+    `interrupted` with what it had produced; its stream, and anyone following it, ends with
+    `done` whose `status` is `cancelled`. 409 `turn_finished` for a turn that has ended; 404
+    for an unknown id or someone else's turn."""
+    if await services.turn_log.request_cancel(user.sub, turn_id, now=time.time()):
+        return Cancelling(turn_id=turn_id)
+    logged = await services.turn_log.read(user.sub, turn_id, after=0, limit=1)
+    if logged or await services.chats.get_turn(user.sub, turn_id) is not None:
+        raise TurnFinished(turn_id=turn_id)
+    raise NotFound("turn_not_found", turn_id=turn_id)

@@ -53,6 +53,10 @@ class QuotaStore(Protocol):
         counted. Atomic across instances; the counter may be dropped after `expires_at`."""
         ...
 
+    async def refund(self, user_id: str, window: str) -> None:
+        """Take back one count of `window` (a turn refused after it was charged)."""
+        ...
+
 
 @dataclass(frozen=True)
 class GuardStores:

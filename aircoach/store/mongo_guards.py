@@ -119,3 +119,11 @@ class MongoQuotaStore:
             return doc is not None and int(doc["n"]) <= limit
 
         return await self._db.run(QUOTAS, op)
+
+    async def refund(self, user_id: str, window: str) -> None:
+        await self._db.run(
+            QUOTAS,
+            lambda c: c.update_one(
+                {"_id": f"{window}/{user_id}", "n": {"$gt": 0}}, {"$inc": {"n": -1}}
+            ),
+        )

@@ -89,3 +89,11 @@ class SqliteQuotaStore:
             return row is not None and row["n"] <= limit
 
         return await self._db.run(op)
+
+    async def refund(self, user_id: str, window: str) -> None:
+        await self._db.run(
+            lambda c: c.execute(
+                "UPDATE quotas SET n = n - 1 WHERE userId = ? AND window = ? AND n > 0",
+                (user_id, window),
+            )
+        )

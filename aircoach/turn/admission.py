@@ -1,7 +1,11 @@
-"""What a chat request passes before its turn runs: a repeated `client_message_id` finds the
-turn it started (replayed, never run again), and a new turn is charged to the user's budget
-(`QUOTA_TURNS_PER_MINUTE`, `QUOTA_TURNS_PER_DAY`), counted in the store so that every
-instance shares it. Both happen before any model call."""
+"""What a chat request passes before its turn runs, in this order: a repeated
+`client_message_id` finds the turn it started (replayed if stored, rejoined if still running,
+never run again); a new turn is charged to the user's budget (`QUOTA_TURNS_PER_MINUTE`,
+`QUOTA_TURNS_PER_DAY`); and it claims its thread, which one turn runs at a time (409
+`turn_in_progress` naming the running turn, whose charge is given back; or, with
+`if_busy: "interrupt"`, the running turn is cancelled and the new one takes the thread). All of
+it is counted in the store so that every instance shares it, and happens before any model
+call."""
 
 from __future__ import annotations
 
@@ -26,55 +30,108 @@ _DAY_S = 86_400
 
 @dataclass(frozen=True)
 class Admission:
-    """`replay`: the stored turn to send again; else `turn_id` is the new turn's id, and
-    `key` (if any) is reserved for it."""
+    """`replay`: the stored turn to send again; `rejoin`: the running turn to follow; else
+    `turn_id` is the new turn's id, `key` (if any) is reserved for it, and it holds
+    `thread`."""
 
     turn_id: str
     key: str | None = None
     replay: Turn | None = None
+    rejoin: bool = False
+    thread: str = ""
 
 
-async def admit(services: Services, user_id: str, key: str | None) -> Admission:
-    """Replay, or reserve and charge; `TurnInProgress` (409) while the first request of the
-    same key is answered, `QuotaExceeded` (429) when the budget is spent."""
+async def admit(
+    services: Services, user_id: str, key: str | None, *, thread: str, interrupt: bool = False
+) -> Admission:
+    """Replay, rejoin, or reserve, charge and claim `thread`; `TurnInProgress` (409) while a
+    turn runs in the thread (or the first request of the same key is between its run and its
+    store write), `QuotaExceeded` (429) when the budget is spent."""
     turn_id = new_turn_id()
-    if key is None:
-        await charge(services, user_id)
-        return Admission(turn_id)
+    if key is not None:
+        found = await _repeated(services, user_id, key, turn_id)
+        if found is not None:
+            return found
+    try:
+        charged = await charge(services, user_id)
+    except QuotaExceeded:
+        if key is not None:
+            await services.guards.reservations.release(user_id, key, turn_id)
+        raise
+    try:
+        await _claim(services, user_id, thread, turn_id, interrupt=interrupt)
+    except TurnInProgress:
+        for window in charged:  # a refused busy turn is not charged
+            await services.guards.quotas.refund(user_id, window)
+        if key is not None:
+            await services.guards.reservations.release(user_id, key, turn_id)
+        raise
+    return Admission(turn_id, key, thread=thread)
+
+
+async def _repeated(services: Services, user_id: str, key: str, turn_id: str) -> Admission | None:
+    """The admission of a repeated key (None: the key is now reserved for `turn_id`)."""
     reservations = services.guards.reservations
     now = time.time()
     held = await reservations.reserve(user_id, key, turn_id, now=now, ttl_s=RESERVATION_TTL_S)
-    if held is not None:
-        stored = await services.chats.get_turn(user_id, held.turn_id)
-        if stored is None:
-            # The store refused the first request's turn (an outage): it waits in the spool
-            # until a healthy request replays it, and a retry gets it from there.
-            stored = await services.dead_letters.find(user_id, held.turn_id)
-        if stored is not None:
-            log.info(
-                "replaying turn %s for %r (client_message_id repeated)", stored.turn_id, user_id
-            )
-            return Admission(stored.turn_id, key, replay=stored)
-        stale = now - held.created_at > services.settings.turn_timeout_s + _GRACE_S
-        if not stale or not await reservations.take_over(
-            user_id, key, held_by=held.turn_id, turn_id=turn_id, now=now, ttl_s=RESERVATION_TTL_S
-        ):
-            raise TurnInProgress(message_id=key, headers={"Retry-After": str(_IN_PROGRESS_RETRY_S)})
-        log.warning("turn %s for %r never stored: its repeat takes over", held.turn_id, user_id)
-    try:
-        await charge(services, user_id)
-    except QuotaExceeded:
-        await reservations.release(user_id, key, turn_id)
-        raise
-    return Admission(turn_id, key)
+    if held is None:
+        return None
+    stored = await services.chats.get_turn(user_id, held.turn_id)
+    if stored is None:
+        # The store refused the first request's turn (an outage): it waits in the spool
+        # until a healthy request replays it, and a retry gets it from there.
+        stored = await services.dead_letters.find(user_id, held.turn_id)
+    if stored is not None:
+        log.info("replaying turn %s for %r (client_message_id repeated)", stored.turn_id, user_id)
+        return Admission(stored.turn_id, key, replay=stored)
+    if await services.turn_log.running(user_id, held.turn_id, now=now) is not None:
+        log.info("rejoining turn %s for %r (client_message_id repeated)", held.turn_id, user_id)
+        return Admission(held.turn_id, key, rejoin=True)
+    stale = now - held.created_at > services.settings.turn_timeout_s + _GRACE_S
+    if not stale or not await reservations.take_over(
+        user_id, key, held_by=held.turn_id, turn_id=turn_id, now=now, ttl_s=RESERVATION_TTL_S
+    ):
+        raise TurnInProgress(
+            "turn_in_progress",
+            message_id=key,
+            fields={"turn_id": held.turn_id},
+            headers={"Retry-After": str(_IN_PROGRESS_RETRY_S)},
+        )
+    log.warning("turn %s for %r never stored: its repeat takes over", held.turn_id, user_id)
+    return None
 
 
-async def charge(services: Services, user_id: str) -> None:
+async def _claim(
+    services: Services, user_id: str, thread: str, turn_id: str, *, interrupt: bool
+) -> None:
+    """Make `turn_id` the running turn of `thread` (until its deadline and a grace period,
+    should its instance die), or interrupt the running one when asked."""
+    turn_log = services.turn_log
+    now = time.time()
+    expires_at = now + services.settings.turn_timeout_s + _GRACE_S
+    held = await turn_log.claim(user_id, thread, turn_id, now=now, expires_at=expires_at)
+    if held is None:
+        return
+    if interrupt and await turn_log.take_over(
+        user_id, thread, held_by=held.turn_id, turn_id=turn_id, now=now, expires_at=expires_at
+    ):
+        log.info("turn %s for %r interrupts turn %s", turn_id, user_id, held.turn_id)
+        return
+    raise TurnInProgress(
+        "thread_busy",
+        turn_id=held.turn_id,
+        fields={"turn_id": held.turn_id},
+        headers={"Retry-After": str(_IN_PROGRESS_RETRY_S)},
+    )
+
+
+async def charge(services: Services, user_id: str) -> list[str]:
     """Count one turn in the user's current minute and day, or `QuotaExceeded` with the
-    seconds until the window ends in `Retry-After`."""
+    seconds until the window ends in `Retry-After`; the windows counted in."""
     settings = services.settings
     quotas = services.guards.quotas
     now = time.time()
+    charged: list[str] = []
     per_minute = settings.quota_turns_per_minute
     if per_minute:
         minute = int(now // 60)
@@ -89,15 +146,20 @@ async def charge(services: Services, user_id: str) -> None:
                 retry_after=retry,
                 headers={"Retry-After": str(retry)},
             )
+        charged.append(f"m:{minute}")
     per_day = settings.quota_turns_per_day
     if per_day:
         day = int(now // _DAY_S)
         if not await quotas.hit(
             user_id, f"d:{day}", limit=per_day, expires_at=(day + 2) * float(_DAY_S)
         ):
+            for window in charged:
+                await quotas.refund(user_id, window)
             retry = max(1, int((day + 1) * _DAY_S - now) + 1)
             _refused(user_id, "day", per_day)
             raise QuotaExceeded("quota_per_day", limit=per_day, headers={"Retry-After": str(retry)})
+        charged.append(f"d:{day}")
+    return charged
 
 
 def _refused(user_id: str, window: str, limit: int) -> None:

@@ -9,6 +9,11 @@ from typing import Any
 
 from aircoach.models import ToolRecord
 
+FALLBACK_ANSWER = (
+    "Mi dispiace, non sono riuscito a preparare una risposta questa volta. "
+    "Riprova tra poco o riformula la domanda."
+)
+
 # Characters of a question's text and of each option written into the answer.
 _MAX_FIELD_CHARS = 1000
 

@@ -1,11 +1,16 @@
 """The events of a chat turn's stream (the SSE contract clients depend on), as typed models.
 
-Each event is one SSE message: the `event:` line is its `type`, the `data:` line its JSON.
+Each event is one SSE message: the `event:` line is its `type`, the `data:` line its JSON, and
+the `id:` line its number in the turn (1, 2, ...): a client that lost the connection sends the
+last one it read as `Last-Event-ID` to `GET /api/turns/{turn_id}/events`. Events travel as
+their JSON objects (`model_dump(mode="json")`): live, from the turn log on another instance,
+or rebuilt from a stored turn, one encoder (`encode_sse`) writes them all.
 The OpenAPI description of the stream is generated from these models (`sse_item_schema`).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from fastapi.sse import format_sse_event
@@ -17,9 +22,11 @@ from aircoach.grounding.models import GroundingResult
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    def encode(self) -> bytes:
-        """The SSE message: `event: <type>` and one `data:` line of JSON."""
-        return format_sse_event(data_str=self.model_dump_json(), event=self.type)  # type: ignore[attr-defined]
+
+def encode_sse(seq: int, data: dict[str, Any]) -> bytes:
+    """One SSE message: `event: <type>`, one `data:` line of JSON, `id: <seq>`."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return format_sse_event(data_str=text, event=str(data["type"]), id=str(seq))
 
 
 class ToolResult(_Event):
@@ -56,10 +63,20 @@ class ErrorEvent(_Event):
     message: str
 
 
+DoneStatus = Literal["ok", "error", "interrupted", "cancelled"]
+
+
 class Done(_Event):
     """The last event of every stream."""
 
     type: Literal["done"] = "done"
+    status: DoneStatus = Field(
+        default="ok",
+        description="How the turn ended: `ok`; `error` (an `error` event said why); "
+        "`interrupted` (it stopped before its end: its instance went away, or a stored turn "
+        "that did not end well is replayed); `cancelled` (`POST /api/turns/{id}/cancel`, or a "
+        'new message with `if_busy: "interrupt"`).',
+    )
     turn_id: str
     prompt_version: str
     model: str = Field(description="The model that answered.")
@@ -78,7 +95,7 @@ def sse_item_schema() -> dict[str, Any]:
     for event in EVENT_TYPES:
         schema = event.model_json_schema(mode="serialization")
         name = schema["properties"]["type"]["const"]
-        schema["required"] = ["type", *schema.get("required", [])]  # always sent
+        schema["required"] = list(schema["properties"])  # every field is always sent
         alternatives.append(
             {
                 "type": "object",
@@ -92,7 +109,10 @@ def sse_item_schema() -> dict[str, Any]:
                         "contentMediaType": "application/json",
                         "contentSchema": schema,
                     },
-                    "id": {"type": "string"},
+                    "id": {
+                        "type": "string",
+                        "description": "The event's number in the turn: 1, 2, ...",
+                    },
                     "retry": {"type": "integer", "minimum": 0},
                 },
             }

@@ -1,11 +1,12 @@
 """Following a turn from the turn log, on any instance: the events after a number, then each
 new one as the running turn writes it, until `done`.
 
-A turn is running while it holds its claim (`TurnLogStore.running`). When the log has no more
-events and the turn no longer runs, the follower reads once more (the last batch may have been
-written just before the claim was released) and, if `done` is still missing, the turn ended
-without it: its instance died or was frozen when its response ended. The follower then ends
-with a `done` of its own: the stored turn's, or `status: "interrupted"`.
+A turn is running while it holds its claim (`TurnLogStore.running`); it lets go of the claim
+once it is stored, just before it writes `done`. When the log has no more events and the turn
+no longer runs, the follower reads again for `ENDING_READS` more polls (to let `done` arrive)
+and, if it is still missing, the turn ended without it: its instance died or was frozen when
+its response ended. The follower then ends with a `done` of its own: the stored turn's, or
+`status: "interrupted"`. A client that already read `done` gets nothing more.
 
 Events are taken only while their numbers follow each other: a batch being written may show
 a later event before an earlier one, and the follower must neither skip nor repeat.
@@ -23,6 +24,7 @@ from aircoach.turn.log import LoggedEvent, TurnLogStore
 
 POLL_S = 0.25
 READ_LIMIT = 500
+ENDING_READS = 2
 
 
 async def follow(
@@ -40,6 +42,7 @@ async def follow(
     `await ended(n)` makes the closing `done` (numbered `n`) of a turn that ended without
     logging one. Past `give_up_s` without a new event the turn counts as ended."""
     quiet_since = clock()
+    ending = 0  # empty reads since the turn let go of its claim
     while True:
         batch = await store.read(user_id, turn_id, after=after, limit=READ_LIMIT)
         taken = 0
@@ -51,15 +54,23 @@ async def follow(
             if event.type == "done":
                 return
         if taken:
-            quiet_since = clock()
+            quiet_since, ending = clock(), 0
             if taken == len(batch):
                 continue  # maybe more: read on at once
-        elif clock() - quiet_since > give_up_s or not await store.running(
-            user_id, turn_id, now=clock()
+        elif (
+            ending
+            or clock() - quiet_since > give_up_s
+            or not await store.running(user_id, turn_id, now=clock())
         ):
-            last = await store.read(user_id, turn_id, after=after, limit=1)
-            if last and last[0].seq == after + 1:
-                continue  # written just before the turn let go of its claim: read on
-            yield LoggedEvent(after + 1, await ended(after + 1))
-            return
+            ending += 1
+            if ending > ENDING_READS:
+                if after and await _done_at(store, user_id, turn_id, after):
+                    return  # the client has read the end already
+                yield LoggedEvent(after + 1, await ended(after + 1))
+                return
         await anyio.sleep(poll_s)
+
+
+async def _done_at(store: TurnLogStore, user_id: str, turn_id: str, seq: int) -> bool:
+    before = await store.read(user_id, turn_id, after=seq - 1, limit=1)
+    return bool(before) and before[0].seq == seq and before[0].type == "done"

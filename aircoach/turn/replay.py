@@ -1,41 +1,57 @@
-"""A stored turn sent again, for a repeated `client_message_id`: the same events and JSON a
-client got the first time, built from the client data only (never a tool's `text`), without
-running the model."""
+"""A stored turn sent again (a repeated `client_message_id`, or a rejoin after its log
+expired): the events and JSON a client got the first time, built from the client data only
+(never a tool's `text`), without running the model.
+
+A turn that did not end `ok` never passes for a whole answer: its replay carries an `error`
+event (`turn_incomplete`) before `done`, whose `status` is the stored one. The client sends the
+question again, with a new `client_message_id`, for a new answer."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-
+from aircoach.errors import TurnIncomplete
 from aircoach.logs import current_request_id
+from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.models import MessageResponse, Turn
-from aircoach.turn.answer import json_answer
-from aircoach.turn.events import AgentMessage, Done, ToolResult, TurnEvent
-from aircoach.turn.turn import FALLBACK_ANSWER
+from aircoach.turn.answer import FALLBACK_ANSWER, json_answer
+from aircoach.turn.events import AgentMessage, Done, ErrorEvent, ToolResult, TurnEvent
+from aircoach.turn.log import LoggedEvent
 
 REPLAYED_HEADER = "Idempotent-Replayed"
 
 
-async def replayed_events(turn: Turn) -> AsyncGenerator[TurnEvent, None]:
-    """`tool_result`s, the answer in one `agent_message`, then `done` (`context_turns` is
-    not stored: 0)."""
+def replayed_events(turn: Turn, language: Language = DEFAULT_LANGUAGE) -> list[LoggedEvent]:
+    """`tool_result`s, the answer in one `agent_message`, an `error` if the turn did not end
+    `ok`, then `done` (`context_turns` is not stored: 0), numbered from 1."""
+    events: list[TurnEvent] = []
     calls = turn.tools
     for n, call in enumerate(calls):
         # Only a return_direct tool that ended the turn leaves no text after it.
         final = n == len(calls) - 1 and not turn.system and call.status == "success"
-        yield ToolResult(tool_name=call.tool_name, data=call.data, final=final)
+        events.append(ToolResult(tool_name=call.tool_name, data=call.data, final=final))
     if turn.system:
-        yield AgentMessage(content=turn.system)
-    yield Done(
-        turn_id=turn.turn_id,
-        prompt_version=turn.prompt_version,
-        model=turn.model,
-        context_turns=0,
-        request_id=current_request_id() or "",
+        events.append(AgentMessage(content=turn.system))
+    if turn.status != "ok":
+        error = TurnIncomplete()
+        events.append(ErrorEvent(code=error.code, message=error.message_in(language)))
+    events.append(
+        Done(
+            status=turn.status,
+            turn_id=turn.turn_id,
+            prompt_version=turn.prompt_version,
+            model=turn.model,
+            context_turns=0,
+            request_id=current_request_id() or "",
+        )
     )
+    return [LoggedEvent(n, event.model_dump(mode="json")) for n, event in enumerate(events, 1)]
 
 
-def replayed_response(turn: Turn) -> MessageResponse:
+def replayed_response(turn: Turn, language: Language = DEFAULT_LANGUAGE) -> MessageResponse:
     """The JSON answer of a stored turn (`stream: false`)."""
+    errors = []
+    if turn.status != "ok":
+        error = TurnIncomplete()
+        errors.append({"code": error.code, "message": error.message_in(language)})
     return MessageResponse(
         answer=json_answer(turn.system, turn.tool, FALLBACK_ANSWER),
         tool=turn.tool,
@@ -44,6 +60,6 @@ def replayed_response(turn: Turn) -> MessageResponse:
         model=turn.model,
         context_turns=0,
         status=turn.status,
-        errors=[],
+        errors=errors,
         request_id=current_request_id() or "",
     )

@@ -33,7 +33,7 @@ FLUSH_EVENTS = 64
 
 
 class _Event(Protocol):
-    type: str
+    """An event of the turn: a pydantic model with a `type` field."""
 
     def model_dump(self, *, mode: str) -> dict[str, Any]: ...
 
@@ -49,9 +49,12 @@ class TurnRun:
         turn_id: str,
         tick_s: float = TICK_S,
         flush_events: int = FLUSH_EVENTS,
+        on_cancel: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.time,
     ):
+        """`on_cancel` is called once when someone cancels the turn (the turn's `cancel`)."""
         self.store = log_store
+        self.on_cancel = on_cancel
         self.user_id = user_id
         self.turn_id = turn_id
         self.tick_s = tick_s
@@ -111,6 +114,8 @@ class TurnRun:
             if not self.stop.is_set() and await self._cancel_requested():
                 log.info("turn %s: cancel requested", self.turn_id)
                 self.stop.set()
+                if self.on_cancel is not None:
+                    self.on_cancel()
 
     async def _cancel_requested(self) -> bool:
         try:

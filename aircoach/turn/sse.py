@@ -1,4 +1,11 @@
-"""Server-Sent Events on top of FastAPI's own SSE support."""
+"""Server-Sent Events on top of FastAPI's own SSE support.
+
+A chat turn's response (`turn_stream`) runs the turn inside the request and sends its events
+as they come; a client that leaves stops the sending, never the turn, which goes on to its end
+(or its deadline) and is stored whole: the client can rejoin it (`GET
+/api/turns/{turn_id}/events`) from any instance. Followers and replays (`event_stream`) send
+events that already exist: a client that leaves ends them.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,9 @@ from fastapi.sse import EventSourceResponse
 from starlette.types import Receive, Scope, Send
 
 from aircoach.logs import current_stages
-from aircoach.turn.events import TurnEvent
+from aircoach.turn.events import TurnEvent, encode_sse
+from aircoach.turn.log import LoggedEvent
+from aircoach.turn.run import TurnRun
 
 HEARTBEAT_S = 15.0
 HEARTBEAT = b": keep-alive\n\n"
@@ -58,24 +67,30 @@ class _Outbox:
         await self._ready.wait()
 
 
+async def encoded(events: AsyncIterator[LoggedEvent]) -> AsyncGenerator[bytes, None]:
+    """Each numbered event as its SSE message."""
+    stages = current_stages()
+    async for event in events:
+        with stages.timed("encode"):
+            data = encode_sse(event.seq, event.data)
+        yield data
+
+
 async def with_heartbeat(
-    events: AsyncGenerator[TurnEvent, None], every_s: float
+    chunks: AsyncGenerator[bytes, None], every_s: float
 ) -> AsyncIterator[bytes]:
-    """Encode events, each write carrying every event ready by then, and send a comment line
+    """Send the messages, each write carrying every message ready by then, and a comment line
     whenever nothing was sent for `every_s`, so that proxies and mobile networks keep the
     connection open while a tool or the model is slow. The heartbeat's timer runs only while
     the outbox is empty: while events flow it costs nothing."""
     outbox = _Outbox(OUTBOX_BYTES)
 
     async def produce() -> None:
-        # aclosing: if this task is cancelled while waiting for room, the turn's generator is
-        # closed here and now (and stores what it has), not whenever it is garbage-collected.
+        # aclosing: if this task is cancelled while waiting for room, the source is closed
+        # here and now, not whenever it is garbage-collected.
         try:
-            async with aclosing(events):
-                stages = current_stages()
-                async for event in events:
-                    with stages.timed("encode"):
-                        data = event.encode()
+            async with aclosing(chunks):
+                async for data in chunks:
                     await outbox.put(data)
         finally:
             outbox.close()
@@ -96,12 +111,11 @@ async def with_heartbeat(
 
 
 class _EventStream(EventSourceResponse):
-    """Ends the turn as soon as the client leaves, on every ASGI server.
+    """Stops sending as soon as the client leaves, on every ASGI server.
 
     Starlette stops listening for `http.disconnect` on ASGI 2.4 servers, which report a
     disconnect only by failing the next `send`; with a stalled model or tool that send may be
-    a heartbeat away, and the turn would run on for nobody. So listen on every version, and
-    close the body iterator on the way out so the turn stores what it has before we return.
+    a heartbeat away. So listen on every version, and close the body iterator on the way out.
     """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -120,13 +134,50 @@ class _EventStream(EventSourceResponse):
             tg.cancel_scope.cancel()
 
 
-def event_stream(
+class _TurnStream(_EventStream):
+    """A turn that runs inside its request: the events go out as `_EventStream` sends them,
+    and the request ends only when the turn has, whether the client stayed or not (on
+    serverless nothing may run once the request returns)."""
+
+    def __init__(
+        self, run: TurnRun, events: AsyncGenerator[TurnEvent, None], every_s: float, **kw: object
+    ):
+        super().__init__(with_heartbeat(encoded(run.live()), every_s), **kw)  # type: ignore[arg-type]
+        self.run = run
+        self.events = events
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.run.produce, self.events)
+            await super().__call__(scope, receive, send)
+
+
+def _headers(headers: dict[str, str] | None) -> dict[str, str]:
+    return {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})}
+
+
+def turn_stream(
+    run: TurnRun,
     events: AsyncGenerator[TurnEvent, None],
     every_s: float = HEARTBEAT_S,
     *,
     headers: dict[str, str] | None = None,
 ) -> EventSourceResponse:
-    return _EventStream(
-        with_heartbeat(events, every_s),
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})},
-    )
+    """The response of a new turn: `events` run to their end through `run`."""
+    return _TurnStream(run, events, every_s, headers=_headers(headers))
+
+
+def event_stream(
+    events: AsyncIterator[LoggedEvent],
+    every_s: float = HEARTBEAT_S,
+    *,
+    headers: dict[str, str] | None = None,
+) -> EventSourceResponse:
+    """The response of events that exist already (a follower, a replay)."""
+    return _EventStream(with_heartbeat(encoded(events), every_s), headers=_headers(headers))
+
+
+async def listed(events: list[LoggedEvent]) -> AsyncIterator[LoggedEvent]:
+    """Events that exist already, as the stream `event_stream` sends."""
+    for event in events:
+        yield event

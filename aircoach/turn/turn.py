@@ -29,17 +29,24 @@ from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.models import MessageRequest, ToolCall, ToolRecord, Turn, TurnStatus
 from aircoach.stages import Stages
 from aircoach.turn.agent import TurnAgent, window
+from aircoach.turn.answer import FALLBACK_ANSWER
 from aircoach.turn.chat_models import TurnModels
-from aircoach.turn.events import AgentMessage, Done, ErrorEvent, Grounding, TurnEvent
+from aircoach.turn.events import (
+    AgentMessage,
+    Done,
+    DoneStatus,
+    ErrorEvent,
+    Grounding,
+    TurnEvent,
+)
 from aircoach.turn.recorder import TurnRecorder
 from aircoach.turn.stream import ToolStep, agent_events
 
 log = logging.getLogger(__name__)
 
-FALLBACK_ANSWER = (
-    "Mi dispiace, non sono riuscito a preparare una risposta questa volta. "
-    "Riprova tra poco o riformula la domanda."
-)
+
+class TurnCancelled(Exception):
+    """The turn was stopped on request while it waited for the agent."""
 
 
 def new_turn_id() -> str:
@@ -71,6 +78,19 @@ class ChatTurn:
     regenerated: bool = False  # the answer is the second one, written after a correction
     caveat: str = ""  # the note sent after the answer when a citation is unverified
     stages: Stages = field(default_factory=current_stages)
+    cancelled: bool = False  # someone stopped it (`cancel`): stored `interrupted`
+    _waiting: anyio.CancelScope | None = field(default=None, repr=False)  # the wait for the agent
+
+    def cancel(self) -> None:
+        """Stop the turn (a cancel from any instance, or a newer message that interrupts it):
+        the agent's current wait ends now, and the turn stores what it has."""
+        self.cancelled = True
+        if self._waiting is not None:
+            self._waiting.cancel()
+
+    @property
+    def done_status(self) -> DoneStatus:
+        return "cancelled" if self.cancelled else self.status
 
     @property
     def model(self) -> str:
@@ -137,11 +157,15 @@ class ChatTurn:
                     # The deadline covers each wait for the agent, never our own `yield`
                     # (a cancel scope must not span a yield of this generator).
                     waited = time.perf_counter()
-                    with anyio.move_on_after(deadline - anyio.current_time()) as budget:
+                    with anyio.CancelScope(deadline=deadline) as budget:
+                        self._waiting = budget
+                        if self.cancelled:
+                            budget.cancel()
                         event = await anext(stream, None)
+                    self._waiting = None
                     self.stages.add("agent_run", time.perf_counter() - waited)
                     if budget.cancelled_caught:
-                        raise TurnTimeout()
+                        raise TurnCancelled() if self.cancelled else TurnTimeout()
                     if event is None:
                         break
                     if isinstance(event, ToolStep):
@@ -152,6 +176,9 @@ class ChatTurn:
                     else:
                         self.answer.append(event.content)
                         yield event
+            except TurnCancelled:
+                self.status = "interrupted"
+                log.info("turn %s for %r cancelled", self.turn_id, self.principal.sub)
             except TurnTimeout as exc:
                 self.status = "error"
                 log.warning(
@@ -167,7 +194,7 @@ class ChatTurn:
                     "turn %s for %r failed in the model or agent", self.turn_id, self.principal.sub
                 )
                 yield self._error(exc)
-            if not self.text.strip() and not ended_by_tool:
+            if not self.text.strip() and not ended_by_tool and not self.cancelled:
                 self.answer = [FALLBACK_ANSWER]
                 yield AgentMessage(content=FALLBACK_ANSWER)
             async for verdict in self._grounded(deadline):
@@ -178,6 +205,7 @@ class ChatTurn:
                 # The thread holds the first answer, the store the second: reseed from the store.
                 self.recorder.memory.forget(self.recorder.thread_id)
             yield Done(
+                status=self.done_status,
                 turn_id=self.turn_id,
                 prompt_version=self.prompt_version,
                 model=self.model,

@@ -31,7 +31,8 @@ class Reply:
     `hang_before` holds the request before anything is sent (a model that never answers);
     `hang_after` sends the first `hang_after` chunks and then holds the stream open;
     `trickle_after` sends the first chunks and then a comment line every `TRICKLE_EVERY_S`
-    until released (a model that keeps a per-read timeout happy and never finishes)."""
+    until released (a model that keeps a per-read timeout happy and never finishes);
+    `pace_s` waits that long before each chunk after the first (or until released)."""
 
     status: int = 200
     body: Any = None
@@ -39,6 +40,7 @@ class Reply:
     hang_before: bool = False
     hang_after: int | None = None
     trickle_after: int | None = None
+    pace_s: float = 0.0  # between chunks: a model that writes at a human pace
 
 
 @dataclass
@@ -158,6 +160,9 @@ class FakeModelServer:
                 self._hang()
                 # Probe the connection: a client that left makes this write fail.
                 _write_chunk(handler, b": still here\n\n")
+            if reply.pace_s and i:
+                self.hanging.set()
+                self.release.wait(reply.pace_s)
             _write_chunk(handler, chunk.encode())
         _write_chunk(handler, b"")
 

@@ -1,8 +1,10 @@
-"""A client that leaves mid-answer, through a real uvicorn server on 127.0.0.1: the partial
-answer is stored with status "interrupted" before the request task ends."""
+"""A client that leaves mid-answer, through a real uvicorn server on 127.0.0.1: the turn goes on
+to its end and is stored whole (the client can rejoin it, `GET /api/turns/{id}/events`); the
+sending stops at once, on every ASGI server."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +15,7 @@ import pytest
 
 from aircoach.store import build_stores
 from tests.helpers import ObservedChats, app_with, served
-from tests.llm.fakes import gemini_text
+from tests.llm.fakes import Reply, gemini_text
 
 pytestmark = pytest.mark.integration
 
@@ -24,6 +26,11 @@ WAIT_S = 30.0
 MODEL_TIMEOUT_S = 600.0
 
 
+def stalled(reply: Reply) -> Reply:
+    """`reply`, each chunk after the first held until the test releases the model."""
+    return dataclasses.replace(reply, pace_s=MODEL_TIMEOUT_S)
+
+
 @pytest.fixture
 def server(gemini_settings) -> Iterator[tuple[str, ObservedChats]]:
     settings = gemini_settings(model_timeout_s=MODEL_TIMEOUT_S)
@@ -32,10 +39,10 @@ def server(gemini_settings) -> Iterator[tuple[str, ObservedChats]]:
         yield url, chats
 
 
-def test_client_leaving_mid_answer_stores_the_partial_answer(server, gemini_api, auth):
+def test_a_turn_goes_on_after_its_client_leaves_and_is_stored_whole(server, gemini_api, auth):
     url, store = server
-    # The model streams the first piece, then stalls (the rest would come much later).
-    gemini_api.script(gemini_text("Prima parte ", "e il resto.", hang_after=1))
+    # The model streams the first piece, then stalls (the rest comes when the test says).
+    gemini_api.script(stalled(gemini_text("Prima parte ", "e il resto.")))
 
     with (
         httpx.Client(base_url=url, timeout=WAIT_S) as client,
@@ -53,29 +60,25 @@ def test_client_leaving_mid_answer_stores_the_partial_answer(server, gemini_api,
             "content": "Prima parte ",
         }
         # Leaving the block closes the connection with the answer half-way.
-        assert not store.stored.is_set()
-
-    assert store.stored.wait(WAIT_S), "the interrupted turn was not stored"
-    # Stored on the disconnect itself: the model is still hanging (and never times out).
-    assert not gemini_api.release.is_set()
+    assert gemini_api.hanging.wait(WAIT_S)
+    assert not store.stored.is_set()  # the turn waits for its model, not for its client
+    gemini_api.release.set()  # the model goes on writing for nobody
+    assert store.stored.wait(WAIT_S), "the turn was not stored"
     (turn,) = store.turns
     assert (turn.status, turn.system, turn.human) == (
-        "interrupted",
-        "Prima parte ",
+        "ok",
+        "Prima parte e il resto.",
         "Spiegami la virata",
     )
     assert turn.model == "gemini-2.5-flash"
-    # The model request was cancelled with the turn, not left running in the background.
-    gemini_api.release.set()
-    assert gemini_api.client_left.wait(WAIT_S)
 
 
 async def test_disconnect_is_noticed_on_asgi_2_4_servers(gemini_settings, gemini_api, token):
     """ASGI 2.4 servers report a disconnect only by failing the next `send`, and Starlette then
-    stops listening for it: with a stalled model that next send could be minutes away. The
-    stream listens anyway, so the turn ends (and is stored) when the client leaves."""
+    stops listening for it. The stream listens anyway: the sending stops when the client
+    leaves (nothing more is sent to it), and the turn runs on to its end and is stored."""
     app = app_with(gemini_settings(model_timeout_s=MODEL_TIMEOUT_S))
-    gemini_api.script(gemini_text("Prima parte ", "e il resto.", hang_after=1))
+    gemini_api.script(stalled(gemini_text("Prima parte ", "e il resto.")))
     left = anyio.Event()
     sent: list[bytes] = []
     body = json.dumps({"query": "Spiegami la virata"}).encode()
@@ -107,16 +110,27 @@ async def test_disconnect_is_noticed_on_asgi_2_4_servers(gemini_settings, gemini
         await left.wait()
         return {"type": "http.disconnect"}
 
+    sent_after_leaving = 0
+
     async def send(message: dict[str, Any]) -> None:
+        nonlocal sent_after_leaving
         if left.is_set():
+            sent_after_leaving += 1
             raise OSError("client disconnected")
         if message["type"] == "http.response.body" and b"agent_message" in message["body"]:
             sent.append(message["body"])
             left.set()
 
+    async def model_resumes_once_the_client_left() -> None:
+        await left.wait()
+        await anyio.to_thread.run_sync(gemini_api.hanging.wait, WAIT_S)
+        gemini_api.release.set()
+
     with anyio.fail_after(WAIT_S):
-        await app(scope, receive, send)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(model_resumes_once_the_client_left)
+            await app(scope, receive, send)
     (turn,) = await app.state.services.chats.recent_turns("user-1", 5)
-    assert not gemini_api.release.is_set()  # stored while the model still hangs
-    assert (turn.status, turn.system) == ("interrupted", "Prima parte ")
-    gemini_api.release.set()
+    assert (turn.status, turn.system) == ("ok", "Prima parte e il resto.")
+    # The rest of the answer and `done` were never offered to the client that left.
+    assert sent_after_leaving == 0

@@ -82,3 +82,18 @@ async def test_a_quota_never_counts_past_its_limit_across_instances(two):
     assert await a.quotas.hit("alice", "m:2", limit=5, expires_at=T + 120.0) is True
     assert await b.quotas.hit("bob", "m:1", limit=5, expires_at=T + 60.0) is True
     assert await b.quotas.hit("alice", "m:1", limit=5, expires_at=T + 60.0) is False
+
+
+async def test_a_refund_gives_one_count_back_and_never_goes_below_zero(two):
+    a, b = two
+    expires = T + DAY
+    assert await a.quotas.hit("alice", "w", limit=2, expires_at=expires)
+    assert await b.quotas.hit("alice", "w", limit=2, expires_at=expires)
+    assert not await a.quotas.hit("alice", "w", limit=2, expires_at=expires)
+    await b.quotas.refund("alice", "w")
+    assert await a.quotas.hit("alice", "w", limit=2, expires_at=expires)
+    await a.quotas.refund("bob", "w")  # nothing counted: nothing happens
+    for _ in range(3):
+        await a.quotas.refund("alice", "w")
+    assert await a.quotas.hit("alice", "w", limit=1, expires_at=expires)
+    assert not await a.quotas.hit("alice", "w", limit=1, expires_at=expires)

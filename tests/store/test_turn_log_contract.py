@@ -11,8 +11,10 @@ import pytest
 from aircoach.settings import Settings
 from aircoach.turn.log import LoggedEvent, RunningTurn, TurnLogStore, build_turn_log
 
-# Real times: MongoDB's TTL monitor drops documents whose date has passed.
-T = time.time()
+# A week ahead: MongoDB's TTL monitor drops documents whose date has passed in real time, and
+# a loaded machine may run this module minutes after it was imported. The stores compare
+# expiry with the `now` they are given.
+T = time.time() + 7 * 86_400.0
 LATER = T + 3600.0
 
 

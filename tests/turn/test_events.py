@@ -19,7 +19,15 @@ CONTRACT = {
     "agent_message": {"type", "content"},
     "grounding": {"type", "citations", "unverified"},
     "error": {"type", "code", "message"},
-    "done": {"type", "turn_id", "prompt_version", "model", "context_turns", "request_id"},
+    "done": {
+        "type",
+        "status",
+        "turn_id",
+        "prompt_version",
+        "model",
+        "context_turns",
+        "request_id",
+    },
 }
 
 # A stored turn's fields (DESIGN.md, "Stored turn"), and what `/api/history` returns of it.

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from contextlib import aclosing
+from typing import Any
 
 import anyio
 
-from aircoach.turn.events import AgentMessage, Done
+from aircoach.turn.events import AgentMessage, Done, encode_sse
 from aircoach.turn.sse import HEARTBEAT, OUTBOX_BYTES, with_heartbeat
+
+
+def enc(event: Any, seq: int = 1) -> bytes:
+    return encode_sse(seq, event.model_dump(mode="json"))
 
 
 async def test_heartbeat_comments_while_the_producer_is_slow():
@@ -17,19 +22,19 @@ async def test_heartbeat_comments_while_the_producer_is_slow():
     done = Done(turn_id="t", prompt_version="v", model="m", context_turns=0, request_id="r")
 
     async def events():
-        yield AgentMessage(content="a")
+        yield enc(AgentMessage(content="a"))
         await release.wait()
-        yield done
+        yield enc(done)
 
     out: list[bytes] = []
-    first = AgentMessage(content="a").encode()
+    first = enc(AgentMessage(content="a"))
     async for chunk in with_heartbeat(events(), every_s=0.01):
         out.append(chunk)
         if first in out and out[out.index(first) :].count(HEARTBEAT) >= 2:
             release.set()
-    assert [c for c in out if c != HEARTBEAT] == [first, done.encode()]
+    assert [c for c in out if c != HEARTBEAT] == [first, enc(done)]
     assert out[out.index(first) :].count(HEARTBEAT) >= 2  # sent while the producer waited
-    assert out[-1] == done.encode()
+    assert out[-1] == enc(done)
 
 
 async def test_no_heartbeat_while_events_flow_and_ready_events_share_a_write():
@@ -37,26 +42,26 @@ async def test_no_heartbeat_while_events_flow_and_ready_events_share_a_write():
 
     async def events():
         for event in sent:
-            yield event
+            yield enc(event)
 
     out = [chunk async for chunk in with_heartbeat(events(), every_s=3600)]
     assert HEARTBEAT not in out
-    assert b"".join(out) == b"".join(event.encode() for event in sent)
+    assert b"".join(out) == b"".join(enc(event) for event in sent)
     assert len(out) < len(sent)  # events that were ready together went out together
 
 
-async def test_a_client_that_reads_slowly_holds_back_the_turn_not_memory():
-    """The outbox holds at most OUTBOX_BYTES (plus one event) before the turn waits for the
-    client to take what is there."""
+async def test_a_client_that_reads_slowly_holds_back_its_sender_not_the_outbox_memory():
+    """The outbox holds at most OUTBOX_BYTES (plus one event) before the sender waits for the
+    client to take what is there (the turn itself never waits for a client: `TurnRun`)."""
     produced: list[int] = []
-    big = AgentMessage(content="x" * 10_000)
+    big = enc(AgentMessage(content="x" * 10_000))
 
     async def events():
         for i in range(100):
             produced.append(i)
             yield big
 
-    size = len(big.encode())
+    size = len(big)
     async with aclosing(with_heartbeat(events(), every_s=3600)) as stream:
         first = await anext(stream)
         await anyio.wait_all_tasks_blocked()
@@ -64,4 +69,4 @@ async def test_a_client_that_reads_slowly_holds_back_the_turn_not_memory():
         # The write in the client's hands, a full outbox, the event waiting for room.
         assert len(produced) <= 2 * (OUTBOX_BYTES // size + 1) + 1
         rest = [chunk async for chunk in stream]
-    assert b"".join([first, *rest]) == big.encode() * 100
+    assert b"".join([first, *rest]) == big * 100

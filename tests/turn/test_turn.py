@@ -178,8 +178,9 @@ async def test_offline_model_streams_a_general_answer_word_by_word(client, auth)
 
 
 def test_events_are_json_objects_not_strings():
-    from aircoach.turn.events import ToolResult
+    from aircoach.turn.events import ToolResult, encode_sse
 
-    raw = ToolResult(tool_name="x", data={"a": 1}, final=True).encode().decode()
-    assert raw.startswith("event: tool_result\ndata: ")
-    assert json.loads(raw.split("data: ", 1)[1])["data"] == {"a": 1}
+    event = ToolResult(tool_name="x", data={"a": 1}, final=True)
+    raw = encode_sse(7, event.model_dump(mode="json")).decode()
+    assert raw.startswith("event: tool_result\ndata: ") and "\nid: 7\n" in raw
+    assert json.loads(raw.split("data: ", 1)[1].split("\n", 1)[0])["data"] == {"a": 1}
