@@ -49,6 +49,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy aircoach
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 fmt: $(STAMP)
 	$(BIN)/ruff format .
