@@ -27,8 +27,9 @@ FIELDS |= {"spiegazione", "riferimento"}
 # on 10 of them (33%) or on 5 (17%) is a skew.
 KEY_SHARE = (0.2, 0.3)
 # The share of a key's content words (stemmed, accents ignored) found in its section: every
-# question meets it; pointed at a neighbouring section, keys fall well below.
-SUPPORT = 0.6
+# question meets it (the lowest is 2/3: "ridurre" does not meet "riduce"); pointed at the
+# next section of their chapter, 97% of the keys fall below it.
+SUPPORT = 0.65
 
 
 def _stems(text: str) -> set[str]:
@@ -136,8 +137,8 @@ def test_each_key_is_supported_by_its_section():
 
 
 def test_the_support_check_catches_a_wrong_reference():
-    """Pointed at the next section of its chapter, most keys lose their support: the check
-    tells a right reference from a wrong one."""
+    """Pointed at the next section of its chapter, nearly every key loses its support: the
+    check tells a right reference from a wrong one."""
     by_chapter: dict[int, list[str]] = {}
     for section_id in SECTIONS:
         by_chapter.setdefault(SECTIONS[section_id].capitolo, []).append(section_id)
@@ -146,7 +147,7 @@ def test_the_support_check_catches_a_wrong_reference():
         ids = by_chapter[q["capitolo"]]
         wrong = ids[(ids.index(q["riferimento"]) + 1) % len(ids)]
         moved.append(key_support(q, SECTIONS[wrong]) >= SUPPORT)
-    assert sum(moved) / len(moved) < 0.2
+    assert sum(moved) / len(moved) < 0.1
 
 
 async def test_a_stored_question_keeps_its_reference_and_clients_do_not_see_it(bank_file):
