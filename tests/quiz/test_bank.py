@@ -67,9 +67,7 @@ def test_every_question_is_well_formed():
 
 def test_question_texts_never_name_the_key_fields():
     """`corretta` and `spiegazione` as words in a text would defeat the key-leak checks."""
-    leaking = [
-        _key(q) for q in QUESTIONS if {"corretta", "spiegazione"} & set(words(q["testo"]))
-    ]
+    leaking = [_key(q) for q in QUESTIONS if {"corretta", "spiegazione"} & set(words(q["testo"]))]
     assert not leaking, leaking
 
 
