@@ -65,9 +65,15 @@ def test_every_question_is_well_formed():
     assert not bad, bad
 
 
-def test_question_texts_never_name_the_key_fields():
-    """`corretta` and `spiegazione` as words in a text would defeat the key-leak checks."""
-    leaking = [_key(q) for q in QUESTIONS if {"corretta", "spiegazione"} & set(words(q["testo"]))]
+def test_what_clients_see_never_names_the_key_fields():
+    """`corretta` and `spiegazione` anywhere in a text, a topic or an option would defeat the
+    key-leak checks, which look for them in every response before a grading."""
+    leaking = [
+        _key(q)
+        for q in QUESTIONS
+        for text in (q["testo"], q["argomento"], *q["risposte"].values())
+        if "corretta" in fold(text) or "spiegazione" in fold(text)
+    ]
     assert not leaking, leaking
 
 
