@@ -21,7 +21,7 @@ def _seeded_bank(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # In a thread of its own: an async test may be the first to ask, with its loop running.
     with ThreadPoolExecutor(1) as thread:
         seeded = thread.submit(asyncio.run, seed_demo_questions(SqliteQuizStore(path)))
-        assert seeded.result() == 126
+        assert seeded.result() == 373
     with sqlite3.connect(path) as conn:  # everything into the main file, which is copied
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
@@ -30,7 +30,7 @@ def _seeded_bank(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def bank_file(_seeded_bank: Path, tmp_path: Path) -> Path:
-    """A SQLite file of this test's own holding the 126 demo questions."""
+    """A SQLite file of this test's own holding the 373 demo questions."""
     copy = tmp_path / "quiz.sqlite3"
     shutil.copy(_seeded_bank, copy)
     return copy

@@ -116,7 +116,7 @@ async def test_missed_questions_are_those_whose_latest_answer_was_wrong(quiz: Qu
 async def test_chapters_questions_and_search_never_carry_the_key(quiz: QuizService):
     chapters = await quiz.chapters()
     assert [c.capitolo for c in chapters] == list(range(1, 11))
-    assert sum(c.domande for c in chapters) == 126 and chapters[4].titolo == "Meteorologia"
+    assert sum(c.domande for c in chapters) == 373 and chapters[4].titolo == "Meteorologia"
     found = await quiz.find(testo="velocita", limit=50)
     assert len(found) >= 7  # "velocita" finds what "velocità" finds
     assert found == await quiz.find(testo="VELOCITÀ", limit=50)

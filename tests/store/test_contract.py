@@ -551,9 +551,9 @@ def test_seed_quiz_command_loads_the_demo_questions_into_mongodb_idempotently(
             command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
         )
         assert done.returncode == 0, done.stderr
-        assert done.stdout.startswith("126 questions loaded"), done.stdout
+        assert done.stdout.startswith("373 questions loaded"), done.stdout
         assert "Warning" not in done.stderr, done.stderr
     with MongoClient(mongo_server.uri, serverSelectionTimeoutMS=2000) as client:
         quiz = client["seeded"]["quiz"]
-        assert quiz.count_documents({}) == 126
+        assert quiz.count_documents({}) == 373
         assert quiz.count_documents({"capitolo": 1, "numero": 1}) == 1
