@@ -17,6 +17,7 @@ from an earlier request is waited on again, not doubled.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import time
 from collections import OrderedDict
@@ -48,6 +49,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aircoach.logs import REQUEST_ID_HEADER, redact_query
 from aircoach.settings import TelemetrySettings
 from aircoach.telemetry import recording
+
+log = logging.getLogger(__name__)
 
 # Seconds: where the turn latency and first-event histograms put their bucket edges.
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60)
@@ -158,6 +161,7 @@ class OtelTelemetry:
             exclude_spans=["receive", "send"],
             http_capture_headers_server_response=[REQUEST_ID_HEADER, "X-Turn-ID"],
         )
+        app.state.telemetry = self  # for an operator's shell and the tests: flush, shutdown
         build_stack = app.build_middleware_stack
 
         def build_with_scope() -> ASGIApp:
@@ -242,8 +246,11 @@ class OtelTelemetry:
             await asyncio.shield(asyncio.wrap_future(self._flushing))
 
     def _flush_now(self) -> None:
-        self.tracer_provider.force_flush()
-        self.meter_provider.force_flush()
+        try:
+            self.tracer_provider.force_flush()
+            self.meter_provider.force_flush()
+        except Exception:  # the exporters log their own failures; a flush never fails a request
+            log.warning("telemetry flush failed", exc_info=True)
 
 
 class RequestScope:
