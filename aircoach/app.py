@@ -31,6 +31,7 @@ from aircoach.routes import (
 )
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
+from aircoach.telemetry import instrument
 
 log = logging.getLogger("aircoach")
 
@@ -91,4 +92,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         app.include_router(playground.router)
         if settings.uses_dev_issuer:
             app.include_router(dev_signin.router)
+    instrument(
+        app, settings
+    )  # OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL=console
     return app

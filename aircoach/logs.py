@@ -30,6 +30,7 @@ from typing import Any
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from aircoach import telemetry
 from aircoach.settings import ServerSettings
 from aircoach.stages import Stages
 
@@ -74,6 +75,7 @@ def log_fields(logger: logging.Logger, event: str, fields: Mapping[str, Any]) ->
     """One INFO line `event k=v ...`; in JSON the fields are keys of the object."""
     text = " ".join(f"{key}={_text(value)}" for key, value in fields.items())
     logger.info("%s %s", event, text, extra={"fields": {"event": event, **fields}})
+    telemetry.observe(event, fields)
 
 
 def _text(value: Any) -> str:
@@ -85,7 +87,8 @@ def _text(value: Any) -> str:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ts, level, logger, msg, request_id, the line's fields."""
+    """One JSON object per line: ts, level, logger, msg, request_id (and trace_id, span_id
+    when tracing is on), the line's fields."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -96,6 +99,8 @@ class JsonFormatter(logging.Formatter):
         }
         if (request_id := current_request_id()) is not None:
             entry["request_id"] = request_id
+        if ids := telemetry.trace_ids():
+            entry["trace_id"], entry["span_id"] = ids
         fields = getattr(record, "fields", None)
         if isinstance(fields, Mapping):
             entry.update((k, v) for k, v in fields.items() if k not in entry)

@@ -394,6 +394,33 @@ class TaskSettings(_Group):
     code_version: str | None = None
 
 
+class TelemetrySettings(_Group):
+    """OpenTelemetry traces and metrics (aircoach/telemetry): off, and not even loaded, unless
+    OTEL_EXPORTER_OTLP_ENDPOINT is set (OTLP over HTTP) or OTEL=console (a trace per request
+    on stderr)."""
+
+    otel: Literal["console"] | None = None
+    otel_exporter_otlp_endpoint: str | None = None  # the collector's base URL (/v1/... added)
+    otel_exporter_otlp_headers: str | None = Field(default=None, repr=False)  # `k=v,k2=v2`
+    otel_service_name: str = "aircoach-api"
+    otel_metric_export_interval: int = Field(default=60_000, ge=1000)  # ms, long-running servers
+    # Lambda/Vercel may freeze an instance once its response ends: there each request's spans
+    # and metrics are flushed before its last byte, waiting at most OTEL_FLUSH_TIMEOUT_MS.
+    otel_flush_each_request: bool = Field(default_factory=running_on_serverless)
+    otel_flush_timeout_ms: int = Field(default=250, ge=0, le=10_000)
+
+    @property
+    def telemetry_enabled(self) -> bool:
+        return bool(self.otel_exporter_otlp_endpoint or self.otel == "console")
+
+    @field_validator("otel_exporter_otlp_endpoint")
+    @classmethod
+    def _endpoint_is_a_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("https://", "http://")):
+            raise ConfigError(f"OTEL_EXPORTER_OTLP_ENDPOINT={value!r} must be an http(s) URL")
+        return value
+
+
 class _ToolVariables(PydanticBaseSettingsSource):
     """Fills `tool_env` from `.env` and the environment (the environment wins, as for every
     other setting), unless the caller passed `tool_env` itself."""
@@ -432,6 +459,7 @@ class Settings(
     ToolSettings,
     TaskSettings,
     GroundingSettings,
+    TelemetrySettings,
 ):
     """Every setting. Components take the group they need (`AuthSettings`, ...)."""
 

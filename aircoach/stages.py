@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+
+from aircoach import telemetry
 
 # The stages of a turn, in the order it meets them; every summary line has each of them.
 STAGES = (
@@ -26,6 +28,9 @@ STAGES = (
     "persist",  # storing the turn
     "encode",  # events to SSE bytes (or the JSON answer)
 )
+# Stages that get a span of their own when tracing is on: `encode` runs once per event.
+TRACED = frozenset(STAGES) - {"encode"}
+_UNTRACED = nullcontext()
 
 
 class Stages:
@@ -43,7 +48,8 @@ class Stages:
     def timed(self, stage: str) -> Iterator[None]:
         start = time.perf_counter()
         try:
-            yield
+            with telemetry.span(stage) if stage in TRACED else _UNTRACED:
+                yield
         finally:
             self.add(stage, time.perf_counter() - start)
 

@@ -9,6 +9,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 
+from aircoach import telemetry
 from aircoach.bodies import json_body_openapi, parse_json_body
 from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.errors import ForbiddenError, NotFound
@@ -55,6 +56,7 @@ async def give_feedback(
     if not await chats.set_feedback(user.sub, turn_id, feedback):
         raise NotFound("turn_not_found", turn_id=turn_id)
     log.info("feedback turn_id=%s user=%r voto=%s", turn_id, user.sub, feedback.voto)
+    telemetry.observe("feedback", {"vote": feedback.voto})
     return FeedbackReceipt(turn_id=turn_id, feedback=feedback)
 
 

@@ -24,6 +24,7 @@ import anyio
 from pydantic import BaseModel
 
 import aircoach
+from aircoach import telemetry
 from aircoach.store import TaskStores
 from aircoach.tasks.contacts import lookup_customer
 from aircoach.tasks.definition import Policy, TaskDefinition
@@ -233,7 +234,8 @@ class TaskEngine:
             )
 
         try:
-            raw = await model.generate(request)
+            with telemetry.span("task_attempt", {"gen_ai.request.model": model.label}):
+                raw = await model.generate(request)
         except Exception as exc:  # the call failed: timeout, 5xx, refused connection...
             message = f"{type(exc).__name__}: {exc}"[:MAX_MESSAGE_CHARS]
             log.warning(
@@ -302,6 +304,7 @@ class TaskEngine:
         except Exception:
             _log_summary(run, "store_failed")
             raise
+        telemetry.observe("review_queue", {"task": definition.name, "change": 1})
         await self._store(run)
         return run
 
@@ -355,12 +358,14 @@ class TaskEngine:
             item.review_id, run_id=run.run_id, by=reviewer, at=run.created_at
         ):
             raise AlreadyResolved(item.review_id)
+        telemetry.observe("review_queue", {"task": item.task, "change": -1})
         try:
             await self._store(run)
         except Exception:
             # The item stays open for the next reviewer rather than resolved by nothing.
             with anyio.CancelScope(shield=True):
                 await self.stores.reviews.reopen(item.review_id)
+            telemetry.observe("review_queue", {"task": item.task, "change": 1})
             raise
         return run
 
@@ -371,6 +376,7 @@ def _ms(t0: float) -> float:
 
 def _log_summary(run: TaskRun, status: str) -> None:
     """One line per run, `key=value` (the structured logger of the app can parse it)."""
+    telemetry.observe("task_run", {"task": run.task, "status": status})
     version = run.pipeline_version
     log.info(
         "task_run task=%s run_id=%s source=%s status=%s attempts=%d shrunk=%s model=%s "

@@ -1,0 +1,268 @@
+"""Traces and metrics of the app, read from the SDK's in-memory exporter and reader: the span
+tree of a tool turn, a quiz turn, a task run and a failed model call; the metric points after
+a few turns; JSON log lines joined to their trace; no secret or user text in any attribute."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from typing import Any
+
+from langchain_core.messages import AIMessageChunk
+from langchain_core.outputs import ChatGenerationChunk
+
+from aircoach.logs import APP_LOGGER, JsonFormatter
+from aircoach.tasks.contacts import seed_demo_contacts
+from tests.helpers import app_with, asgi_client, chat
+from tests.scripted_model import Script, ScriptedChatModel, call, text
+from tests.telemetry.conftest import Traced, traced_app
+
+STAGES = ["auth", "prompt", "user_data", "history", "agent_build"]
+
+
+class _Reporting(ScriptedChatModel):
+    """Streams like a provider does: usage and finish reason on the last chunk."""
+
+    usage: dict[str, int]
+
+    async def _astream(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any):
+        async for chunk in super()._astream(messages, stop, run_manager, **kw):
+            yield chunk
+        last = AIMessageChunk(
+            content="", usage_metadata=self.usage, response_metadata={"finish_reason": "STOP"}
+        )
+        yield ChatGenerationChunk(message=last)
+
+
+class _ReportingModels:
+    def __init__(self, script: Script, usage: dict[str, int]):
+        self.script, self.usage = script, usage
+
+    async def models_for(self, tools: list[Any]) -> list[Any]:
+        return [_Reporting(script=self.script, usage=self.usage)]
+
+
+def _names(tree: list[tuple[int, str]], depth: int = 1) -> list[str]:
+    return [name for d, name in tree if d == depth]
+
+
+async def test_a_tool_turn_is_one_trace_with_its_stages_model_and_tool_spans(
+    traced: Traced, client, auth
+):
+    response = await client.post(
+        "/api/stream_query", json={"query": "Cos'è la densità dell'aria?"}, headers=auth()
+    )
+    assert response.status_code == 200
+    [root] = traced.roots()
+    assert root.name == "POST /api/stream_query"
+    assert root.attributes["http.route"] == "/api/stream_query"
+    assert root.attributes["http.response.header.x_turn_id"] == (response.headers["X-Turn-ID"],)
+    assert root.attributes["http.response.header.x_request_id"] == (
+        response.headers["X-Request-ID"],
+    )
+    tree = traced.tree(root)
+    top = _names(tree)
+    for stage in [*STAGES, "model", "tools", "grounding", "persist"]:
+        assert stage in top, (stage, tree)
+    assert "encode" not in top  # once per event: no span
+    assert top.index("auth") < top.index("model") < top.index("tools") < top.index("persist")
+    assert _names(tree, 2) == ["chat offline", "execute_tool kb_search", "chat offline"]
+    spans = {s.name: s for s in traced.spans()}
+    model = spans["chat offline"]
+    assert model.attributes["gen_ai.operation.name"] == "chat"
+    assert model.attributes["gen_ai.request.model"] == "offline"
+    assert model.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert model.attributes["gen_ai.response.time_to_first_token"] > 0
+    tool = spans["execute_tool kb_search"]
+    assert dict(tool.attributes) == {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "kb_search",
+        "aircoach.tool.status": "ok",
+    }
+
+
+async def test_a_quiz_turn_traces_the_quiz_tool(traced: Traced, client, auth):
+    events = await chat(client, auth(), "Fammi una domanda di teoria sul capitolo 3")
+    assert events[0]["tool_name"] == "domanda_teoria"
+    [root] = traced.roots()
+    tree = traced.tree(root)
+    assert "execute_tool domanda_teoria" in _names(tree, 2)
+    assert _names(tree).count("model") >= 1 and "persist" in _names(tree)
+
+
+async def test_a_failed_model_call_is_an_error_span_and_the_turn_still_answers(
+    traced: Traced, client, auth, script
+):
+    script([RuntimeError("model down: quoted user words")])
+    events = await chat(client, auth(), "Ciao")
+    assert [e["type"] for e in events][-1] == "done"
+    assert any(e["type"] == "error" for e in events)
+    [root] = traced.roots()
+    failed = [s for s in traced.spans() if s.name == "chat scripted"]
+    assert failed and all(s.status.status_code.name == "ERROR" for s in failed)
+    assert failed[0].attributes["error.type"] == "RuntimeError"
+    stage = next(s for s in traced.spans() if s.name == "model")
+    assert stage.attributes["error.type"] == "ModelUnavailable"  # after the failover
+    assert traced.tree(root)[0] == (1, "auth")
+    assert "persist" in _names(traced.tree(root))  # the turn is stored all the same
+    assert traced.points("aircoach.turns") == [
+        ({"aircoach.turn.status": "error", "gen_ai.request.model": "scripted"}, 1)
+    ]
+
+
+async def test_tokens_and_finish_reason_of_a_model_that_reports_them(
+    traced: Traced, client, auth, script, models
+):
+    usage = {"input_tokens": 120, "output_tokens": 7, "total_tokens": 127}
+    models.provider = _ReportingModels(script([text("Ciao!")]), usage)
+    await chat(client, auth(), "Ciao")
+    span = next(s for s in traced.spans() if s.name == "chat scripted")
+    assert span.attributes["gen_ai.usage.input_tokens"] == 120
+    assert span.attributes["gen_ai.usage.output_tokens"] == 7
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("STOP",)
+    tokens = {a["gen_ai.token.type"]: v for a, v in traced.points("gen_ai.client.token.usage")}
+    assert tokens == {"input": 1, "output": 1}  # one recorded call of each (histogram counts)
+
+
+async def test_a_task_run_traces_its_attempt_and_counts_its_outcome(settings, auth):
+    app = app_with(settings)
+    traced = traced_app(app, settings)
+    await seed_demo_contacts(app.state.services.task_stores.contacts)
+    mail = {"subject": "Lezione", "from": "sara.conti@outlook.it", "body": "C'è nebbia?"}
+    async with asgi_client(app) as client:
+        response = await client.post(
+            "/api/tasks/email_triage", json=mail, headers=auth(permissions=["tasks:email_triage"])
+        )
+    assert response.status_code == 200, response.text
+    [root] = traced.roots()
+    assert root.attributes["http.route"] == "/api/tasks/{task}"
+    attempt = next(s for s in traced.spans() if s.name == "task_attempt")
+    assert attempt.parent.span_id == root.context.span_id
+    assert attempt.attributes["gen_ai.request.model"] == "offline-rules"
+    assert traced.points("aircoach.task.runs") == [
+        ({"aircoach.task": "email_triage", "outcome": "ok"}, 1)
+    ]
+    traced.telemetry.shutdown()
+
+
+async def test_metric_points_after_a_few_turns(settings, auth):
+    app = app_with(settings.model_copy(update={"quota_turns_per_minute": 3}))
+    traced = traced_app(app, settings)
+    async with asgi_client(app) as client:
+        await chat(client, auth(), "Cos'è la densità dell'aria?")
+        await chat(client, auth(), "Fammi una domanda di teoria sul capitolo 3")
+        third = await chat(client, auth(), "Che cos'è la portanza?")
+        refused = await client.post("/api/stream_query", json={"query": "x"}, headers=auth())
+        assert refused.status_code == 429
+        turn_id = third[-1]["turn_id"]
+        voted = await client.post(
+            f"/api/turns/{turn_id}/feedback", json={"voto": "utile"}, headers=auth()
+        )
+        assert voted.status_code == 200, voted.text
+    assert traced.points("aircoach.turns") == [
+        ({"aircoach.turn.status": "ok", "gen_ai.request.model": "offline"}, 3)
+    ]
+    [(labels, count)] = traced.points("aircoach.turn.duration")
+    assert count == 3 and labels["aircoach.turn.status"] == "ok"
+    assert traced.points("aircoach.turn.time_to_first_event") == [
+        ({"http.route": "/api/stream_query"}, 3)
+    ]
+    tools = {a["gen_ai.tool.name"]: v for a, v in traced.points("aircoach.tool.calls")}
+    assert tools["kb_search"] >= 1 and tools["domanda_teoria"] == 1
+    assert sum(v for _, v in traced.points("aircoach.grounding.verdicts")) == 3
+    assert traced.points("aircoach.feedback") == [({"aircoach.feedback.vote": "utile"}, 1)]
+    assert traced.points("aircoach.quota.refusals") == [({"http.route": "/api/stream_query"}, 1)]
+    [(labels, count)] = traced.points("gen_ai.client.operation.duration")
+    assert labels == {"gen_ai.request.model": "offline"} and count >= 6
+    traced.telemetry.shutdown()
+
+
+async def test_json_log_lines_carry_the_trace_and_span_ids(traced: Traced, client, auth):
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger(APP_LOGGER)
+    logger.addHandler(handler)
+    try:
+        await chat(client, auth(), "Ciao")
+    finally:
+        logger.removeHandler(handler)
+    [root] = traced.roots()
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    turn = next(line for line in lines if line.get("event") == "turn")
+    assert turn["trace_id"] == format(root.context.trace_id, "032x")
+    span_ids = {format(s.context.span_id, "016x") for s in traced.spans()}
+    assert all(line["span_id"] in span_ids for line in lines if "trace_id" in line)
+
+
+SECRET = "webhook-s3cret-CANARY"
+TOOL_KEY = "K3Y-S3GRETA-CANARY"
+WORDS = "ZANZIBARCANARY"
+
+
+async def test_no_span_or_metric_attribute_holds_a_secret_token_or_user_text(
+    settings, models, token, script
+):
+    """The canaries of the security tests (a webhook secret, a tool key, a bearer token, the
+    student's words in the body and in a query string) appear in no exported attribute."""
+    app = app_with(
+        settings.model_copy(
+            update={"update_docs_secret": SECRET, "tool_env": {"TOOL_METEO_KEY": TOOL_KEY}}
+        ),
+        models=models,
+    )
+    traced = traced_app(app, settings)
+    bearer = token("canary-user")
+    headers = {"Authorization": f"Bearer {bearer}"}
+    script([call("domanda_teoria", capitolo=3)])
+    async with asgi_client(app) as client:
+        await chat(client, headers, f"Parlami di {WORDS}")
+        history = await client.get(f"/api/history?q={WORDS}&access_token={bearer}", headers=headers)
+        assert history.status_code == 200
+        await client.post("/api/update_docs", headers=headers)
+    canaries = [SECRET, TOOL_KEY, bearer, WORDS, "canary-user"]
+    exported: list[Any] = []
+    for span in traced.spans():
+        exported += [span.name, *span.attributes.items(), span.status.description]
+        exported += [e.attributes for e in span.events]
+        exported += [span.resource.attributes]
+    for name in _metric_names(traced):
+        exported += traced.points(name)
+    text_seen = repr(exported)
+    assert "http.route" in text_seen and "/api/history" in text_seen  # the scan saw them
+    assert [c for c in canaries if c in text_seen] == []
+    target = next(s for s in traced.spans() if s.attributes.get("http.route") == "/api/history")
+    assert target.attributes["http.url"] == "http://t/api/history?q=…&access_token=…"
+    assert target.attributes["http.target"] == "/api/history"
+
+
+def _metric_names(traced: Traced) -> set[str]:
+    data = traced.metrics_in.get_metrics_data()
+    return {m.name for r in data.resource_metrics for s in r.scope_metrics for m in s.metrics}
+
+
+async def test_a_console_trace_is_a_compact_tree(settings, client, auth, capsys):
+    from aircoach.telemetry.otel import CompactConsole, OtelTelemetry
+
+    printed = io.StringIO()
+    app = app_with(settings)
+    telemetry = OtelTelemetry(
+        settings, span_exporter=CompactConsole(printed), metric_reader=None, batch=False
+    )
+    telemetry.instrument(app)
+    async with asgi_client(app) as c:
+        await chat(c, auth(), "Cos'è la densità dell'aria?")
+    lines = printed.getvalue().splitlines()
+    assert lines[0].startswith("trace ") and "POST /api/stream_query" in lines[0]
+    assert " 200 turn=" in lines[0]
+    assert any(line.startswith("    execute_tool kb_search ") for line in lines)
+    assert len(lines) < 30  # a trace is a screenful, not a page per span
+    telemetry.shutdown()
+
+
+async def test_text_answer_turn(traced: Traced, client, auth, script):
+    script([text("Ciao!")])
+    await chat(client, auth(), "Ciao")
+    [root] = traced.roots()
+    assert _names(traced.tree(root), 2) == ["chat scripted"]
