@@ -184,7 +184,7 @@ def _openai(
         temperature=settings.model_temperature if temperature is None else temperature,
         timeout=settings.model_timeout_s,
         max_retries=settings.model_max_retries,
-        max_tokens=None if base_url else cap,
+        max_completion_tokens=None if base_url else cap,
         extra_body={"max_tokens": cap} if base_url else None,
         streaming=streaming,
         # Our own client: langchain-openai's default one is cached process-wide, which would
