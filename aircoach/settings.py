@@ -299,6 +299,10 @@ class ModelSettings(_Group):
     model_temperature: float = Field(default=0.3, ge=0, le=2)
     model_timeout_s: float = Field(default=30.0, gt=0)
     model_max_retries: int = Field(default=1, ge=0, le=5)
+    # Tokens one model call may write (Gemini's `max_output_tokens`, where a 2.5 model's
+    # thinking counts too; `max_tokens` on an OpenAI-compatible server): bounds an answer's
+    # length, its cost and the citation guard's work on it.
+    model_max_output_tokens: int = Field(default=4096, ge=256, le=65_536)
     model_base_url: str | None = None  # the primary model's endpoint (a gateway, a test fake)
     model_fallback: str | None = None  # "provider:model" tried when the first fails early
     google_api_key: str | None = Field(

@@ -150,7 +150,10 @@ class TurnGrounding:
     async def check(
         self, answer: str, calls: Sequence[ToolCall]
     ) -> tuple[GroundingResult | None, ContextIndex]:
-        """The verdict on `answer` and the context it was checked against (off the loop)."""
+        """The verdict on `answer` and the context it was checked against (off the loop).
+        Cancelling the wait (the turn's deadline) returns at once; the worker thread finishes
+        its check and is dropped (the check is linear in the answer, whose length the model's
+        `MODEL_MAX_OUTPUT_TOKENS` bounds)."""
 
         def run() -> tuple[GroundingResult | None, ContextIndex]:
             if not extract(answer):  # most answers cite nothing: no context to build
@@ -158,7 +161,7 @@ class TurnGrounding:
             context = self.context(calls)
             return check(answer, context), context
 
-        return await anyio.to_thread.run_sync(run)
+        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
 
     @staticmethod
     def correction(result: GroundingResult, context: ContextIndex) -> str:

@@ -148,6 +148,7 @@ def _gemini(
         base_url=base_url or settings.gemini_base_url,
         temperature=settings.model_temperature if temperature is None else temperature,
         timeout=settings.model_timeout_s,
+        max_output_tokens=settings.model_max_output_tokens,
         streaming=streaming,
         # The SDK counts attempts, and reads 0 as "its default of 5": one more than retries.
         max_retries=settings.model_max_retries + 1,
@@ -172,6 +173,10 @@ def _openai(
         raise ConfigError(
             "the OpenAI model needs OPENAI_API_KEY, or OPENAI_BASE_URL for a local server"
         )
+    # ChatOpenAI sends its `max_tokens` as `max_completion_tokens`, which OpenAI wants (its
+    # reasoning models refuse `max_tokens`) but Ollama and LM Studio do not read: a server of our
+    # own (`OPENAI_BASE_URL`) gets the `max_tokens` every OpenAI-compatible server reads.
+    cap = settings.model_max_output_tokens
     return ChatOpenAI(
         model=name,
         api_key=SecretStr(key),
@@ -179,6 +184,8 @@ def _openai(
         temperature=settings.model_temperature if temperature is None else temperature,
         timeout=settings.model_timeout_s,
         max_retries=settings.model_max_retries,
+        max_completion_tokens=None if base_url else cap,
+        extra_body={"max_tokens": cap} if base_url else None,
         streaming=streaming,
         # Our own client: langchain-openai's default one is cached process-wide, which would
         # carry its pooled connections from one event loop into the next.

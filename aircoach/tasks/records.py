@@ -42,7 +42,9 @@ class Issue(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    stage: str = Field(description="parse, schema, business, evidence, keywords, quality, model")
+    stage: str = Field(
+        description="parse, schema, business, evidence, keywords, signals, quality, model"
+    )
     code: str
     message: str
 

@@ -10,6 +10,8 @@ schema must agree with `rules.json` (same enums, same limits): the docs are refu
 from __future__ import annotations
 
 import copy
+import re
+import unicodedata
 from dataclasses import dataclass
 from email.utils import parseaddr
 from typing import Any
@@ -191,6 +193,7 @@ class EmailTriage:
         assert isinstance(context, TriageContext)
         _business_rules(setup.rules, context, data)
         _verify_evidence_and_keywords(context, data)
+        _verify_signals(data)
         return _quality(setup.rules, context, data)
 
     def offline(self, definition: TaskDefinition, prepared: Prepared) -> dict[str, Any]:
@@ -339,6 +342,49 @@ def _verify_evidence_and_keywords(context: TriageContext, data: dict[str, Any]) 
         raise StageFailure("evidence", evidence)
     if keywords:
         raise StageFailure("keywords", keywords)
+
+
+# The priority's signals are the model's own words, shown to whoever handles the e-mail, and
+# the e-mail (anyone's text) may carry instructions for the model. A signal is a short reason
+# ("volo domani mattina"): a few words on one line, nothing to follow or to click, no words
+# that address a model. The schema bounds their number and length.
+MAX_SIGNAL_WORDS = 12
+_SIGNAL_LINK = re.compile(
+    r"(?i)\b(?:https?://|www\.)|[\w.+-]@[\w-]+\.\w|\b[\w-]+\.(?:com|it|net|org)\b"
+)
+_SIGNAL_DIGITS = re.compile(r"\d(?:[\s./-]?\d){5}")  # a phone, IBAN or account number
+_SIGNAL_MARKUP = re.compile(r"[<>{}\[\]`|\\#*=]")
+_SIGNAL_INSTRUCTION = re.compile(
+    r"(?i)\b(?:ignor\w*|dimentic\w*|disregard|forget|istruzion\w*|instruction\w*|prompt\w*"
+    r"|system|assistant|you are|sei un\w*|agisci|act as|pretend|fingi|clicca|click|password"
+    r"|credenzial\w*|credential\w*|token|api key)\b"
+)
+
+
+def _signal_problem(signal: str) -> str | None:
+    if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in signal):
+        return "holds control or invisible characters"
+    if len(signal.split()) > MAX_SIGNAL_WORDS:
+        return f"is longer than {MAX_SIGNAL_WORDS} words"
+    if _SIGNAL_LINK.search(signal):
+        return "holds a link or an address"
+    if _SIGNAL_DIGITS.search(signal):
+        return "holds a long number"
+    if _SIGNAL_MARKUP.search(signal):
+        return "holds markup"
+    if _SIGNAL_INSTRUCTION.search(signal):
+        return "reads as an instruction, not a reason"
+    return None
+
+
+def _verify_signals(data: dict[str, Any]) -> None:
+    problems = [
+        issue("signals", "signal_not_a_reason", f"priority.signals[{i}] {problem}: {signal[:60]!r}")
+        for i, signal in enumerate(data["priority"]["signals"])
+        if (problem := _signal_problem(signal)) is not None
+    ]
+    if problems:
+        raise StageFailure("signals", problems)
 
 
 # --- stage 4: quality (warnings; deterministic clean-up) ----------------------------------------

@@ -9,6 +9,7 @@ model, into the stored attempt and to the reviewer, and must never echo a large 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from aircoach.tasks.definition import TaskDefinition
@@ -47,22 +48,47 @@ def parse_stage(raw: str) -> Any:
         raise StageFailure(
             "parse", [issue("parse", "invalid_json", f"not valid JSON: {exc.msg} at {exc.pos}")]
         ) from None
+    except RecursionError:
+        raise StageFailure(
+            "parse", [issue("parse", "invalid_json", "not valid JSON: nested too deep")]
+        ) from None
 
 
 def schema_stage(definition: TaskDefinition, data: Any) -> None:
     """Stage 2: the answer validates against the task's JSON Schema (every error, in a stable
-    order, so the same answer always gets the same feedback)."""
+    order, so the same answer always gets the same feedback), and holds no non-finite number:
+    Python's parser reads `NaN`, `Infinity` and `1e400`, JSON Schema takes them for numbers
+    (NaN fails no `minimum`), and the store would keep them as null."""
     errors = sorted(
         definition.validator.iter_errors(data), key=lambda e: (list(map(str, e.path)), e.message)
     )
-    if errors:
+    non_finite = [
+        issue("schema", "finite_number", f"{_path(path)}: {value!r} is not a finite number")
+        for path, value in _non_finite(data)
+    ]
+    if errors or non_finite:
         raise StageFailure(
             "schema",
             [
                 issue("schema", e.validator or "invalid", f"{_path(e.path)}: {e.message}")
                 for e in errors
-            ],
+            ]
+            + non_finite,
         )
+
+
+def _non_finite(data: Any) -> list[tuple[tuple[str | int, ...], float]]:
+    """Every non-finite number in `data`, with its path, in document order."""
+    found: list[tuple[tuple[str | int, ...], float]] = []
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            found.append((path, value))
+        elif isinstance(value, dict | list):
+            pairs = list(value.items() if isinstance(value, dict) else enumerate(value))
+            stack.extend((item, (*path, key)) for key, item in reversed(pairs))
+    return found
 
 
 def _path(path: Any) -> str:

@@ -6,10 +6,13 @@ batch failures (`ReportBatchItemFailures`), so one bad message never makes SQS r
 others:
 
 - a valid output, or a dead letter (the input is in the review queue): the message is done;
-- a message that cannot be run (not JSON, unknown task, invalid input): a failure; SQS
-  redelivers it and, after the queue's `maxReceiveCount`, moves it to the dead-letter queue for
-  someone to look at;
+- a message that cannot be run (not JSON, JSON past the limits every request body has: depth,
+  values, non-finite numbers; unknown task, invalid input): a failure; SQS redelivers it and,
+  after the queue's `maxReceiveCount`, moves it to the dead-letter queue for someone to look at;
 - a backend failure (store, prompt source): a failure; SQS redelivers it later.
+
+An exception that left `_run` would fail the whole batch (SQS would run every record again):
+whatever is wrong with one record fails that record alone, named in `batchItemFailures`.
 
 SQS delivers at least once: a message may run twice, and both runs are stored.
 """
@@ -17,13 +20,14 @@ SQS delivers at least once: a message may run twice, and both runs are stored.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 
 import anyio
+from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from aircoach.bodies import load_json
 from aircoach.services import Services
 from aircoach.tasks.definition import TaskCatalog
 from aircoach.tasks.engine import TaskFailed
@@ -83,10 +87,16 @@ class SqsTaskWorker:
 
 
 def _parse(catalog: TaskCatalog, record: dict[str, Any]) -> tuple[Any, Any]:
+    raw = record.get("body")
+    if not isinstance(raw, str) or not raw:
+        raise UnrunnableMessage("body is not JSON (empty)")
     try:
-        body = json.loads(record.get("body") or "")
-    except json.JSONDecodeError as exc:
-        raise UnrunnableMessage(f"body is not JSON ({exc.msg})") from None
+        body = load_json(raw)  # the limits of a request body: depth, values, finite numbers
+    except RequestValidationError as exc:
+        (error, *_) = exc.errors()
+        reason = error.get("ctx", {}).get("error") or error["msg"]
+        place = ".".join(map(str, error["loc"][1:]))[:80]  # keys are the sender's: cut short
+        raise UnrunnableMessage(f"body refused ({error['type']}): {reason} at {place!r}") from None
     if not isinstance(body, dict) or not isinstance(body.get("input"), dict):
         raise UnrunnableMessage('body must be {"task": NAME, "input": {...}}')
     name = str(body.get("task", ""))[:40]

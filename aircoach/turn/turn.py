@@ -235,19 +235,38 @@ class ChatTurn:
     async def _grounded(self, deadline: float) -> AsyncGenerator[TurnEvent, None]:
         """The guard's verdict on the answer (`grounding`) and, when a citation is not in the
         context, the caveat. A JSON answer (`stream: false`) is first rewritten once with a
-        correction. A failure of the guard never fails the turn."""
+        correction. A failure of the guard never fails the turn.
+
+        The guard runs within the turn's deadline (`TURN_TIMEOUT_S`): past it, the turn ends
+        as when the agent runs past it (`error`, the answer kept, no verdict). A rewrite, and
+        the check of the rewritten answer, that would end past it leave the first answer and
+        its verdict."""
         guard = self.grounding
         if guard is None or self.status != "ok" or not self.text.strip():
             return
         try:
             with self.stages.timed("grounding"):
-                result, context = await guard.check(self.text, self.tools)
+                with anyio.move_on_after(_left(deadline)) as budget:
+                    result, context = await guard.check(self.text, self.tools)
+                if budget.cancelled_caught:
+                    raise TurnTimeout()
                 if result and result.unverified and guard.regenerate and not self.request.stream:
-                    with anyio.move_on_after(max(deadline - anyio.current_time(), 0)):
+                    with anyio.move_on_after(_left(deadline)):
                         rewritten = await self._rewrite(guard, result, context)
                         if rewritten:
+                            checked = await guard.check(rewritten, self.tools)
                             self.answer, self.regenerated = [rewritten], True
-                            result, context = await guard.check(self.text, self.tools)
+                            result, context = checked
+        except TurnTimeout as exc:
+            self.status = "error"
+            log.warning(
+                "turn %s for %r: the citation guard cut off after TURN_TIMEOUT_S=%s",
+                self.turn_id,
+                self.principal.sub,
+                self.timeout_s,
+            )
+            yield self._error(exc)
+            return
         except Exception:
             log.exception("turn %s: the citation guard failed; answer sent unchecked", self.turn_id)
             return
@@ -309,6 +328,10 @@ class ChatTurn:
             turn_id=self.turn_id,
             status=self.status,
         )
+
+
+def _left(deadline: float) -> float:
+    return max(deadline - anyio.current_time(), 0)
 
 
 def _ms_since(started: float) -> int:
