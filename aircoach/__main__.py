@@ -111,7 +111,7 @@ def _converse(url: str, token: str, sub: str) -> None:
 
 def _seed_quiz(args: argparse.Namespace) -> None:
     from aircoach.quiz.bank import seed_demo_questions
-    from aircoach.store import build_stores
+    from aircoach.services import build_stores
 
     _, quiz = build_stores(get_settings())
 
@@ -128,7 +128,7 @@ def _seed_quiz(args: argparse.Namespace) -> None:
 
 
 def _seed_contacts(args: argparse.Namespace) -> None:
-    from aircoach.store import build_task_stores
+    from aircoach.services import build_task_stores
     from aircoach.tasks.contacts import seed_demo_contacts
 
     contacts = build_task_stores(get_settings()).contacts

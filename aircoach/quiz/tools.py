@@ -16,9 +16,9 @@ from typing import Any
 
 import anyio
 
-from aircoach.quiz import search
 from aircoach.quiz.bank import CHAPTERS
 from aircoach.quiz.models import MAX_ANSWER_CHARS
+from aircoach.quiz.ports import QUESTION_FIELDS, Question, index_terms
 from aircoach.quiz.service import (
     Graded,
     QuestionNotFound,
@@ -26,7 +26,7 @@ from aircoach.quiz.service import (
     option_line,
     public,
 )
-from aircoach.store.base import QUESTION_FIELDS, Question
+from aircoach.text import plan as search_plan
 from aircoach.tools.registry import ToolContext, ToolOutput
 
 MIN_TEXT = 3
@@ -224,8 +224,8 @@ def _pick_best(matches: list[Question], testo: str) -> Question | None:
     """A question drawn among the best-scoring matches (asking twice gives variety)."""
     if not matches:
         return None
-    plan = search.plan(testo)
-    scores = [plan.score(search.index_terms(q)) for q in matches]
+    plan = search_plan(testo)
+    scores = [plan.score(index_terms(q)) for q in matches]
     best = max(scores)
     return random.choice([q for q, s in zip(matches, scores, strict=True) if s == best])
 

@@ -30,8 +30,7 @@ from aircoach.tls import shared_tls_context
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from aircoach.tasks.definition import TaskDefinition
-    from aircoach.tasks.kinds import Prepared
+    from aircoach.tasks.definition import Prepared, TaskDefinition
 
 Which = Literal["primary", "fallback"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aircoach.models import ToolRecord
+from aircoach.turn.records import ToolRecord
 
 # Characters of a question's text and of each option written into the answer.
 _MAX_FIELD_CHARS = 1000

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 
 from aircoach.logs import current_request_id
-from aircoach.models import MessageResponse, Turn
+from aircoach.models import MessageResponse
 from aircoach.turn.answer import json_answer
 from aircoach.turn.events import AgentMessage, Done, ToolResult, TurnEvent
+from aircoach.turn.records import Turn
 from aircoach.turn.turn import FALLBACK_ANSWER
 
 REPLAYED_HEADER = "Idempotent-Replayed"

@@ -26,12 +26,13 @@ from aircoach.grounding.retrieval import log_entries, retrieved
 from aircoach.llm.factory import model_label
 from aircoach.logs import current_request, current_request_id, current_stages, log_fields
 from aircoach.messages import DEFAULT_LANGUAGE, Language
-from aircoach.models import MessageRequest, ToolCall, ToolRecord, Turn, TurnStatus
+from aircoach.models import MessageRequest
 from aircoach.stages import Stages
 from aircoach.turn.agent import TurnAgent, window
 from aircoach.turn.chat_models import TurnModels
 from aircoach.turn.events import AgentMessage, Done, ErrorEvent, Grounding, TurnEvent
 from aircoach.turn.recorder import TurnRecorder
+from aircoach.turn.records import ToolCall, ToolRecord, Turn, TurnStatus
 from aircoach.turn.stream import ToolStep, agent_events
 
 log = logging.getLogger(__name__)

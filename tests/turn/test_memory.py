@@ -13,12 +13,12 @@ import httpx
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from aircoach.models import Turn
+from aircoach.services import build_stores
 from aircoach.settings import Settings
-from aircoach.store import build_stores
 from aircoach.tools.registry import ToolContext
 from aircoach.turn.agent import build_agent
 from aircoach.turn.memory import Memory
+from aircoach.turn.records import Turn
 from aircoach.turn.turn import new_turn_id
 from tests.helpers import ObservedChats, app_with, asgi_client, chat, copy_prompt_docs
 from tests.scripted_model import Script, ScriptedChatModel, ScriptedModels, text
