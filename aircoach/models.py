@@ -7,10 +7,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from aircoach.grounding.models import ResponseGrounding
+from aircoach.tools.registry import MAX_TOOLS
 from aircoach.turn.records import ToolRecord, ToolUse, Turn, TurnFields, TurnStatus
 
-# The most tools a `tools.json` may declare, and so the most switches a request may send.
-MAX_TOOLS = 64
 # A tool name's longest form (`ToolSpec.name`).
 MAX_TOOL_NAME = 64
 # A client's id of one message (a UUID, a ULID...): `client_message_id` or `Idempotency-Key`.

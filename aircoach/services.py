@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from aircoach.auth.tokens import DevIssuer, TokenVerifier
 from aircoach.auth.userdata import UserDataSource
-from aircoach.llm.factory import ConfiguredModels, ModelProvider
+from aircoach.llm.factory import ConfiguredModels
 from aircoach.prompts.sources import LocalDocSource, PromptSource
 from aircoach.prompts.store import PromptSnapshot, PromptStore
 from aircoach.quiz.ports import AttemptStore, QuizStore
@@ -29,6 +29,7 @@ from aircoach.tools.registry import ToolRegistry, check_tools_doc
 from aircoach.turn.dead_letters import DeadLetters, TurnSpool
 from aircoach.turn.guards import GuardStores
 from aircoach.turn.ports import ChatStore
+from aircoach.turn.providers import ModelProvider
 
 if TYPE_CHECKING:
     from aircoach.knowledge.library import CourseKnowledge
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from aircoach.tasks.models import TaskModels
     from aircoach.turn.agent import AgentShapes
     from aircoach.turn.memory import Memory
+    from aircoach.turn.prepare import TurnParts
 
 _UNSET: Any = object()
 
@@ -336,3 +338,32 @@ class Services:
             await seed_demo_questions(self.quiz)
             self._quiz_service = QuizService(self.quiz, self.attempts, await chapter_titles())
         return self._quiz_service
+
+    async def tool_deps(self, snapshot: PromptSnapshot) -> dict[type, object]:
+        """What the coach's tools `need` in a turn on this snapshot: the quiz service and the
+        course search of its docs."""
+        from aircoach.knowledge.library import CourseSearch
+        from aircoach.quiz.service import QuizService
+
+        return {
+            QuizService: await self.quiz_service(),
+            CourseSearch: self.knowledge.search_in(snapshot.contents),
+        }
+
+    @cached_property
+    def turn_parts(self) -> TurnParts:
+        """What every chat turn is built from (`aircoach.turn.prepare.prepare_turn`)."""
+        from aircoach.quiz.tools import progress_prompt_section
+        from aircoach.turn.prepare import TurnParts
+
+        return TurnParts(
+            settings=self.settings,
+            models=self.models,
+            memory=self.memory,
+            shapes=self.agent_shapes,
+            chats=self.chats,
+            dead_letters=self.dead_letters,
+            user_data=self.user_data,
+            tool_deps=self.tool_deps,
+            sections=(functools.partial(progress_prompt_section, self.quiz_service),),
+        )

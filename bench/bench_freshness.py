@@ -83,7 +83,7 @@ class Bench:
         self.agent = build_agent(
             model=OfflineChatModel(),
             tools=[],
-            ctx=ToolContext(quiz=None, user_id="-"),  # type: ignore[arg-type]  # no tools here
+            ctx=ToolContext(user_id="-"),  # no tools here
             system_prompt=SYSTEM,
             checkpointer=memory.checkpointer,
             history_limit=settings.history_limit,

@@ -26,6 +26,7 @@ from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 
 from aircoach.app import create_app
 from aircoach.llm.offline import OfflineChatModel
+from aircoach.quiz.service import QuizService
 from aircoach.services import Services
 from aircoach.settings import get_settings
 from aircoach.tools.registry import ToolContext
@@ -102,7 +103,7 @@ def build() -> object:
         graph = build_agent(
             model=model(tools),
             tools=tools,
-            ctx=ToolContext(quiz=await services.quiz_service(), user_id="bench"),
+            ctx=ToolContext(user_id="bench", deps={QuizService: await services.quiz_service()}),
             system_prompt=text,
             checkpointer=None,
             history_limit=settings.history_limit,

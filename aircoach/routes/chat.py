@@ -118,7 +118,13 @@ async def stream_query(
 
     try:
         turn = await prepare_turn(
-            services, user, body, snapshot, language=language, turn_id=admission.turn_id
+            services.turn_parts,
+            user,
+            body,
+            snapshot,
+            registry,
+            language=language,
+            turn_id=admission.turn_id,
         )
     except Exception:
         if admission.key is not None:  # nothing ran: a retry may run it

@@ -16,16 +16,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 
-from aircoach.llm.factory import (
-    ModelRef,
-    aclose_model,
-    build_provider_model,
-    fallback_ref,
-    model_label,
-    primary_ref,
-)
+from aircoach.llm.factory import ModelRef, build_provider_model, fallback_ref, primary_ref
 from aircoach.settings import ModelSettings
 from aircoach.tls import shared_tls_context
+from aircoach.turn.providers import aclose_model, model_label
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

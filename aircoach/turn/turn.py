@@ -10,9 +10,10 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
 import anyio
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -23,14 +24,13 @@ from aircoach.grounding.context import TurnGrounding
 from aircoach.grounding.guard import ContextIndex, caveat
 from aircoach.grounding.models import GroundingResult, Retrieved
 from aircoach.grounding.retrieval import log_entries, retrieved
-from aircoach.llm.factory import model_label
 from aircoach.logs import current_request, current_request_id, current_stages, log_fields
 from aircoach.messages import DEFAULT_LANGUAGE, Language
-from aircoach.models import MessageRequest
 from aircoach.stages import Stages
 from aircoach.turn.agent import TurnAgent, window
 from aircoach.turn.chat_models import TurnModels
 from aircoach.turn.events import AgentMessage, Done, ErrorEvent, Grounding, TurnEvent
+from aircoach.turn.providers import model_label
 from aircoach.turn.recorder import TurnRecorder
 from aircoach.turn.records import ToolCall, ToolRecord, Turn, TurnStatus
 from aircoach.turn.stream import ToolStep, agent_events
@@ -43,6 +43,25 @@ FALLBACK_ANSWER = (
 )
 
 
+class TurnRequest(Protocol):
+    """What a turn reads of the client's message (the HTTP body `MessageRequest` is one)."""
+
+    @property
+    def query(self) -> str: ...
+
+    @property
+    def chat_history(self) -> bool: ...
+
+    @property
+    def user_data(self) -> bool: ...
+
+    @property
+    def stream(self) -> bool: ...
+
+    @property
+    def tools(self) -> Mapping[str, bool] | None: ...
+
+
 def new_turn_id() -> str:
     """Time-ordered and unique across instances: sorts like the timestamp it was made at."""
     return f"{time.time_ns():x}{os.urandom(4).hex()}"
@@ -51,7 +70,7 @@ def new_turn_id() -> str:
 @dataclass
 class ChatTurn:
     principal: Principal
-    request: MessageRequest
+    request: TurnRequest
     agent: TurnAgent
     models: TurnModels
     recorder: TurnRecorder
