@@ -27,12 +27,12 @@ from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 from aircoach.app import create_app
 from aircoach.llm.offline import OfflineChatModel
 from aircoach.quiz.service import QuizService
+from aircoach.routes.sse import event_stream
 from aircoach.services import Services
 from aircoach.settings import get_settings
 from aircoach.tools.registry import ToolContext
 from aircoach.turn.agent import build_agent
 from aircoach.turn.events import AgentMessage, Done
-from aircoach.turn.sse import event_stream
 from bench.fixed_model import FixedModels, FixedReplyModel
 
 QUERY = "Come si regola l'altimetro con il QNH prima del decollo?"

@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from aircoach.bodies import json_body_openapi
 from aircoach.deps import ChatMessage, CurrentUser, RequestLanguage, ServicesDep
 from aircoach.grounding.models import ResponseGrounding
-from aircoach.logs import current_stages
+from aircoach.logs import current_request_id, current_stages
 from aircoach.models import (
     CLIENT_MESSAGE_ID_PATTERN,
     MAX_CLIENT_MESSAGE_ID,
@@ -21,12 +21,16 @@ from aircoach.models import (
     MessageResponse,
 )
 from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, unavailable
-from aircoach.turn.events import ErrorEvent, sse_item_schema
+from aircoach.routes.sse import sse_item_schema
+from aircoach.turn.answer import FALLBACK_ANSWER, json_answer
+from aircoach.turn.events import ErrorEvent
+from aircoach.turn.records import ToolRecord
 
 router = APIRouter(prefix="/api", tags=["chat"])
 
 TURN_ID_HEADER = "X-Turn-ID"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
 CLIENT_MESSAGE_ID = re.compile(CLIENT_MESSAGE_ID_PATTERN)
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -100,21 +104,29 @@ async def stream_query(
             ]
         )
     # Imported here so that the routes which never chat (health) never import LangGraph.
+    from aircoach.routes.sse import event_stream
     from aircoach.turn.admission import admit
-    from aircoach.turn.answer import json_answer
     from aircoach.turn.prepare import prepare_turn
-    from aircoach.turn.replay import REPLAYED_HEADER, replayed_events, replayed_response
-    from aircoach.turn.sse import event_stream
-    from aircoach.turn.turn import FALLBACK_ANSWER
+    from aircoach.turn.replay import replayed_events
 
     admission = await admit(services, user.sub, key)
     headers = {TURN_ID_HEADER: admission.turn_id}
     if admission.replay is not None:
+        stored = admission.replay
         headers[REPLAYED_HEADER] = "true"
         if body.stream:
-            return event_stream(replayed_events(admission.replay), headers=headers)
-        answer = replayed_response(admission.replay)
-        return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
+            return event_stream(replayed_events(stored), headers=headers)
+        return _json_response(
+            headers,
+            text=stored.system,
+            tool=stored.tool,
+            turn_id=stored.turn_id,
+            prompt_version=stored.prompt_version,
+            model=stored.model,
+            context_turns=0,  # not stored
+            status=stored.status,
+            request_id=current_request_id() or "",
+        )
 
     try:
         turn = await prepare_turn(
@@ -137,8 +149,10 @@ async def stream_query(
     async for event in turn.events():
         if isinstance(event, ErrorEvent):
             errors.append({"code": event.code, "message": event.message})
-    answer = MessageResponse(
-        answer=json_answer(turn.text, turn.tool, FALLBACK_ANSWER) + turn.caveat,
+    return _json_response(
+        headers,
+        text=turn.text,
+        caveat=turn.caveat,
         tool=turn.tool,
         turn_id=turn.turn_id,
         prompt_version=turn.prompt_version,
@@ -150,6 +164,25 @@ async def stream_query(
         grounding=ResponseGrounding(**turn.checked.model_dump(), regenerated=turn.regenerated)
         if turn.checked
         else None,
+    )
+
+
+def _json_response(
+    headers: dict[str, str],
+    *,
+    text: str,
+    tool: ToolRecord | None,
+    caveat: str = "",
+    errors: list[dict[str, str]] | None = None,
+    **fields: Any,
+) -> Response:
+    """The JSON answer (`stream: false`) of a turn, run now or stored and replayed: its
+    `answer` never empty (`json_answer`)."""
+    answer = MessageResponse(
+        answer=json_answer(text, tool, FALLBACK_ANSWER) + caveat,
+        tool=tool,
+        errors=errors or [],
+        **fields,
     )
     return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
 

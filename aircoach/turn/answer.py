@@ -9,6 +9,12 @@ from typing import Any
 
 from aircoach.turn.records import ToolRecord
 
+# The answer when the model wrote nothing and no tool result can stand in (never empty).
+FALLBACK_ANSWER = (
+    "Mi dispiace, non sono riuscito a preparare una risposta questa volta. "
+    "Riprova tra poco o riformula la domanda."
+)
+
 # Characters of a question's text and of each option written into the answer.
 _MAX_FIELD_CHARS = 1000
 

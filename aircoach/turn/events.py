@@ -1,14 +1,13 @@
-"""The events of a chat turn's stream (the SSE contract clients depend on), as typed models.
-
-Each event is one SSE message: the `event:` line is its `type`, the `data:` line its JSON.
-The OpenAPI description of the stream is generated from these models (`sse_item_schema`).
+"""The events of a chat turn, as plain typed data with a `type` discriminator. The turn
+yields them and knows no transport: the HTTP layer encodes them (`aircoach.routes.sse`: one
+SSE message each, the `event:` line its `type`, the `data:` line its JSON) and describes them
+in the OpenAPI schema from these models.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi.sse import format_sse_event
 from pydantic import BaseModel, ConfigDict, Field
 
 from aircoach.grounding.models import GroundingResult
@@ -16,10 +15,6 @@ from aircoach.grounding.models import GroundingResult
 
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True)
-
-    def encode(self) -> bytes:
-        """The SSE message: `event: <type>` and one `data:` line of JSON."""
-        return format_sse_event(data_str=self.model_dump_json(), event=self.type)  # type: ignore[attr-defined]
 
 
 class ToolResult(_Event):
@@ -69,32 +64,3 @@ class Done(_Event):
 
 TurnEvent = ToolResult | AgentMessage | Grounding | ErrorEvent | Done
 EVENT_TYPES: tuple[type[_Event], ...] = (ToolResult, AgentMessage, Grounding, ErrorEvent, Done)
-
-
-def sse_item_schema() -> dict[str, Any]:
-    """One SSE message of the stream, in FastAPI's convention for streams (`itemSchema`):
-    one alternative per event type, its `data` described by the event's model."""
-    alternatives = []
-    for event in EVENT_TYPES:
-        schema = event.model_json_schema(mode="serialization")
-        name = schema["properties"]["type"]["const"]
-        schema["required"] = ["type", *schema.get("required", [])]  # always sent
-        alternatives.append(
-            {
-                "type": "object",
-                "title": event.__name__,
-                "description": schema.get("description", ""),
-                "required": ["event", "data"],
-                "properties": {
-                    "event": {"type": "string", "const": name},
-                    "data": {
-                        "type": "string",
-                        "contentMediaType": "application/json",
-                        "contentSchema": schema,
-                    },
-                    "id": {"type": "string"},
-                    "retry": {"type": "integer", "minimum": 0},
-                },
-            }
-        )
-    return {"oneOf": alternatives}

@@ -1,19 +1,14 @@
-"""A stored turn sent again, for a repeated `client_message_id`: the same events and JSON a
-client got the first time, built from the client data only (never a tool's `text`), without
-running the model."""
+"""A stored turn sent again, for a repeated `client_message_id`: the same events a client got
+the first time, built from the client data only (never a tool's `text`), without running the
+model."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
 from aircoach.logs import current_request_id
-from aircoach.models import MessageResponse
-from aircoach.turn.answer import json_answer
 from aircoach.turn.events import AgentMessage, Done, ToolResult, TurnEvent
 from aircoach.turn.records import Turn
-from aircoach.turn.turn import FALLBACK_ANSWER
-
-REPLAYED_HEADER = "Idempotent-Replayed"
 
 
 async def replayed_events(turn: Turn) -> AsyncGenerator[TurnEvent, None]:
@@ -31,20 +26,5 @@ async def replayed_events(turn: Turn) -> AsyncGenerator[TurnEvent, None]:
         prompt_version=turn.prompt_version,
         model=turn.model,
         context_turns=0,
-        request_id=current_request_id() or "",
-    )
-
-
-def replayed_response(turn: Turn) -> MessageResponse:
-    """The JSON answer of a stored turn (`stream: false`)."""
-    return MessageResponse(
-        answer=json_answer(turn.system, turn.tool, FALLBACK_ANSWER),
-        tool=turn.tool,
-        turn_id=turn.turn_id,
-        prompt_version=turn.prompt_version,
-        model=turn.model,
-        context_turns=0,
-        status=turn.status,
-        errors=[],
         request_id=current_request_id() or "",
     )

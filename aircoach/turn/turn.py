@@ -28,6 +28,7 @@ from aircoach.logs import current_request, current_request_id, current_stages, l
 from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.stages import Stages
 from aircoach.turn.agent import TurnAgent, window
+from aircoach.turn.answer import FALLBACK_ANSWER
 from aircoach.turn.chat_models import TurnModels
 from aircoach.turn.events import AgentMessage, Done, ErrorEvent, Grounding, TurnEvent
 from aircoach.turn.providers import model_label
@@ -36,11 +37,6 @@ from aircoach.turn.records import ToolCall, ToolRecord, Turn, TurnStatus
 from aircoach.turn.stream import ToolStep, agent_events
 
 log = logging.getLogger(__name__)
-
-FALLBACK_ANSWER = (
-    "Mi dispiace, non sono riuscito a preparare una risposta questa volta. "
-    "Riprova tra poco o riformula la domanda."
-)
 
 
 class TurnRequest(Protocol):

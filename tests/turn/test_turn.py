@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from aircoach.routes.sse import encode_event
 from aircoach.tools.registry import ToolSpec
 from tests.helpers import app_with, asgi_client, chat, copy_prompt_docs
 from tests.scripted_model import Script, ScriptedModels, call, text
@@ -180,6 +181,6 @@ async def test_offline_model_streams_a_general_answer_word_by_word(client, auth)
 def test_events_are_json_objects_not_strings():
     from aircoach.turn.events import ToolResult
 
-    raw = ToolResult(tool_name="x", data={"a": 1}, final=True).encode().decode()
+    raw = encode_event(ToolResult(tool_name="x", data={"a": 1}, final=True)).decode()
     assert raw.startswith("event: tool_result\ndata: ")
     assert json.loads(raw.split("data: ", 1)[1])["data"] == {"a": 1}

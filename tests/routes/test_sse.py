@@ -6,8 +6,8 @@ from contextlib import aclosing
 
 import anyio
 
+from aircoach.routes.sse import HEARTBEAT, OUTBOX_BYTES, encode_event, with_heartbeat
 from aircoach.turn.events import AgentMessage, Done
-from aircoach.turn.sse import HEARTBEAT, OUTBOX_BYTES, with_heartbeat
 
 
 async def test_heartbeat_comments_while_the_producer_is_slow():
@@ -22,14 +22,14 @@ async def test_heartbeat_comments_while_the_producer_is_slow():
         yield done
 
     out: list[bytes] = []
-    first = AgentMessage(content="a").encode()
+    first = encode_event(AgentMessage(content="a"))
     async for chunk in with_heartbeat(events(), every_s=0.01):
         out.append(chunk)
         if first in out and out[out.index(first) :].count(HEARTBEAT) >= 2:
             release.set()
-    assert [c for c in out if c != HEARTBEAT] == [first, done.encode()]
+    assert [c for c in out if c != HEARTBEAT] == [first, encode_event(done)]
     assert out[out.index(first) :].count(HEARTBEAT) >= 2  # sent while the producer waited
-    assert out[-1] == done.encode()
+    assert out[-1] == encode_event(done)
 
 
 async def test_no_heartbeat_while_events_flow_and_ready_events_share_a_write():
@@ -41,7 +41,7 @@ async def test_no_heartbeat_while_events_flow_and_ready_events_share_a_write():
 
     out = [chunk async for chunk in with_heartbeat(events(), every_s=3600)]
     assert HEARTBEAT not in out
-    assert b"".join(out) == b"".join(event.encode() for event in sent)
+    assert b"".join(out) == b"".join(encode_event(event) for event in sent)
     assert len(out) < len(sent)  # events that were ready together went out together
 
 
@@ -56,7 +56,7 @@ async def test_a_client_that_reads_slowly_holds_back_the_turn_not_memory():
             produced.append(i)
             yield big
 
-    size = len(big.encode())
+    size = len(encode_event(big))
     async with aclosing(with_heartbeat(events(), every_s=3600)) as stream:
         first = await anext(stream)
         await anyio.wait_all_tasks_blocked()
@@ -64,4 +64,4 @@ async def test_a_client_that_reads_slowly_holds_back_the_turn_not_memory():
         # The write in the client's hands, a full outbox, the event waiting for room.
         assert len(produced) <= 2 * (OUTBOX_BYTES // size + 1) + 1
         rest = [chunk async for chunk in stream]
-    assert b"".join([first, *rest]) == big.encode() * 100
+    assert b"".join([first, *rest]) == encode_event(big) * 100

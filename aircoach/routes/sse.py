@@ -1,21 +1,28 @@
-"""Server-Sent Events on top of FastAPI's own SSE support."""
+"""The turn's events as Server-Sent Events, on top of FastAPI's own SSE support: the encoding,
+the heartbeat, the response, and the stream's description in the OpenAPI schema."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
+from typing import Any
 
 import anyio
-from fastapi.sse import EventSourceResponse
+from fastapi.sse import EventSourceResponse, format_sse_event
 from starlette.types import Receive, Scope, Send
 
 from aircoach.logs import current_stages
-from aircoach.turn.events import TurnEvent
+from aircoach.turn.events import EVENT_TYPES, TurnEvent
 
 HEARTBEAT_S = 15.0
 HEARTBEAT = b": keep-alive\n\n"
 # Encoded events waiting for the socket before the turn waits for the client to read them.
 OUTBOX_BYTES = 64 * 1024
+
+
+def encode_event(event: TurnEvent) -> bytes:
+    """One SSE message: `event: <type>` and one `data:` line of JSON."""
+    return format_sse_event(data_str=event.model_dump_json(), event=event.type)
 
 
 class _Outbox:
@@ -75,7 +82,7 @@ async def with_heartbeat(
                 stages = current_stages()
                 async for event in events:
                     with stages.timed("encode"):
-                        data = event.encode()
+                        data = encode_event(event)
                     await outbox.put(data)
         finally:
             outbox.close()
@@ -130,3 +137,32 @@ def event_stream(
         with_heartbeat(events, every_s),
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})},
     )
+
+
+def sse_item_schema() -> dict[str, Any]:
+    """One SSE message of the stream, in FastAPI's convention for streams (`itemSchema`):
+    one alternative per event type, its `data` described by the event's model."""
+    alternatives = []
+    for event in EVENT_TYPES:
+        schema = event.model_json_schema(mode="serialization")
+        name = schema["properties"]["type"]["const"]
+        schema["required"] = ["type", *schema.get("required", [])]  # always sent
+        alternatives.append(
+            {
+                "type": "object",
+                "title": event.__name__,
+                "description": schema.get("description", ""),
+                "required": ["event", "data"],
+                "properties": {
+                    "event": {"type": "string", "const": name},
+                    "data": {
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": schema,
+                    },
+                    "id": {"type": "string"},
+                    "retry": {"type": "integer", "minimum": 0},
+                },
+            }
+        )
+    return {"oneOf": alternatives}
