@@ -211,7 +211,7 @@ def build_dead_letters(settings: Settings) -> DeadLetters:
 
 
 def _configured_task_models(settings: Settings) -> TaskModels:
-    from aircoach.tasks.models import ConfiguredTaskModels
+    from aircoach.llm.task_models import ConfiguredTaskModels
 
     return ConfiguredTaskModels(settings)
 

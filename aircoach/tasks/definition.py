@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aircoach.errors import ConfigError
-from aircoach.prompts.keys import docs_under, docs_version, folders_in
+from aircoach.prompts.keys import docs_version, folder_versions
 
 if TYPE_CHECKING:
     from aircoach.tasks.records import Issue
@@ -124,10 +124,7 @@ class TaskCatalog:
 
 def task_versions(contents: Mapping[str, str]) -> dict[str, str]:
     """Each task folder's version: a hash of its own files (valid or not; `docs status`)."""
-    return {
-        name: docs_version(docs_under(contents, f"{TASKS_AREA}/{name}"))
-        for name in folders_in(contents, TASKS_AREA)
-    }
+    return folder_versions(contents, TASKS_AREA)
 
 
 def schema_hash(schema: Mapping[str, Any]) -> str:
