@@ -50,6 +50,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy aircoach
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	$(BIN)/lint-imports
 
 fmt: $(STAMP)
 	$(BIN)/ruff format .

@@ -16,7 +16,7 @@ from aircoach.messages import Language, header_language
 from aircoach.models import MessageRequest
 from aircoach.services import Services
 from aircoach.settings import Settings
-from aircoach.store import ChatStore
+from aircoach.turn.ports import ChatStore
 
 _bearer = HTTPBearer(auto_error=False, description="An Auth0 (or local dev issuer) access token.")
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]

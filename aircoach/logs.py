@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aircoach import telemetry
 from aircoach.settings import ServerSettings
 from aircoach.stages import Stages
+from aircoach.text import redact_query
 
 APP_LOGGER = "aircoach"
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -136,15 +137,6 @@ class RedactQuery(logging.Filter):
         if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
             record.args = (*args[:2], redact_query(args[2]), *args[3:])
         return True
-
-
-def redact_query(target: str) -> str:
-    """`path?a=1&b=2` as `path?a=…&b=…` (at most 20 names, each cut to 40 characters)."""
-    path, mark, query = target.partition("?")
-    if not mark:
-        return path
-    names = [part.partition("=")[0][:40] for part in query.split("&")[:20] if part]
-    return path + "?" + "&".join(f"{name}=…" for name in names)
 
 
 _ACCESS_LOGGER = "uvicorn.access"

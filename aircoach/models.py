@@ -6,13 +6,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from aircoach.grounding.feedback import Feedback
-from aircoach.grounding.models import GroundingResult, ResponseGrounding, Retrieved
+from aircoach.grounding.models import ResponseGrounding
+from aircoach.tools.registry import MAX_TOOLS
+from aircoach.turn.records import ToolRecord, ToolUse, Turn, TurnFields, TurnStatus
 
-TurnStatus = Literal["ok", "error", "interrupted"]
-
-# The most tools a `tools.json` may declare, and so the most switches a request may send.
-MAX_TOOLS = 64
 # A tool name's longest form (`ToolSpec.name`).
 MAX_TOOL_NAME = 64
 # A client's id of one message (a UUID, a ULID...): `client_message_id` or `Idempotency-Key`.
@@ -120,33 +117,6 @@ class MessageRequest(BaseModel):
         return tools
 
 
-class ToolRecord(BaseModel):
-    """A tool's result as the client got it (`tool_result.data`)."""
-
-    tool_name: str
-    data: dict[str, Any]
-
-
-class ToolUse(ToolRecord):
-    """A tool call of a stored turn as endpoints return it: client data only."""
-
-    arguments: dict[str, Any] = Field(default_factory=dict)
-
-
-class ToolCall(ToolUse):
-    """A tool call of a stored turn, enough to rebuild exactly what the model was shown:
-    its call (id, arguments) and the tool message (`text`, `status`). `text` is for the
-    model only (it may hold a quiz question's key) and no endpoint returns it."""
-
-    call_id: str
-    text: str
-    status: Literal["success", "error"] = "success"
-    step: int = Field(default=0, description="The model call (0 = first) that made it.")
-    offset: int = Field(
-        default=0, description="Characters of the answer written before that model call ended."
-    )
-
-
 class MessageResponse(BaseModel):
     """The JSON answer when `stream` is false: the same content the stream would carry."""
 
@@ -168,38 +138,7 @@ class MessageResponse(BaseModel):
     )
 
 
-class _TurnFields(BaseModel):
-    userId: str
-    human: str
-    system: str
-    tool: ToolRecord | None = Field(
-        default=None, description="The last tool result of the turn (kept for older readers)."
-    )
-    timestamp: str
-    prompt_version: str
-    model: str
-    thread_id: str
-    turn_id: str
-    status: TurnStatus = "ok"
-    grounding: GroundingResult | None = Field(
-        default=None, description="The citation guard's verdict (null: the answer cites nothing)."
-    )
-    retrieved: list[Retrieved] = Field(
-        default_factory=list, description="What each tool returned: counts, ids or titles."
-    )
-    feedback: Feedback | None = Field(
-        default=None, description="The student's verdict on the answer (the latest one)."
-    )
-
-
-class Turn(_TurnFields):
-    """One stored chat turn (collection `chats`). Turns stored before `tools` existed have
-    only `tool`."""
-
-    tools: list[ToolCall] = Field(default_factory=list)
-
-
-class HistoryTurn(_TurnFields):
+class HistoryTurn(TurnFields):
     """A stored turn as `/api/history` returns it: every tool call's client data, never the
     text the model was given."""
 

@@ -14,35 +14,173 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from aircoach.auth.tokens import TokenVerifier, build_verifier
-from aircoach.auth.userdata import UserDataSource, build_user_data_source
-from aircoach.llm.factory import ConfiguredModels, ModelProvider
+from aircoach.auth.tokens import DevIssuer, TokenVerifier
+from aircoach.auth.userdata import UserDataSource
+from aircoach.llm.factory import ConfiguredModels
 from aircoach.prompts.sources import LocalDocSource, PromptSource
 from aircoach.prompts.store import PromptSnapshot, PromptStore
-from aircoach.settings import PromptSettings, Settings
-from aircoach.store import (
-    AttemptStore,
-    ChatStore,
-    QuizStore,
-    TaskStores,
-    build_task_stores,
-    open_stores,
-)
-from aircoach.store.guards import GuardStores, build_guard_stores
-from aircoach.store.spool import DeadLetters, FileSpool, S3Spool, TurnSpool
-from aircoach.tasks.definition import TaskCatalog, check_task_docs, load_tasks
+from aircoach.quiz.ports import AttemptStore, QuizStore
+from aircoach.settings import DEV_ISSUER, AuthSettings, PromptSettings, Settings, StoreSettings
+from aircoach.store.spool import FileSpool, S3Spool
+from aircoach.tasks.catalog import check_task_docs, load_tasks
+from aircoach.tasks.definition import TaskCatalog
+from aircoach.tasks.ports import TaskStores
 from aircoach.tools.registry import ToolRegistry, check_tools_doc
-from aircoach.turn.log import TurnLogStore, build_turn_log
+from aircoach.turn.dead_letters import DeadLetters, TurnSpool
+from aircoach.turn.guards import GuardStores
+from aircoach.turn.log import TurnLogStore
+from aircoach.turn.ports import ChatStore
+from aircoach.turn.providers import ModelProvider
 
 if TYPE_CHECKING:
     from aircoach.knowledge.library import CourseKnowledge
     from aircoach.quiz.service import QuizService
+    from aircoach.store.mongo import MongoClients
     from aircoach.tasks.engine import TaskEngine
     from aircoach.tasks.models import TaskModels
     from aircoach.turn.agent import AgentShapes
     from aircoach.turn.memory import Memory
+    from aircoach.turn.prepare import TurnParts
 
 _UNSET: Any = object()
+
+
+def build_verifier(settings: AuthSettings) -> TokenVerifier:
+    """Auth0 when `AUTH0_DOMAIN` is set, else the dev issuer; no network here (keys load lazily)."""
+    if settings.auth0_domain:
+        from aircoach.auth.auth0 import Auth0KeySource
+
+        return TokenVerifier(
+            Auth0KeySource(settings),
+            issuer=f"https://{settings.auth0_domain}/",
+            audience=settings.auth0_audience,
+            leeway_s=settings.auth_leeway_s,
+            cache_ttl_s=settings.auth_cache_ttl_s,
+        )
+    return TokenVerifier(
+        DevIssuer(settings.data_dir),
+        issuer=DEV_ISSUER,
+        audience=settings.auth0_audience,
+        leeway_s=settings.auth_leeway_s,
+        cache_ttl_s=settings.auth_cache_ttl_s,
+    )
+
+
+def build_user_data_source(settings: AuthSettings) -> UserDataSource | None:
+    """The Management API client when its credentials are set; else no user data at all."""
+    if not settings.auth0_management_enabled:
+        return None
+    from aircoach.auth.auth0 import Auth0Management
+
+    return Auth0Management(settings)
+
+
+@dataclass(frozen=True)
+class Stores:
+    chats: ChatStore
+    quiz: QuizStore
+    attempts: AttemptStore
+
+
+def mongo_clients(settings: StoreSettings) -> MongoClients | None:
+    """The one MongoDB client (pool) every store of a process shares; None without MongoDB.
+    Creates no client: it connects on first use, in the running loop."""
+    if settings.store_kind != "mongodb":
+        return None
+    from aircoach.store.mongo import MongoClients
+
+    return MongoClients(settings)
+
+
+def open_stores(settings: StoreSettings, *, clients: MongoClients | None = None) -> Stores:
+    """MongoDB or SQLite, as `STORE` (or `MONGODB_URI`) says: one connection for every
+    collection. Creates no client."""
+    if settings.store_kind == "mongodb":
+        from aircoach.store.mongo import (
+            MongoAttemptStore,
+            MongoChatStore,
+            MongoConnection,
+            MongoQuizStore,
+        )
+
+        connection = MongoConnection(settings, clients=clients)
+        return Stores(
+            MongoChatStore(connection), MongoQuizStore(connection), MongoAttemptStore(connection)
+        )
+    from aircoach.store.sqlite import SqliteAttemptStore, SqliteChatStore, SqliteQuizStore
+
+    path = settings.sqlite_file
+    return Stores(SqliteChatStore(path), SqliteQuizStore(path), SqliteAttemptStore(path))
+
+
+def build_stores(settings: StoreSettings) -> tuple[ChatStore, QuizStore]:
+    """The chat and quiz stores of `open_stores`."""
+    stores = open_stores(settings)
+    return stores.chats, stores.quiz
+
+
+def build_task_stores(
+    settings: StoreSettings, *, clients: MongoClients | None = None
+) -> TaskStores:
+    """The task collections on the same backend as the chats (creates no client)."""
+    if settings.store_kind == "mongodb":
+        from aircoach.store.mongo import MongoConnection
+        from aircoach.store.mongo_tasks import (
+            MongoContactStore,
+            MongoReviewQueue,
+            MongoTaskRunStore,
+            create_task_indexes,
+        )
+
+        connection = MongoConnection(settings, create_indexes=create_task_indexes, clients=clients)
+        return TaskStores(
+            MongoTaskRunStore(connection),
+            MongoReviewQueue(connection),
+            MongoContactStore(connection),
+        )
+    from aircoach.store.sqlite_tasks import (
+        SqliteContactStore,
+        SqliteReviewQueue,
+        SqliteTaskRunStore,
+    )
+
+    path = settings.sqlite_file
+    return TaskStores(SqliteTaskRunStore(path), SqliteReviewQueue(path), SqliteContactStore(path))
+
+
+def build_guard_stores(
+    settings: StoreSettings, *, clients: MongoClients | None = None
+) -> GuardStores:
+    """Reservations and quota counters on the same backend as the chats (creates no
+    client)."""
+    if settings.store_kind == "mongodb":
+        from aircoach.store.mongo import MongoConnection
+        from aircoach.store.mongo_guards import (
+            MongoQuotaStore,
+            MongoReservationStore,
+            create_guard_indexes,
+        )
+
+        connection = MongoConnection(settings, create_indexes=create_guard_indexes, clients=clients)
+        return GuardStores(MongoReservationStore(connection), MongoQuotaStore(connection))
+    from aircoach.store.sqlite_guards import SqliteQuotaStore, SqliteReservationStore
+
+    path = settings.sqlite_file
+    return GuardStores(SqliteReservationStore(path), SqliteQuotaStore(path))
+
+
+def build_turn_log(settings: StoreSettings, *, clients: MongoClients | None = None) -> TurnLogStore:
+    """The turn log on the same backend as the chats (creates no client)."""
+    if settings.store_kind == "mongodb":
+        from aircoach.store.mongo import MongoConnection
+        from aircoach.store.mongo_turnlog import MongoTurnLog, create_turn_log_indexes
+
+        return MongoTurnLog(
+            MongoConnection(settings, create_indexes=create_turn_log_indexes, clients=clients)
+        )
+    from aircoach.store.sqlite_turnlog import SqliteTurnLog
+
+    return SqliteTurnLog(settings.sqlite_file)
 
 
 def build_prompt_source(settings: PromptSettings) -> PromptSource:
@@ -88,7 +226,7 @@ def build_dead_letters(settings: Settings) -> DeadLetters:
 
 
 def _configured_task_models(settings: Settings) -> TaskModels:
-    from aircoach.tasks.models import ConfiguredTaskModels
+    from aircoach.llm.task_models import ConfiguredTaskModels
 
     return ConfiguredTaskModels(settings)
 
@@ -130,9 +268,11 @@ class Services:
         guards: GuardStores | None = None,
         turn_log: TurnLogStore | None = None,
     ) -> Services:
-        """The parts the settings say, except those given."""
+        """The parts the settings say, except those given. Every MongoDB store shares one
+        client."""
+        clients = mongo_clients(settings)
         if chats is None or quiz is None or attempts is None:
-            stores = open_stores(settings)
+            stores = open_stores(settings, clients=clients)
             chats = stores.chats if chats is None else chats
             quiz = stores.quiz if quiz is None else quiz
             attempts = stores.attempts if attempts is None else attempts
@@ -146,10 +286,10 @@ class Services:
             models=models or ConfiguredModels(settings),
             user_data=build_user_data_source(settings) if user_data is _UNSET else user_data,
             dead_letters=dead_letters or build_dead_letters(settings),
-            task_stores=task_stores or build_task_stores(settings),
+            task_stores=task_stores or build_task_stores(settings, clients=clients),
             task_models=task_models or _configured_task_models(settings),
-            guards=guards or build_guard_stores(settings),
-            turn_log=turn_log or build_turn_log(settings),
+            guards=guards or build_guard_stores(settings, clients=clients),
+            turn_log=turn_log or build_turn_log(settings, clients=clients),
         )
 
     @cached_property
@@ -216,3 +356,32 @@ class Services:
             await seed_demo_questions(self.quiz)
             self._quiz_service = QuizService(self.quiz, self.attempts, await chapter_titles())
         return self._quiz_service
+
+    async def tool_deps(self, snapshot: PromptSnapshot) -> dict[type, object]:
+        """What the coach's tools `need` in a turn on this snapshot: the quiz service and the
+        course search of its docs."""
+        from aircoach.knowledge.library import CourseSearch
+        from aircoach.quiz.service import QuizService
+
+        return {
+            QuizService: await self.quiz_service(),
+            CourseSearch: self.knowledge.search_in(snapshot.contents),
+        }
+
+    @cached_property
+    def turn_parts(self) -> TurnParts:
+        """What every chat turn is built from (`aircoach.turn.prepare.prepare_turn`)."""
+        from aircoach.quiz.tools import progress_prompt_section
+        from aircoach.turn.prepare import TurnParts
+
+        return TurnParts(
+            settings=self.settings,
+            models=self.models,
+            memory=self.memory,
+            shapes=self.agent_shapes,
+            chats=self.chats,
+            dead_letters=self.dead_letters,
+            user_data=self.user_data,
+            tool_deps=self.tool_deps,
+            sections=(functools.partial(progress_prompt_section, self.quiz_service),),
+        )

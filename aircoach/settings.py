@@ -120,7 +120,7 @@ class ServerSettings(_Group):
     # Largest request body a route reads (a route may declare its own: aircoach.bodies).
     max_body_bytes: int = Field(default=64 * 1024, ge=1024)
     # `serve` only: a request (headers and body) must arrive within this many seconds of its
-    # first byte (aircoach.server).
+    # first byte (aircoach.entry.server).
     request_receipt_timeout_s: float = Field(default=20.0, gt=0)
     # /docs, /redoc and /openapi.json: the contract clients implement, no secret in it.
     api_docs: bool = True

@@ -30,12 +30,13 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from aircoach.llm.offline import OfflineChatModel
-from aircoach.models import Turn
+from aircoach.services import build_stores
 from aircoach.settings import ROOT, Settings
-from aircoach.store import ChatStore, build_stores
 from aircoach.tools.registry import ToolContext
 from aircoach.turn.agent import build_agent
 from aircoach.turn.memory import Memory
+from aircoach.turn.ports import ChatStore
+from aircoach.turn.records import Turn
 from aircoach.turn.turn import new_turn_id
 
 SYSTEM = "\n\n".join(p.read_text("utf-8") for p in sorted((ROOT / "prompt_docs").glob("*.md")))
@@ -82,7 +83,7 @@ class Bench:
         self.agent = build_agent(
             model=OfflineChatModel(),
             tools=[],
-            ctx=ToolContext(quiz=None, user_id="-"),  # type: ignore[arg-type]  # no tools here
+            ctx=ToolContext(user_id="-"),  # no tools here
             system_prompt=SYSTEM,
             checkpointer=memory.checkpointer,
             history_limit=settings.history_limit,

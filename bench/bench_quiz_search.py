@@ -28,10 +28,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aircoach.quiz.bank import DEMO_QUESTIONS
-from aircoach.quiz.search import FUZZY_MIN_LETTERS, STOPWORDS, fold
+from aircoach.quiz.ports import QuizStore
+from aircoach.services import build_stores
 from aircoach.settings import Settings
-from aircoach.store import build_stores
-from aircoach.store.base import QuizStore
+from aircoach.text import FUZZY_MIN_LETTERS, STOPWORDS, fold
 from bench.common import pct
 
 QUESTIONS = 10_000

@@ -32,8 +32,9 @@ sys.path.insert(0, str(ROOT))
 
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage  # noqa: E402
 
-from aircoach.knowledge.library import CourseKnowledge  # noqa: E402
+from aircoach.knowledge.library import CourseKnowledge, CourseSearch  # noqa: E402
 from aircoach.llm.offline import OfflineChatModel  # noqa: E402
+from aircoach.tools.backends import load_handler  # noqa: E402
 from aircoach.tools.registry import ToolContext, ToolRegistry  # noqa: E402
 from aircoach.turn.agent import build_tool  # noqa: E402
 from bench.common import pct  # noqa: E402
@@ -66,9 +67,8 @@ class Coach:
         self.kb = registry.specs["kb_search"]
         self.knowledge = CourseKnowledge()
         self.ctx = ToolContext(
-            quiz=None,  # type: ignore[arg-type]  # the quiz tools are never called here
-            user_id="eval",
-            knowledge=self.knowledge.search_in(docs),
+            user_id="eval",  # the quiz tools are never called here
+            deps={CourseSearch: self.knowledge.search_in(docs)},
         )
         self.system = SystemMessage(registry.system_prompt("(istruzioni)", self.specs))
         self.model = OfflineChatModel(
@@ -77,7 +77,7 @@ class Coach:
         self.docs = docs
 
     async def search(self, query: str) -> dict[str, Any]:
-        out = await self.kb.load_handler()(self.ctx, query=query)
+        out = await load_handler(self.kb)(self.ctx, query=query)
         return out.data
 
     async def answer(self, query: str) -> tuple[str, list[str]]:
@@ -88,7 +88,7 @@ class Coach:
         while reply.tool_calls:
             call = reply.tool_calls[0]
             called.append(call["name"])
-            handler = next(s for s in self.specs if s.name == call["name"]).load_handler()
+            handler = load_handler(next(s for s in self.specs if s.name == call["name"]))
             out = await handler(self.ctx, **call["args"])
             messages += [reply, ToolMessage(out.text, tool_call_id=call["id"], name=call["name"])]
             reply = await self.model.ainvoke(messages)

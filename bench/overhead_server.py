@@ -26,12 +26,13 @@ from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 
 from aircoach.app import create_app
 from aircoach.llm.offline import OfflineChatModel
+from aircoach.quiz.service import QuizService
+from aircoach.routes.sse import event_stream
 from aircoach.services import Services
 from aircoach.settings import get_settings
 from aircoach.tools.registry import ToolContext
 from aircoach.turn.agent import build_agent
 from aircoach.turn.events import AgentMessage, Done
-from aircoach.turn.sse import event_stream
 from bench.fixed_model import FixedModels, FixedReplyModel
 
 QUERY = "Come si regola l'altimetro con il QNH prima del decollo?"
@@ -102,7 +103,7 @@ def build() -> object:
         graph = build_agent(
             model=model(tools),
             tools=tools,
-            ctx=ToolContext(quiz=await services.quiz_service(), user_id="bench"),
+            ctx=ToolContext(user_id="bench", deps={QuizService: await services.quiz_service()}),
             system_prompt=text,
             checkpointer=None,
             history_limit=settings.history_limit,

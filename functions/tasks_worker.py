@@ -1,5 +1,5 @@
 """AWS Lambda entry for SQS events: task runs at scale (partial batch failure reporting)."""
 
-from aircoach.tasks.worker import worker_from_environment
+from aircoach.entry.tasks_worker import worker_from_environment
 
 handler = worker_from_environment().handle

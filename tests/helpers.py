@@ -16,7 +16,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from aircoach.app import create_app
-from aircoach.server import server_config
+from aircoach.entry.server import server_config
 from aircoach.services import Services
 from aircoach.settings import ROOT, Settings
 from tests.sse import parse_sse

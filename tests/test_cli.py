@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aircoach.auth.tokens import build_verifier
+from aircoach.services import build_verifier
 from aircoach.settings import ROOT
 
 
@@ -42,8 +42,8 @@ def test_token_command_prints_a_verifiable_token(settings):
 
 def test_seed_contacts_loads_the_demo_contacts(monkeypatch, data_dir, capsys):
     from aircoach.__main__ import main
+    from aircoach.services import build_task_stores
     from aircoach.settings import Settings
-    from aircoach.store import build_task_stores
     from aircoach.tasks.contacts import demo_contacts
 
     monkeypatch.setenv("DATA_DIR", str(data_dir))

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from aircoach.server import MAX_HEADER_BYTES
+from aircoach.entry.server import MAX_HEADER_BYTES
 from tests.helpers import served
 
 pytestmark = pytest.mark.integration

@@ -249,24 +249,3 @@ def _load_or_create_key(path: Path) -> rsa.RSAPrivateKey:
 def _parse_key(pem: bytes) -> Any:
     # Parsing checks the RSA key's consistency (tens of ms); the same bytes give the same key.
     return serialization.load_pem_private_key(pem, password=None)
-
-
-def build_verifier(settings: AuthSettings) -> TokenVerifier:
-    """Auth0 when `AUTH0_DOMAIN` is set, else the dev issuer; no network here (keys load lazily)."""
-    if settings.auth0_domain:
-        from aircoach.auth.auth0 import Auth0KeySource
-
-        return TokenVerifier(
-            Auth0KeySource(settings),
-            issuer=f"https://{settings.auth0_domain}/",
-            audience=settings.auth0_audience,
-            leeway_s=settings.auth_leeway_s,
-            cache_ttl_s=settings.auth_cache_ttl_s,
-        )
-    return TokenVerifier(
-        DevIssuer(settings.data_dir),
-        issuer=DEV_ISSUER,
-        audience=settings.auth0_audience,
-        leeway_s=settings.auth_leeway_s,
-        cache_ttl_s=settings.auth_cache_ttl_s,
-    )

@@ -14,8 +14,6 @@ from typing import Any, Protocol
 
 import anyio
 
-from aircoach.settings import AuthSettings
-
 log = logging.getLogger(__name__)
 
 SECTION_TITLE = "# Dati dell'allievo"
@@ -29,15 +27,6 @@ class UserDataSource(Protocol):
     """Where user profiles come from (the Auth0 Management API)."""
 
     async def profile(self, sub: str) -> dict[str, Any]: ...
-
-
-def build_user_data_source(settings: AuthSettings) -> UserDataSource | None:
-    """The Management API client when its credentials are set; else no user data at all."""
-    if not settings.auth0_management_enabled:
-        return None
-    from aircoach.auth.auth0 import Auth0Management
-
-    return Auth0Management(settings)
 
 
 def format_user_data(profile: dict[str, Any], fields: Iterable[str] = ()) -> str:

@@ -23,8 +23,8 @@ from aircoach.grounding.citations import extract
 from aircoach.grounding.followups import concise_prefix, is_followup, topic_keywords
 from aircoach.grounding.guard import ContextIndex, Source, check, correction
 from aircoach.grounding.models import GroundingResult
-from aircoach.models import ToolCall
 from aircoach.prompts.keys import docs_under, docs_version, is_system_prompt_doc
+from aircoach.turn.records import ToolCall
 
 MANUAL_AREA = "manual"
 _DOCS_CACHE_SIZE = 2  # the current docs and the ones being replaced

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aircoach.grounding.models import Retrieved
-from aircoach.models import ToolCall
+from aircoach.turn.records import ToolCall
 
 # Where a result list usually is (the client shape `items`, a search service's `results`),
 # and which field of a result names it, best first.

@@ -2,7 +2,7 @@
 SQLite FTS5 index, ranked by BM25.
 
 Italian-aware without a dependency: text is folded (no accents, no case) and reduced to the
-light stems of the quiz search (`aircoach.quiz.search.stem`: singular and plural meet) before
+light stems of the quiz search (`aircoach.text.stem`: singular and plural meet) before
 FTS5 sees it; a query word of five letters or more also matches the indexed stems one edit
 away from it (one typo). A passage must contain a good share of the query's words, weighted
 by rarity (`MIN_COVERAGE`), and at least two of them when the query has two or more: a
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aircoach.knowledge.manual import Section
-from aircoach.quiz.search import FUZZY_MIN_LETTERS, fold, one_edit_away, stem, words
+from aircoach.text import FUZZY_MIN_LETTERS, fold, one_edit_away, stem, words
 
 MAX_QUERY_CHARS = 500  # a longer query is cut: more words add cost, not precision
 MAX_QUERY_WORDS = 12

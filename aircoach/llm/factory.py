@@ -8,7 +8,7 @@ not outlive the loop that made them. Provider packages are imported only when co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
@@ -37,12 +37,6 @@ class ModelRef:
         names carry tags ("openai:llama3.1:8b")."""
         provider, _, name = value.partition(":")
         return cls(provider, name or None)
-
-
-def model_label(model: object) -> str:
-    """The name the `done` event and the stored turn carry."""
-    name = getattr(model, "model_name", None) or getattr(model, "model", None)
-    return str(name).removeprefix("models/") if name else type(model).__name__
 
 
 def primary_ref(settings: ModelSettings) -> ModelRef:
@@ -76,23 +70,6 @@ def build_provider_model(
     if ref.provider == "openai":
         return _openai(settings, ref.name or settings.model_name, base_url, temperature)
     raise ValueError(f"provider {ref.provider!r} has no client")
-
-
-async def aclose_model(model: Any) -> None:
-    """Close the HTTP clients a model opened, in the loop that opened them."""
-    aclose = getattr(model, "aclose", None)  # ChatGoogleGenerativeAI
-    if aclose is not None:
-        await aclose()
-    http_client = getattr(model, "http_async_client", None)  # ChatOpenAI, given ours
-    if http_client is not None:
-        await http_client.aclose()
-
-
-class ModelProvider(Protocol):
-    """Builds the chat models of one request, in the order they are tried (the primary
-    first, then the fallback): created in the request's event loop, closed when it ends."""
-
-    async def models_for(self, tools: list[ToolSpec]) -> list[BaseChatModel]: ...
 
 
 class ConfiguredModels:

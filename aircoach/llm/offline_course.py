@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aircoach.quiz.search import fold, stem, words
+from aircoach.text import fold, stem, words
 
 KB = "kb_search"
 MAX_SENTENCES = 2  # from the best section; the next one may add one more

@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from aircoach.quiz.answers import read_letter, read_option
-from aircoach.quiz.search import fold
+from aircoach.text import fold
 
 ASK = "domanda_teoria"
 GRADE = "verifica_risposta"

@@ -61,3 +61,12 @@ def docs_version(contents: Mapping[str, str]) -> str:
     for key in sorted(contents):
         digest.update(key.encode() + b"\0" + contents[key].encode() + b"\0")
     return digest.hexdigest()[:12]
+
+
+def folder_versions(contents: Mapping[str, str], area: str) -> dict[str, str]:
+    """Each folder of an area and its version: a hash of its own files (valid or not).
+    `folder_versions(docs, "tasks")` gives each task's version (`docs status`)."""
+    return {
+        name: docs_version(docs_under(contents, f"{area}/{name}"))
+        for name in folders_in(contents, area)
+    }

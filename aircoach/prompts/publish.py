@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from aircoach.errors import ConfigError
+from aircoach.prompts.keys import folder_versions
 from aircoach.prompts.s3 import S3DocSource
 from aircoach.prompts.sources import DocInfo, LocalDocSource, PromptSource
 from aircoach.prompts.store import build_prompt
 from aircoach.settings import PromptSettings
-from aircoach.tasks.definition import task_versions
 
 
 class DocsCommandError(Exception):
@@ -117,7 +117,9 @@ class DocsBucket:
         remote_docs, remote = asyncio.run(_read_all(self.source))
         local_etags = {d.key: d.etag for d in local_docs}
         remote_etags = {d.key: d.etag for d in remote_docs}
-        local_tasks, remote_tasks = task_versions(local), task_versions(remote)
+        # The task folders' versions (`tasks/<name>/`, see aircoach.tasks.definition).
+        local_tasks = folder_versions(local, "tasks")
+        remote_tasks = folder_versions(remote, "tasks")
         return Status(
             local_version=build_prompt(local)[1] if local else None,
             remote_version=build_prompt(remote)[1] if remote else None,

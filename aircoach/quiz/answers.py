@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from aircoach.quiz.search import fold, words
+from aircoach.text import fold, words
 
 # Words around a letter that do not change which letter it is ("secondo me è la b").
 _FILLERS_TEXT = """

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 
-from aircoach.store.base import Question, QuizStore
+from aircoach.quiz.ports import Question, QuizStore
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from aircoach.quiz.models import (
     Progress,
     PublicQuestion,
 )
-from aircoach.store.base import AttemptStore, Question, QuestionKey, QuizStore
+from aircoach.quiz.ports import AttemptStore, Question, QuestionKey, QuizStore
 
 WEAK_MIN_ANSWERS = 3  # fewer answers say too little about a chapter
 WEAK_BELOW = 0.6  # share of right answers under which a chapter is weak

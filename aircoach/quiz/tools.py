@@ -8,26 +8,30 @@ tool message, marked not to be revealed before the student answers; the model th
 
 from __future__ import annotations
 
+import logging
 import random
 import re
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
-from aircoach.quiz import search
 from aircoach.quiz.bank import CHAPTERS
 from aircoach.quiz.models import MAX_ANSWER_CHARS
+from aircoach.quiz.ports import QUESTION_FIELDS, Question, index_terms
 from aircoach.quiz.service import (
     Graded,
     QuestionNotFound,
     QuizService,
     option_line,
+    progress_section,
     public,
 )
-from aircoach.store.base import QUESTION_FIELDS, Question
-from aircoach.tools.registry import ToolContext, ToolOutput
+from aircoach.text import plan as search_plan
+from aircoach.tools.registry import ToolContext, ToolOutput, ToolSpec
+
+log = logging.getLogger(__name__)
 
 MIN_TEXT = 3
 MAX_TEXT = 200
@@ -174,7 +178,7 @@ async def domanda_teoria(
     except ValueError as exc:
         return _failure(exc, "domanda_teoria")
 
-    quiz = ctx.quiz
+    quiz = ctx.need(QuizService)
     if request.ripasso:
         found, query = await _review(quiz, ctx.user_id, request)
     elif request.numero is not None:
@@ -224,8 +228,8 @@ def _pick_best(matches: list[Question], testo: str) -> Question | None:
     """A question drawn among the best-scoring matches (asking twice gives variety)."""
     if not matches:
         return None
-    plan = search.plan(testo)
-    scores = [plan.score(search.index_terms(q)) for q in matches]
+    plan = search_plan(testo)
+    scores = [plan.score(index_terms(q)) for q in matches]
     best = max(scores)
     return random.choice([q for q, s in zip(matches, scores, strict=True) if s == best])
 
@@ -321,7 +325,9 @@ async def verifica_risposta(
         answer = str(risposta).strip()
         if len(answer) > MAX_ANSWER_CHARS:
             raise ValueError(f"risposta must be at most {MAX_ANSWER_CHARS} characters")
-        graded = await ctx.quiz.grade(ctx.user_id, chapter, number, answer, turn_id=ctx.turn_id)
+        graded = await ctx.need(QuizService).grade(
+            ctx.user_id, chapter, number, answer, turn_id=ctx.turn_id
+        )
     except (ValueError, QuestionNotFound) as exc:
         # InvalidAnswer is a ValueError too: the model asks for an answer that is an option.
         return _failure(exc, "verifica_risposta")
@@ -337,3 +343,27 @@ def format_grading(graded: Graded) -> str:
         f"Risposta corretta: {option_line(question, result.risposta_corretta)}\n"
         f"Spiegazione: {result.spiegazione}"
     )
+
+
+QUIZ_TOOLS = frozenset({"domanda_teoria", "verifica_risposta"})
+
+
+async def progress_prompt_section(
+    quiz: Callable[[], Awaitable[QuizService]], user_id: str, enabled: Sequence[ToolSpec]
+) -> str:
+    """The student's quiz progress for the system prompt, when a quiz tool is on for this
+    turn (else it is noise); "" when it cannot be read (it never fails the turn)."""
+    if not any(spec.name in QUIZ_TOOLS for spec in enabled):
+        return ""
+    try:
+        service = await quiz()
+        return progress_section(await service.prompt_progress(user_id))
+    except Exception as exc:
+        reason = exc.__cause__ or exc
+        log.warning(
+            "quiz progress unavailable for %r: no progress section (%s: %s)",
+            user_id,
+            type(reason).__name__,
+            reason,
+        )
+        return ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
@@ -16,7 +17,7 @@ from aircoach.bodies import json_body_openapi
 from aircoach.deps import ChatMessage, CurrentUser, RequestLanguage, ServicesDep
 from aircoach.errors import TurnInProgress
 from aircoach.grounding.models import ResponseGrounding
-from aircoach.logs import current_stages
+from aircoach.logs import current_request_id, current_stages
 from aircoach.models import (
     CLIENT_MESSAGE_ID_PATTERN,
     MAX_CLIENT_MESSAGE_ID,
@@ -25,12 +26,17 @@ from aircoach.models import (
     MessageResponse,
 )
 from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, unavailable
-from aircoach.turn.events import Done, TurnEvent, sse_item_schema
+from aircoach.routes.sse import sse_item_schema
+from aircoach.turn.answer import FALLBACK_ANSWER, json_answer
+from aircoach.turn.events import Done, TurnEvent
+from aircoach.turn.log import listed
+from aircoach.turn.records import ToolRecord
 
 router = APIRouter(prefix="/api", tags=["chat"])
 
 TURN_ID_HEADER = "X-Turn-ID"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
 CLIENT_MESSAGE_ID = re.compile(CLIENT_MESSAGE_ID_PATTERN)
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -104,13 +110,12 @@ async def stream_query(
             ]
         )
     # Imported here so that the routes which never chat (health) never import LangGraph.
+    from aircoach.routes.sse import event_stream, turn_stream
     from aircoach.turn.admission import admit
-    from aircoach.turn.answer import FALLBACK_ANSWER, json_answer
     from aircoach.turn.prepare import prepare_turn
     from aircoach.turn.rejoin import turn_events
-    from aircoach.turn.replay import REPLAYED_HEADER, replayed_events, replayed_response
+    from aircoach.turn.replay import replayed_errors, replayed_events
     from aircoach.turn.run import TurnRun
-    from aircoach.turn.sse import event_stream, listed, turn_stream
 
     thread = user.sub  # one conversation per user
     admission = await admit(
@@ -134,21 +139,29 @@ async def stream_query(
         if following is not None:
             async for _ in following:
                 pass
-        stored = await services.chats.get_turn(user.sub, admission.turn_id)
-        if stored is None:
+        rejoined = await services.chats.get_turn(user.sub, admission.turn_id)
+        if rejoined is None:
             raise TurnInProgress(
                 "turn_in_progress", message_id=key or "", fields={"turn_id": admission.turn_id}
             )
-        answer = replayed_response(stored, language)
-        return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
+        admission = dataclasses.replace(admission, replay=rejoined)
     if admission.replay is not None:
+        stored = admission.replay
         headers[REPLAYED_HEADER] = "true"
         if body.stream:
-            return event_stream(
-                listed(replayed_events(admission.replay, language)), headers=headers
-            )
-        answer = replayed_response(admission.replay, language)
-        return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
+            return event_stream(listed(replayed_events(stored, language)), headers=headers)
+        return _json_response(
+            headers,
+            text=stored.system,
+            tool=stored.tool,
+            turn_id=stored.turn_id,
+            prompt_version=stored.prompt_version,
+            model=stored.model,
+            context_turns=0,  # not stored
+            status=stored.status,
+            errors=replayed_errors(stored, language),
+            request_id=current_request_id() or "",
+        )
 
     async def release() -> None:
         with anyio.CancelScope(shield=True):
@@ -156,7 +169,13 @@ async def stream_query(
 
     try:
         turn = await prepare_turn(
-            services, user, body, snapshot, language=language, turn_id=admission.turn_id
+            services.turn_parts,
+            user,
+            body,
+            snapshot,
+            registry,
+            language=language,
+            turn_id=admission.turn_id,
         )
     except Exception:
         await release()
@@ -174,8 +193,10 @@ async def stream_query(
         for e in run.events
         if e.type == "error"
     ]
-    answer = MessageResponse(
-        answer=json_answer(turn.text, turn.tool, FALLBACK_ANSWER) + turn.caveat,
+    return _json_response(
+        headers,
+        text=turn.text,
+        caveat=turn.caveat,
         tool=turn.tool,
         turn_id=turn.turn_id,
         prompt_version=turn.prompt_version,
@@ -188,7 +209,6 @@ async def stream_query(
         if turn.checked
         else None,
     )
-    return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
 
 
 async def _released_at_done(
@@ -205,6 +225,26 @@ async def _released_at_done(
                 yield event
     finally:
         await release()
+
+
+def _json_response(
+    headers: dict[str, str],
+    *,
+    text: str,
+    tool: ToolRecord | None,
+    caveat: str = "",
+    errors: list[dict[str, str]] | None = None,
+    **fields: Any,
+) -> Response:
+    """The JSON answer (`stream: false`) of a turn, run now or stored and replayed: its
+    `answer` never empty (`json_answer`)."""
+    answer = MessageResponse(
+        answer=json_answer(text, tool, FALLBACK_ANSWER) + caveat,
+        tool=tool,
+        errors=errors or [],
+        **fields,
+    )
+    return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
 
 
 def _message_key(body: MessageRequest, header: str | None) -> str | None:

@@ -15,7 +15,7 @@ from aircoach.deps import ChatStoreDep, CurrentUser, RequestLanguage, ServicesDe
 from aircoach.errors import NotFound, TurnFinished
 from aircoach.models import ErrorBody, HistoryTurn
 from aircoach.routes.responses import UNAUTHORIZED, unavailable
-from aircoach.turn.events import sse_item_schema
+from aircoach.routes.sse import sse_item_schema
 
 router = APIRouter(prefix="/api", tags=["meta"])
 
@@ -94,8 +94,8 @@ async def turn_events_stream(
     """Rejoin a turn after a dropped connection, from any instance: the events after the one
     named, then the rest as the turn writes them, ending with `done`. A finished turn replays
     the same way. 404 for an unknown id or someone else's turn."""
+    from aircoach.routes.sse import event_stream
     from aircoach.turn.rejoin import turn_events
-    from aircoach.turn.sse import event_stream
 
     after = last_event_id if last_event_id is not None else query_last_id or 0
     events = await turn_events(

@@ -1,8 +1,8 @@
 """MongoDB stores through PyMongo's async API (`AsyncMongoClient`; Motor is deprecated).
 
 The client is bound to the event loop that created it, and on serverless each invocation may
-run in a fresh loop: `MongoConnection` creates one lazily for the running loop and never hands
-it to another. Indexes are created idempotently on first use. Every value read back is made
+run in a fresh loop: `MongoClients` creates one lazily for the running loop and never hands
+it to another; every MongoDB store of the process shares it (one connection pool). Indexes are created idempotently on first use. Every value read back is made
 JSON-safe here (ObjectId, datetime), so the rest of the app never sees a BSON type.
 """
 
@@ -23,11 +23,12 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from aircoach.errors import StoreUnavailable
 from aircoach.grounding.feedback import Feedback, Voto
-from aircoach.models import Turn
-from aircoach.quiz import search
 from aircoach.quiz.models import Attempt, ChapterStats
+from aircoach.quiz.ports import QUESTION_FIELDS, Question, QuestionKey, index_terms
 from aircoach.settings import StoreSettings
-from aircoach.store.base import QUESTION_FIELDS, Question, QuestionKey
+from aircoach.text import TERMS_VERSION
+from aircoach.text import plan as search_plan
+from aircoach.turn.records import Turn
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -52,26 +53,19 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-class MongoConnection:
-    """One `AsyncMongoClient` per running event loop, created on first use."""
+class MongoClients:
+    """The process's one `AsyncMongoClient` (one connection pool), shared by every MongoDB
+    store: created on first use for the running event loop, and never handed to another
+    loop."""
 
-    def __init__(
-        self,
-        settings: StoreSettings,
-        *,
-        create_indexes: Callable[[Any], Awaitable[None]] | None = None,
-    ):
-        """`create_indexes(db)`: the indexes of the collections this connection serves
-        (default: the chat and quiz collections)."""
+    def __init__(self, settings: StoreSettings):
         if not settings.mongodb_uri:
-            raise ValueError("MongoConnection needs MONGODB_URI")
+            raise ValueError("MongoClients needs MONGODB_URI")
         self.settings = settings
-        self._index = create_indexes or self._create_indexes
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: AsyncMongoClient | None = None
-        self._indexed = False
 
-    def _current_client(self) -> AsyncMongoClient:
+    def current(self) -> AsyncMongoClient:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
             # A client from another (possibly closed) loop must not be touched from this one;
@@ -88,8 +82,36 @@ class MongoConnection:
             self._loop = loop
         return self._client
 
+    async def close(self) -> None:
+        """Close the client of the running loop (the CLI calls this before its loop ends)."""
+        if self._client is not None and self._loop is asyncio.get_running_loop():
+            await self._client.close()
+        self._client = self._loop = None
+
+
+class MongoConnection:
+    """The collections of one group of stores (chats and quiz, tasks, guards) on the shared
+    client, their indexes created on first use."""
+
+    def __init__(
+        self,
+        settings: StoreSettings,
+        *,
+        create_indexes: Callable[[Any], Awaitable[None]] | None = None,
+        clients: MongoClients | None = None,
+    ):
+        """`create_indexes(db)`: the indexes of the collections this connection serves
+        (default: the chat and quiz collections); `clients`: the process's shared client
+        (default: a client of its own)."""
+        if not settings.mongodb_uri:
+            raise ValueError("MongoConnection needs MONGODB_URI")
+        self.settings = settings
+        self.clients = clients or MongoClients(settings)
+        self._index = create_indexes or self._create_indexes
+        self._indexed = False
+
     async def collection(self, name: str) -> AsyncCollection:
-        db = self._current_client()[self.settings.mongodb_db]
+        db = self.clients.current()[self.settings.mongodb_db]
         if not self._indexed:
             await self._index(db)
             self._indexed = True
@@ -104,7 +126,7 @@ class MongoConnection:
         await chats.create_index([("feedback.at", DESCENDING)], sparse=True, name="feedback_time")
         quiz = db[self.settings.mongodb_quiz_collection]
         await quiz.create_index(_BY_CHAPTER, unique=True, name="capitolo_numero")
-        # The forgiving search looks questions up by their stems (`aircoach.quiz.search`); a
+        # The forgiving search looks questions up by their stems (`aircoach.text`); a
         # `$text` index would neither fold plurals the same way nor forgive typos.
         await quiz.create_index("terms", name="terms")
         await quiz.create_index("terms_v", name="terms_v")
@@ -126,10 +148,9 @@ class MongoConnection:
             raise StoreUnavailable() from exc
 
     async def close(self) -> None:
-        """Close the client of the running loop (the CLI calls this before its loop ends)."""
-        if self._client is not None and self._loop is asyncio.get_running_loop():
-            await self._client.close()
-        self._client = self._loop = None
+        """Close the shared client of the running loop (the CLI calls this before its loop
+        ends)."""
+        await self.clients.close()
 
 
 def _turn(doc: dict[str, Any]) -> Turn:
@@ -226,9 +247,9 @@ class MongoChatStore:
 
 async def _reindex_stale_questions(quiz: AsyncCollection) -> None:
     """Give questions loaded by an earlier version (no terms, or terms of an older
-    `search.TERMS_VERSION`) their search terms; a no-op read when all are current."""
+    `TERMS_VERSION`) their search terms; a no-op read when all are current."""
     stale = await quiz.find(
-        {"terms_v": {"$ne": search.TERMS_VERSION}}, {"terms": 0, "terms_v": 0}
+        {"terms_v": {"$ne": TERMS_VERSION}}, {"terms": 0, "terms_v": 0}
     ).to_list()
     if stale:
         await quiz.bulk_write(
@@ -239,7 +260,7 @@ async def _reindex_stale_questions(quiz: AsyncCollection) -> None:
 
 
 def _search_fields(question: Question) -> dict[str, Any]:
-    return {"terms": search.index_terms(question), "terms_v": search.TERMS_VERSION}
+    return {"terms": index_terms(question), "terms_v": TERMS_VERSION}
 
 
 _HIDDEN = ("_id", "terms", "terms_v")  # storage fields, never part of a question
@@ -347,7 +368,7 @@ class MongoQuizStore:
     async def search_text(
         self, text: str, *, capitolo: int | None = None, limit: int = 5
     ) -> list[Question]:
-        plan = search.plan(text)
+        plan = search_plan(text)
         if not plan or limit <= 0:
             return []
         terms = plan.terms

@@ -11,8 +11,8 @@ from pymongo import ASCENDING, ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError
 
-from aircoach.store.guards import Reservation
 from aircoach.store.mongo import MongoConnection
+from aircoach.turn.guards import Reservation
 
 IDEMPOTENCY = "idempotency"
 QUOTAS = "quotas"

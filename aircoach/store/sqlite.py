@@ -17,10 +17,11 @@ import anyio
 
 from aircoach.errors import StoreUnavailable
 from aircoach.grounding.feedback import Feedback, Voto
-from aircoach.models import Turn
-from aircoach.quiz import search
 from aircoach.quiz.models import Attempt, ChapterStats
-from aircoach.store.base import QUESTION_FIELDS, Question, QuestionKey
+from aircoach.quiz.ports import QUESTION_FIELDS, Question, QuestionKey, index_terms
+from aircoach.text import TERMS_VERSION
+from aircoach.text import plan as search_plan
+from aircoach.turn.records import Turn
 
 T = TypeVar("T")
 
@@ -205,7 +206,7 @@ def _create_private(path: Path) -> None:
 def _migrate(conn: sqlite3.Connection) -> None:
     """Bring a file made by an earlier version up to date, once, whichever process (or store
     object) gets there first: the JSON columns of a turn (`_JSON_COLUMNS`), and the questions' search terms
-    when they are missing or of an older `search.TERMS_VERSION`."""
+    when they are missing or of an older `TERMS_VERSION`."""
     conn.isolation_level = None  # explicit transaction: BEGIN IMMEDIATE serialises writers
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -213,11 +214,11 @@ def _migrate(conn: sqlite3.Connection) -> None:
         for column in _JSON_COLUMNS:
             if column not in columns:
                 conn.execute(f"ALTER TABLE chats ADD COLUMN {column} TEXT")
-        if conn.execute("PRAGMA user_version").fetchone()[0] != search.TERMS_VERSION:
+        if conn.execute("PRAGMA user_version").fetchone()[0] != TERMS_VERSION:
             conn.execute("DELETE FROM quiz_terms")
             for row in conn.execute("SELECT doc FROM quiz").fetchall():
                 _write_terms(conn, json.loads(row["doc"]))
-            conn.execute(f"PRAGMA user_version = {int(search.TERMS_VERSION)}")
+            conn.execute(f"PRAGMA user_version = {int(TERMS_VERSION)}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -229,7 +230,7 @@ def _write_terms(conn: sqlite3.Connection, question: Question) -> None:
     conn.execute("DELETE FROM quiz_terms WHERE capitolo = ? AND numero = ?", key)
     conn.executemany(
         "INSERT INTO quiz_terms (term, capitolo, numero) VALUES (?, ?, ?)",
-        [(term, *key) for term in search.index_terms(question)],
+        [(term, *key) for term in index_terms(question)],
     )
 
 
@@ -446,7 +447,7 @@ class SqliteQuizStore:
     async def search_text(
         self, text: str, *, capitolo: int | None = None, limit: int = 5
     ) -> list[Question]:
-        plan = search.plan(text)
+        plan = search_plan(text)
         if not plan or limit <= 0:
             return []
         terms = plan.terms

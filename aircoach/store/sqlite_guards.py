@@ -6,8 +6,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from aircoach.store.guards import Reservation
 from aircoach.store.sqlite import _Sqlite
+from aircoach.turn.guards import Reservation
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS idempotency (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aircoach.store import ContactStore
+from aircoach.tasks.ports import ContactStore
 from aircoach.tasks.records import Contact, Customer
 
 DEMO_CONTACTS = Path(__file__).resolve().parent.parent / "data" / "contacts_demo.json"

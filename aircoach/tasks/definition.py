@@ -16,15 +16,15 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aircoach.errors import ConfigError
-from aircoach.prompts.keys import docs_under, docs_version, folders_in
+from aircoach.prompts.keys import docs_version, folder_versions
 
 if TYPE_CHECKING:
-    from aircoach.tasks.kinds import TaskKind
+    from aircoach.tasks.records import Issue
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -83,17 +83,12 @@ class TaskDefinition:
     files: dict[str, str] = field(repr=False)  # every file of the folder, by relative path
     version: str
     schema_hash: str
+    kind: TaskKind = field(repr=False, compare=False)  # the kind `manifest.kind` names
     rules: Any = field(default=None, repr=False)  # what the kind parsed from its own files
 
     @property
     def name(self) -> str:
         return self.manifest.name
-
-    @property
-    def kind(self) -> TaskKind:
-        from aircoach.tasks.kinds import kinds
-
-        return kinds()[self.manifest.kind]
 
     @property
     def permission(self) -> str:
@@ -129,28 +124,12 @@ class TaskCatalog:
 
 def task_versions(contents: Mapping[str, str]) -> dict[str, str]:
     """Each task folder's version: a hash of its own files (valid or not; `docs status`)."""
-    return {
-        name: docs_version(docs_under(contents, f"{TASKS_AREA}/{name}"))
-        for name in folders_in(contents, TASKS_AREA)
-    }
+    return folder_versions(contents, TASKS_AREA)
 
 
 def schema_hash(schema: Mapping[str, Any]) -> str:
     canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
-
-
-def load_tasks(contents: Mapping[str, str]) -> TaskCatalog:
-    """Every task of the docs, validated; raises `ConfigError` naming the file at fault."""
-    tasks = {}
-    for name in folders_in(contents, TASKS_AREA):
-        tasks[name] = _load_task(name, docs_under(contents, f"{TASKS_AREA}/{name}"))
-    return TaskCatalog(tasks)
-
-
-def check_task_docs(contents: Mapping[str, str]) -> None:
-    """The prompt store's check: docs with an invalid task are never served."""
-    load_tasks(contents)
 
 
 def read_json(where: str, files: Mapping[str, str], filename: str) -> Any:
@@ -173,19 +152,18 @@ def parse_model(where: str, model: type[M], data: Any) -> M:
         raise ConfigError(f"{where}: {reasons}") from None
 
 
-def _load_task(folder: str, files: dict[str, str]) -> TaskDefinition:
-    from aircoach.tasks.kinds import kinds
-
+def load_task(folder: str, files: dict[str, str], kinds: Mapping[str, TaskKind]) -> TaskDefinition:
+    """The task of folder `tasks/<folder>/` (`files`: its files), of one of `kinds`."""
     where = f"{TASKS_AREA}/{folder}"
     manifest = parse_model(f"{where}/{MANIFEST}", Manifest, read_json(where, files, MANIFEST))
     if manifest.name != folder:
         raise ConfigError(f"{where}/{MANIFEST}: name {manifest.name!r} must be the folder name")
     if manifest.name in RESERVED_NAMES:
         raise ConfigError(f"{where}: {manifest.name!r} is reserved; not one of {RESERVED_NAMES}")
-    kind = kinds().get(manifest.kind)
+    kind = kinds.get(manifest.kind)
     if kind is None:
         raise ConfigError(
-            f"{where}/{MANIFEST}: unknown kind {manifest.kind!r}; known: {sorted(kinds())}"
+            f"{where}/{MANIFEST}: unknown kind {manifest.kind!r}; known: {sorted(kinds)}"
         )
     prompt = files.get(PROMPT, "").strip()
     if not prompt:
@@ -199,6 +177,7 @@ def _load_task(folder: str, files: dict[str, str]) -> TaskDefinition:
         files=dict(files),
         version=docs_version(files),
         schema_hash=schema_hash(schema),
+        kind=kind,
     )
     return replace(definition, rules=kind.load_rules(where, definition))
 
@@ -213,3 +192,55 @@ def _check_schema(where: str, schema: Any) -> None:
     except SchemaError as exc:
         path = "/".join(str(p) for p in exc.absolute_path) or "(root)"
         raise ConfigError(f"{where}: invalid JSON Schema at {path}: {exc.message}") from None
+
+
+# --- the code half of a task: what its kind provides -------------------------------------
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One request to the model: `payload` is what the model reads (JSON), `context` what the
+    kind's checks need (the canonical text, the candidates)."""
+
+    shrunk: bool
+    payload: dict[str, Any]
+    context: Any
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A valid output, cleaned by the quality checks, and their warnings."""
+
+    output: dict[str, Any]
+    warnings: list[Issue]
+
+
+class TaskKind(Protocol):
+    name: str
+    input_model: type[BaseModel]
+
+    def load_rules(self, where: str, definition: TaskDefinition) -> Any:
+        """Parse and cross-check the kind's own files of the task folder; `ConfigError`."""
+        ...
+
+    def sender(self, task_input: BaseModel) -> str | None:
+        """The address whose contact record gives the run's `customer`, if any."""
+        ...
+
+    def versions(self, definition: TaskDefinition) -> dict[str, str]:
+        """`candidates_version` and `stoplist_version` for the PipelineVersion."""
+        ...
+
+    def prepare(
+        self, definition: TaskDefinition, task_input: BaseModel, *, shrink: bool
+    ) -> Prepared:
+        """CPU-bound and pure: the engine runs it in a worker thread."""
+        ...
+
+    def check(self, definition: TaskDefinition, prepared: Prepared, data: Any) -> Checked:
+        """Business rules and verifiers (raise `StageFailure`), then quality (warnings)."""
+        ...
+
+    def offline(self, definition: TaskDefinition, prepared: Prepared) -> dict[str, Any]:
+        """A deterministic answer without a model (the offline model)."""
+        ...

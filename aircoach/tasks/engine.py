@@ -25,11 +25,10 @@ from pydantic import BaseModel
 
 import aircoach
 from aircoach import telemetry
-from aircoach.store import TaskStores
 from aircoach.tasks.contacts import lookup_customer
-from aircoach.tasks.definition import Policy, TaskDefinition
-from aircoach.tasks.kinds import Prepared
+from aircoach.tasks.definition import Policy, Prepared, TaskDefinition
 from aircoach.tasks.models import StructuredModel, StructuredRequest, TaskModels, Which
+from aircoach.tasks.ports import TaskStores
 from aircoach.tasks.records import (
     MAX_RAW_CHARS,
     Attempt,

@@ -16,14 +16,11 @@ from dataclasses import dataclass
 from email.utils import parseaddr
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from aircoach.errors import ConfigError
 from aircoach.tasks.candidates import (
     CANDIDATES_VERSION,
-    Candidate,
-    CanonicalEmail,
-    TextIndex,
     canonical_email,
     generate_candidates,
     index_text,
@@ -31,9 +28,10 @@ from aircoach.tasks.candidates import (
     normalise_quote,
     stoplist_version,
 )
-from aircoach.tasks.definition import TaskDefinition, parse_model, read_json
-from aircoach.tasks.kinds import Checked, Prepared
+from aircoach.tasks.definition import Checked, Prepared, TaskDefinition, parse_model, read_json
 from aircoach.tasks.records import Issue
+from aircoach.tasks.triage_offline import offline_triage
+from aircoach.tasks.triage_rules import OfflineCues, TriageContext, TriageRules
 from aircoach.tasks.validation import StageFailure, issue
 
 RULES = "rules.json"
@@ -55,54 +53,6 @@ class TriageInput(BaseModel):
     body: str = Field(min_length=1, max_length=MAX_BODY_CHARS)
 
 
-class Limits(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_topics: int = Field(ge=1, le=10)
-    max_keywords: int = Field(ge=1, le=50)
-    max_evidence: int = Field(ge=1, le=5)
-    max_quote_chars: int = Field(ge=20, le=1000)
-    max_signals: int = Field(ge=0, le=20)
-    low_confidence: float = Field(ge=0, le=1)
-
-
-class TriageRules(BaseModel):
-    """`rules.json`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    topics: dict[str, str] = Field(min_length=1, description="label -> what it covers")
-    unknown_topic: str
-    sentiments: list[str] = Field(min_length=1)
-    priorities: list[str] = Field(min_length=1, description="from lowest to highest")
-    limits: Limits
-
-    @model_validator(mode="after")
-    def _unknown_is_a_topic(self) -> TriageRules:
-        if self.unknown_topic not in self.topics:
-            raise ValueError(f"unknown_topic {self.unknown_topic!r} is not one of the topics")
-        return self
-
-
-class OfflineCues(BaseModel):
-    """`offline.json`: the offline model's cues. A cue is one or more word prefixes matched
-    against the e-mail's words in a row (`"iscri"` matches `iscrizione`, `"corso ppl"` the two
-    words in a row)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    topics: dict[str, list[str]]
-    topic_min_score: float = Field(default=1.0, gt=0)
-    subject_weight: float = Field(default=2.0, ge=0)
-    sentiment: dict[str, list[str]] = Field(default_factory=dict)
-    priority: dict[str, list[str]] = Field(default_factory=dict)
-    topic_priority: dict[str, str] = Field(
-        default_factory=dict, description="the lowest priority an e-mail on this topic gets"
-    )
-    default_priority: str
-    default_sentiment: str
-
-
 @dataclass(frozen=True)
 class TriageSetup:
     """What the kind parsed from the task folder."""
@@ -111,13 +61,6 @@ class TriageSetup:
     stoplist: frozenset[str]
     stoplist_version: str
     cues: OfflineCues
-
-
-@dataclass(frozen=True)
-class TriageContext:
-    email: CanonicalEmail
-    candidates: dict[str, Candidate]  # by id, in rank order
-    index: TextIndex  # the canonical text, ready for the verifiers
 
 
 class EmailTriage:
@@ -197,8 +140,6 @@ class EmailTriage:
         return _quality(setup.rules, context, data)
 
     def offline(self, definition: TaskDefinition, prepared: Prepared) -> dict[str, Any]:
-        from aircoach.tasks.triage_offline import offline_triage
-
         setup = _setup(definition)
         assert isinstance(prepared.context, TriageContext)
         return offline_triage(setup.rules, setup.cues, prepared.context, setup.stoplist)

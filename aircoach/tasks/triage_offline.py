@@ -16,12 +16,10 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aircoach.tasks.candidates import tokens
-
-if TYPE_CHECKING:
-    from aircoach.tasks.triage import OfflineCues, TriageContext, TriageRules
+from aircoach.tasks.triage_rules import OfflineCues, TriageContext, TriageRules
 
 OFFLINE_MODEL = "offline-rules"
 _KEYWORDS_PER_TOPIC = 5

@@ -10,10 +10,7 @@ returns at once. The SDK, its exporters and the FastAPI instrumentation live in
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -21,50 +18,15 @@ if TYPE_CHECKING:
     from aircoach.settings import TelemetrySettings
 
 
-class Recorder(Protocol):
-    """What a telemetry backend records (the OpenTelemetry one: `otel.OtelTelemetry`)."""
+from aircoach.telemetry.context import (
+    Recorder,
+    observe,
+    recording,
+    span,
+    trace_ids,
+)
 
-    def span(
-        self, name: str, attributes: Mapping[str, Any] | None
-    ) -> AbstractContextManager[Any]: ...
-
-    def observe(self, event: str, fields: Mapping[str, Any]) -> None: ...
-
-    def trace_ids(self) -> tuple[str, str] | None: ...
-
-
-_active: ContextVar[Recorder | None] = ContextVar("aircoach_telemetry", default=None)
-_OFF: AbstractContextManager[None] = nullcontext()
-
-
-def span(name: str, attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[Any]:
-    """A span named `name`, child of the current one (a no-op when telemetry is off).
-    Attributes must never hold user text, a token or a secret."""
-    recorder = _active.get()
-    return _OFF if recorder is None else recorder.span(name, attributes)
-
-
-def observe(event: str, fields: Mapping[str, Any]) -> None:
-    """Count what a summary line reports (`turn`, `task_run`, `feedback`), when on."""
-    recorder = _active.get()
-    if recorder is not None:
-        recorder.observe(event, fields)
-
-
-def trace_ids() -> tuple[str, str] | None:
-    """(trace_id, span_id) of the current span, in hex; None when telemetry is off."""
-    recorder = _active.get()
-    return None if recorder is None else recorder.trace_ids()
-
-
-@contextmanager
-def recording(recorder: Recorder | None) -> Iterator[None]:
-    """Make `recorder` the one this context (a request, a worker's run) records to."""
-    token = _active.set(recorder)
-    try:
-        yield
-    finally:
-        _active.reset(token)
+__all__ = ["Recorder", "instrument", "observe", "recording", "span", "trace_ids"]
 
 
 def instrument(app: FastAPI, settings: TelemetrySettings) -> None:

@@ -23,8 +23,7 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tracers.context import register_configure_hook
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
-from aircoach.telemetry import _active
-from aircoach.telemetry.otel import OtelTelemetry
+from aircoach.telemetry.context import _active
 
 # Runs whose end never came (a cancelled turn) are ended past this many open ones.
 MAX_OPEN_RUNS = 256
@@ -33,7 +32,7 @@ MAX_OPEN_RUNS = 256
 @dataclass
 class _Run:
     span: Span
-    telemetry: OtelTelemetry
+    telemetry: Any  # the OtelTelemetry recording this run
     started: float
     model: str = ""
     tool: str = ""
@@ -52,9 +51,10 @@ class GenAICallbacks(BaseCallbackHandler):
 
     def _start(self, run_id: UUID, name: str, attributes: dict[str, Any], **run: Any) -> None:
         telemetry = _active.get()
-        if not isinstance(telemetry, OtelTelemetry):
+        tracer = getattr(telemetry, "tracer", None)  # only the OpenTelemetry recorder has one
+        if tracer is None:
             return
-        span = telemetry.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
+        span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
         self._runs[run_id] = _Run(span, telemetry, time.perf_counter(), **run)
         while len(self._runs) > MAX_OPEN_RUNS:
             _, stale = self._runs.popitem(last=False)

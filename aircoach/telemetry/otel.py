@@ -46,9 +46,9 @@ from opentelemetry.trace import Span, StatusCode
 from opentelemetry.util.re import parse_env_headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aircoach.logs import REQUEST_ID_HEADER, redact_query
 from aircoach.settings import TelemetrySettings
-from aircoach.telemetry import recording
+from aircoach.telemetry.context import recording
+from aircoach.text import redact_query
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class OtelTelemetry:
             meter_provider=self.meter_provider,
             server_request_hook=_without_query,
             exclude_spans=["receive", "send"],
-            http_capture_headers_server_response=[REQUEST_ID_HEADER, "X-Turn-ID"],
+            http_capture_headers_server_response=["X-Request-ID", "X-Turn-ID"],
         )
         app.state.telemetry = self  # for an operator's shell and the tests: flush, shutdown
         build_stack = app.build_middleware_stack

@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -31,7 +31,6 @@ from pydantic import (
 )
 
 from aircoach.errors import ConfigError
-from aircoach.models import MAX_TOOLS
 from aircoach.settings import (
     DEFAULT_PYTHON_TOOL_MODULES,
     ROOT,
@@ -39,11 +38,11 @@ from aircoach.settings import (
     tool_variable_allowed,
 )
 
-if TYPE_CHECKING:
-    from aircoach.knowledge.library import CourseSearch
-    from aircoach.quiz.service import QuizService
+T = TypeVar("T")
 
 TOOLS_DOC = "tools.json"
+# The most tools a `tools.json` may declare, and so the most switches a request may send.
+MAX_TOOLS = 64
 SCHEMA_FILE = ROOT / "docs" / "tools.schema.json"
 
 _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -53,18 +52,30 @@ _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 class ToolContext:
     """What a tool may use while it runs: injected per request, never a module global.
     `env` holds the variables a tool's `${NAME}` may name (`Settings.tool_env`); `turn_id`
-    is the chat turn the tool runs in (a graded quiz answer records it); `knowledge` the
-    course search of this turn's docs (the embedded `kb_search`); `topic` holds the
+    is the chat turn the tool runs in (a graded quiz answer records it); `topic` holds the
     conversation's keywords when the question is a follow-up (a source tool searches them
-    first, see `aircoach.grounding.followups`)."""
+    first, see `aircoach.grounding.followups`); `deps` the services this turn provides to
+    the tools, by type (the coach's tools ask for theirs with `need`: the quiz service, the
+    course search), so this platform knows none of them."""
 
-    quiz: QuizService
     user_id: str
     env: Mapping[str, str] = field(default_factory=dict)
     turn_id: str | None = None
     client_max_bytes: int = 16_384  # TOOL_CLIENT_MAX_BYTES: a result's client data at most
     topic: tuple[str, ...] = ()
-    knowledge: CourseSearch | None = None
+    deps: Mapping[type, object] = field(default_factory=dict)
+
+    def get(self, kind: type[T]) -> T | None:
+        """The `kind` service this turn provides, or None."""
+        return cast("T | None", self.deps.get(kind))
+
+    def need(self, kind: type[T]) -> T:
+        """The `kind` service this turn provides; a tool that runs without it fails with an
+        error naming it (the turn's wiring is at fault, not the model)."""
+        found = self.get(kind)
+        if found is None:
+            raise RuntimeError(f"no {kind.__name__!r} in this tool context")
+        return found
 
 
 @dataclass(frozen=True)
@@ -273,19 +284,6 @@ class ToolSpec(_Strict):
     @property
     def display_label(self) -> str:
         return self.label or self.name.replace("_", " ").capitalize()
-
-    def load_handler(self) -> Handler:
-        if self.http is not None:
-            if self.embedded is not None:
-                from aircoach.tools.embedded import call_remote_or_embedded
-
-                return functools.partial(call_remote_or_embedded, self)
-            from aircoach.tools.http import call_http_tool
-
-            return functools.partial(call_http_tool, self)
-        assert self.python is not None
-        # Its module was checked against PYTHON_TOOL_MODULES when the spec validated.
-        return resolve_handler(self.python)
 
 
 def handler_module_allowed(module_name: str, allowed: Sequence[str]) -> bool:

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 
 from aircoach.errors import QuotaExceeded, TurnInProgress
-from aircoach.models import Turn
 from aircoach.services import Services
+from aircoach.turn.records import Turn
 from aircoach.turn.turn import new_turn_id
 
 log = logging.getLogger(__name__)

@@ -33,10 +33,11 @@ from langgraph.types import Command
 from langsmith import set_runtime_overrides
 from langsmith.utils import tracing_is_enabled
 
-from aircoach.llm.failover import ModelFailover
 from aircoach.logs import current_stages
 from aircoach.tools.arguments import InvalidArguments, check_arguments
+from aircoach.tools.backends import load_handler
 from aircoach.tools.registry import ToolContext, ToolSpec
+from aircoach.turn.failover import ModelFailover
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ async def _inline_unless_tracing(
     return ctx.run(func, *args, **kwargs)
 
 
-# Process-wide, like LangChain's own configure hooks (see llm/failover.py): LangSmith's
+# Process-wide, like LangChain's own configure hooks (see turn/failover.py): LangSmith's
 # documented override for how it leaves the event loop.
 set_runtime_overrides(aio_to_thread=_inline_unless_tracing)
 
@@ -188,7 +189,7 @@ class _Unbound(BaseChatModel):
 
 def build_tool(spec: ToolSpec) -> StructuredTool:
     """A tool the structures share: its context is the calling request's (`_tool_context`)."""
-    handler = spec.load_handler()
+    handler = load_handler(spec)
 
     async def run(**arguments: Any) -> tuple[str, _Result]:
         try:

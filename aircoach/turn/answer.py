@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from aircoach.models import ToolRecord
+from aircoach.turn.records import ToolRecord
+
+# The answer when the model wrote nothing and no tool result can stand in (never empty).
+FALLBACK_ANSWER = (
+    "Mi dispiace, non sono riuscito a preparare una risposta questa volta. "
+    "Riprova tra poco o riformula la domanda."
+)
 
 FALLBACK_ANSWER = (
     "Mi dispiace, non sono riuscito a preparare una risposta questa volta. "

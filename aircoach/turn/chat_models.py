@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import anyio
 from langchain_core.language_models import BaseChatModel
 
-from aircoach.llm.factory import ModelProvider, aclose_model, model_label
-from aircoach.llm.failover import ModelFailover
 from aircoach.tools.registry import ToolSpec
+from aircoach.turn.failover import ModelFailover
+from aircoach.turn.providers import ModelProvider, aclose_model, model_label
 
 # Closing a model's HTTP client is quick; a broken one must not hold the response open.
 _CLOSE_TIMEOUT_S = 2.0

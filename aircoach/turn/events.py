@@ -1,19 +1,15 @@
-"""The events of a chat turn's stream (the SSE contract clients depend on), as typed models.
-
-Each event is one SSE message: the `event:` line is its `type`, the `data:` line its JSON, and
-the `id:` line its number in the turn (1, 2, ...): a client that lost the connection sends the
-last one it read as `Last-Event-ID` to `GET /api/turns/{turn_id}/events`. Events travel as
-their JSON objects (`model_dump(mode="json")`): live, from the turn log on another instance,
-or rebuilt from a stored turn, one encoder (`encode_sse`) writes them all.
-The OpenAPI description of the stream is generated from these models (`sse_item_schema`).
+"""The events of a chat turn, as plain typed data with a `type` discriminator. The turn
+yields them and knows no transport: they travel as their JSON objects (`model_dump(mode=
+"json")`), live, through the turn log to another instance, or rebuilt from a stored turn, and
+the HTTP layer encodes them (`aircoach.routes.sse`: one SSE message each, the `event:` line its
+`type`, the `data:` line its JSON, the `id:` line its number in the turn) and describes them in
+the OpenAPI schema from these models.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
-from fastapi.sse import format_sse_event
 from pydantic import BaseModel, ConfigDict, Field
 
 from aircoach.grounding.models import GroundingResult
@@ -21,12 +17,6 @@ from aircoach.grounding.models import GroundingResult
 
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True)
-
-
-def encode_sse(seq: int, data: dict[str, Any]) -> bytes:
-    """One SSE message: `event: <type>`, one `data:` line of JSON, `id: <seq>`."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return format_sse_event(data_str=text, event=str(data["type"]), id=str(seq))
 
 
 class ToolResult(_Event):
@@ -86,35 +76,3 @@ class Done(_Event):
 
 TurnEvent = ToolResult | AgentMessage | Grounding | ErrorEvent | Done
 EVENT_TYPES: tuple[type[_Event], ...] = (ToolResult, AgentMessage, Grounding, ErrorEvent, Done)
-
-
-def sse_item_schema() -> dict[str, Any]:
-    """One SSE message of the stream, in FastAPI's convention for streams (`itemSchema`):
-    one alternative per event type, its `data` described by the event's model."""
-    alternatives = []
-    for event in EVENT_TYPES:
-        schema = event.model_json_schema(mode="serialization")
-        name = schema["properties"]["type"]["const"]
-        schema["required"] = list(schema["properties"])  # every field is always sent
-        alternatives.append(
-            {
-                "type": "object",
-                "title": event.__name__,
-                "description": schema.get("description", ""),
-                "required": ["event", "data"],
-                "properties": {
-                    "event": {"type": "string", "const": name},
-                    "data": {
-                        "type": "string",
-                        "contentMediaType": "application/json",
-                        "contentSchema": schema,
-                    },
-                    "id": {
-                        "type": "string",
-                        "description": "The event's number in the turn: 1, 2, ...",
-                    },
-                    "retry": {"type": "integer", "minimum": 0},
-                },
-            }
-        )
-    return {"oneOf": alternatives}

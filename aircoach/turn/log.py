@@ -15,11 +15,9 @@ The stores (SQLite, MongoDB) implement `TurnLogStore`; both pass the same contra
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-from aircoach.settings import StoreSettings
 
 LOG_TTL_S = 24 * 3600.0
 
@@ -100,13 +98,7 @@ class TurnLogStore(Protocol):
         ...
 
 
-def build_turn_log(settings: StoreSettings) -> TurnLogStore:
-    """On the same backend as the chats (creates no client)."""
-    if settings.store_kind == "mongodb":
-        from aircoach.store.mongo import MongoConnection
-        from aircoach.store.mongo_turnlog import MongoTurnLog, create_turn_log_indexes
-
-        return MongoTurnLog(MongoConnection(settings, create_indexes=create_turn_log_indexes))
-    from aircoach.store.sqlite_turnlog import SqliteTurnLog
-
-    return SqliteTurnLog(settings.sqlite_file)
+async def listed(events: list[LoggedEvent]) -> AsyncIterator[LoggedEvent]:
+    """Events that exist already, as a stream of them."""
+    for event in events:
+        yield event

@@ -23,8 +23,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
-from aircoach.models import ToolCall, Turn
-from aircoach.store.base import ChatStore
+from aircoach.turn.ports import ChatStore
+from aircoach.turn.records import ToolCall, Turn
 
 if TYPE_CHECKING:
     from aircoach.turn.agent import TurnAgent

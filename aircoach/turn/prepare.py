@@ -5,59 +5,80 @@ an HTTP status: the tools switched on, the system prompt, the models, the agent,
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import anyio
 
 from aircoach.auth.tokens import Principal
-from aircoach.auth.userdata import user_data_section
+from aircoach.auth.userdata import UserDataSource, user_data_section
 from aircoach.errors import StoreUnavailable
 from aircoach.grounding.context import ThreadView, TurnGrounding, with_citation_rule
 from aircoach.logs import current_stages
 from aircoach.messages import DEFAULT_LANGUAGE, Language
-from aircoach.models import MessageRequest
 from aircoach.prompts.store import PromptSnapshot
-from aircoach.quiz.service import progress_section
-from aircoach.services import Services
+from aircoach.settings import Settings
 from aircoach.tools.registry import ToolContext, ToolRegistry, ToolSpec
-from aircoach.turn.agent import TurnAgent, build_agent
+from aircoach.turn.agent import AgentShapes, TurnAgent, build_agent
 from aircoach.turn.chat_models import TurnModels
+from aircoach.turn.dead_letters import DeadLetters
+from aircoach.turn.memory import Memory
+from aircoach.turn.ports import ChatStore
+from aircoach.turn.providers import ModelProvider
 from aircoach.turn.recorder import TurnRecorder
-from aircoach.turn.turn import ChatTurn, new_turn_id
+from aircoach.turn.turn import ChatTurn, TurnRequest, new_turn_id
 
 log = logging.getLogger(__name__)
 
-QUIZ_TOOLS = frozenset({"domanda_teoria", "verifica_risposta"})
+# A section a feature adds to the system prompt for this user and these tools ("" for none);
+# it must not fail the turn.
+PromptSection = Callable[[str, Sequence[ToolSpec]], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class TurnParts:
+    """What a turn is built from, given by the composition root (`Services.turn_parts`):
+    `tool_deps(snapshot)` the services the tools of this snapshot may `need` (the quiz, the
+    course search), `sections` the features' extra prompt sections (the quiz progress)."""
+
+    settings: Settings
+    models: ModelProvider
+    memory: Memory
+    shapes: AgentShapes
+    chats: ChatStore
+    dead_letters: DeadLetters
+    user_data: UserDataSource | None
+    tool_deps: Callable[[PromptSnapshot], Awaitable[Mapping[type, object]]]
+    sections: Sequence[PromptSection] = ()
 
 
 async def prepare_turn(
-    services: Services,
+    parts: TurnParts,
     principal: Principal,
-    request: MessageRequest,
+    request: TurnRequest,
     snapshot: PromptSnapshot,
+    registry: ToolRegistry,
     *,
     language: Language = DEFAULT_LANGUAGE,
     turn_id: str | None = None,
 ) -> ChatTurn:
     """A turn ready to stream. `snapshot`: the prompt the route validated the switches on;
-    `language`: of the stream's `error` messages."""
-    settings = services.settings
+    `registry`: the snapshot's tools; `language`: of the stream's `error` messages."""
+    settings = parts.settings
     stages = current_stages()
-    registry = services.tools_for(snapshot)
     enabled = registry.enabled(request.tools)
     log.info("%s", registry.log_line(request.tools))
-    system_prompt = await _system_prompt(services, principal, request, registry, snapshot, enabled)
+    system_prompt = await _system_prompt(parts, principal, request, registry, snapshot, enabled)
     turn_id = turn_id or new_turn_id()
     ctx = ToolContext(
-        quiz=await services.quiz_service(),
         user_id=principal.sub,
         env=settings.tool_env,
         turn_id=turn_id,
         client_max_bytes=settings.tool_client_max_bytes,
-        knowledge=services.knowledge.search_in(snapshot.contents),
+        deps=await parts.tool_deps(snapshot),
     )
     with stages.timed("agent_build"):
-        models = await TurnModels.open(services.models, enabled, streamed=request.stream)
+        models = await TurnModels.open(parts.models, enabled, streamed=request.stream)
 
     def agent_for(prompt: str, topic: tuple[str, ...] = ()) -> TurnAgent:
         with stages.timed("agent_build"):
@@ -66,10 +87,10 @@ async def prepare_turn(
                 tools=enabled,
                 ctx=replace(ctx, topic=topic),
                 system_prompt=prompt,
-                checkpointer=services.memory.checkpointer,
+                checkpointer=parts.memory.checkpointer,
                 history_limit=settings.history_limit,
                 failover=models.failover,
-                shapes=services.agent_shapes,
+                shapes=parts.shapes,
                 version=snapshot.version,
             )
 
@@ -79,9 +100,9 @@ async def prepare_turn(
         thread = ThreadView()
         if request.chat_history:
             with stages.timed("history"):
-                held = await _load_history(services, agent, thread_id, principal.sub)
+                held = await _load_history(parts, agent, thread_id, principal.sub)
             memory_thread, context_turns = thread_id, min(held, settings.history_limit)
-            state = await agent.aget_state(services.memory.config(thread_id))
+            state = await agent.aget_state(parts.memory.config(thread_id))
             thread = ThreadView.of(state.values.get("messages", []), settings.history_limit)
         else:
             memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
@@ -107,9 +128,9 @@ async def prepare_turn(
         agent=agent,
         models=models,
         recorder=TurnRecorder(
-            services.chats,
-            services.memory,
-            services.dead_letters,
+            parts.chats,
+            parts.memory,
+            parts.dead_letters,
             thread_id=thread_id,
             memory_thread=memory_thread,
         ),
@@ -123,64 +144,47 @@ async def prepare_turn(
 
 
 async def _system_prompt(
-    services: Services,
+    parts: TurnParts,
     principal: Principal,
-    request: MessageRequest,
+    request: TurnRequest,
     registry: ToolRegistry,
     snapshot: PromptSnapshot,
     enabled: list[ToolSpec],
 ) -> str:
-    """The docs' prompt, the sources-off warning when it applies, the user's profile and
-    their quiz progress (fetched side by side). Neither section ever fails the turn; the
-    version (and thread) stays the docs' one."""
+    """The docs' prompt, the sources-off warning when it applies, the user's profile and the
+    features' sections (the quiz progress), fetched side by side. None of them ever fails the
+    turn; the version (and thread) stays the docs' one."""
     with current_stages().timed("prompt"):
         prompt = registry.system_prompt(with_citation_rule(snapshot.text), enabled)
     if not request.user_data:
         return prompt
-    settings = services.settings
-    sections = ["", ""]
+    settings = parts.settings
+    sections = [""] * (1 + len(parts.sections))
 
     async def profile() -> None:
         sections[0] = await user_data_section(
-            services.user_data,
+            parts.user_data,
             principal.sub,
             fields=settings.user_data_fields,
             timeout_s=settings.user_data_timeout_s,
         )
 
-    async def progress() -> None:
-        sections[1] = await _progress_section(services, principal.sub, enabled)
+    async def feature(n: int, section: PromptSection) -> None:
+        sections[n] = await section(principal.sub, enabled)
 
     with current_stages().timed("user_data"):
         async with anyio.create_task_group() as tg:
             tg.start_soon(profile)
-            tg.start_soon(progress)
+            for n, section in enumerate(parts.sections, start=1):
+                tg.start_soon(feature, n, section)
     return "\n\n".join([prompt, *(section for section in sections if section)])
 
 
-async def _progress_section(services: Services, user_id: str, enabled: list[ToolSpec]) -> str:
-    """The student's quiz progress, when a quiz tool is on for this turn (else it is noise)."""
-    if not any(spec.name in QUIZ_TOOLS for spec in enabled):
-        return ""
-    try:
-        quiz = await services.quiz_service()
-        return progress_section(await quiz.prompt_progress(user_id))
-    except Exception as exc:
-        reason = exc.__cause__ or exc
-        log.warning(
-            "quiz progress unavailable for %r: no progress section (%s: %s)",
-            user_id,
-            type(reason).__name__,
-            reason,
-        )
-        return ""
-
-
-async def _load_history(services: Services, agent: TurnAgent, thread_id: str, user_id: str) -> int:
+async def _load_history(parts: TurnParts, agent: TurnAgent, thread_id: str, user_id: str) -> int:
     """Make the thread hold the user's stored history; how many turns it holds. A store that
     cannot be read fails the request before anything streams."""
     try:
-        return await services.memory.ensure_thread(agent, thread_id, user_id, services.chats)
+        return await parts.memory.ensure_thread(agent, thread_id, user_id, parts.chats)
     except StoreUnavailable:
         raise
     except Exception as exc:

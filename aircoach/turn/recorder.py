@@ -9,10 +9,10 @@ import logging
 from typing import Literal
 
 from aircoach.logs import current_stages
-from aircoach.models import Turn
-from aircoach.store.base import ChatStore
-from aircoach.store.spool import DeadLetters
+from aircoach.turn.dead_letters import DeadLetters
 from aircoach.turn.memory import Memory
+from aircoach.turn.ports import ChatStore
+from aircoach.turn.records import Turn
 
 log = logging.getLogger(__name__)
 

@@ -11,12 +11,11 @@ from typing import Any
 
 from aircoach.logs import current_request_id
 from aircoach.messages import Language
-from aircoach.store.base import ChatStore
 from aircoach.turn.events import Done
 from aircoach.turn.follow import follow
-from aircoach.turn.log import LoggedEvent, TurnLogStore
+from aircoach.turn.log import LoggedEvent, TurnLogStore, listed
+from aircoach.turn.ports import ChatStore
 from aircoach.turn.replay import replayed_events
-from aircoach.turn.sse import listed
 
 
 async def turn_events(

@@ -11,12 +11,9 @@ from __future__ import annotations
 from aircoach.errors import TurnIncomplete
 from aircoach.logs import current_request_id
 from aircoach.messages import DEFAULT_LANGUAGE, Language
-from aircoach.models import MessageResponse, Turn
-from aircoach.turn.answer import FALLBACK_ANSWER, json_answer
 from aircoach.turn.events import AgentMessage, Done, ErrorEvent, ToolResult, TurnEvent
 from aircoach.turn.log import LoggedEvent
-
-REPLAYED_HEADER = "Idempotent-Replayed"
+from aircoach.turn.records import Turn
 
 
 def replayed_events(turn: Turn, language: Language = DEFAULT_LANGUAGE) -> list[LoggedEvent]:
@@ -30,9 +27,8 @@ def replayed_events(turn: Turn, language: Language = DEFAULT_LANGUAGE) -> list[L
         events.append(ToolResult(tool_name=call.tool_name, data=call.data, final=final))
     if turn.system:
         events.append(AgentMessage(content=turn.system))
-    if turn.status != "ok":
-        error = TurnIncomplete()
-        events.append(ErrorEvent(code=error.code, message=error.message_in(language)))
+    for error in replayed_errors(turn, language):
+        events.append(ErrorEvent(code=error["code"], message=error["message"]))
     events.append(
         Done(
             status=turn.status,
@@ -46,20 +42,9 @@ def replayed_events(turn: Turn, language: Language = DEFAULT_LANGUAGE) -> list[L
     return [LoggedEvent(n, event.model_dump(mode="json")) for n, event in enumerate(events, 1)]
 
 
-def replayed_response(turn: Turn, language: Language = DEFAULT_LANGUAGE) -> MessageResponse:
-    """The JSON answer of a stored turn (`stream: false`)."""
-    errors = []
-    if turn.status != "ok":
-        error = TurnIncomplete()
-        errors.append({"code": error.code, "message": error.message_in(language)})
-    return MessageResponse(
-        answer=json_answer(turn.system, turn.tool, FALLBACK_ANSWER),
-        tool=turn.tool,
-        turn_id=turn.turn_id,
-        prompt_version=turn.prompt_version,
-        model=turn.model,
-        context_turns=0,
-        status=turn.status,
-        errors=errors,
-        request_id=current_request_id() or "",
-    )
+def replayed_errors(turn: Turn, language: Language = DEFAULT_LANGUAGE) -> list[dict[str, str]]:
+    """The `errors` of a stored turn's JSON answer: `turn_incomplete` unless it ended `ok`."""
+    if turn.status == "ok":
+        return []
+    error = TurnIncomplete()
+    return [{"code": error.code, "message": error.message_in(language)}]

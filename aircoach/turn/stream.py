@@ -10,9 +10,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
-from aircoach.models import ToolCall
 from aircoach.turn.agent import TurnAgent, ends_turn
 from aircoach.turn.events import AgentMessage, ToolResult
+from aircoach.turn.records import ToolCall
 
 
 @dataclass(frozen=True)

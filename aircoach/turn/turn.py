@@ -10,9 +10,10 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
 import anyio
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -23,10 +24,8 @@ from aircoach.grounding.context import TurnGrounding
 from aircoach.grounding.guard import ContextIndex, caveat
 from aircoach.grounding.models import GroundingResult, Retrieved
 from aircoach.grounding.retrieval import log_entries, retrieved
-from aircoach.llm.factory import model_label
 from aircoach.logs import current_request, current_request_id, current_stages, log_fields
 from aircoach.messages import DEFAULT_LANGUAGE, Language
-from aircoach.models import MessageRequest, ToolCall, ToolRecord, Turn, TurnStatus
 from aircoach.stages import Stages
 from aircoach.turn.agent import TurnAgent, window
 from aircoach.turn.answer import FALLBACK_ANSWER
@@ -39,7 +38,9 @@ from aircoach.turn.events import (
     Grounding,
     TurnEvent,
 )
+from aircoach.turn.providers import model_label
 from aircoach.turn.recorder import TurnRecorder
+from aircoach.turn.records import ToolCall, ToolRecord, Turn, TurnStatus
 from aircoach.turn.stream import ToolStep, agent_events
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,25 @@ log = logging.getLogger(__name__)
 
 class TurnCancelled(Exception):
     """The turn was stopped on request while it waited for the agent."""
+
+
+class TurnRequest(Protocol):
+    """What a turn reads of the client's message (the HTTP body `MessageRequest` is one)."""
+
+    @property
+    def query(self) -> str: ...
+
+    @property
+    def chat_history(self) -> bool: ...
+
+    @property
+    def user_data(self) -> bool: ...
+
+    @property
+    def stream(self) -> bool: ...
+
+    @property
+    def tools(self) -> Mapping[str, bool] | None: ...
 
 
 def new_turn_id() -> str:
@@ -57,7 +77,7 @@ def new_turn_id() -> str:
 @dataclass
 class ChatTurn:
     principal: Principal
-    request: MessageRequest
+    request: TurnRequest
     agent: TurnAgent
     models: TurnModels
     recorder: TurnRecorder

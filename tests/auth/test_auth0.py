@@ -15,8 +15,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from aircoach.auth.auth0 import Auth0KeySource
-from aircoach.auth.tokens import DevIssuer, TokenVerifier, build_verifier
+from aircoach.auth.tokens import DevIssuer, TokenVerifier
 from aircoach.errors import AuthError, AuthUnavailable, ConfigError
+from aircoach.services import build_verifier
 from aircoach.settings import DEV_ISSUER, Settings
 from tests.clock import FakeClock
 from tests.fake_auth0 import FakeTenant, rsa_key

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from aircoach.auth.auth0 import PROFILE_FIELDS, Auth0Management
-from aircoach.auth.userdata import build_user_data_source
+from aircoach.services import build_user_data_source
 from aircoach.settings import Settings
 from tests.clock import FakeClock
 from tests.fake_auth0 import FakeTenant

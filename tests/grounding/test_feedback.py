@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from aircoach.grounding.feedback import MAX_COMMENT_CHARS, Feedback
+from aircoach.services import build_stores
 from aircoach.settings import Settings
-from aircoach.store import build_stores
 from tests.helpers import app_with, asgi_client, chat
 from tests.scripted_model import Script, ScriptedModels, text
 from tests.store.test_contract import make_turn

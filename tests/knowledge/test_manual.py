@@ -9,7 +9,7 @@ import re
 from aircoach.knowledge.manual import manual_docs, manual_version, parse_chapter, parse_manual
 from aircoach.prompts.store import build_prompt
 from aircoach.quiz.bank import DEMO_QUESTIONS
-from aircoach.quiz.search import fold, stem, words
+from aircoach.text import fold, stem, words
 from tests.helpers import shipped_docs
 
 BANK = json.loads(DEMO_QUESTIONS.read_text("utf-8"))

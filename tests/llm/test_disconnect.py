@@ -13,7 +13,7 @@ import anyio
 import httpx
 import pytest
 
-from aircoach.store import build_stores
+from aircoach.services import build_stores
 from tests.helpers import ObservedChats, app_with, served
 from tests.llm.fakes import Reply, gemini_text
 

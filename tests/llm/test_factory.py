@@ -10,8 +10,9 @@ import httpx
 import pytest
 
 from aircoach.errors import ConfigError
-from aircoach.llm.factory import ModelRef, build_fallback_model, build_model, model_label
+from aircoach.llm.factory import ModelRef, build_fallback_model, build_model
 from aircoach.settings import ROOT, Settings
+from aircoach.turn.providers import model_label
 
 
 def _settings(**values):

@@ -19,8 +19,8 @@ import pytest
 from pymongo import MongoClient
 
 from aircoach.quiz.bank import seed_demo_questions
+from aircoach.services import build_stores
 from aircoach.settings import ROOT, Settings
-from aircoach.store import build_stores
 from tests.fake_auth0 import FakeTenant, rsa_key
 from tests.llm.fakes import FakeModelServer, Reply, gemini_text
 from tests.load.harness import (

@@ -10,9 +10,9 @@ from typing import Any
 
 from aircoach.knowledge.manual import Section, parse_manual
 from aircoach.quiz.bank import CHAPTERS, DEMO_QUESTIONS
-from aircoach.quiz.search import fold, stem, words
 from aircoach.quiz.service import public
 from aircoach.store.sqlite import SqliteQuizStore
+from aircoach.text import fold, stem, words
 from tests.helpers import shipped_docs
 
 BANK: dict[str, Any] = json.loads(DEMO_QUESTIONS.read_text("utf-8"))

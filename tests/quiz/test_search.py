@@ -4,16 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from aircoach.quiz.search import (
-    EXACT,
-    FUZZY,
-    MAX_QUERY_WORDS,
-    index_terms,
-    one_edit_away,
-    plan,
-    stem,
-    words,
-)
+from aircoach.quiz.ports import index_terms
+from aircoach.text import EXACT, FUZZY, MAX_QUERY_WORDS, one_edit_away, plan, stem, words
 
 
 def test_words_fold_accents_case_and_punctuation_and_drop_stopwords():

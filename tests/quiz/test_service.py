@@ -15,8 +15,8 @@ from aircoach.quiz.service import (
     progress_section,
     public,
 )
+from aircoach.services import open_stores
 from aircoach.settings import Settings
-from aircoach.store import open_stores
 
 # Chapter 1, question 1 of the demo bank: the key is c ("quadruplica").
 Q11 = (1, 1)

@@ -16,11 +16,11 @@ from aircoach.tools.registry import ToolContext
 async def ctx(bank_file):
     quiz = SqliteQuizStore(bank_file)
     service = QuizService(quiz, SqliteAttemptStore(bank_file), await chapter_titles())
-    return ToolContext(quiz=service, user_id="u", turn_id="turn-1")
+    return ToolContext(user_id="u", turn_id="turn-1", deps={QuizService: service})
 
 
 async def test_demo_questions_cover_ten_chapters_and_load_once(ctx):
-    store = ctx.quiz.questions
+    store = ctx.need(QuizService).questions
     assert await store.count() >= 100
     assert await seed_demo_questions(store) == 0  # not empty any more: nothing to do
     for chapter in range(1, 11):
@@ -156,7 +156,7 @@ async def test_the_sub_queries_run_concurrently(ctx):
 
     running, most = 0, 0
     both_started = anyio.Event()
-    inner = ctx.quiz.questions.sample
+    inner = ctx.need(QuizService).questions.sample
 
     async def sample(size, *, capitolo=None):
         nonlocal running, most
@@ -171,7 +171,7 @@ async def test_the_sub_queries_run_concurrently(ctx):
         finally:
             running -= 1
 
-    ctx.quiz.questions.sample = sample
+    ctx.need(QuizService).questions.sample = sample
     out = await domanda_teoria(ctx, capitoli=[3, 8])
     assert most == 2 and len(out.data["questions"]) == 2
 
@@ -180,9 +180,9 @@ async def test_the_sub_queries_run_concurrently(ctx):
 
 
 async def answer_wrong(ctx, capitolo, numero):
-    question = await ctx.quiz.question(capitolo, numero)
+    question = await ctx.need(QuizService).question(capitolo, numero)
     wrong = next(x for x in "abcd" if x != question["corretta"])
-    await ctx.quiz.grade(ctx.user_id, capitolo, numero, wrong, turn_id=None)
+    await ctx.need(QuizService).grade(ctx.user_id, capitolo, numero, wrong, turn_id=None)
 
 
 async def test_review_draws_the_questions_answered_wrong(ctx):
@@ -206,9 +206,9 @@ async def test_review_without_missed_questions_draws_from_the_weak_chapters(ctx)
     for n in (1, 2, 3):
         await answer_wrong(ctx, 5, n)
     for n in (1, 2, 3):  # answered right since: nothing missed, chapter 5 still weak (3/6)
-        question = await ctx.quiz.question(5, n)
-        await ctx.quiz.grade(ctx.user_id, 5, n, question["corretta"], turn_id=None)
-    assert await ctx.quiz.missed(ctx.user_id) == []
+        question = await ctx.need(QuizService).question(5, n)
+        await ctx.need(QuizService).grade(ctx.user_id, 5, n, question["corretta"], turn_id=None)
+    assert await ctx.need(QuizService).missed(ctx.user_id) == []
     out = await domanda_teoria(ctx, modo="ripasso", quante=2)
     assert out.data["query"]["fonte"] == "capitoli_deboli" and out.data["query"]["capitoli"] == [5]
     assert [c for c, _ in keys(out.data["questions"])] == [5, 5]
@@ -257,14 +257,14 @@ async def test_grading_in_the_chat_returns_the_rest_object_and_records_the_turn(
         "risposta": "c",
         "corretta": True,
         "risposta_corretta": "c",
-        "spiegazione": (await ctx.quiz.question(1, 1))["spiegazione"],
+        "spiegazione": (await ctx.need(QuizService).question(1, 1))["spiegazione"],
     }
     assert out.text.splitlines()[:3] == [
         "Esito: risposta CORRETTA (capitolo 1, domanda 1).",
         "Risposta dell'allievo: c) quadruplica",
         "Risposta corretta: c) quadruplica",
     ]
-    (attempt,) = await ctx.quiz.attempts.recent_attempts("u", 5)
+    (attempt,) = await ctx.need(QuizService).attempts.recent_attempts("u", 5)
     assert (attempt.turn_id, attempt.corretta) == ("turn-1", True)
     wrong = await verifica_risposta(ctx, capitolo=1, numero=1, risposta="raddoppia")
     assert wrong.data["corretta"] is False and wrong.text.startswith("Esito: risposta SBAGLIATA")
@@ -285,4 +285,4 @@ async def test_grading_errors_go_back_to_the_model_and_store_nothing(ctx, args, 
     out = await verifica_risposta(ctx, **args)
     assert not out.ok and message in out.data["error"]
     assert out.text.startswith("[Tool verifica_risposta failed:")
-    assert await ctx.quiz.attempts.recent_attempts("u", 5) == []
+    assert await ctx.need(QuizService).attempts.recent_attempts("u", 5) == []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aircoach.models import Turn
+from aircoach.turn.records import Turn
 from tests.helpers import app_with, asgi_client
 
 

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from aircoach.errors import StoreUnavailable
-from aircoach.store import TaskStores
 from aircoach.tasks.contacts import seed_demo_contacts
 from aircoach.tasks.models import StructuredRequest
+from aircoach.tasks.ports import TaskStores
 from tests.helpers import app_with, asgi_client, copy_prompt_docs
 from tests.tasks.scripted import ScriptedTaskModels
 
@@ -272,7 +272,7 @@ class DownRuns:
 
 
 async def test_a_store_outage_is_a_503_and_a_batch_error_per_input(settings, auth):
-    from aircoach.store import build_task_stores
+    from aircoach.services import build_task_stores
 
     real = build_task_stores(settings)
     app = app_with(settings, task_stores=TaskStores(DownRuns(), real.reviews, real.contacts))

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from aircoach.errors import StoreUnavailable
-from aircoach.models import ToolCall, ToolRecord, Turn
 from aircoach.quiz.models import Attempt, ChapterStats
+from aircoach.quiz.ports import AttemptStore, QuizStore
+from aircoach.services import build_stores, open_stores
 from aircoach.settings import ROOT, Settings
-from aircoach.store import build_stores, open_stores
-from aircoach.store.base import AttemptStore, ChatStore, QuizStore
+from aircoach.turn.ports import ChatStore
+from aircoach.turn.records import ToolCall, ToolRecord, Turn
 from tests.mongo_server import MongoServer, mongo_settings
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from aircoach.models import Turn
 from aircoach.services import Services, build_dead_letters
-from aircoach.store.spool import DeadLetters, FileSpool
+from aircoach.store.spool import FileSpool
+from aircoach.turn.dead_letters import DeadLetters
+from aircoach.turn.records import Turn
 from tests.helpers import app_with, asgi_client, chat, services_of
 from tests.s3 import BUCKET, PREFIX, s3_settings
 from tests.scripted_model import Script, ScriptedModels, text

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from aircoach.auth.tokens import DevIssuer
-from aircoach.models import Turn
 from aircoach.store.sqlite import SqliteChatStore
+from aircoach.turn.records import Turn
 
 
 def mode(path: Path) -> int:

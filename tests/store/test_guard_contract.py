@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from aircoach.services import build_guard_stores
 from aircoach.settings import Settings
-from aircoach.store.guards import GuardStores, Reservation, build_guard_stores
+from aircoach.turn.guards import GuardStores, Reservation
 
 DAY = 86_400.0
 # Real times: MongoDB's TTL monitor (and nx-27017's) drops documents whose date has passed.

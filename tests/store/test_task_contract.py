@@ -8,8 +8,9 @@ import random
 
 import pytest
 
+from aircoach.services import build_task_stores
 from aircoach.settings import Settings
-from aircoach.store import TaskStores, build_task_stores
+from aircoach.tasks.ports import TaskStores
 from aircoach.tasks.records import (
     Attempt,
     Contact,

@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from aircoach.services import build_turn_log
 from aircoach.settings import Settings
-from aircoach.turn.log import LoggedEvent, RunningTurn, TurnLogStore, build_turn_log
+from aircoach.turn.log import LoggedEvent, RunningTurn, TurnLogStore
 
 # A week ahead: MongoDB's TTL monitor drops documents whose date has passed in real time, and
 # a loaded machine may run this module minutes after it was imported. The stores compare

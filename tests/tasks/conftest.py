@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from aircoach.tasks.definition import TaskDefinition, load_tasks
-from aircoach.tasks.kinds import Prepared, TaskKind, kinds
+from aircoach.tasks.catalog import kinds, load_tasks
+from aircoach.tasks.definition import Prepared, TaskDefinition, TaskKind
 from aircoach.tasks.triage import TriageInput
 from tests.helpers import shipped_docs
 from tests.llm.conftest import (  # noqa: F401 (fixtures: the fake model servers)

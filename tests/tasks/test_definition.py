@@ -10,7 +10,8 @@ import pytest
 
 from aircoach.errors import ConfigError
 from aircoach.prompts.store import build_prompt
-from aircoach.tasks.definition import load_tasks, task_versions
+from aircoach.tasks.catalog import load_tasks
+from aircoach.tasks.definition import task_versions
 
 FOLDER = "tasks/email_triage/"
 

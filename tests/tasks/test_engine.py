@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from aircoach.errors import StoreUnavailable
-from aircoach.store import TaskStores, build_task_stores
+from aircoach.services import build_task_stores
 from aircoach.tasks.contacts import seed_demo_contacts
 from aircoach.tasks.engine import AlreadyResolved, InvalidOutput, TaskEngine, TaskFailed
 from aircoach.tasks.models import StructuredRequest
+from aircoach.tasks.ports import TaskStores
 from tests.tasks.conftest import email
 from tests.tasks.scripted import ScriptedTaskModels
 

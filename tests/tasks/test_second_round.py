@@ -11,15 +11,16 @@ from typing import Any
 
 import pytest
 
-from aircoach.store import TaskStores, build_task_stores
+from aircoach.services import build_task_stores
 from aircoach.tasks.engine import TaskEngine, TaskFailed
 from aircoach.tasks.models import StructuredRequest
+from aircoach.tasks.ports import TaskStores
 from aircoach.tasks.validation import StageFailure, schema_stage
+from tests.entry.test_tasks_worker import MAIL as SQS_MAIL
+from tests.entry.test_tasks_worker import Queues, worker
+from tests.entry.test_tasks_worker import sqs as sqs  # the fixture
 from tests.tasks.conftest import email
 from tests.tasks.scripted import ScriptedTaskModels
-from tests.tasks.test_worker import MAIL as SQS_MAIL
-from tests.tasks.test_worker import Queues, worker
-from tests.tasks.test_worker import sqs as sqs  # the fixture
 
 MAIL = email(
     "Buongiorno, vorrei prenotare una lezione di volo per sabato. "

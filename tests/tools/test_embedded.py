@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from aircoach.knowledge.library import CourseKnowledge
+from aircoach.knowledge.library import CourseKnowledge, CourseSearch
+from aircoach.tools.backends import load_handler
 from aircoach.tools.registry import ToolContext, ToolSpec, parse_tools_config
 from aircoach.tools.results import failure_data
 from tests.helpers import app_with, asgi_client, chat, copy_prompt_docs, shipped_docs
@@ -29,7 +30,7 @@ def kb() -> ToolSpec:
 @pytest.fixture
 def ctx() -> ToolContext:
     knowledge = CourseKnowledge().search_in(shipped_docs())
-    return ToolContext(quiz=None, user_id="user-1", env={}, knowledge=knowledge)  # type: ignore[arg-type]
+    return ToolContext(user_id="user-1", env={}, deps={CourseSearch: knowledge})
 
 
 def _shape(data: dict[str, Any]) -> tuple[Any, ...]:
@@ -42,7 +43,7 @@ def _shape(data: dict[str, Any]) -> tuple[Any, ...]:
 
 
 async def test_the_embedded_backend_searches_the_course(kb, ctx):
-    out = await kb.load_handler()(ctx, query=QUERY, top_k=50)
+    out = await load_handler(kb)(ctx, query=QUERY, top_k=50)
     assert out.ok, out.text
     assert out.data["success"] is True
     assert out.data["meta"] == {
@@ -61,10 +62,10 @@ async def test_the_embedded_backend_searches_the_course(kb, ctx):
 
 async def test_a_follow_up_searches_the_topic_first(kb, ctx):
     # "e con il QFE?" after a question on the altimeter: the search names the topic too.
-    out = await kb.load_handler()(replace(ctx, topic=("altimetro",)), query="e con il QFE?")
+    out = await load_handler(kb)(replace(ctx, topic=("altimetro",)), query="e con il QFE?")
     assert out.ok and out.data["meta"]["expanded_query"].startswith("altimetro ")
     assert out.data["items"][0]["riferimento"] == "3.2"
-    alone = await kb.load_handler()(ctx, query="e con il QFE?")
+    alone = await load_handler(kb)(ctx, query="e con il QFE?")
     assert "expanded_query" not in alone.data["meta"]
 
 
@@ -77,33 +78,33 @@ async def test_a_follow_up_searches_the_topic_first(kb, ctx):
     ],
 )
 async def test_bad_arguments_are_a_failure_the_model_reads(kb, ctx, arguments, reason):
-    out = await kb.load_handler()(ctx, **arguments)
+    out = await load_handler(kb)(ctx, **arguments)
     assert not out.ok and out.text == f"[Tool kb_search failed: {reason}]"
     assert out.data == failure_data(reason, out.data["meta"])
     assert QUERY not in json.dumps(out.data)
 
 
 async def test_no_match_is_a_success_with_no_items(kb, ctx):
-    out = await kb.load_handler()(ctx, query="Mi consigli un buon mutuo per la casa?")
+    out = await load_handler(kb)(ctx, query="Mi consigli un buon mutuo per la casa?")
     assert out.ok and out.data["items"] == [] and out.text == "[Manuale: nessun risultato]"
 
 
 @pytest.mark.integration
 async def test_embedded_and_remote_give_the_same_shapes(kb, ctx, tool_service):
-    embedded = await kb.load_handler()(ctx, query=QUERY)
+    embedded = await load_handler(kb)(ctx, query=QUERY)
     hit = {k: embedded.data["items"][0][k] for k in embedded.data["items"][0]}
     tool_service.plan("/kb", Reply(200, {"results": [hit]}))
     remote_ctx = replace(ctx, env=tool_urls(tool_service))
     assert kb.backend(remote_ctx.env) == "remote"
-    remote = await kb.load_handler()(remote_ctx, query=QUERY)
+    remote = await load_handler(kb)(remote_ctx, query=QUERY)
     assert len(tool_service.hits("/kb")) == 1  # the service answered, not the index
     assert _shape(remote.data) == _shape(embedded.data)
     assert remote.data["items"] == [hit] and remote.data["meta"]["endpoint"] == "${KB_SEARCH_URL}"
     # The model reads the same line for the same section from both.
     assert remote.text.splitlines()[1] == embedded.text.splitlines()[1]
     tool_service.plan("/kb", Reply(404))
-    failed = await kb.load_handler()(remote_ctx, query=QUERY)
-    bad = await kb.load_handler()(ctx, query="")
+    failed = await load_handler(kb)(remote_ctx, query=QUERY)
+    bad = await load_handler(kb)(ctx, query="")
     assert _shape(failed.data) == _shape(bad.data)
     assert sorted(failed.data) == ["error", "meta", "success"] and failed.data["success"] is False
 

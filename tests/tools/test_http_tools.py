@@ -44,7 +44,7 @@ def specs() -> dict[str, ToolSpec]:
 
 @pytest.fixture
 def ctx(settings) -> ToolContext:
-    return ToolContext(quiz=None, user_id="user-1", env=settings.tool_env)  # type: ignore[arg-type]
+    return ToolContext(user_id="user-1", env=settings.tool_env)
 
 
 def with_env(ctx: ToolContext, **variables: str) -> ToolContext:

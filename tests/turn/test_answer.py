@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from aircoach.models import ToolRecord
 from aircoach.turn.answer import json_answer
+from aircoach.turn.records import ToolRecord
 
 QUESTION = {
     "capitolo": 2,

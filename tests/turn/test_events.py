@@ -8,8 +8,10 @@ import json
 from aircoach.app import create_app
 from aircoach.grounding.feedback import Feedback
 from aircoach.grounding.models import CitationCheck, GroundingResult, ResponseGrounding, Retrieved
-from aircoach.models import HistoryTurn, MessageResponse, ToolCall, ToolUse, Turn
-from aircoach.turn.events import EVENT_TYPES, sse_item_schema
+from aircoach.models import HistoryTurn, MessageResponse
+from aircoach.routes.sse import sse_item_schema
+from aircoach.turn.events import EVENT_TYPES
+from aircoach.turn.records import ToolCall, ToolUse, Turn
 from tests.helpers import chat
 from tests.scripted_model import call
 

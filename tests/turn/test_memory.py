@@ -13,12 +13,12 @@ import httpx
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from aircoach.models import Turn
+from aircoach.services import build_stores
 from aircoach.settings import Settings
-from aircoach.store import build_stores
 from aircoach.tools.registry import ToolContext
 from aircoach.turn.agent import build_agent
 from aircoach.turn.memory import Memory
+from aircoach.turn.records import Turn
 from aircoach.turn.turn import new_turn_id
 from tests.helpers import ObservedChats, app_with, asgi_client, chat, copy_prompt_docs
 from tests.scripted_model import Script, ScriptedChatModel, ScriptedModels, text
@@ -93,7 +93,11 @@ async def test_a_turn_stored_by_another_instance_while_this_one_answers_is_not_m
     services = a.state.services
     snapshot = await services.prompts.current()
     in_flight = await prepare_turn(
-        services, Principal("pilot"), MessageRequest(query="q2"), snapshot
+        services.turn_parts,
+        Principal("pilot"),
+        MessageRequest(query="q2"),
+        snapshot,
+        services.tools_for(snapshot),
     )
     await chat(client_b, headers, "q3 via B")  # stored while A is still answering q2
     assert [e.type async for e in in_flight.events()][-1] == "done"  # q2 is now the newest
@@ -158,7 +162,7 @@ async def test_5000_users_never_hold_more_than_100_threads(settings):
     agent = build_agent(
         model=ScriptedChatModel(script=script),
         tools=[],
-        ctx=ToolContext(quiz=None, user_id="-"),  # type: ignore[arg-type]  # no tools here
+        ctx=ToolContext(user_id="-"),  # no tools here
         system_prompt="Sei un istruttore di volo.",
         checkpointer=memory.checkpointer,
         history_limit=3,

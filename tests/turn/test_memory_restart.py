@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from aircoach.models import ToolRecord, Turn
-from aircoach.store import build_stores
+from aircoach.services import build_stores
 from aircoach.turn.memory import LEGACY_TOOL_TEXT_CHARS, Memory, messages_from_turns
+from aircoach.turn.records import ToolRecord, Turn
 from tests.helpers import ObservedChats, app_with, asgi_client, chat
 from tests.scripted_model import Script, ScriptedModels, call, text
 

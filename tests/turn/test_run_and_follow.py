@@ -11,9 +11,10 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
+from aircoach.services import build_turn_log
 from aircoach.settings import Settings
 from aircoach.turn.follow import follow
-from aircoach.turn.log import LoggedEvent, TurnLogStore, build_turn_log
+from aircoach.turn.log import LoggedEvent, TurnLogStore
 from aircoach.turn.run import TurnRun
 
 WAIT_S = 30.0  # for things that should happen at once; the test fails past it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from aircoach.routes.sse import encode_event
 from aircoach.tools.registry import ToolSpec
 from tests.helpers import app_with, asgi_client, chat, copy_prompt_docs
 from tests.scripted_model import Script, ScriptedModels, call, text
@@ -178,9 +179,8 @@ async def test_offline_model_streams_a_general_answer_word_by_word(client, auth)
 
 
 def test_events_are_json_objects_not_strings():
-    from aircoach.turn.events import ToolResult, encode_sse
+    from aircoach.turn.events import ToolResult
 
-    event = ToolResult(tool_name="x", data={"a": 1}, final=True)
-    raw = encode_sse(7, event.model_dump(mode="json")).decode()
+    raw = encode_event(ToolResult(tool_name="x", data={"a": 1}, final=True), 7).decode()
     assert raw.startswith("event: tool_result\ndata: ") and "\nid: 7\n" in raw
     assert json.loads(raw.split("data: ", 1)[1].split("\n", 1)[0])["data"] == {"a": 1}

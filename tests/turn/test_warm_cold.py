@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from aircoach.services import build_stores
 from aircoach.settings import Settings
-from aircoach.store import build_stores
 from tests.helpers import ObservedChats, app_with, asgi_client, chat
 from tests.scripted_model import Script, ScriptedModels, call, text
 from tests.tools.conftest import tool_urls

@@ -14,11 +14,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from aircoach.entry.tasks_worker import SqsTaskWorker
 from aircoach.errors import StoreUnavailable
-from aircoach.services import Services
+from aircoach.services import Services, build_task_stores
 from aircoach.settings import ROOT
-from aircoach.store import TaskStores, build_task_stores
-from aircoach.tasks.worker import SqsTaskWorker
+from aircoach.tasks.ports import TaskStores
 from tests.helpers import load_serverless_yml
 from tests.tasks.scripted import ScriptedTaskModels
 

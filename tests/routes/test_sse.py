@@ -7,8 +7,8 @@ from typing import Any
 
 import anyio
 
-from aircoach.turn.events import AgentMessage, Done, encode_sse
-from aircoach.turn.sse import HEARTBEAT, OUTBOX_BYTES, with_heartbeat
+from aircoach.routes.sse import HEARTBEAT, OUTBOX_BYTES, encode_sse, with_heartbeat
+from aircoach.turn.events import AgentMessage, Done
 
 
 def enc(event: Any, seq: int = 1) -> bytes:

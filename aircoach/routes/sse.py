@@ -1,4 +1,5 @@
-"""Server-Sent Events on top of FastAPI's own SSE support.
+"""The turn's events as Server-Sent Events, on top of FastAPI's own SSE support: the
+encoding, the heartbeat, the responses, and the stream's description in the OpenAPI schema.
 
 A chat turn's response (`turn_stream`) runs the turn inside the request and sends its events
 as they come; a client that leaves stops the sending, never the turn, which goes on to its end
@@ -9,15 +10,17 @@ events that already exist: a client that leaves ends them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
+from typing import Any
 
 import anyio
-from fastapi.sse import EventSourceResponse
+from fastapi.sse import EventSourceResponse, format_sse_event
 from starlette.types import Receive, Scope, Send
 
 from aircoach.logs import current_stages
-from aircoach.turn.events import TurnEvent, encode_sse
+from aircoach.turn.events import EVENT_TYPES, TurnEvent
 from aircoach.turn.log import LoggedEvent
 from aircoach.turn.run import TurnRun
 
@@ -25,6 +28,17 @@ HEARTBEAT_S = 15.0
 HEARTBEAT = b": keep-alive\n\n"
 # Encoded events waiting for the socket before the turn waits for the client to read them.
 OUTBOX_BYTES = 64 * 1024
+
+
+def encode_sse(seq: int, data: dict[str, Any]) -> bytes:
+    """One SSE message: `event: <type>`, one `data:` line of JSON, `id: <seq>` (the event's
+    number in its turn)."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return format_sse_event(data_str=text, event=str(data["type"]), id=str(seq))
+
+
+def encode_event(event: TurnEvent, seq: int) -> bytes:
+    return encode_sse(seq, event.model_dump(mode="json"))
 
 
 class _Outbox:
@@ -177,7 +191,33 @@ def event_stream(
     return _EventStream(with_heartbeat(encoded(events), every_s), headers=_headers(headers))
 
 
-async def listed(events: list[LoggedEvent]) -> AsyncIterator[LoggedEvent]:
-    """Events that exist already, as the stream `event_stream` sends."""
-    for event in events:
-        yield event
+def sse_item_schema() -> dict[str, Any]:
+    """One SSE message of the stream, in FastAPI's convention for streams (`itemSchema`):
+    one alternative per event type, its `data` described by the event's model."""
+    alternatives = []
+    for event in EVENT_TYPES:
+        schema = event.model_json_schema(mode="serialization")
+        name = schema["properties"]["type"]["const"]
+        schema["required"] = list(schema["properties"])  # every field is always sent
+        alternatives.append(
+            {
+                "type": "object",
+                "title": event.__name__,
+                "description": schema.get("description", ""),
+                "required": ["event", "data"],
+                "properties": {
+                    "event": {"type": "string", "const": name},
+                    "data": {
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": schema,
+                    },
+                    "id": {
+                        "type": "string",
+                        "description": "The event's number in the turn: 1, 2, ...",
+                    },
+                    "retry": {"type": "integer", "minimum": 0},
+                },
+            }
+        )
+    return {"oneOf": alternatives}

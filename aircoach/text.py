@@ -1,8 +1,9 @@
-"""The forgiving question search: accents, case and punctuation ignored, singular and plural
-alike, one typo tolerated in a word of five letters or more, best matches first.
+"""Text helpers shared by the features (core): `fold`, `words` and `stem` for Italian text,
+and the forgiving term search built on them: accents, case and punctuation ignored, singular
+and plural alike, one typo tolerated in a word of five letters or more, best matches first.
 
-A question is indexed under the stems of the words of its text and topic (`index_terms`); the
-stores keep them next to the question (a table of terms in SQLite, an indexed array in
+A quiz question is indexed under the stems of the words of its text and topic (`terms`, via
+`aircoach.quiz.ports.index_terms`); the stores keep them next to the question (a table of terms in SQLite, an indexed array in
 MongoDB) and look up the terms a query plan asks for, so the cost of a search grows with the
 matches, not with the bank. Typos are handled on the query side: a word's stem is looked up
 together with every string one edit away from it (a few hundred indexed keys), which keeps
@@ -16,7 +17,6 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 # Bump when the folding or stemming changes: stores re-index questions of an older version.
 TERMS_VERSION = 1
@@ -65,9 +65,8 @@ def stem(word: str) -> str:
     return word
 
 
-def index_terms(question: Mapping[str, Any]) -> list[str]:
-    """The terms a question is found by: the stems of its text and topic, sorted, unique."""
-    text = f"{question.get('testo', '')} {question.get('argomento') or ''}"
+def terms(text: str) -> list[str]:
+    """The terms a text is found by: the stems of its words, sorted, unique."""
     return sorted({stem(w) for w in words(text)})
 
 
@@ -142,3 +141,12 @@ def plan(text: str) -> SearchPlan:
         if len(planned) == MAX_QUERY_WORDS:
             break
     return SearchPlan(tuple(planned))
+
+
+def redact_query(target: str) -> str:
+    """`path?a=1&b=2` as `path?a=…&b=…` (at most 20 names, each cut to 40 characters)."""
+    path, mark, query = target.partition("?")
+    if not mark:
+        return path
+    names = [part.partition("=")[0][:40] for part in query.split("&")[:20] if part]
+    return path + "?" + "&".join(f"{name}=…" for name in names)

@@ -1,4 +1,5 @@
-"""The stores behind safe retries and per-user budgets, shared by every instance:
+"""The ports of the stores behind safe retries and per-user budgets, shared by every
+instance (adapters in `aircoach.store`):
 
 - `ReservationStore` (collection `idempotency`): one reservation per (user,
   client_message_id), naming the turn that answers it, for 24 h; a repeat finds the turn
@@ -13,8 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
-
-from aircoach.settings import StoreSettings
 
 
 @dataclass(frozen=True)
@@ -62,21 +61,3 @@ class QuotaStore(Protocol):
 class GuardStores:
     reservations: ReservationStore
     quotas: QuotaStore
-
-
-def build_guard_stores(settings: StoreSettings) -> GuardStores:
-    """On the same backend as the chats (creates no client)."""
-    if settings.store_kind == "mongodb":
-        from aircoach.store.mongo import MongoConnection
-        from aircoach.store.mongo_guards import (
-            MongoQuotaStore,
-            MongoReservationStore,
-            create_guard_indexes,
-        )
-
-        connection = MongoConnection(settings, create_indexes=create_guard_indexes)
-        return GuardStores(MongoReservationStore(connection), MongoQuotaStore(connection))
-    from aircoach.store.sqlite_guards import SqliteQuotaStore, SqliteReservationStore
-
-    path = settings.sqlite_file
-    return GuardStores(SqliteReservationStore(path), SqliteQuotaStore(path))

@@ -25,7 +25,7 @@ from langchain_core.tracers.context import register_configure_hook
 from langgraph.errors import GraphBubbleUp
 
 from aircoach.errors import ModelUnavailable
-from aircoach.llm.factory import model_label
+from aircoach.turn.providers import model_label
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,252 @@
+"""Command line: `aircoach serve | token | chat | seed-quiz | seed-contacts | docs ...`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+
+import httpx
+
+from aircoach.settings import get_settings, startup_error
+
+DEFAULT_PORT = 8000
+
+
+def _port() -> int:
+    """`PORT` (the Makefile's and the platforms' variable), else 8000."""
+    raw = os.environ.get("PORT", "").strip()
+    if not raw:
+        return DEFAULT_PORT
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        sys.exit(f"error: PORT={raw[:20]!r} must be a port number (1-65535)")
+    return int(raw)
+
+
+def _serve(args: argparse.Namespace) -> None:
+    from aircoach.app import create_app
+    from aircoach.entry.server import serve
+
+    port = args.port or _port()
+    settings = get_settings()
+    app = create_app(settings)
+    if settings.uses_dev_issuer:
+        print(
+            "Dev token issuer on. Get a token with:\n"
+            "  TOKEN=$(.venv/bin/python -m aircoach token --sub demo-user)\n"
+            "then chat with:\n"
+            f"  .venv/bin/python -m aircoach chat --url http://{args.host}:{port}\n",
+            flush=True,
+        )
+    serve(
+        app,
+        host=args.host,
+        port=port,
+        receipt_timeout_s=settings.request_receipt_timeout_s,
+    )
+
+
+def _dev_token(settings, sub: str, ttl: int, permissions: list[str]) -> str:
+    from aircoach.auth.tokens import mint_dev_token
+    from aircoach.errors import ConfigError
+
+    try:
+        return mint_dev_token(settings, sub, ttl_s=ttl, permissions=permissions)
+    except ConfigError as exc:
+        sys.exit(str(exc))
+
+
+def _token(args: argparse.Namespace) -> None:
+    print(_dev_token(get_settings(), args.sub, args.ttl, args.permission))
+
+
+def _chat(args: argparse.Namespace) -> None:
+    url = args.url or f"http://127.0.0.1:{_port()}"
+    token = args.token or _dev_token(get_settings(), args.sub, 3600, [])
+    try:
+        _converse(url, token, args.sub)
+    except httpx.ConnectError:
+        sys.exit(f"error: nothing is listening at {url}: start the server (make run) or pass --url")
+    except httpx.TransportError as exc:
+        sys.exit(f"error: the connection to {url} failed ({type(exc).__name__})")
+
+
+def _converse(url: str, token: str, sub: str) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=url, headers=headers, timeout=None) as client:
+        client.get("/api/health", timeout=10)  # says at once when nothing listens there
+        print(f"Chatting with {url} as {sub!r}. Empty line or Ctrl-D to quit.")
+        while True:
+            try:
+                query = input("\nyou> ").strip()
+            except EOFError:
+                break
+            if not query:
+                break
+            with client.stream("POST", "/api/stream_query", json={"query": query}) as response:
+                if response.status_code != 200:
+                    print(f"error {response.status_code}: {response.read().decode()}")
+                    continue
+                print("coach> ", end="", flush=True)
+                for line in response.iter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    event = json.loads(line[6:])
+                    if event["type"] == "agent_message":
+                        print(event["content"], end="", flush=True)
+                    elif event["type"] == "tool_result":
+                        print(
+                            f"\n[{event['tool_name']}] {json.dumps(event['data'], ensure_ascii=False, indent=1)}"
+                        )
+                    elif event["type"] == "error":
+                        print(f"\n[error {event['code']}] {event['message']}")
+                    elif event["type"] == "done":
+                        print(
+                            f"\n(turn {event['turn_id']}, prompt v{event['prompt_version']}, "
+                            f"{event['model']}, {event['context_turns']} earlier turns shown)"
+                        )
+
+
+def _seed_quiz(args: argparse.Namespace) -> None:
+    from aircoach.quiz.bank import seed_demo_questions
+    from aircoach.services import build_stores
+
+    _, quiz = build_stores(get_settings())
+
+    async def seed() -> int:
+        try:
+            return await seed_demo_questions(quiz, only_if_empty=False)
+        finally:
+            # A MongoDB client must be closed inside the loop that made it.
+            if aclose := getattr(quiz, "aclose", None):
+                await aclose()
+
+    written = asyncio.run(seed())
+    print(f"{written} questions loaded (existing ones with the same capitolo+numero replaced)")
+
+
+def _seed_contacts(args: argparse.Namespace) -> None:
+    from aircoach.services import build_task_stores
+    from aircoach.tasks.contacts import seed_demo_contacts
+
+    contacts = build_task_stores(get_settings()).contacts
+
+    async def seed() -> int:
+        try:
+            return await seed_demo_contacts(contacts)
+        finally:
+            if aclose := getattr(contacts, "aclose", None):
+                await aclose()
+
+    written = asyncio.run(seed())
+    print(
+        f"{written} demo contacts loaded (existing ones with the same address or domain replaced)"
+    )
+
+
+def _docs(args: argparse.Namespace) -> None:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from aircoach.errors import ConfigError
+    from aircoach.prompts.publish import DocsBucket, DocsCommandError
+
+    try:
+        bucket = DocsBucket(get_settings())
+        where = f"s3://{bucket.bucket}/{bucket.prefix}"
+        if args.docs_command == "push":
+            results = bucket.push(delete=args.delete)
+            for r in results:
+                version = f" (version {r.version_id})" if r.version_id else ""
+                print(f"{r.action:>11}  {r.key}{version}")
+            uploaded = sum(r.action in ("uploaded", "deleted") for r in results)
+            print(f"{uploaded} change(s) pushed from {str(bucket.folder)!r} to {where}")
+            if uploaded:
+                print(
+                    "Instances pick them up within PROMPT_TTL_S, or now via POST /api/update_docs"
+                )
+        elif args.docs_command == "status":
+            st = bucket.status()
+            print(f"local  {st.local_version or '(no docs)'}  {bucket.folder}")
+            print(f"remote {st.remote_version or '(no docs)'}  {where}")
+            for name, (local_task, remote_task) in st.tasks.items():
+                print(f"  task {name}: local {local_task or '-'}  remote {remote_task or '-'}")
+            for label, keys in (
+                ("only local", st.only_local),
+                ("only remote", st.only_remote),
+                ("different", st.different),
+            ):
+                for key in keys:
+                    print(f"  {label}: {key}")
+            print("in sync" if st.in_sync else "differs: run `docs push` to publish local docs")
+        elif args.docs_command == "history":
+            for v in bucket.history(args.key):
+                what = "delete marker" if v.delete_marker else f"etag {v.etag}  {v.size} bytes"
+                latest = "latest" if v.latest else "      "
+                print(f"{v.version_id}  {latest}  {v.last_modified}  {what}")
+        elif args.docs_command == "rollback":
+            new_id = bucket.rollback(args.key, args.version_id)
+            print(f"{args.key!r} is now version {args.version_id!r} again (new version {new_id})")
+    except (ConfigError, DocsCommandError, BotoCoreError, ClientError) as exc:
+        sys.exit(f"error: {exc}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="aircoach", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the API server")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, help="default: $PORT, else 8000")
+    serve.set_defaults(func=_serve)
+
+    token = sub.add_parser("token", help="print a bearer token from the local dev issuer")
+    token.add_argument("--sub", required=True, help="the user id (token subject)")
+    token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds")
+    token.add_argument("--permission", action="append", default=[], help="e.g. admin:docs")
+    token.set_defaults(func=_token)
+
+    chat = sub.add_parser("chat", help="chat with a running server in the terminal")
+    chat.add_argument("--url", help="default: http://127.0.0.1:$PORT (PORT default 8000)")
+    chat.add_argument("--sub", default="demo-user")
+    chat.add_argument("--token", help="bearer token (default: mint one from the dev issuer)")
+    chat.set_defaults(func=_chat)
+
+    seed = sub.add_parser(
+        "seed-quiz", help="load the demo quiz questions into the configured store"
+    )
+    seed.set_defaults(func=_seed_quiz)
+
+    contacts = sub.add_parser(
+        "seed-contacts", help="load the demo contacts (customer status of the e-mail triage)"
+    )
+    contacts.set_defaults(func=_seed_contacts)
+
+    docs = sub.add_parser("docs", help="manage the prompt docs in the S3 bucket (PROMPT_BUCKET)")
+    docs.set_defaults(func=_docs)
+    docs_sub = docs.add_subparsers(dest="docs_command", required=True)
+    push = docs_sub.add_parser("push", help="upload changed files of prompt_docs/ (MD5 vs ETag)")
+    push.add_argument(
+        "--delete", action="store_true", help="also delete remote docs missing locally"
+    )
+    docs_sub.add_parser("status", help="local prompt version vs remote prompt version")
+    history = docs_sub.add_parser("history", help="the object versions of one doc")
+    history.add_argument("key", help="the doc's key relative to PROMPT_PREFIX, e.g. 00_ruolo.md")
+    rollback = docs_sub.add_parser("rollback", help="make an earlier version the latest again")
+    rollback.add_argument("key")
+    rollback.add_argument("version_id", help="from `docs history KEY`")
+
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except Exception as exc:
+        # A configuration error is one line naming the setting, not a traceback.
+        line = startup_error(exc)
+        if line is None:
+            raise
+        sys.exit(f"error: {line}")
+
+
+if __name__ == "__main__":
+    main()

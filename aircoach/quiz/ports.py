@@ -1,0 +1,74 @@
+"""What the quiz needs from its stores (adapters in `aircoach.store` implement these), and
+what a stored question is found by. Implementations raise `StoreUnavailable` when their
+backend fails, and return JSON-safe values only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from aircoach import text
+from aircoach.quiz.models import Attempt, ChapterStats
+
+Question = dict[str, Any]
+QuestionKey = tuple[int, int]  # (capitolo, numero)
+
+# Fields a quiz question may be filtered on (`campo` of domanda_teoria); nothing else is queried.
+QUESTION_FIELDS = ("capitolo", "numero", "argomento", "difficolta", "corretta")
+
+
+def index_terms(question: Mapping[str, Any]) -> list[str]:
+    """The terms a question is found by: the stems of its text and topic, sorted, unique.
+    Stores keep them with the question, tagged with `text.TERMS_VERSION`."""
+    return text.terms(f"{question.get('testo', '')} {question.get('argomento') or ''}")
+
+
+class QuizStore(Protocol):
+    async def count(self) -> int: ...
+
+    async def chapter_counts(self) -> dict[int, int]:
+        """How many questions each chapter holds."""
+        ...
+
+    async def upsert_questions(self, questions: list[Question]) -> int:
+        """Insert or replace by (capitolo, numero), with their search terms; returns how many
+        were written."""
+        ...
+
+    async def random_question(self) -> Question | None: ...
+
+    async def random_by_field(self, field: str, value: Any) -> Question | None: ...
+
+    async def sample(self, size: int, *, capitolo: int | None = None) -> list[Question]:
+        """Up to `size` distinct questions drawn at random (of one chapter when given)."""
+        ...
+
+    async def by_chapter_and_number(self, capitolo: int, numero: int) -> Question | None: ...
+
+    async def by_keys(self, keys: Sequence[QuestionKey]) -> list[Question]:
+        """The questions of `keys` that exist, in the order of `keys`."""
+        ...
+
+    async def list_questions(self, *, capitolo: int | None, limit: int) -> list[Question]:
+        """Questions in chapter and number order (of one chapter when given)."""
+        ...
+
+    async def search_text(
+        self, text: str, *, capitolo: int | None = None, limit: int = 5
+    ) -> list[Question]:
+        """The forgiving search of `aircoach.text` (terms of `index_terms`): best matches first."""
+        ...
+
+
+class AttemptStore(Protocol):
+    """Graded answers (`quiz_attempts`): written once, read per user."""
+
+    async def add_attempt(self, attempt: Attempt) -> None: ...
+
+    async def chapter_stats(self, user_id: str) -> list[ChapterStats]:
+        """The user's answers and right answers per chapter, in chapter order."""
+        ...
+
+    async def recent_attempts(self, user_id: str, limit: int) -> list[Attempt]:
+        """The user's last `limit` attempts, newest first."""
+        ...

@@ -1,0 +1,154 @@
+"""Dead letters: a turn the chat store refused waits in a spool and is replayed into the store
+by a later request that finds the store healthy.
+
+The spool is S3 (`DEADLETTER_BUCKET` under `DEADLETTER_PREFIX`, shared by every instance) or,
+without a bucket, one file per turn under `DATA_DIR/deadletter` (on Lambda/Vercel that is
+`/tmp`: it survives only as long as the instance, so a bucket is the production choice).
+Entries are named by turn id, so they replay oldest first, and replaying is idempotent: the
+store keeps one turn per turn id, and an entry is deleted only once the store has the turn.
+
+Blocking work (boto3, file I/O) runs in worker threads. Nothing runs in the background: the
+replay happens inside a request, after that request's own turn was stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from pydantic import ValidationError
+
+from aircoach.turn.ports import ChatStore
+from aircoach.turn.records import Turn
+
+log = logging.getLogger(__name__)
+
+
+class TurnSpool(Protocol):
+    """Where refused turns wait. Keys sort in turn order (they are turn ids)."""
+
+    kind: str
+
+    async def put(self, turn: Turn) -> None: ...
+
+    async def keys(self, limit: int) -> list[str]:
+        """The oldest `limit` entries."""
+        ...
+
+    async def get(self, key: str) -> Turn: ...
+
+    async def delete(self, key: str) -> None: ...
+
+    async def find(self, turn_id: str) -> Turn | None:
+        """The spooled turn of that id, or None when it is not spooled."""
+        ...
+
+
+class DeadLetters:
+    """The spool and its replay. A replay is due when this process spooled a turn since the
+    last one, or `recheck_s` after the last look (other instances may have spooled turns);
+    each replay moves at most `batch` turns, so a long backlog drains over several requests
+    instead of holding one response."""
+
+    def __init__(
+        self,
+        spool: TurnSpool,
+        *,
+        recheck_s: float = 60.0,
+        batch: int = 20,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.spool = spool
+        self.recheck_s = recheck_s
+        self.batch = batch
+        self.clock = clock
+        self.spooled = 0  # by this process
+        self.replayed = 0
+        self.pending: int | None = None  # as of the last look; None before any
+        self.last_error: str | None = None
+        self._dirty = False
+        self._looked_at = float("-inf")
+        self._replaying = False
+
+    async def keep(self, turn: Turn) -> bool:
+        """Spool a turn the store refused; False when the spool failed too (it is lost)."""
+        try:
+            await self.spool.put(turn)
+        except Exception as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.error(
+                "dead-letter spool (%s) refused turn %s: %s",
+                self.spool.kind,
+                turn.turn_id,
+                self.last_error,
+            )
+            return False
+        self.spooled += 1
+        self._dirty = True
+        return True
+
+    @property
+    def due(self) -> bool:
+        return self._dirty or self.clock() - self._looked_at >= self.recheck_s
+
+    async def replay(self, chats: ChatStore) -> int:
+        """Move spooled turns into `chats` (oldest first); how many. Never raises: a store
+        that fails again leaves the rest for a later request."""
+        if self._replaying or not self.due:
+            return 0
+        self._replaying = True
+        moved = 0
+        try:
+            self._dirty, self._looked_at = False, self.clock()
+            keys = await self.spool.keys(self.batch)
+            for key in keys:
+                try:
+                    turn = await self.spool.get(key)
+                except ValidationError as exc:
+                    log.error("dead letter %r is not a turn, left in place: %s", key, exc)
+                    continue
+                await chats.append_turn(turn)
+                await self.spool.delete(key)
+                moved += 1
+            self.pending = len(keys) - moved
+            self._dirty = moved == self.batch  # more may wait: the next request goes on
+        except Exception as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            self._dirty = True
+            log.warning(
+                "dead-letter replay stopped after %d turns (%s): %s",
+                moved,
+                self.spool.kind,
+                self.last_error,
+            )
+        finally:
+            self._replaying = False
+            self.replayed += moved
+        if moved:
+            log.info("dead letters replayed into the store: %d turns (%s)", moved, self.spool.kind)
+        return moved
+
+    async def find(self, user_id: str, turn_id: str) -> Turn | None:
+        """The user's turn of that id if it waits in the spool (its store write failed), else
+        None; None too when the spool cannot be read (logged): the caller then answers as if
+        it were not there."""
+        try:
+            turn = await self.spool.find(turn_id)
+        except Exception as exc:
+            log.warning(
+                "dead-letter spool (%s) unreadable for turn %s: %s", self.spool.kind, turn_id, exc
+            )
+            return None
+        return turn if turn is not None and turn.userId == user_id else None
+
+    def health(self) -> dict[str, object]:
+        """For `/api/health`: what this process knows, without touching the spool."""
+        return {
+            "spool": self.spool.kind,
+            "spooled": self.spooled,
+            "replayed": self.replayed,
+            "pending": self.pending,
+            "last_error": self.last_error,
+        }

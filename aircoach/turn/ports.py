@@ -1,0 +1,53 @@
+"""What the chat turn needs from its stores (adapters in `aircoach.store` implement these).
+Implementations raise `StoreUnavailable` when their backend fails, and return JSON-safe
+values only (no ObjectId, no datetime)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from aircoach.grounding.feedback import Feedback, Voto
+from aircoach.turn.records import Turn
+
+
+class ChatStore(Protocol):
+    async def append_turn(self, turn: Turn) -> None:
+        """Store the turn; a turn whose `turn_id` is stored already is left as it is, so a
+        write retried after a timeout (or a dead letter replayed twice) is stored once."""
+        ...
+
+    async def recent_turns(self, user_id: str, limit: int) -> list[Turn]:
+        """The user's last `limit` turns by turn id (the order they were asked in), oldest
+        first. Turn ids are unique and time-ordered: exact for turns a microsecond apart."""
+        ...
+
+    async def latest_turn_ids(self, user_id: str, limit: int = 2) -> list[str]:
+        """The ids of the user's last `limit` turns by turn id, newest first (one indexed
+        read)."""
+        ...
+
+    async def get_turn(self, user_id: str, turn_id: str) -> Turn | None:
+        """One of the user's turns; None when it does not exist or is someone else's."""
+        ...
+
+    async def history(
+        self,
+        user_id: str,
+        *,
+        limit: int,
+        before: str | None = None,
+        before_turn: str | None = None,
+    ) -> list[Turn]:
+        """The user's turns newest first (by turn id: exact even within a second), older
+        than the turn `before_turn` and than the `before` timestamp (deprecated) when given."""
+        ...
+
+    async def set_feedback(self, user_id: str, turn_id: str, feedback: Feedback) -> bool:
+        """Keep `feedback` with the user's turn `turn_id` (replacing an earlier one); False
+        when the user has no such turn."""
+        ...
+
+    async def feedback(self, *, voto: Voto | None, limit: int, before: str | None) -> list[Turn]:
+        """Turns with a feedback (of `voto`, when given), newest feedback first; `before`:
+        only feedback given before this time."""
+        ...

@@ -1,0 +1,71 @@
+"""A chat turn as it is stored (collection `chats`; the same fields in SQLite) and its tool
+calls: the records the chat store keeps (`aircoach.turn.ports.ChatStore`)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from aircoach.grounding.feedback import Feedback
+from aircoach.grounding.models import GroundingResult, Retrieved
+
+TurnStatus = Literal["ok", "error", "interrupted"]
+
+
+class ToolRecord(BaseModel):
+    """A tool's result as the client got it (`tool_result.data`)."""
+
+    tool_name: str
+    data: dict[str, Any]
+
+
+class ToolUse(ToolRecord):
+    """A tool call of a stored turn as endpoints return it: client data only."""
+
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolCall(ToolUse):
+    """A tool call of a stored turn, enough to rebuild exactly what the model was shown:
+    its call (id, arguments) and the tool message (`text`, `status`). `text` is for the
+    model only (it may hold a quiz question's key) and no endpoint returns it."""
+
+    call_id: str
+    text: str
+    status: Literal["success", "error"] = "success"
+    step: int = Field(default=0, description="The model call (0 = first) that made it.")
+    offset: int = Field(
+        default=0, description="Characters of the answer written before that model call ended."
+    )
+
+
+class TurnFields(BaseModel):
+    userId: str
+    human: str
+    system: str
+    tool: ToolRecord | None = Field(
+        default=None, description="The last tool result of the turn (kept for older readers)."
+    )
+    timestamp: str
+    prompt_version: str
+    model: str
+    thread_id: str
+    turn_id: str
+    status: TurnStatus = "ok"
+    grounding: GroundingResult | None = Field(
+        default=None, description="The citation guard's verdict (null: the answer cites nothing)."
+    )
+    retrieved: list[Retrieved] = Field(
+        default_factory=list, description="What each tool returned: counts, ids or titles."
+    )
+    feedback: Feedback | None = Field(
+        default=None, description="The student's verdict on the answer (the latest one)."
+    )
+
+
+class Turn(TurnFields):
+    """One stored chat turn (collection `chats`). Turns stored before `tools` existed have
+    only `tool`."""
+
+    tools: list[ToolCall] = Field(default_factory=list)
