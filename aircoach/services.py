@@ -9,7 +9,8 @@ request's event loop.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -106,6 +107,7 @@ class Services:
     task_stores: TaskStores
     task_models: TaskModels
     guards: GuardStores  # client_message_id reservations and quota counters
+    clock: Callable[[], float] = time.time  # wall-clock seconds: quota windows, reservations
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
     _quiz_service: QuizService | None = field(default=None, repr=False)
@@ -126,6 +128,7 @@ class Services:
         task_stores: TaskStores | None = None,
         task_models: TaskModels | None = None,
         guards: GuardStores | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> Services:
         """The parts the settings say, except those given."""
         if chats is None or quiz is None or attempts is None:
@@ -146,6 +149,7 @@ class Services:
             task_stores=task_stores or build_task_stores(settings),
             task_models=task_models or _configured_task_models(settings),
             guards=guards or build_guard_stores(settings),
+            clock=clock,
         )
 
     @cached_property

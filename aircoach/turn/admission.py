@@ -1,12 +1,12 @@
 """What a chat request passes before its turn runs: a repeated `client_message_id` finds the
 turn it started (replayed, never run again), and a new turn is charged to the user's budget
 (`QUOTA_TURNS_PER_MINUTE`, `QUOTA_TURNS_PER_DAY`), counted in the store so that every
-instance shares it. Both happen before any model call."""
+instance shares it. Both happen before any model call. The time is `services.clock` (the
+composition root's, `time.time` unless it is given another)."""
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 
 from aircoach.errors import QuotaExceeded, TurnInProgress
@@ -42,7 +42,7 @@ async def admit(services: Services, user_id: str, key: str | None) -> Admission:
         await charge(services, user_id)
         return Admission(turn_id)
     reservations = services.guards.reservations
-    now = time.time()
+    now = services.clock()
     held = await reservations.reserve(user_id, key, turn_id, now=now, ttl_s=RESERVATION_TTL_S)
     if held is not None:
         stored = await services.chats.get_turn(user_id, held.turn_id)
@@ -70,7 +70,7 @@ async def charge(services: Services, user_id: str) -> None:
     seconds until the window ends in `Retry-After`."""
     settings = services.settings
     quotas = services.guards.quotas
-    now = time.time()
+    now = services.clock()
     per_minute = settings.quota_turns_per_minute
     if per_minute:
         minute = int(now // 60)
