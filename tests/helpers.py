@@ -12,11 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 from fastapi import FastAPI
 
 from aircoach.app import create_app
-from aircoach.server import server_config
 from aircoach.services import Services
 from aircoach.settings import ROOT, Settings
 from tests.sse import parse_sse
@@ -105,7 +103,12 @@ class ObservedChats:
 @contextmanager
 def served(app: FastAPI, *, receipt_timeout_s: float = 30.0) -> Iterator[str]:
     """`app` behind a real uvicorn server on a free loopback port, in a thread, configured
-    as `serve` configures it (receipt deadline, header limit); its URL."""
+    as `serve` configures it (receipt deadline, header limit); its URL. uvicorn is imported
+    here: only integration tests serve."""
+    import uvicorn
+
+    from aircoach.server import server_config
+
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(
