@@ -9,7 +9,8 @@ request's event loop.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -246,6 +247,7 @@ class Services:
     task_models: TaskModels
     guards: GuardStores  # client_message_id reservations and quota counters
     turn_log: TurnLogStore  # running turns' events, claims and cancel flags
+    clock: Callable[[], float] = time.time  # wall-clock seconds: quota windows, reservations
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
     _quiz_service: QuizService | None = field(default=None, repr=False)
@@ -267,6 +269,7 @@ class Services:
         task_models: TaskModels | None = None,
         guards: GuardStores | None = None,
         turn_log: TurnLogStore | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> Services:
         """The parts the settings say, except those given. Every MongoDB store shares one
         client."""
@@ -290,6 +293,7 @@ class Services:
             task_models=task_models or _configured_task_models(settings),
             guards=guards or build_guard_stores(settings, clients=clients),
             turn_log=turn_log or build_turn_log(settings, clients=clients),
+            clock=clock,
         )
 
     @cached_property

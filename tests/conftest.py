@@ -223,9 +223,58 @@ _BACKEND_FIXTURES = {
 }
 
 
+# Folders and modules whose every test carries these markers (their `pytestmark`), by path
+# under tests/. When `-m` deselects those markers they are not even imported: `make test-unit`
+# never loads Hypothesis, schemathesis, Playwright or the servers' harness. A run that
+# collects them (`make test`) checks that each of their tests does carry the markers.
+_MARKED_PATHS = {
+    "load": ("load", "integration"),
+    "browser": ("browser", "integration"),
+    "abuse": ("integration",),
+    "grounding/test_end_to_end.py": ("integration",),
+    "llm/test_disconnect.py": ("integration",),
+    "tools/test_http_tools.py": ("integration",),
+    "test_server.py": ("integration",),
+}
+_TESTS = Path(__file__).resolve().parent
+
+
+def _marked_path(path: Path) -> str | None:
+    """The `_MARKED_PATHS` key that holds `path`, if any."""
+    try:
+        relative = path.resolve().relative_to(_TESTS).as_posix()
+    except ValueError:
+        return None
+    return next(
+        (key for key in _MARKED_PATHS if relative == key or relative.startswith(key + "/")),
+        None,
+    )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    expression = config.option.markexpr
+    key = _marked_path(collection_path)
+    if not expression or key is None:
+        return None
+    # pytest's own `-m` grammar (the module is private, stable since pytest 6).
+    from _pytest.mark.expression import Expression
+
+    markers = _MARKED_PATHS[key]
+    selected = Expression.compile(expression).evaluate(lambda name, **_: name in markers)
+    return True if not selected else None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         uses_backend = _BACKEND_FIXTURES & set(getattr(item, "fixturenames", ()))
         if uses_backend or "mongo" in params.values():
             item.add_marker(pytest.mark.integration)
+        key = _marked_path(item.path)
+        if key is not None:
+            missing = [m for m in _MARKED_PATHS[key] if item.get_closest_marker(m) is None]
+            if missing:
+                raise pytest.UsageError(
+                    f"{item.nodeid} is not marked {missing}, yet tests/conftest.py "
+                    f"_MARKED_PATHS[{key!r}] says every test there is"
+                )

@@ -3,28 +3,52 @@ as a client sees it, and a private copy of the prompt docs."""
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 from fastapi import FastAPI
 
 from aircoach.app import create_app
-from aircoach.entry.server import server_config
 from aircoach.services import Services
 from aircoach.settings import ROOT, Settings
 from tests.sse import parse_sse
 
+# Docs this test process has validated, by tool-module allowlist and content: checking the
+# shipped docs (tools.json, each task's JSON Schema) costs about 30 ms, and most tests serve
+# those same docs. Only a success is remembered: docs that fail are checked every time.
+_VALIDATED: set[tuple[tuple[str, ...], str]] = set()
+
+
+def _validated_once(
+    validate: Callable[[Mapping[str, str]], object], modules: tuple[str, ...]
+) -> Callable[[Mapping[str, str]], None]:
+    def check(contents: Mapping[str, str]) -> None:
+        digest = hashlib.sha256()
+        for key in sorted(contents):
+            digest.update(f"{len(key)}:{key}{len(contents[key])}:{contents[key]}".encode())
+        seen = (modules, digest.hexdigest())
+        if seen not in _VALIDATED:
+            validate(contents)
+            _VALIDATED.add(seen)
+
+    return check
+
 
 def app_with(settings: Settings, **parts: Any) -> FastAPI:
-    """An app whose services are the settings' defaults except `parts` (see `Services.build`)."""
-    return create_app(services=Services.build(settings, **parts))
+    """An app whose services are the settings' defaults except `parts` (see `Services.build`).
+    Its prompt store validates docs as the app's does, once per process for the same docs."""
+    services = Services.build(settings, **parts)
+    prompts = services.prompts
+    if "prompts" not in parts and prompts.validate is not None:
+        prompts.validate = _validated_once(prompts.validate, tuple(settings.python_tool_modules))
+    return create_app(services=services)
 
 
 def services_of(app: FastAPI) -> Services:
@@ -105,7 +129,12 @@ class ObservedChats:
 @contextmanager
 def served(app: FastAPI, *, receipt_timeout_s: float = 30.0) -> Iterator[str]:
     """`app` behind a real uvicorn server on a free loopback port, in a thread, configured
-    as `serve` configures it (receipt deadline, header limit); its URL."""
+    as `serve` configures it (receipt deadline, header limit); its URL. uvicorn is imported
+    here: only integration tests serve."""
+    import uvicorn
+
+    from aircoach.entry.server import server_config
+
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(

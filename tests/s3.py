@@ -1,7 +1,9 @@
 """S3 test helpers: fake AWS credentials, a moto bucket (in process with `mock_aws`, or behind
 a `ThreadedMotoServer` on loopback for the `AWS_ENDPOINT_URL` path), a controllable clock.
 
-Test modules load the fixtures with `pytest_plugins = ["tests.s3"]`."""
+Test modules load the fixtures with `pytest_plugins = ["tests.s3"]`. boto3 and moto are
+imported by the fixtures that use them: a unit run (which starts no fake backend) never pays
+for them."""
 
 from __future__ import annotations
 
@@ -11,11 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
-from moto.moto_api._internal.models import moto_api_backend
-from moto.server import ThreadedMotoServer
 
 from aircoach.settings import ROOT, Settings
 from tests.loopback import free_port
@@ -119,6 +117,9 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 @pytest.fixture
 def s3(aws_env: None) -> Iterator[Bucket]:
     """A versioned bucket holding the repo's prompt_docs/, in process (moto `mock_aws`)."""
+    import boto3
+    from moto import mock_aws
+
     with mock_aws():
         client = boto3.client("s3", region_name=REGION)
         make_bucket(client)
@@ -129,6 +130,8 @@ class MotoServer:
     """A moto S3 server over real HTTP on a free loopback port."""
 
     def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
@@ -152,6 +155,8 @@ class MotoServer:
 
 @pytest.fixture
 def moto_server(aws_env: None) -> Iterator[MotoServer]:
+    from moto.moto_api._internal.models import moto_api_backend
+
     server = MotoServer()
     server.start()
     try:
@@ -166,6 +171,8 @@ def moto_server(aws_env: None) -> Iterator[MotoServer]:
 @pytest.fixture
 def s3_server(moto_server: MotoServer) -> Bucket:
     """The same bucket as `s3`, behind the moto server (the `AWS_ENDPOINT_URL` path)."""
+    import boto3
+
     client = boto3.client("s3", region_name=REGION, endpoint_url=moto_server.url)
     make_bucket(client)
     return Bucket(client, endpoint_url=moto_server.url)

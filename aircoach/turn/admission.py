@@ -5,12 +5,12 @@ never run again); a new turn is charged to the user's budget (`QUOTA_TURNS_PER_M
 `turn_in_progress` naming the running turn, whose charge is given back; or, with
 `if_busy: "interrupt"`, the running turn is cancelled and the new one takes the thread). All of
 it is counted in the store so that every instance shares it, and happens before any model
-call."""
+call. The time is `services.clock` (the composition root's, `time.time` unless it is given
+another)."""
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 
 from aircoach.errors import QuotaExceeded, TurnInProgress
@@ -72,7 +72,7 @@ async def admit(
 async def _repeated(services: Services, user_id: str, key: str, turn_id: str) -> Admission | None:
     """The admission of a repeated key (None: the key is now reserved for `turn_id`)."""
     reservations = services.guards.reservations
-    now = time.time()
+    now = services.clock()
     held = await reservations.reserve(user_id, key, turn_id, now=now, ttl_s=RESERVATION_TTL_S)
     if held is None:
         return None
@@ -107,7 +107,7 @@ async def _claim(
     """Make `turn_id` the running turn of `thread` (until its deadline and a grace period,
     should its instance die), or interrupt the running one when asked."""
     turn_log = services.turn_log
-    now = time.time()
+    now = services.clock()
     expires_at = now + services.settings.turn_timeout_s + _GRACE_S
     held = await turn_log.claim(user_id, thread, turn_id, now=now, expires_at=expires_at)
     if held is None:
@@ -130,7 +130,7 @@ async def charge(services: Services, user_id: str) -> list[str]:
     seconds until the window ends in `Retry-After`; the windows counted in."""
     settings = services.settings
     quotas = services.guards.quotas
-    now = time.time()
+    now = services.clock()
     charged: list[str] = []
     per_minute = settings.quota_turns_per_minute
     if per_minute:

@@ -10,9 +10,7 @@ import json
 import sys
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from aircoach.entry.tasks_worker import SqsTaskWorker
 from aircoach.errors import StoreUnavailable
@@ -103,6 +101,9 @@ class Queues:
 
 @pytest.fixture
 def sqs(aws_env) -> Any:
+    import boto3
+    from moto import mock_aws
+
     with mock_aws():
         yield Queues(boto3.client("sqs", region_name=REGION))
 

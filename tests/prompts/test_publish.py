@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from aircoach.__main__ import main
 from aircoach.prompts.s3 import S3DocSource
@@ -28,6 +26,9 @@ def docs_dir(tmp_path):
 
 @pytest.fixture
 def empty_bucket(aws_env, tmp_path):
+    import boto3
+    from moto import mock_aws
+
     with mock_aws():
         client = boto3.client("s3", region_name=REGION)
         client.create_bucket(

@@ -5,7 +5,6 @@ exceeded, whichever instance answers."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
@@ -15,19 +14,33 @@ import httpx
 import pytest
 
 from aircoach.settings import Settings
+from tests.clock import FakeClock
 from tests.helpers import app_with, asgi_client
 from tests.scripted_model import Script, ScriptedModels, call, text
 from tests.sse import parse_sse
 
+# Ten seconds into a UTC day (so into a minute too) that has not begun: quota windows of a
+# minute or a day have time left, and the store keeps what expires after it (MongoDB's TTL
+# index drops documents whose expiry is past by the real clock).
+_DAY_S = 86_400
+_START = (time.time() // _DAY_S + 2) * _DAY_S + 10
+
 
 @pytest.fixture
-async def two(store_settings: Settings) -> AsyncIterator[Callable[..., Any]]:
-    """`two(script, **settings)`: two instances over one database, and their clients."""
+def wall() -> FakeClock:
+    """The instances' wall clock, moved by hand."""
+    return FakeClock(_START)
+
+
+@pytest.fixture
+async def two(store_settings: Settings, wall: FakeClock) -> AsyncIterator[Callable[..., Any]]:
+    """`two(script, **settings)`: two instances over one database and one clock (`wall`),
+    and their clients."""
     async with AsyncExitStack() as stack:
 
         async def build(script: Script, **update: Any) -> list[httpx.AsyncClient]:
             settings = store_settings.model_copy(update=update)
-            apps = [app_with(settings, models=ScriptedModels(script)) for _ in range(2)]
+            apps = [app_with(settings, models=ScriptedModels(script), clock=wall) for _ in range(2)]
             return [await stack.enter_async_context(asgi_client(app)) for app in apps]
 
         yield build
@@ -97,18 +110,18 @@ async def test_a_lost_stream_is_fetched_by_its_turn_id(two, auth):
 
 
 async def test_a_duplicate_while_the_first_is_answered_is_409_and_a_dead_one_is_taken_over(
-    two, auth, store_settings
+    two, auth, wall
 ):
     script = Script([text("Ripresa.")])
     a, b = await two(script)
     services = a._transport.app.state.services  # type: ignore[attr-defined]
     reservations = services.guards.reservations
-    await reservations.reserve("user-1", "busy", "f" * 24, now=time.time(), ttl_s=86_400)
+    await reservations.reserve("user-1", "busy", "f" * 24, now=wall(), ttl_s=86_400)
     busy = await post(b, auth(), client_message_id="busy")
     assert busy.status_code == 409 and busy.headers["retry-after"] == "2"
     assert busy.json()["error"] == "turn_in_progress" and script.calls == []
     # A reservation whose turn never came (its instance died) is taken over by the repeat.
-    await reservations.reserve("user-1", "dead", "e" * 24, now=time.time() - 600, ttl_s=86_400)
+    await reservations.reserve("user-1", "dead", "e" * 24, now=wall() - 600, ttl_s=86_400)
     taken = await post(b, auth(), client_message_id="dead")
     assert taken.status_code == 200 and parse_sse(taken.text)[-1]["type"] == "done"
     assert len(script.calls) == 1
@@ -128,18 +141,9 @@ async def test_a_bad_message_id_is_a_422(client, auth, body, headers, loc):
     assert response.status_code == 422 and response.json()["detail"][0]["loc"] == loc
 
 
-async def in_one_window(seconds: int, margin_s: float) -> None:
-    """Start a test's requests well inside one quota window (a minute, a UTC day), so that
-    they cannot straddle two and be counted twice over."""
-    left = seconds - time.time() % seconds
-    if left < margin_s:
-        await asyncio.sleep(left + 0.1)
-
-
 async def test_the_quota_holds_across_instances_and_replays_are_free(two, auth):
     script = Script([text(f"risposta {i}") for i in range(10)])
     a, b = await two(script, quota_turns_per_day=3)
-    await in_one_window(86_400, 120)
     # One after another: a user's turns run one at a time (concurrent counting: the guard
     # store's contract tests).
     responses = [await post((a, b)[i % 2], auth(), client_message_id=f"m{i}") for i in range(8)]
@@ -148,7 +152,9 @@ async def test_the_quota_holds_across_instances_and_replays_are_free(two, auth):
     refused = next(r for r in responses if r.status_code == 429)
     assert refused.json()["error"] == "quota_exceeded"
     assert refused.json()["message"].startswith("Hai raggiunto il limite di 3 domande al giorno")
-    assert 1 <= int(refused.headers["retry-after"]) <= 86_401
+    assert refused.headers["retry-after"] == str(
+        _DAY_S - 10 + 1
+    )  # the day's seconds left, rounded up
     # A repeat of an answered message is replayed, not charged; a refused one stays free.
     answered = next(i for i, r in enumerate(responses) if r.status_code == 200)
     replay = await post(b, auth(), client_message_id=f"m{answered}")
@@ -156,10 +162,12 @@ async def test_the_quota_holds_across_instances_and_replays_are_free(two, auth):
     assert (await post(a, auth("bob"))).status_code == 200  # another user's own budget
 
 
-async def test_the_minute_quota_answers_429_with_the_seconds_left(two, auth):
-    a, b = await two(Script([text("uno")]), quota_turns_per_minute=1, quota_turns_per_day=50)
-    await in_one_window(60, 20)
+async def test_the_minute_quota_answers_429_with_the_seconds_left(two, auth, wall):
+    a, b = await two(
+        Script([text("uno"), text("tre")]), quota_turns_per_minute=1, quota_turns_per_day=50
+    )
     assert (await post(a, auth())).status_code == 200
+    wall.advance(30)
     refused = await b.post(
         "/api/stream_query", json={"query": "due"}, headers={**auth(), "Accept-Language": "en"}
     )
@@ -167,4 +175,6 @@ async def test_the_minute_quota_answers_429_with_the_seconds_left(two, auth):
     assert refused.json()["message"].startswith(
         "You have reached the limit of 1 questions per minute; retry in "
     )
-    assert 1 <= int(refused.headers["retry-after"]) <= 61
+    assert refused.headers["retry-after"] == "21"  # the minute's 20 s left, rounded up
+    wall.advance(20)  # the next minute: a new budget
+    assert (await post(b, auth(), query="tre")).status_code == 200
