@@ -214,6 +214,12 @@ class ErrorBody(BaseModel):
     message: str
 
 
+class TurnInProgressBody(ErrorBody):
+    """`turn_in_progress`: the running turn the client may rejoin."""
+
+    turn_id: str = Field(description="The running turn: `GET /api/turns/{turn_id}/events`.")
+
+
 class ValidationIssue(BaseModel):
     """One reason a request was refused: where (`loc`), why, and a bounded preview of the
     value at fault (never the whole input)."""

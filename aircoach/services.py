@@ -181,7 +181,10 @@ def build_turn_log(settings: StoreSettings, *, clients: MongoClients | None = No
         )
     from aircoach.store.sqlite_turnlog import SqliteTurnLog
 
-    return SqliteTurnLog(settings.sqlite_file)
+    # A file of its own beside the chats': a turn writes its log three or four times, and
+    # SQLite has one writer per file, so the log does not queue behind the turns' own writes.
+    path = settings.sqlite_file
+    return SqliteTurnLog(path.with_name(f"{path.stem}-turns{path.suffix}"))
 
 
 def build_prompt_source(settings: PromptSettings) -> PromptSource:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
@@ -24,6 +25,7 @@ from aircoach.models import (
     ErrorBody,
     MessageRequest,
     MessageResponse,
+    TurnInProgressBody,
 )
 from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, unavailable
 from aircoach.routes.sse import sse_item_schema
@@ -33,6 +35,7 @@ from aircoach.turn.log import listed
 from aircoach.turn.records import ToolRecord
 
 router = APIRouter(prefix="/api", tags=["chat"])
+log = logging.getLogger(__name__)
 
 TURN_ID_HEADER = "X-Turn-ID"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -63,9 +66,11 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     **TOO_LARGE,
     **INVALID_BODY,
     409: {
-        "model": ErrorBody,
-        "description": "`turn_in_progress`: the first request with this `client_message_id` "
-        "is still being answered; retry after `Retry-After` seconds.",
+        "model": TurnInProgressBody,
+        "description": "`turn_in_progress`: another turn of the user's is running (send "
+        '`if_busy: "interrupt"` to replace it), or the first request with this '
+        "`client_message_id` is between its end and its store write; `turn_id` names it "
+        "(rejoin with `GET /api/turns/{turn_id}/events`), `Retry-After` says when to retry.",
     },
     429: {
         "model": ErrorBody,
@@ -163,9 +168,18 @@ async def stream_query(
             request_id=current_request_id() or "",
         )
 
+    released = False
+
     async def release() -> None:
-        with anyio.CancelScope(shield=True):
-            await services.turn_log.release(user.sub, thread, admission.turn_id)
+        nonlocal released
+        if not released:
+            released = True
+            try:
+                with anyio.CancelScope(shield=True):
+                    await services.turn_log.release(user.sub, thread, admission.turn_id)
+            except Exception:
+                # The claim expires by itself (TURN_TIMEOUT_S + 60 s): the turn still ends.
+                log.warning("turn %s: its thread claim was not released", admission.turn_id)
 
     try:
         turn = await prepare_turn(

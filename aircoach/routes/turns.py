@@ -50,7 +50,7 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "No turn of the caller's has this id."}
 }
 LastEventId = Annotated[
-    int | None,
+    int,
     Header(
         alias="Last-Event-ID",
         ge=0,
@@ -80,16 +80,16 @@ async def turn_events_stream(
     user: CurrentUser,
     services: ServicesDep,
     language: RequestLanguage,
-    last_event_id: LastEventId = None,
+    last_event_id: LastEventId = 0,
     query_last_id: Annotated[
-        int | None,
+        int,
         Query(
             alias="last_event_id",
             ge=0,
             le=1_000_000,
             description="`Last-Event-ID` for clients that cannot set headers.",
         ),
-    ] = None,
+    ] = 0,
 ) -> Response:
     """Rejoin a turn after a dropped connection, from any instance: the events after the one
     named, then the rest as the turn writes them, ending with `done`. A finished turn replays
@@ -97,7 +97,7 @@ async def turn_events_stream(
     from aircoach.routes.sse import event_stream
     from aircoach.turn.rejoin import turn_events
 
-    after = last_event_id if last_event_id is not None else query_last_id or 0
+    after = last_event_id or query_last_id  # 0: from the start
     events = await turn_events(
         services.turn_log,
         services.chats,

@@ -161,6 +161,15 @@ class MongoTurnLog:
             lambda c: c.delete_one({"userId": user_id, "thread": thread, "turn_id": turn_id}),
         )
 
+    async def renew(self, user_id: str, turn_id: str, *, expires_at: float) -> None:
+        await self._db.run(
+            RUNNING,
+            lambda c: c.update_one(
+                {"userId": user_id, "turn_id": turn_id},
+                {"$set": {"expires_at": expires_at, "expires": _date(expires_at)}},
+            ),
+        )
+
     async def running(self, user_id: str, turn_id: str, *, now: float) -> RunningTurn | None:
         held = await self._db.run(
             RUNNING,

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from aircoach.store.sqlite import _Sqlite
 from aircoach.turn.log import LoggedEvent, RunningTurn
@@ -35,6 +37,7 @@ CREATE TABLE IF NOT EXISTS turn_cancels (
     expires_at REAL NOT NULL
 );
 """
+T = TypeVar("T")
 _PURGE_BATCH = 500  # expired entries dropped per claim: the log never grows without bound
 
 
@@ -42,6 +45,28 @@ _CLAIM = (
     "SELECT r.turn_id, r.thread, r.expires_at, c.turn_id IS NOT NULL AS cancel "
     "FROM running_turns r LEFT JOIN turn_cancels c ON c.turn_id = r.turn_id "
 )
+
+
+# One writer at a time per file in this process. SQLite's busy handler is not fair: with many
+# threads of one process waiting for the write lock (every running turn writes its log), an
+# unlucky one backed off past the busy timeout (503s under a 32-turn load). Waiting here is in
+# order; only other processes still meet the busy handler.
+_writers: dict[Path, threading.Lock] = {}
+_writers_lock = threading.Lock()
+
+
+def _writer_lock(path: Path) -> threading.Lock:
+    with _writers_lock:
+        return _writers.setdefault(path.absolute(), threading.Lock())
+
+
+def _write(c: sqlite3.Connection) -> sqlite3.Connection:
+    """Take the write lock first: a deferred transaction that reads before it writes may be
+    refused at once ("database is locked") when another connection wrote in between, while
+    BEGIN IMMEDIATE waits its turn like any writer (the connection's busy timeout)."""
+    if not c.in_transaction:
+        c.execute("BEGIN IMMEDIATE")
+    return c
 
 
 def _claim_of(row: sqlite3.Row) -> RunningTurn:
@@ -58,6 +83,16 @@ def _ask_to_stop(c: sqlite3.Connection, turn_id: str, expires_at: float) -> None
 class SqliteTurnLog:
     def __init__(self, path: Path):
         self._db = _Sqlite(path, schema=_SCHEMA)
+        self._lock = _writer_lock(path)
+
+    async def _writing(self, op: Callable[[sqlite3.Connection], T]) -> T:
+        """`op` (a write) in a worker thread, one writer of this file at a time."""
+
+        def locked(c: sqlite3.Connection) -> T:
+            with self._lock, c:  # committed before the next writer goes
+                return op(_write(c))
+
+        return await self._db.run(locked)
 
     async def append(
         self, user_id: str, turn_id: str, events: Sequence[LoggedEvent], *, expires_at: float
@@ -66,7 +101,7 @@ class SqliteTurnLog:
             (turn_id, e.seq, user_id, e.type, json.dumps(e.data, ensure_ascii=False), expires_at)
             for e in events
         ]
-        await self._db.run(
+        await self._writing(
             lambda c: c.executemany(
                 "INSERT INTO turn_events VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (turn_id, seq) DO NOTHING",
@@ -108,7 +143,7 @@ class SqliteTurnLog:
             ).fetchone()
             return None if row["turn_id"] == turn_id else _claim_of(row)
 
-        return await self._db.run(op)
+        return await self._writing(op)
 
     async def take_over(
         self,
@@ -130,13 +165,21 @@ class SqliteTurnLog:
                 _ask_to_stop(c, held_by, expires_at)
             return moved == 1
 
-        return await self._db.run(op)
+        return await self._writing(op)
 
     async def release(self, user_id: str, thread: str, turn_id: str) -> None:
-        await self._db.run(
+        await self._writing(
             lambda c: c.execute(
                 "DELETE FROM running_turns WHERE userId = ? AND thread = ? AND turn_id = ?",
                 (user_id, thread, turn_id),
+            )
+        )
+
+    async def renew(self, user_id: str, turn_id: str, *, expires_at: float) -> None:
+        await self._writing(
+            lambda c: c.execute(
+                "UPDATE running_turns SET expires_at = ? WHERE userId = ? AND turn_id = ?",
+                (expires_at, user_id, turn_id),
             )
         )
 
@@ -161,7 +204,7 @@ class SqliteTurnLog:
             _ask_to_stop(c, turn_id, row["expires_at"])
             return True
 
-        return await self._db.run(op)
+        return await self._writing(op)
 
     async def cancel_requested(self, turn_id: str) -> bool:
         row = await self._db.run(

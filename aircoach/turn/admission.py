@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from aircoach.errors import QuotaExceeded, TurnInProgress
 from aircoach.services import Services
+from aircoach.turn.log import CLAIM_LEASE_S
 from aircoach.turn.records import Turn
 from aircoach.turn.turn import new_turn_id
 
@@ -101,6 +102,13 @@ async def _repeated(services: Services, user_id: str, key: str, turn_id: str) ->
     return None
 
 
+async def _ended(services: Services, user_id: str, turn_id: str) -> bool:
+    """Whether the turn was stored (or spooled, the store being down): it has ended."""
+    if await services.chats.get_turn(user_id, turn_id) is not None:
+        return True
+    return await services.dead_letters.find(user_id, turn_id) is not None
+
+
 async def _claim(
     services: Services, user_id: str, thread: str, turn_id: str, *, interrupt: bool
 ) -> None:
@@ -108,9 +116,15 @@ async def _claim(
     should its instance die), or interrupt the running one when asked."""
     turn_log = services.turn_log
     now = services.clock()
-    expires_at = now + services.settings.turn_timeout_s + _GRACE_S
+    expires_at = now + CLAIM_LEASE_S  # the running turn renews it (`TurnRun`)
     held = await turn_log.claim(user_id, thread, turn_id, now=now, expires_at=expires_at)
     if held is None:
+        return
+    if await _ended(services, user_id, held.turn_id) and await turn_log.take_over(
+        user_id, thread, held_by=held.turn_id, turn_id=turn_id, now=now, expires_at=expires_at
+    ):
+        # Its release failed (the store was down as it ended): an ended turn holds nothing.
+        log.warning("turn %s still held the thread of %r after it ended", held.turn_id, user_id)
         return
     if interrupt and await turn_log.take_over(
         user_id, thread, held_by=held.turn_id, turn_id=turn_id, now=now, expires_at=expires_at

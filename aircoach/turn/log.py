@@ -20,6 +20,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 LOG_TTL_S = 24 * 3600.0
+# A running turn's claim on its thread is a lease: it lasts CLAIM_LEASE_S and the turn renews
+# it every CLAIM_RENEW_S while it runs, so a claim left behind (an instance that died, a
+# release that failed while the store was down) frees its thread within the lease.
+CLAIM_LEASE_S = 30.0
+CLAIM_RENEW_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,10 @@ class TurnLogStore(Protocol):
 
     async def release(self, user_id: str, thread: str, turn_id: str) -> None:
         """Free the thread if `turn_id` still holds it."""
+        ...
+
+    async def renew(self, user_id: str, turn_id: str, *, expires_at: float) -> None:
+        """Extend the claim `turn_id` holds (if it still holds one) to `expires_at`."""
         ...
 
     async def running(self, user_id: str, turn_id: str, *, now: float) -> RunningTurn | None:

@@ -24,7 +24,13 @@ from typing import Any, Protocol
 
 import anyio
 
-from aircoach.turn.log import LOG_TTL_S, LoggedEvent, TurnLogStore
+from aircoach.turn.log import (
+    CLAIM_LEASE_S,
+    CLAIM_RENEW_S,
+    LOG_TTL_S,
+    LoggedEvent,
+    TurnLogStore,
+)
 
 log = logging.getLogger(__name__)
 
@@ -107,15 +113,28 @@ class TurnRun:
         return len(self.events) - self._written
 
     async def _tick(self) -> None:
+        renewed = self.clock()
         while True:
             await anyio.sleep(self.tick_s)
             if self._pending():
                 await self._flush()
+            if self.clock() - renewed >= CLAIM_RENEW_S:
+                renewed = self.clock()
+                await self._renew(renewed + CLAIM_LEASE_S)
             if not self.stop.is_set() and await self._cancel_requested():
                 log.info("turn %s: cancel requested", self.turn_id)
                 self.stop.set()
                 if self.on_cancel is not None:
                     self.on_cancel()
+
+    async def _renew(self, expires_at: float) -> None:
+        """Keep the thread's claim while the turn runs (a failure is logged: the claim then
+        lapses and a second message may start beside this turn)."""
+        try:
+            with anyio.CancelScope(shield=True):
+                await self.store.renew(self.user_id, self.turn_id, expires_at=expires_at)
+        except Exception:
+            log.warning("turn %s: its thread claim was not renewed", self.turn_id, exc_info=True)
 
     async def _cancel_requested(self) -> bool:
         try:

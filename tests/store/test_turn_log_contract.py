@@ -105,3 +105,17 @@ async def test_interrupting_moves_the_thread_and_stops_the_old_turn(two):
     assert held is not None and held.turn_id == winner
     await a.release("alice", "main", "t1")  # the old turn ends: the new one keeps the thread
     assert (await b.running("alice", winner, now=T + 3)) is not None
+
+
+async def test_a_running_turn_renews_its_lease_and_a_lapsed_one_frees_the_thread(two):
+    a, b = two
+    await a.claim("alice", "main", "t1", now=T, expires_at=T + 30)
+    await b.renew("alice", "t1", expires_at=T + 60)  # from the instance that runs it
+    assert (await a.running("alice", "t1", now=T + 45)).expires_at == pytest.approx(T + 60)
+    held = await a.claim("alice", "main", "t2", now=T + 45, expires_at=T + 75)
+    assert held is not None and held.turn_id == "t1"
+    # Not renewed past its lease (its instance died, or its release failed): the thread frees.
+    assert await b.claim("alice", "main", "t3", now=T + 61, expires_at=T + 91) is None
+    await a.renew("alice", "t1", expires_at=T + 200)  # the old turn's renewal moves nothing
+    assert (await a.running("alice", "t3", now=T + 62)) is not None
+    assert await a.running("alice", "t1", now=T + 62) is None

@@ -165,7 +165,8 @@ def test_with_telemetry_unset_nothing_of_it_is_loaded(tmp_path, data_dir):
         "settings = Settings(_env_file=None, data_dir=data, tool_env={})\n"
         "app = create_app(settings)\n"
         "print(loaded('opentelemetry.sdk', 'opentelemetry.exporter',\n"
-        "             'opentelemetry.instrumentation', 'aircoach.telemetry.'))\n"
+        "             'opentelemetry.instrumentation', 'aircoach.telemetry.otel',\n"
+        "             'aircoach.telemetry.langchain'))\n"
         "token = DevIssuer(data).mint('u', audience=settings.auth0_audience)\n"
         "async def turn():\n"
         "    transport = httpx.ASGITransport(app=app)\n"
@@ -175,7 +176,7 @@ def test_with_telemetry_unset_nothing_of_it_is_loaded(tmp_path, data_dir):
         "        assert r.status_code == 200 and 'event: done' in r.text, r.text\n"
         "asyncio.run(turn())\n"
         "print(loaded('opentelemetry.exporter', 'opentelemetry.instrumentation',\n"
-        "             'aircoach.telemetry.'))\n"
+        "             'aircoach.telemetry.otel', 'aircoach.telemetry.langchain'))\n"
     )
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     result = subprocess.run(
