@@ -62,6 +62,7 @@ def test_the_gateway_entry_does_not_start_on_lambda_with_the_default_cap(monkeyp
     monkeypatch.setenv("AUTH0_DOMAIN", "tenant.example")
     monkeypatch.setenv("STORE", "sqlite")
     monkeypatch.setenv("MODEL_PROVIDER", "offline")
+    monkeypatch.setenv("LOG_FORMAT", "text")  # JSON would stop app logs reaching caplog later
     with pytest.raises(ConfigError, match="TURN_TIMEOUT_S=45"):
         importlib.reload(functions.chat)
     monkeypatch.setenv("TURN_TIMEOUT_S", "25")
