@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
@@ -22,8 +23,17 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 run: $(STAMP)
 	$(BIN)/python -m aircoach serve --host $(HOST) --port $(PORT)
 
-test: $(STAMP) chromium
+test: $(STAMP) $(BIN)/uv $(NODE_STAMP) chromium
 	$(BIN)/python -m pytest -n 2
+
+# tests/deploy runs the pinned npm tools (serverless package, vercel build) and Vercel's Python
+# builder, which needs uv on PATH (its own pin: @vercel/python's UV_VERSION).
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+$(BIN)/uv: $(STAMP)
+	$(BIN)/pip install --quiet uv==0.10.11
 
 # tests/browser drives Debian's chromium (`playwright install` cannot download a browser
 # here): installed with apt when missing; CHROMIUM_PATH names another binary instead. If
@@ -59,8 +69,9 @@ fmt: $(STAMP)
 tools-schema: $(STAMP)
 	$(BIN)/python -m aircoach.tools
 
-# The Lambda zip (dist/aircoach-lambda.zip): downloads python3.12 manylinux wheels from the
-# package index, so it is not part of make test. serverless.yml ships this zip.
+# The Lambda zip (dist/aircoach-lambda.zip): the app, run.sh at its root (the streaming
+# function's handler) and python3.12 manylinux wheels from the package index. serverless.yml
+# ships this zip; tests/deploy builds its own copy (in a temporary folder) and runs it.
 bundle: $(STAMP)
 	$(BIN)/python deploy/bundle.py build
 

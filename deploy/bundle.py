@@ -9,10 +9,14 @@ host, and a Mac or Windows machine bundles the same Linux wheels. boto3 and its 
 come with the Lambda runtime and are left out. The app's folders are copied from the work
 tree (without caches); nothing else of the work tree is.
 
+The zip's root also holds `run.sh` (from deploy/), the streaming function's handler: the
+Lambda Web Adapter runs it, and it starts uvicorn (`python3 -m aircoach serve`) on `$PORT`.
+
 `check` accepts a file only if a distribution in the zip installed it (its RECORD lists it) or
 it is one of the app's files, and among the app's files refuses the local things by name:
 `.env*`, the data dir, SQLite files, the dev issuer key, dead letters, caches. Anything else
-(`tests/`, `bench/`, `.venv`, `node_modules`, a stray file) is neither, and fails.
+(`tests/`, `bench/`, `.venv`, `node_modules`, a stray file) is neither, and fails. It also
+fails when the entry script is missing or not executable (Lambda could not start it).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import csv
 import fnmatch
 import io
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -33,6 +38,9 @@ ZIP = ROOT / "dist" / "aircoach-lambda.zip"
 
 # The app: the Lambda handler's package and what it reads at run time.
 APP_FOLDERS = ("aircoach", "functions", "prompt_docs")
+# Scripts at the zip's root: the Web Adapter function's handler (serverless.yml `stream`).
+ENTRY_SCRIPTS = ("run.sh",)
+ENTRY_MODE = 0o755
 # Provided by the Lambda Python runtime (and ~25 MB): not bundled.
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath")
 PLATFORM = ("--platform", "manylinux2014_x86_64", "--implementation", "cp")
@@ -95,6 +103,9 @@ def build(target: Path = ZIP) -> Path:
                 staging / folder,
                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"),
             )
+        for script in ENTRY_SCRIPTS:
+            shutil.copyfile(ROOT / "deploy" / script, staging / script)
+            (staging / script).chmod(ENTRY_MODE)  # whatever the checkout's mode
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp_zip = target.with_suffix(".tmp")
         with zipfile.ZipFile(tmp_zip, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as bundle:
@@ -130,8 +141,20 @@ def problems(names: list[str], recorded: set[str]) -> list[str]:
             continue  # installed by pip from a wheel: a package's own file
         elif any(fnmatch.fnmatch(part, pattern) for part in parts for pattern in FORBIDDEN):
             found.append(f"{name}: a local file")
-        elif top not in APP_FOLDERS:
+        elif top not in APP_FOLDERS and name not in ENTRY_SCRIPTS:
             found.append(f"{name}: neither the app's nor an installed distribution's")
+    return found
+
+
+def entry_problems(infos: list[zipfile.ZipInfo]) -> list[str]:
+    """What keeps Lambda from running the entry scripts: missing, or not executable."""
+    modes = {info.filename: info.external_attr >> 16 for info in infos}
+    found = []
+    for script in ENTRY_SCRIPTS:
+        if script not in modes:
+            found.append(f"{script}: missing (the streaming function's handler)")
+        elif not modes[script] & stat.S_IXUSR:
+            found.append(f"{script}: not executable (mode {modes[script] & 0o777:o})")
     return found
 
 
@@ -146,30 +169,33 @@ def recorded_in(bundle: zipfile.ZipFile) -> set[str]:
 
 
 def check(path: Path = ZIP) -> int:
-    """Print the bundle's contents by top-level folder; 1 if it holds anything local."""
+    """Print the bundle's contents by top-level folder; 1 if it holds anything local or its
+    entry script cannot run."""
     if not path.exists():
         print(f"{path} does not exist: run make bundle first", file=sys.stderr)
         return 1
     with zipfile.ZipFile(path) as bundle:
         infos = [i for i in bundle.infolist() if not i.is_dir()]
         recorded = recorded_in(bundle)
-    found = problems([i.filename for i in infos], recorded)
+    found = problems([i.filename for i in infos], recorded) + entry_problems(infos)
     by_top: dict[str, tuple[int, int]] = {}
     for info in infos:
         top = info.filename.split("/")[0]
         count, size = by_top.get(top, (0, 0))
         by_top[top] = (count + 1, size + info.file_size)
     unzipped = sum(i.file_size for i in infos)
-    print(f"{path.relative_to(ROOT)}: {len(infos)} files, {path.stat().st_size / 2**20:.1f} MB")
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    print(f"{shown}: {len(infos)} files, {path.stat().st_size / 2**20:.1f} MB")
     print(f"unzipped {unzipped / 2**20:.1f} MB (Lambda's limit: 250 MB; our target < 150 MB)")
     for top, (count, size) in sorted(by_top.items(), key=lambda kv: -kv[1][1]):
         print(f"  {size / 2**20:7.2f} MB  {count:5d} files  {top}")
     if found:
-        print(f"\n{len(found)} files must not be in the bundle:", file=sys.stderr)
+        print(f"\n{len(found)} problems: not fit to ship", file=sys.stderr)
         for line in found[:50]:
             print(f"  {line}", file=sys.stderr)
         return 1
     print("\nno local file: every file is the app's or an installed distribution's")
+    print(f"entry scripts executable: {', '.join(ENTRY_SCRIPTS)}")
     return 0
 
 

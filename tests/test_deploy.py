@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import zipfile
 
 import pathspec
 
 from aircoach.settings import ROOT, Settings
-from deploy import bundle
+from deploy import bundle, vercel_build
 from tests.helpers import load_serverless_yml
 
 # What a developer's work tree holds that must never reach a deploy.
@@ -98,7 +100,7 @@ NOT_ON_LAMBDA = {
     "PROMPT_DOCS_DIR": "the docs folder in the zip is the default; production docs are on S3",
     "AWS_REGION": "reserved: the Lambda runtime sets it, a function may not",
     "AWS_ENDPOINT_URL": "S3 emulators (MinIO, LocalStack, moto) on a laptop only",
-    "REQUEST_RECEIPT_TIMEOUT_S": "`serve` (uvicorn) only: on Lambda, API Gateway receives requests",
+    "REQUEST_RECEIPT_TIMEOUT_S": "the Web Adapter sends each request whole over loopback",
 }
 
 
@@ -135,7 +137,33 @@ def test_lambda_ships_the_checked_bundle():
     assert "plugins" not in config  # nothing repackages the work tree
     assert config["provider"]["runtime"] == f"python{bundle.PYTHON_VERSION}"
     assert config["provider"]["architecture"] == "x86_64"  # the manylinux x86_64 wheels
-    assert config["functions"]["api"]["handler"] == "functions/chat.handler"
+    stream = config["functions"]["stream"]
+    assert stream["handler"] in bundle.ENTRY_SCRIPTS
+    assert stream["url"]["invokeMode"] == "RESPONSE_STREAM"
+    assert stream["environment"]["AWS_LAMBDA_EXEC_WRAPPER"] == "/opt/bootstrap"
+    gateway = config["custom"]["apiGateway"]["true"]
+    assert gateway["handler"] == "functions/chat.handler"
+    assert (
+        config["functions"]["api"] == "${self:custom.apiGateway.${env:API_GATEWAY, 'false'}, null}"
+    )
+
+
+def test_the_gateway_function_fits_its_turns_in_the_gateway_timeout():
+    gateway = _serverless()["custom"]["apiGateway"]["true"]
+    turn = float(gateway["environment"]["TURN_TIMEOUT_S"])
+    defaults = Settings(_env_file=None)
+    assert turn == 25 and turn + defaults.store_timeout_s <= 30
+    assert defaults.turn_timeout_s == 45  # everywhere else
+
+
+def test_run_sh_starts_the_app_with_python3_on_port():
+    script = (ROOT / "deploy" / "run.sh").read_text()
+    assert script.startswith("#!/bin/sh\n")
+    command = script.strip().splitlines()[-1]
+    assert command == 'exec python3 -m aircoach serve --host 127.0.0.1 --port "${PORT:-8080}"'
+    environment = _serverless()["functions"]["stream"]["environment"]
+    assert environment["PORT"] == environment["AWS_LWA_PORT"]
+    assert environment["AWS_LWA_READINESS_CHECK_PATH"] == "/api/health"
 
 
 def test_function_timeouts_leave_room_for_the_turn_cap_and_the_store():
@@ -152,6 +180,9 @@ def test_the_deploy_tool_is_pinned():
     assert re.fullmatch(r"3\.\d+\.\d+", version)  # exact, v3 (v4 needs a login)
     lock = json.loads((ROOT / "package-lock.json").read_text())
     assert lock["packages"]["node_modules/serverless"]["version"] == version
+    vercel = package["devDependencies"]["vercel"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", vercel)  # exact
+    assert lock["packages"]["node_modules/vercel"]["version"] == vercel
 
 
 # --- the bundle check -------------------------------------------------------------------------
@@ -178,6 +209,38 @@ def test_the_bundle_check_accepts_the_app_and_installed_files_only():
     assert "boto3/__init__.py: provided by the Lambda runtime" in found
     assert ".env: a local file" in found
     assert "notes.txt: neither the app's nor an installed distribution's" in found
+
+
+def test_the_bundle_check_wants_an_executable_entry_script():
+    def info(name: str, mode: int) -> zipfile.ZipInfo:
+        entry = zipfile.ZipInfo(name)
+        entry.external_attr = mode << 16
+        return entry
+
+    assert bundle.entry_problems([info("run.sh", 0o100755)]) == []
+    assert bundle.entry_problems([info("run.sh", 0o100644)]) == [
+        "run.sh: not executable (mode 644)"
+    ]
+    assert bundle.entry_problems([info("functions/chat.py", 0o100644)]) == [
+        "run.sh: missing (the streaming function's handler)"
+    ]
+    assert bundle.problems(["run.sh", "tools/run.sh"], set()) == [
+        "tools/run.sh: neither the app's nor an installed distribution's"
+    ]
+
+
+def test_vercel_staging_copies_what_vercel_deploy_uploads_and_nothing_local(tmp_path):
+    source = tmp_path / "tree"
+    for path in [*LOCAL, *APP, "pyproject.toml", "uv.lock", "build/lib/aircoach/app.py"]:
+        (source / path).parent.mkdir(parents=True, exist_ok=True)
+        (source / path).write_text(path)
+    shutil.copy2(ROOT / ".vercelignore", source / ".vercelignore")
+
+    staged = vercel_build.stage(tmp_path / "staging", source=source)
+
+    copied = sorted(p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file())
+    assert copied == sorted(APP)
+    assert (staged / "aircoach" / "app.py").read_text() == "aircoach/app.py"
 
 
 def test_the_bundle_leaves_out_what_the_lambda_runtime_provides():
