@@ -116,16 +116,14 @@ async def stream_query(
         )
     # Imported here so that the routes which never chat (health) never import LangGraph.
     from aircoach.routes.sse import event_stream, turn_stream
-    from aircoach.turn.admission import admit
+    from aircoach.turn.admission import admit, hold_thread
     from aircoach.turn.prepare import prepare_turn
     from aircoach.turn.rejoin import turn_events
     from aircoach.turn.replay import replayed_errors, replayed_events
     from aircoach.turn.run import TurnRun
 
     thread = user.sub  # one conversation per user
-    admission = await admit(
-        services, user.sub, key, thread=thread, interrupt=body.if_busy == "interrupt"
-    )
+    admission = await admit(services, user.sub, key)
     headers = {TURN_ID_HEADER: admission.turn_id}
     if admission.rejoin:
         # The same message while its turn runs: the client gets that turn, not a second one.
@@ -192,9 +190,15 @@ async def stream_query(
             turn_id=admission.turn_id,
         )
     except Exception:
-        await release()
         if admission.key is not None:  # nothing ran: a retry may run it
             await services.guards.reservations.release(user.sub, admission.key, admission.turn_id)
+        raise
+    try:
+        await hold_thread(
+            services, user.sub, thread, admission, interrupt=body.if_busy == "interrupt"
+        )
+    except Exception:
+        await turn.models.aclose()  # the turn never runs: its model clients close here
         raise
     run = TurnRun(services.turn_log, user_id=user.sub, turn_id=turn.turn_id, on_cancel=turn.cancel)
     events = _released_at_done(turn.events(), release)

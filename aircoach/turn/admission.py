@@ -32,22 +32,20 @@ _DAY_S = 86_400
 @dataclass(frozen=True)
 class Admission:
     """`replay`: the stored turn to send again; `rejoin`: the running turn to follow; else
-    `turn_id` is the new turn's id, `key` (if any) is reserved for it, and it holds
-    `thread`."""
+    `turn_id` is the new turn's id and `key` (if any) is reserved for it."""
 
     turn_id: str
     key: str | None = None
     replay: Turn | None = None
     rejoin: bool = False
-    thread: str = ""
+    charged: tuple[str, ...] = ()  # the quota windows this turn was counted in
 
 
-async def admit(
-    services: Services, user_id: str, key: str | None, *, thread: str, interrupt: bool = False
-) -> Admission:
-    """Replay, rejoin, or reserve, charge and claim `thread`; `TurnInProgress` (409) while a
-    turn runs in the thread (or the first request of the same key is between its run and its
-    store write), `QuotaExceeded` (429) when the budget is spent."""
+async def admit(services: Services, user_id: str, key: str | None) -> Admission:
+    """Replay, rejoin, or reserve and charge; `TurnInProgress` (409) while the first request
+    of the same key is between its run and its store write, `QuotaExceeded` (429) when the
+    budget is spent. The new turn then claims its thread (`hold_thread`) once it is prepared:
+    a request that fails before (the store down) leaves no claim behind."""
     turn_id = new_turn_id()
     if key is not None:
         found = await _repeated(services, user_id, key, turn_id)
@@ -59,15 +57,22 @@ async def admit(
         if key is not None:
             await services.guards.reservations.release(user_id, key, turn_id)
         raise
+    return Admission(turn_id, key, charged=tuple(charged))
+
+
+async def hold_thread(
+    services: Services, user_id: str, thread: str, admission: Admission, *, interrupt: bool
+) -> None:
+    """Claim `thread` for the admitted turn, or `TurnInProgress` (409, naming the running
+    turn) with the turn's charge given back and its key released."""
     try:
-        await _claim(services, user_id, thread, turn_id, interrupt=interrupt)
+        await _claim(services, user_id, thread, admission.turn_id, interrupt=interrupt)
     except TurnInProgress:
-        for window in charged:  # a refused busy turn is not charged
+        for window in admission.charged:  # a refused busy turn is not charged
             await services.guards.quotas.refund(user_id, window)
-        if key is not None:
-            await services.guards.reservations.release(user_id, key, turn_id)
+        if admission.key is not None:
+            await services.guards.reservations.release(user_id, admission.key, admission.turn_id)
         raise
-    return Admission(turn_id, key, thread=thread)
 
 
 async def _repeated(services: Services, user_id: str, key: str, turn_id: str) -> Admission | None:
