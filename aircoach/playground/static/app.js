@@ -2,13 +2,18 @@
 // Text from the server goes in through textContent; the model's Markdown goes through marked
 // and then DOMPurify (no style, no image, no form, only http(s) links), never raw innerHTML.
 
-import { marked } from "./vendor/marked.esm.js";
+import { Marked } from "./vendor/marked.esm.js";
 import DOMPurify from "./vendor/purify.es.mjs";
 
 const $ = (id) => document.getElementById(id);
 const OFFLINE_MARK = "[modello offline]";
 // A section of the manual as the answers cite it: `§ 3.2`, maybe `§ 3.2 (Strumenti di volo)`.
 const CITATION = /§\s?(\d{1,2}\.\d{1,2})(\s\([^()\n]{1,80}\))?/g;
+// HTML written in the model's text is shown as text: parsing it at all (even in DOMPurify's
+// inert document) would report its `style` and `on*` attributes as CSP violations.
+const escapeHtml = (text) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+const md = new Marked({ async: false, gfm: true, breaks: true });
+md.use({ renderer: { html: ({ text }) => escapeHtml(text) } });
 const PURIFY = {
   FORBID_TAGS: ["style", "img", "svg", "math", "form", "input", "button", "textarea", "select", "iframe", "video", "audio", "picture", "source"],
   FORBID_ATTR: ["style", "class", "id", "srcset", "target"],
@@ -282,7 +287,7 @@ function linkCitations(root) {
 }
 
 function markdown(text) {
-  const fragment = DOMPurify.sanitize(marked.parse(text, { async: false, gfm: true, breaks: true }), PURIFY);
+  const fragment = DOMPurify.sanitize(md.parse(text), PURIFY);
   for (const link of fragment.querySelectorAll("a")) {
     const url = safeUrl(link.getAttribute("href"));
     if (url) {
