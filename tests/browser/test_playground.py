@@ -145,9 +145,7 @@ def test_switching_a_tool_off_changes_the_request_body(settings, session_for):
     assert bodies[1]["tools"]["web_search"] is False
 
 
-def test_a_quiz_answered_wrong_is_red_with_one_result_and_a_next_question(
-    settings, session_for
-):
+def test_a_quiz_answered_wrong_is_red_with_one_result_and_a_next_question(settings, session_for):
     with served(app_with(settings)) as origin:
         s = session_for(origin)
         s.open()
@@ -670,9 +668,7 @@ def test_the_welcome_buttons_ask_the_coach_and_open_the_progress(settings, sessi
     assert s.console_errors == []
 
 
-def test_progress_lists_every_chapter_with_its_title_from_the_header(
-    settings, session_for, token
-):
+def test_progress_lists_every_chapter_with_its_title_from_the_header(settings, session_for, token):
     with served(app_with(settings)) as origin:
         chapters = httpx.get(
             f"{origin}/api/quiz/chapters", headers={"Authorization": f"Bearer {token('x')}"}
@@ -803,5 +799,7 @@ def test_axe_finds_no_serious_violation_on_any_screen(settings, session_for):
             assert {k: v for k, v in screens.items() if v} == {}, width
             assert s.console_errors == []
     # The check can fail: a button without a name is one of axe's critical violations.
-    page.evaluate("() => document.querySelector('#progress').append(document.createElement('button'))")
+    page.evaluate(
+        "() => document.querySelector('#progress').append(document.createElement('button'))"
+    )
     assert "button-name" in {v["id"] for v in _axe(page)}

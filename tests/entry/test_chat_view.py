@@ -24,9 +24,7 @@ def test_a_manual_search_is_one_line_naming_its_sections():
     assert tool_lines("kb_search", MANUAL) == [
         "[manuale] § 3.2 Altimetro e regolazioni; Domanda sul QNH"
     ]
-    assert tool_lines("kb_search", {"success": True, "items": []}) == [
-        "[manuale] nessun risultato"
-    ]
+    assert tool_lines("kb_search", {"success": True, "items": []}) == ["[manuale] nessun risultato"]
     many = {"items": [{"title": f"Voce {i} " + "parola " * 10} for i in range(20)]}
     (line,) = tool_lines("lex_search", many)
     assert line.startswith("[normativa] Voce 0") and len(line) <= len("[normativa] ") + 100
