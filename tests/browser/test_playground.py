@@ -427,24 +427,34 @@ def test_a_phone_width_screen_has_no_horizontal_scroll(settings, session_for, wi
             )
             assert widths[0] <= widths[1] == width, widths
 
+        def small_targets() -> list[Any]:
+            """The visible buttons, switch rows and stand-alone links under 44 px high."""
+            return page.evaluate(
+                """() => [...document.querySelectorAll(
+                        'button, label.tool, label.check, a.manual-link, .source > a')]
+                    .filter((b) => b.offsetParent !== null)
+                    .map((b) => [b.textContent.trim().slice(0, 30), b.getBoundingClientRect().height])
+                    .filter(([, h]) => h < 44)"""
+            )
+
         fits()
+        assert small_targets() == []
         turn = s.answered(s.ask("Dammi una domanda del capitolo 7"))
         expect(turn.locator("article.quiz")).to_have_count(1)
+        turn.locator("button.option").first.click()
+        expect(turn.locator(".manual-link")).to_be_visible()
+        s.answered(page.locator("#turns > li").nth(1))
+        s.answered(s.ask("Che cosa provoca lo stallo di un'ala?"))
+        expect(page.locator("article.source")).not_to_have_count(0)
         fits()
+        assert small_targets() == []
         page.click("#nav-progress")
         expect(page.locator("#progress .chapter")).to_have_count(10)
-        expect(page.locator("#history > li")).to_have_count(1)
+        expect(page.locator("#history > li")).to_have_count(3)
         fits()
         s.open_settings()
         fits()
-        # Tap targets: every button and switch row of the page at least 44 px high.
-        small = page.evaluate(
-            """() => [...document.querySelectorAll('button, label.tool, .nav-button')]
-                .filter((b) => b.offsetParent !== null)
-                .map((b) => [b.textContent.trim().slice(0, 30), b.getBoundingClientRect().height])
-                .filter(([, h]) => h < 44)"""
-        )
-        assert small == [], small
+        assert small_targets() == []
         s.shot(f"10-phone-{width}")
     assert s.console_errors == []
 
