@@ -584,7 +584,12 @@ def test_a_theory_answer_renders_markdown_safely_and_its_citation_opens_the_sect
         expect(sources.first.locator("a.citation")).to_have_text(
             "§ 3.2 Altimetro e regolazioni QNH, QFE, 1013"
         )
-        expect(sources.first).to_contain_text("Kollsman")
+        expect(sources.first).to_contain_text("barometro aneroide")
+        expect(sources.first.locator("p")).to_have_text(re.compile(r"^.{20,181}…$"))
+        # Below the answer: on a phone the answer comes first.
+        expect(turn.locator(".answer + .turn-sources article.source")).to_have_count(
+            sources.count()
+        )
 
         citation = answer.locator("a.citation")
         expect(citation).to_have_text("§ 3.2 (Strumenti di volo)")
@@ -705,7 +710,9 @@ def test_progress_lists_every_chapter_with_its_title_from_the_header(settings, s
         expect(four.locator(".count")).to_have_text("1/1")
         expect(four).to_contain_text("(100 %)")
         expect(four.locator("progress")).to_have_attribute("value", "100")
-        expect(page.locator('#progress li[data-capitolo="1"] .count')).to_have_text("0/0")
+        one = page.locator('#progress li[data-capitolo="1"]')
+        expect(one).to_contain_text("Nessuna risposta finora · 35 domande nel capitolo")
+        expect(one.locator("progress")).to_have_attribute("value", "0")
         expect(page.locator("#progress .summary")).to_have_text("Risposte: 1 · corrette: 1 (100 %)")
         expect(page.locator("#history > li").first.locator(".first-line")).to_contain_text(
             "CORRETTA"

@@ -328,11 +328,12 @@ function turnView(query) {
   $("welcome").hidden = true;
   const answer = el("div", { class: "answer" });
   const extras = el("div", { class: "extras" });
+  const sources = el("div", { class: "turn-sources" }); // after the answer: it comes first
   const footer = el("footer", { class: "turn-footer muted small" });
-  const item = el("li", { class: "turn" }, el("p", { class: "human", text: query }), extras, answer, footer);
+  const item = el("li", { class: "turn" }, el("p", { class: "human", text: query }), extras, answer, sources, footer);
   $("turns").append(item);
   item.scrollIntoView({ block: "end" });
-  return { item, answer, extras, footer, raw: "", offline: false, doubted: [] };
+  return { item, answer, extras, sources, footer, raw: "", offline: false, doubted: [] };
 }
 
 function renderAnswer(view) {
@@ -410,7 +411,7 @@ function render(view, event, started) {
       break;
     case "tool_result": {
       const card = toolCard(event, view);
-      if (card) view.extras.append(card);
+      if (card) (card.classList.contains("sources") ? view.sources : view.extras).append(card);
       break;
     }
     case "error":
@@ -568,10 +569,16 @@ async function openSectionFor(g, card, opener) {
   }
 }
 
+function shortened(text, limit) {
+  if (text.length <= limit) return text;
+  const cut = text.slice(0, limit);
+  return `${cut.slice(0, cut.lastIndexOf(" ") > limit / 2 ? cut.lastIndexOf(" ") : limit)}…`;
+}
+
 function sourceCards(toolName, items) {
-  const list = el("section", { class: "sources", "aria-label": `Fonti: ${labelOf(toolName)}` });
+  const list = el("section", { class: "sources", "aria-label": `Fonti: ${labelOf(toolName)}` }, el("h3", { class: "small muted", text: "Fonti" }));
   for (const item of items.slice(0, 6)) {
-    const snippet = String(item.testo || item.snippet || item.content || item.text || "").slice(0, 300);
+    const snippet = shortened(String(item.testo || item.snippet || item.content || item.text || ""), 180);
     let heading;
     if (item.riferimento && /^\d{1,2}\.\d{1,2}$/.test(item.riferimento)) {
       heading = citationLink(item.riferimento, `§ ${item.riferimento} ${item.titolo || ""}`.trim());
@@ -615,8 +622,8 @@ async function loadProgress() {
         el("p", { class: "chapter-title" }, `${chapter.capitolo}. ${chapter.titolo}`, weak.has(chapter.capitolo) ? el("span", { class: "tag", text: "da ripassare" }) : null),
         el("progress", { max: "100", value: String(share), "aria-label": `Capitolo ${chapter.capitolo}: ${share} % di risposte corrette` }),
         el("p", { class: "small" },
-          el("span", { class: "count", text: `${c.corrette}/${c.risposte}` }),
-          ` corrette${c.risposte ? ` (${share} %)` : ""}${chapter.domande ? ` · ${chapter.domande} domande nel capitolo` : ""}${extra.length ? ` · ${extra.join(" · ")}` : ""}`),
+          c.risposte ? el("span", { class: "count", text: `${c.corrette}/${c.risposte}` }) : null,
+          `${c.risposte ? ` corrette (${share} %)` : "Nessuna risposta finora"}${chapter.domande ? ` · ${chapter.domande} domande nel capitolo` : ""}${extra.length ? ` · ${extra.join(" · ")}` : ""}`),
       ),
     );
   }
