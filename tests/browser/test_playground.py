@@ -197,8 +197,16 @@ def test_a_quiz_answered_wrong_is_red_with_one_result_and_a_next_question(settin
         page.click("#manual-close")
         expect(panel).to_be_hidden()
 
+        question = card.locator(".question").text_content()
+        card.get_by_role("button", name="Perché?").click()
+        why = s.answered(page.locator("#turns > li").nth(2))
+        expect(why.locator(".human")).to_have_text(
+            re.compile(rf"^Spiegami perché: {re.escape(question)} \S")
+        )
+        expect(why.locator(".answer")).not_to_be_empty()
+
         card.get_by_role("button", name="Prossima domanda").click()
-        next_turn = s.answered(page.locator("#turns > li").nth(2))
+        next_turn = s.answered(page.locator("#turns > li").nth(3))
         expect(next_turn.locator(".human")).to_have_text(
             f"Dammi un'altra domanda del capitolo {chapter}"
         )
@@ -207,7 +215,7 @@ def test_a_quiz_answered_wrong_is_red_with_one_result_and_a_next_question(settin
         )
         next_turn.locator("button.skip-question").click()
         expect(next_turn.locator("article.quiz")).to_contain_text("Domanda saltata")
-        s.answered(page.locator("#turns > li").nth(3))
+        s.answered(page.locator("#turns > li").nth(4))
 
         page.click("#nav-progress")
         bar = page.locator(f'#progress li[data-capitolo="{chapter}"]')
@@ -215,8 +223,8 @@ def test_a_quiz_answered_wrong_is_red_with_one_result_and_a_next_question(settin
         expect(bar).to_have_attribute("data-corrette", "0")
         expect(bar.locator(".count")).to_have_text("0/1")
         entries = page.locator("#history > li")
-        expect(entries).to_have_count(4)
-        answered = entries.nth(2)  # newest first: skip, next question, the answer, ...
+        expect(entries).to_have_count(5)
+        answered = entries.nth(3)  # newest first: skip, next question, why, the answer, ...
         expect(answered.locator(".human")).to_have_text(f"la {wrong_letter}")
         expect(answered.locator(".first-line")).not_to_contain_text("[modello offline]")
         expect(answered.locator(".first-line")).to_contain_text("SBAGLIATA")
@@ -593,7 +601,6 @@ def test_a_theory_answer_renders_markdown_safely_and_its_citation_opens_the_sect
 
         citation = answer.locator("a.citation")
         expect(citation).to_have_text("§ 3.2 (Strumenti di volo)")
-        s.screens("06-theory-answer")
         citation.click()
         panel = page.locator("#manual-panel")
         expect(panel).to_be_visible()
@@ -626,6 +633,11 @@ def test_an_offline_theory_answer_has_a_badge_and_an_off_topic_one_no_source_car
             re.compile(r"^§ 1\.4 \(Principi di aerodinamica\)")
         )
         expect(turn.locator("article.source").first.locator("a.citation")).to_contain_text("§ 1.4")
+
+        expect(s.page.locator("#live")).to_have_text(
+            re.compile(r"^Risposta del coach: Dal manuale del corso: Lo stallo")
+        )
+        s.screens("06-theory-answer")
 
         off_topic = s.answered(s.ask("Come si prepara la carbonara?"))
         expect(off_topic.locator(".answer")).to_contain_text("Non ho trovato")
