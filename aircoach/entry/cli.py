@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Iterable
 
 import httpx
 
@@ -66,14 +67,14 @@ def _chat(args: argparse.Namespace) -> None:
     url = args.url or f"http://127.0.0.1:{_port()}"
     token = args.token or _dev_token(get_settings(), args.sub, 3600, [])
     try:
-        _converse(url, token, args.sub)
+        _converse(url, token, args.sub, raw=args.raw)
     except httpx.ConnectError:
         sys.exit(f"error: nothing is listening at {url}: start the server (make run) or pass --url")
     except httpx.TransportError as exc:
         sys.exit(f"error: the connection to {url} failed ({type(exc).__name__})")
 
 
-def _converse(url: str, token: str, sub: str) -> None:
+def _converse(url: str, token: str, sub: str, *, raw: bool = False) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=url, headers=headers, timeout=None) as client:
         client.get("/api/health", timeout=10)  # says at once when nothing listens there
@@ -87,26 +88,39 @@ def _converse(url: str, token: str, sub: str) -> None:
                 break
             with client.stream("POST", "/api/stream_query", json={"query": query}) as response:
                 if response.status_code != 200:
-                    print(f"error {response.status_code}: {response.read().decode()}")
+                    print(f"error {response.status_code}: {response.read().decode()[:500]}")
                     continue
-                print("coach> ", end="", flush=True)
-                for line in response.iter_lines():
-                    if not line.startswith("data: "):
-                        continue
-                    event = json.loads(line[6:])
-                    if event["type"] == "agent_message":
-                        print(event["content"], end="", flush=True)
-                    elif event["type"] == "tool_result":
-                        print(
-                            f"\n[{event['tool_name']}] {json.dumps(event['data'], ensure_ascii=False, indent=1)}"
-                        )
-                    elif event["type"] == "error":
-                        print(f"\n[error {event['code']}] {event['message']}")
-                    elif event["type"] == "done":
-                        print(
-                            f"\n(turn {event['turn_id']}, prompt v{event['prompt_version']}, "
-                            f"{event['model']}, {event['context_turns']} earlier turns shown)"
-                        )
+                _print_turn(response.iter_lines(), raw=raw)
+
+
+def _print_turn(lines: Iterable[str], *, raw: bool) -> None:
+    """One streamed turn as the terminal shows it: the answer as it arrives, each tool result
+    as a line (or a question card), the JSON instead with `raw`."""
+    from aircoach.entry.chat_view import tool_lines
+
+    writing = False  # in the middle of the coach's text
+    for line in lines:
+        if not line.startswith("data: "):
+            continue
+        event = json.loads(line[6:])
+        if event["type"] == "agent_message":
+            if not writing:
+                print("coach> ", end="")
+                writing = True
+            print(event["content"], end="", flush=True)
+            continue
+        if writing:
+            print()
+            writing = False
+        if event["type"] == "tool_result":
+            print("\n".join(tool_lines(event["tool_name"], event.get("data"), raw=raw)))
+        elif event["type"] == "error":
+            print(f"[error {event['code']}] {event['message']}")
+        elif event["type"] == "done":
+            print(
+                f"(turn {event['turn_id']}, prompt v{event['prompt_version']}, "
+                f"{event['model']}, {event['context_turns']} earlier turns shown)"
+            )
 
 
 def _seed_quiz(args: argparse.Namespace) -> None:
@@ -211,6 +225,9 @@ def main(argv: list[str] | None = None) -> None:
     chat.add_argument("--url", help="default: http://127.0.0.1:$PORT (PORT default 8000)")
     chat.add_argument("--sub", default="demo-user")
     chat.add_argument("--token", help="bearer token (default: mint one from the dev issuer)")
+    chat.add_argument(
+        "--raw", action="store_true", help="print each tool result's JSON, not a summary"
+    )
     chat.set_defaults(func=_chat)
 
     seed = sub.add_parser(

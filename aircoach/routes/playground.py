@@ -1,5 +1,6 @@
-"""The playground page (`GET /`, `/playground`): static HTML, CSS and one JavaScript module
-from `aircoach/playground/static/`, served with headers that allow nothing but this origin.
+"""The playground page (`GET /`, `/playground`): static HTML, CSS, one JavaScript module and
+the two vendored libraries it imports (`vendor/`: marked, DOMPurify) from
+`aircoach/playground/static/`, served with headers that allow nothing but this origin.
 Mounted only when `PLAYGROUND` is on."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel
 
 from aircoach.deps import SettingsDep
+from aircoach.errors import NotFound
 
 STATIC = Path(__file__).resolve().parent.parent / "playground" / "static"
 
@@ -57,6 +59,18 @@ async def script() -> FileResponse:
 @router.get("/playground/app.css")
 async def stylesheet() -> FileResponse:
     return _file("app.css", "text/css; charset=utf-8")
+
+
+# The vendored files by name: nothing else under `vendor/` is served (no directory walk).
+VENDOR = ("marked.esm.js", "purify.es.mjs")
+
+
+@router.get("/playground/vendor/{name}")
+async def vendored(name: str) -> FileResponse:
+    """A vendored library the page's module imports (see docs/playground.md for versions)."""
+    if name not in VENDOR:
+        raise NotFound()
+    return _file(f"vendor/{name}", "text/javascript; charset=utf-8")
 
 
 @router.get("/playground/config")

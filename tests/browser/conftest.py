@@ -15,6 +15,9 @@ from typing import Any
 import pytest
 
 OUTPUT = Path(__file__).resolve().parent / ".output"
+# Every screen at a phone's and a desktop's size (docs/playground.md names the folder).
+SCREENS = OUTPUT / "screens"
+SCREEN_SIZES = ((390, 844), (1280, 800))
 # Waits for what should happen (a page load, a streamed turn on a busy 2-core machine).
 WAIT_MS = 30_000
 
@@ -77,6 +80,15 @@ class Session:
         page.click("#dev-signin")
         expect(page.locator("#app")).to_be_visible(timeout=WAIT_MS)
         expect(page.locator("#toolbar input")).not_to_have_count(0, timeout=WAIT_MS)
+        # Signed in once the chapters (welcome picker, progress) and the panels have loaded.
+        expect(page.locator("#chapter-picker button")).not_to_have_count(0, timeout=WAIT_MS)
+        expect(page.locator("#progress .chapter")).not_to_have_count(0, timeout=WAIT_MS)
+
+    def open_settings(self) -> None:
+        from playwright.sync_api import expect
+
+        self.page.click("#nav-settings")
+        expect(self.page.locator("#settings")).to_be_visible()
 
     def ask(self, query: str) -> Any:
         """Type `query`, send it with Enter; the new turn's element."""
@@ -86,10 +98,31 @@ class Session:
         page.press("#query", "Enter")
         return page.locator("#turns > li").nth(before)
 
+    def answered(self, turn: Any) -> Any:
+        """`turn` once its `done` event has been rendered."""
+        from playwright.sync_api import expect
+
+        expect(turn).to_have_class(re.compile(r"\bturn-done\b"))
+        return turn
+
     def shot(self, name: str) -> Path:
         path = self.shots / f"{name}.png"
         self.page.screenshot(path=str(path), full_page=True)
         return path
+
+    def screens(self, name: str) -> list[Path]:
+        """The screen as it is now at 390x844 and at 1280x800 (`SCREENS/<name>-WxH.png`);
+        the viewport is put back afterwards."""
+        SCREENS.mkdir(parents=True, exist_ok=True)
+        before = self.page.viewport_size
+        paths = []
+        for width, height in SCREEN_SIZES:
+            self.page.set_viewport_size({"width": width, "height": height})
+            path = SCREENS / f"{name}-{width}x{height}.png"
+            self.page.screenshot(path=str(path))
+            paths.append(path)
+        self.page.set_viewport_size(before)
+        return paths
 
 
 @pytest.fixture

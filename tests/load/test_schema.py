@@ -26,6 +26,8 @@ OPERATIONS = [
     ("POST", "/api/stream_query"),
     ("POST", "/api/update_docs"),
     ("GET", "/api/tools"),
+    ("GET", "/api/manual/sections/{riferimento}"),
+    ("GET", "/api/manual/sections"),
     ("GET", "/api/history"),
     ("GET", "/api/turns/{turn_id}"),
     ("GET", "/api/turns/{turn_id}/events"),
@@ -48,6 +50,8 @@ OPERATIONS = [
 ]
 WITH_INPUTS = [
     ("POST", "/api/stream_query"),
+    ("GET", "/api/manual/sections/{riferimento}"),
+    ("GET", "/api/manual/sections"),
     ("GET", "/api/history"),
     ("GET", "/api/turns/{turn_id}"),
     ("GET", "/api/turns/{turn_id}/events"),

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from aircoach.auth.tokens import DevIssuer
-from aircoach.routes.playground import STATIC
-from aircoach.settings import ServerSettings
+from aircoach.routes.playground import STATIC, VENDOR
+from aircoach.settings import ROOT, ServerSettings
 from tests.helpers import app_with, asgi_client
 
 
@@ -26,6 +26,8 @@ def _client(app, host: str = "127.0.0.1") -> httpx.AsyncClient:
         ("/playground", "text/html"),
         ("/playground/app.js", "text/javascript"),
         ("/playground/app.css", "text/css"),
+        ("/playground/vendor/marked.esm.js", "text/javascript"),
+        ("/playground/vendor/purify.es.mjs", "text/javascript"),
     ],
 )
 async def test_the_page_and_its_files_carry_a_strict_policy(app, path, media_type):
@@ -64,10 +66,42 @@ def test_the_page_has_no_inline_code_and_nothing_from_another_origin():
         assert re.search(r"\b(localStorage|sessionStorage|document\.cookie)\b", text) is None
 
 
+@pytest.mark.parametrize(
+    "name", ["axe.min.js", "..%2Fapp.js", "marked.esm.js.map", "%2E%2E%2F%2E%2E%2Fsettings.py"]
+)
+async def test_only_the_named_vendored_files_are_served(app, name):
+    async with asgi_client(app) as client:
+        response = await client.get(f"/playground/vendor/{name}")
+    assert response.status_code == 404
+
+
+def test_the_vendored_libraries_keep_their_licence_headers_and_the_docs_name_their_versions():
+    docs = (ROOT / "docs" / "playground.md").read_text("utf-8")
+    headers = {
+        "marked.esm.js": r"marked v(\d+\.\d+\.\d+) - a markdown parser",
+        "purify.es.mjs": r"@license DOMPurify (\d+\.\d+\.\d+)",
+    }
+    for name, header in headers.items():
+        text = (STATIC / "vendor" / name).read_text("utf-8")
+        version = re.search(header, text[:400])
+        assert version, name
+        assert f"`{name}`" in docs and version.group(1) in docs, name
+    assert set(VENDOR) == set(headers)
+    axe = (ROOT / "tests" / "browser" / "vendor" / "axe.min.js").read_text("utf-8")[:200]
+    version = re.search(r"axe v(\d+\.\d+\.\d+)", axe)
+    assert version and f"axe-core {version.group(1)}" in docs
+
+
 async def test_playground_off_serves_nothing(settings):
     app = app_with(settings.model_copy(update={"playground": False}))
     async with _client(app) as client:
-        for path in ("/", "/playground", "/playground/app.js", "/playground/config"):
+        for path in (
+            "/",
+            "/playground",
+            "/playground/app.js",
+            "/playground/vendor/marked.esm.js",
+            "/playground/config",
+        ):
             assert (await client.get(path)).status_code == 404, path
         assert (await client.post("/api/dev/token", json={"name": "x"})).status_code == 404
 

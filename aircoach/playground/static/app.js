@@ -1,8 +1,25 @@
-// The playground: what a student sees, driven by the public HTTP API only.
-// Every text from the server goes in through textContent, never parsed as HTML.
+// The study page: what a student sees, driven by the public HTTP API only.
+// Text from the server goes in through textContent; the model's Markdown goes through marked
+// and then DOMPurify (no style, no image, no form, only http(s) links), never raw innerHTML.
+
+import { Marked } from "./vendor/marked.esm.js";
+import DOMPurify from "./vendor/purify.es.mjs";
 
 const $ = (id) => document.getElementById(id);
-const SVG = "http://www.w3.org/2000/svg";
+const OFFLINE_MARK = "[modello offline]";
+// A section of the manual as the answers cite it: `§ 3.2`, maybe `§ 3.2 (Strumenti di volo)`.
+const CITATION = /§\s?(\d{1,2}\.\d{1,2})(\s\([^()\n]{1,80}\))?/g;
+// HTML written in the model's text is shown as text: parsing it at all (even in DOMPurify's
+// inert document) would report its `style` and `on*` attributes as CSP violations.
+const escapeHtml = (text) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+const md = new Marked({ async: false, gfm: true, breaks: true });
+md.use({ renderer: { html: ({ text }) => escapeHtml(text) } });
+const PURIFY = {
+  FORBID_TAGS: ["style", "img", "svg", "math", "form", "input", "button", "textarea", "select", "iframe", "video", "audio", "picture", "source"],
+  FORBID_ATTR: ["style", "class", "id", "srcset", "target"],
+  ALLOW_DATA_ATTR: false,
+  RETURN_DOM_FRAGMENT: true,
+};
 
 const state = {
   token: null, // in memory only: gone when the page closes
@@ -10,9 +27,11 @@ const state = {
   config: { dev_sign_in: false, admin_permission: "admin:docs" },
   tools: [],
   switches: {},
+  chapters: [], // [{capitolo, titolo, domande}] of the course
   historyCursor: null,
   busy: false, // a turn is streaming or the panels after it are refreshing
   queued: null, // a quiz choice made while busy: sent when the turn ends
+  opener: null, // what opened the side panel on screen: focus goes back there
 };
 
 function el(tag, props = {}, ...children) {
@@ -35,6 +54,10 @@ function notice(text, kind = "error", where = $("notices")) {
 
 function clearNotices() {
   $("notices").replaceChildren();
+}
+
+function announce(text) {
+  $("live").textContent = text;
 }
 
 // ---- HTTP
@@ -98,14 +121,17 @@ async function signIn(token) {
   state.permissions = Array.isArray(claims.permissions) ? claims.permissions : [];
   clearNotices();
   $("who-name").textContent = claims.sub ? `Utente: ${claims.sub}` : "Utente con token";
-  $("who").hidden = false;
+  $("nav").hidden = false;
   $("signin").hidden = true;
   $("app").hidden = false;
   $("docs-panel").hidden = !state.permissions.includes(state.config.admin_permission);
   $("turns").replaceChildren();
+  $("welcome").hidden = false;
+  showView("chat");
   try {
     await loadTools();
-    await Promise.all([loadProgress(), loadHistory(true), $("docs-panel").hidden ? null : loadDocsVersion()]);
+    await Promise.all([loadChapters(), loadHistory(true), $("docs-panel").hidden ? null : loadDocsVersion()]);
+    await loadProgress();
     $("query").focus();
   } catch (error) {
     failed(error);
@@ -116,7 +142,8 @@ function signOut() {
   state.token = null;
   state.queued = null;
   state.permissions = [];
-  $("who").hidden = true;
+  closePanels();
+  $("nav").hidden = true;
   $("app").hidden = true;
   $("signin").hidden = false;
 }
@@ -134,7 +161,55 @@ async function devSignIn(event) {
   }
 }
 
-// ---- tools
+// ---- views and side panels
+
+// The chat or the progress view; phase 2 adds the exam and the review views here.
+function showView(name) {
+  $("chat-view").hidden = name !== "chat";
+  $("progress-view").hidden = name !== "progress";
+  for (const [id, view] of [["nav-chat", "chat"], ["nav-progress", "progress"]]) {
+    if (view === name) $(id).setAttribute("aria-current", "page");
+    else $(id).removeAttribute("aria-current");
+  }
+  if (name === "progress") {
+    $("progress-title").focus();
+    loadProgress().catch(failed);
+  }
+}
+
+// One side panel at a time (the settings drawer or a manual section); a closed one is
+// `hidden`, not moved out of view.
+function openPanel(id, opener) {
+  closePanels(false);
+  state.opener = opener || document.activeElement;
+  $(id).hidden = false;
+  $("nav-settings").setAttribute("aria-expanded", String(id === "settings"));
+  $(id).querySelector("h2").focus();
+}
+
+function closePanels(restoreFocus = true) {
+  const open = ["settings", "manual-panel"].some((id) => !$(id).hidden);
+  $("settings").hidden = true;
+  $("manual-panel").hidden = true;
+  $("nav-settings").setAttribute("aria-expanded", "false");
+  if (open && restoreFocus && state.opener && state.opener.isConnected) state.opener.focus();
+  if (restoreFocus) state.opener = null;
+}
+
+async function openSection(reference, opener) {
+  try {
+    const section = await api(`/api/manual/sections/${encodeURIComponent(reference)}`);
+    $("manual-title").textContent = `§ ${section.riferimento} ${section.titolo}`;
+    $("manual-chapter").textContent = section.materia ? `Capitolo ${section.capitolo} · ${section.materia}` : "";
+    $("manual-text").replaceChildren(el("p", { text: section.testo }));
+    openPanel("manual-panel", opener);
+  } catch (error) {
+    if (error instanceof HttpError && error.status === 404) notice(`La sezione § ${reference} non è nel manuale del corso.`, "warning");
+    else failed(error);
+  }
+}
+
+// ---- tools (in the settings drawer)
 
 async function loadTools() {
   state.tools = await api("/api/tools");
@@ -157,16 +232,115 @@ async function loadTools() {
   }
 }
 
+async function loadChapters() {
+  const list = await api("/api/quiz/chapters");
+  state.chapters = list.items || [];
+  $("chapter-picker").replaceChildren(
+    ...state.chapters.map((c) =>
+      el("li", {}, el("button", { type: "button", class: "chapter-choice", "data-capitolo": c.capitolo, onclick: () => askChapter(c.capitolo) }, `${c.capitolo}. ${c.titolo}`)),
+    ),
+  );
+}
+
+function askChapter(capitolo) {
+  $("chapter-picker").hidden = true;
+  $("action-chapter").setAttribute("aria-expanded", "false");
+  sendWhenFree(`Dammi una domanda del capitolo ${capitolo}`);
+}
+
+// ---- Markdown, citations
+
+function safeUrl(url) {
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === "https:" || parsed.protocol === "http:" ? parsed.href : null;
+  } catch {
+    return null;
+  }
+}
+
+function citationLink(reference, text) {
+  return el("a", { href: `#manuale-${reference}`, class: "citation", "data-ref": reference, text });
+}
+
+// Every `§ N.M` in the text nodes of `root` (not in a link or code) becomes a link opening
+// that section of the manual.
+function linkCitations(root) {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT, {
+    acceptNode: (node) => (node.parentElement?.closest("a, code, pre") ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT),
+  });
+  const nodes = [];
+  while (walker.nextNode()) if (walker.currentNode.nodeValue.includes("§")) nodes.push(walker.currentNode);
+  for (const node of nodes) {
+    const text = node.nodeValue;
+    const parts = [];
+    let last = 0;
+    for (const match of text.matchAll(CITATION)) {
+      parts.push(text.slice(last, match.index), citationLink(match[1], match[0]));
+      last = match.index + match[0].length;
+    }
+    if (!parts.length) continue;
+    parts.push(text.slice(last));
+    node.replaceWith(...parts.filter((p) => p !== ""));
+  }
+  return root;
+}
+
+function markdown(text) {
+  const fragment = DOMPurify.sanitize(md.parse(text), PURIFY);
+  for (const link of fragment.querySelectorAll("a")) {
+    const url = safeUrl(link.getAttribute("href"));
+    if (url) {
+      link.setAttribute("href", url);
+      link.setAttribute("target", "_blank");
+      link.setAttribute("rel", "noopener noreferrer");
+    } else {
+      link.replaceWith(...link.childNodes);
+    }
+  }
+  return linkCitations(fragment);
+}
+
+function withoutOfflineMark(text) {
+  const trimmed = text.trimStart();
+  return trimmed.startsWith(OFFLINE_MARK) ? { offline: true, text: trimmed.slice(OFFLINE_MARK.length).trimStart() } : { offline: false, text };
+}
+
+// The doubted passages of an answer, when the grounding verdict gives their offsets.
+function markDoubted(view) {
+  for (const passage of view.doubted) {
+    const walker = document.createTreeWalker(view.answer, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+      const node = walker.currentNode;
+      const at = node.nodeValue.indexOf(passage);
+      if (at < 0 || node.parentElement.closest("mark")) continue;
+      const rest = node.splitText(at);
+      rest.splitText(passage.length);
+      rest.replaceWith(el("mark", { class: "doubted", title: "Non trova riscontro nelle fonti" }, rest.nodeValue));
+      break;
+    }
+  }
+}
+
 // ---- the chat
 
 function turnView(query) {
+  $("welcome").hidden = true;
   const answer = el("div", { class: "answer" });
   const extras = el("div", { class: "extras" });
+  const sources = el("div", { class: "turn-sources" }); // after the answer: it comes first
   const footer = el("footer", { class: "turn-footer muted small" });
-  const item = el("li", { class: "turn" }, el("p", { class: "human", text: query }), extras, answer, footer);
+  const item = el("li", { class: "turn" }, el("p", { class: "human", text: query }), extras, answer, sources, footer);
   $("turns").append(item);
   item.scrollIntoView({ block: "end" });
-  return { item, answer, extras, footer };
+  return { item, answer, extras, sources, footer, raw: "", offline: false, doubted: [] };
+}
+
+function renderAnswer(view) {
+  const { offline, text } = withoutOfflineMark(view.raw);
+  view.offline = offline;
+  view.answer.replaceChildren(markdown(text));
+  markDoubted(view);
 }
 
 async function send(query) {
@@ -174,7 +348,9 @@ async function send(query) {
   state.busy = true;
   $("send").disabled = true;
   clearNotices();
+  showView("chat");
   const view = turnView(query);
+  announce("Il coach sta scrivendo…");
   const started = performance.now();
   try {
     const response = await api("/api/stream_query", {
@@ -183,6 +359,7 @@ async function send(query) {
       headers: { Accept: "text/event-stream" },
       json: { query, tools: { ...state.switches } },
     });
+    view.requestId = response.headers.get("X-Request-ID");
     for await (const event of sseEvents(response)) render(view, event, started);
     await Promise.all([loadProgress(), loadHistory(true)]);
   } catch (error) {
@@ -197,8 +374,8 @@ async function send(query) {
   if (queued && state.token) send(queued);
 }
 
-// A quiz choice is never lost: made while the previous answer is still arriving (or the
-// panels after it refreshing), it is sent as soon as that turn ends.
+// A choice or a button in a card is never lost: made while the previous answer is still
+// arriving (or the panels after it refreshing), it is sent as soon as that turn ends.
 function sendWhenFree(query) {
   if (state.busy) state.queued = query;
   else send(query);
@@ -229,28 +406,53 @@ async function* sseEvents(response) {
 function render(view, event, started) {
   switch (event.type) {
     case "agent_message":
-      view.answer.textContent += event.content;
+      view.raw += event.content;
+      renderAnswer(view);
       break;
-    case "tool_result":
-      view.extras.append(toolCard(event));
+    case "tool_result": {
+      const card = toolCard(event, view);
+      if (card) (card.classList.contains("sources") ? view.sources : view.extras).append(card);
       break;
+    }
     case "error":
       notice(event.message, "error", view.extras);
       break;
     case "grounding":
-      if (event.unverified && event.unverified.length) {
-        const box = notice("Attenzione: alcune affermazioni non trovano riscontro nelle fonti.", "warning", view.extras);
-        box.append(el("ul", {}, ...event.unverified.map((u) => el("li", { text: typeof u === "string" ? u : u.text || JSON.stringify(u) }))));
-      }
+      grounding(view, event);
       break;
-    case "done": {
-      const seconds = ((performance.now() - started) / 1000).toFixed(1).replace(".", ",");
-      view.footer.textContent = `Modello: ${event.model} · Prompt: ${event.prompt_version} · Turni di contesto: ${event.context_turns} · ${seconds} s`;
-      view.item.classList.add("turn-done");
-      $("docs-version").textContent = event.prompt_version;
+    case "done":
+      finish(view, event, started);
       break;
+  }
+}
+
+function grounding(view, event) {
+  if (!event.unverified || !event.unverified.length) return;
+  const box = notice("Attenzione: alcune affermazioni non trovano riscontro nelle fonti.", "warning", view.extras);
+  box.append(el("ul", {}, ...event.unverified.map((u) => el("li", { text: typeof u === "string" ? u : u.text || JSON.stringify(u) }))));
+  // Offsets into the answer come with the grounding issue: mark the passage only when given.
+  for (const c of event.citations || []) {
+    if (c.verified === false && Number.isInteger(c.start) && Number.isInteger(c.end) && c.end > c.start) {
+      const passage = withoutOfflineMark(view.raw.slice(c.start, c.end)).text.trim();
+      if (passage) view.doubted.push(passage);
     }
   }
+  if (view.doubted.length) renderAnswer(view);
+}
+
+function finish(view, event, started) {
+  const seconds = ((performance.now() - started) / 1000).toFixed(1).replace(".", ",");
+  if (view.offline) view.footer.append(el("span", { class: "badge", title: "Risposta del modello di prova, senza intelligenza artificiale" }, "modello offline"));
+  view.footer.append(el("span", { class: "elapsed", text: `${seconds} s` }));
+  view.item.classList.add("turn-done");
+  $("tech-model").textContent = event.model || "—";
+  $("tech-prompt").textContent = event.prompt_version || "—";
+  $("tech-context").textContent = String(event.context_turns ?? "—");
+  $("tech-request").textContent = view.requestId || "—";
+  $("tech-time").textContent = `${seconds} s`;
+  $("docs-version").textContent = event.prompt_version;
+  const said = view.answer.textContent.trim();
+  announce(said ? `Risposta del coach: ${said.slice(0, 300)}` : "Risposta completata.");
 }
 
 function labelOf(name) {
@@ -258,31 +460,34 @@ function labelOf(name) {
   return tool ? tool.label : name;
 }
 
-function toolCard(event) {
+function toolCard(event, view) {
   const data = event.data || {};
   if (event.tool_name === "domanda_teoria" && (data.question || data.questions)) {
     const questions = data.questions || [data.question];
     return el("div", { class: "cards" }, ...questions.map(questionCard));
   }
-  if (event.tool_name === "verifica_risposta" && "corretta" in data) return gradingCard(data);
+  if (event.tool_name === "verifica_risposta" && "corretta" in data) return grading(data, view);
   const items = Array.isArray(data.items) ? data.items : Array.isArray(data.results) ? data.results : null;
-  if (data.success === false) {
+  if (data.success === false || data.error) {
     return el("div", { class: "card card-error" }, `${labelOf(event.tool_name)}: ${data.error || "errore"}`);
   }
-  if (items) return sourceCards(event.tool_name, items);
-  return el("details", { class: "card" }, el("summary", { text: `Risultato di ${labelOf(event.tool_name)}` }), el("pre", { text: JSON.stringify(data, null, 2) }));
+  if (items) return items.length ? sourceCards(event.tool_name, items) : null;
+  return null; // other tools' internals belong to the settings, not to the student's page
 }
 
 function questionCard(q) {
   const options = el("div", { class: "options", role: "group", "aria-label": "Risposte" });
+  const skip = el("button", { type: "button", class: "secondary skip-question", onclick: () => skipQuestion(card, q) }, "Salta");
   const card = el(
     "article",
-    { class: "card quiz", "data-question": `${q.capitolo}-${q.numero}` },
+    { class: "card quiz", "data-question": `${q.capitolo}-${q.numero}`, "aria-label": `Domanda ${q.numero} del capitolo ${q.capitolo}` },
     el("header", { class: "muted small", text: `Capitolo ${q.capitolo} · domanda ${q.numero}${q.argomento ? ` · ${q.argomento}` : ""}${q.difficolta ? ` · ${q.difficolta}` : ""}` }),
     el("p", { class: "question", text: q.testo }),
     options,
-    el("div", { class: "grading" }),
+    el("div", { class: "grading", "aria-live": "polite" }),
+    el("div", { class: "card-actions" }, skip),
   );
+  card.dataset.testo = q.testo;
   for (const [letter, text] of Object.entries(q.risposte || {})) {
     options.append(
       el("button", {
@@ -290,7 +495,7 @@ function questionCard(q) {
         class: "option",
         "data-letter": letter,
         onclick: () => {
-          for (const b of options.querySelectorAll("button")) b.disabled = true;
+          closeCard(card);
           card.querySelector(`[data-letter="${CSS.escape(letter)}"]`).classList.add("chosen");
           sendWhenFree(`la ${letter}`);
         },
@@ -300,87 +505,135 @@ function questionCard(q) {
   return card;
 }
 
-function gradingCard(g) {
+function closeCard(card) {
+  for (const b of card.querySelectorAll("button.option")) b.disabled = true;
+  card.querySelector(".card-actions").replaceChildren();
+}
+
+function skipQuestion(card, q) {
+  closeCard(card);
+  card.classList.add("skipped");
+  card.querySelector(".grading").replaceChildren(el("p", { class: "muted small", text: "Domanda saltata." }));
+  sendWhenFree(`Dammi un'altra domanda del capitolo ${q.capitolo}`);
+}
+
+// The result shown once: in the question's card when it is on the page (right option green,
+// a wrong choice red), else as a card of the turn.
+function grading(g, view) {
+  const cards = document.querySelectorAll(`article.quiz[data-question="${CSS.escape(`${g.capitolo}-${g.numero}`)}"]`);
+  const card = cards[cards.length - 1];
   const result = el(
     "div",
     { class: g.corretta ? "result right" : "result wrong", "data-corretta": String(g.corretta) },
-    el("strong", { text: g.corretta ? "✔ Risposta corretta" : "✘ Risposta sbagliata" }),
-    el("span", { text: ` · hai risposto ${g.risposta}, la risposta corretta è ${g.risposta_corretta}` }),
-    g.spiegazione ? el("p", { text: g.spiegazione }) : null,
+    el("p", {},
+      el("strong", { text: g.corretta ? "✔ Risposta corretta" : "✘ Risposta sbagliata" }),
+      el("span", { text: ` · hai risposto ${g.risposta}, la risposta corretta è ${g.risposta_corretta}` })),
+    g.spiegazione ? el("p", { class: "explanation" }, linkCitations(el("span", { text: g.spiegazione }))) : null,
+    el("p", {}, el("a", { href: "#manuale", class: "manual-link", onclick: (e) => { e.preventDefault(); openSectionFor(g, card, e.currentTarget); } }, "Rileggi la sezione del manuale")),
+    el("div", { class: "card-actions" },
+      el("button", { type: "button", class: "next-question", onclick: () => sendWhenFree(`Dammi un'altra domanda del capitolo ${g.capitolo}`) }, "Prossima domanda"),
+      el("button", { type: "button", class: "secondary why", onclick: () => sendWhenFree(whyQuestion(g, card)) }, "Perché?"),
+    ),
   );
-  const cards = document.querySelectorAll(`[data-question="${CSS.escape(`${g.capitolo}-${g.numero}`)}"]`);
-  const card = cards[cards.length - 1];
-  if (card) {
-    for (const b of card.querySelectorAll("button.option")) b.disabled = true;
-    card.querySelector(".grading").replaceChildren(result.cloneNode(true));
-    card.querySelector(`[data-letter="${CSS.escape(String(g.risposta_corretta))}"]`)?.classList.add("correct");
-  }
-  return el("div", { class: "card grading-card" }, el("header", { class: "muted small", text: `Capitolo ${g.capitolo} · domanda ${g.numero}` }), result);
+  if (!card) return el("div", { class: "card grading-card" }, el("header", { class: "muted small", text: `Capitolo ${g.capitolo} · domanda ${g.numero}` }), result);
+  closeCard(card);
+  card.querySelector(`[data-letter="${CSS.escape(String(g.risposta_corretta))}"]`)?.classList.add("correct");
+  if (!g.corretta) card.querySelector(`[data-letter="${CSS.escape(String(g.risposta))}"]`)?.classList.add("wrong");
+  card.querySelector(".grading").replaceChildren(result);
+  // The result is in the card: the coach's words on it are there if wanted, not a second copy.
+  const comment = el("details", { class: "coach-comment" }, el("summary", { class: "small", text: "Commento del coach" }));
+  view.answer.replaceWith(comment);
+  comment.append(view.answer);
+  result.scrollIntoView({ block: "nearest" });
+  return null;
 }
 
-function safeUrl(url) {
+// "Perché?" asks about the question's subject in words (a letter alone would read as an answer).
+function whyQuestion(g, card) {
+  const right = card?.querySelector(`[data-letter="${CSS.escape(String(g.risposta_corretta))}"]`);
+  const option = right ? right.textContent.replace(/^\s*\w\)\s*/, "").replace(/\s*✔$/, "") : "";
+  const question = card?.dataset.testo || `la domanda ${g.numero} del capitolo ${g.capitolo}`;
+  return `Spiegami perché: ${question} ${option}`.trim().slice(0, 600);
+}
+
+// The section that teaches a graded question: the best of its chapter for its text.
+async function openSectionFor(g, card, opener) {
+  const testo = `${card?.dataset.testo || ""} ${g.spiegazione || ""}`.trim().slice(0, 500);
   try {
-    const parsed = new URL(url);
-    return parsed.protocol === "https:" || parsed.protocol === "http:" ? parsed.href : null;
-  } catch {
-    return null;
+    const params = new URLSearchParams({ capitolo: String(g.capitolo), testo, limit: "1" });
+    const found = await api(`/api/manual/sections?${params}`);
+    if (found.items.length) await openSection(found.items[0].riferimento, opener);
+    else notice(`Nessuna sezione del capitolo ${g.capitolo} tratta questa domanda.`, "warning");
+  } catch (error) {
+    failed(error);
   }
+}
+
+function shortened(text, limit) {
+  if (text.length <= limit) return text;
+  const cut = text.slice(0, limit);
+  return `${cut.slice(0, cut.lastIndexOf(" ") > limit / 2 ? cut.lastIndexOf(" ") : limit)}…`;
 }
 
 function sourceCards(toolName, items) {
-  const list = el("div", { class: "sources", "aria-label": `Fonti: ${labelOf(toolName)}` });
-  if (!items.length) list.append(el("p", { class: "muted small", text: `${labelOf(toolName)}: nessun risultato` }));
+  const list = el("section", { class: "sources", "aria-label": `Fonti: ${labelOf(toolName)}` }, el("h3", { class: "small muted", text: "Fonti" }));
   for (const item of items.slice(0, 6)) {
-    const url = safeUrl(item.url);
-    const title = item.title || item.url || labelOf(toolName);
-    list.append(
-      el("article", { class: "card source" },
-        url ? el("a", { href: url, target: "_blank", rel: "noopener noreferrer", text: title }) : el("strong", { text: title }),
-        el("p", { class: "small", text: String(item.snippet || item.content || item.text || "").slice(0, 300) }),
-      ),
-    );
+    const snippet = shortened(String(item.testo || item.snippet || item.content || item.text || ""), 180);
+    let heading;
+    if (item.riferimento && /^\d{1,2}\.\d{1,2}$/.test(item.riferimento)) {
+      heading = citationLink(item.riferimento, `§ ${item.riferimento} ${item.titolo || ""}`.trim());
+    } else {
+      const url = safeUrl(item.url);
+      const title = item.titolo || item.title || item.riferimento || item.url || labelOf(toolName);
+      heading = url ? el("a", { href: url, target: "_blank", rel: "noopener noreferrer", text: title }) : el("strong", { text: title });
+    }
+    list.append(el("article", { class: "card source" }, heading, snippet ? el("p", { class: "small", text: snippet }) : null));
   }
   return list;
 }
 
-// ---- side panels
+// ---- progress and history
+
+function percent(part, whole) {
+  return whole ? Math.round((100 * part) / whole) : 0;
+}
 
 async function loadProgress() {
   const progress = await api("/api/progress");
-  const chapters = progress.capitoli || [];
+  const answered = Object.fromEntries((progress.capitoli || []).map((c) => [c.capitolo, c]));
+  const chapters = state.chapters.length ? state.chapters : progress.capitoli || [];
   const box = $("progress");
-  box.replaceChildren(el("p", { class: "small", text: `Risposte: ${progress.risposte} · corrette: ${progress.corrette}` }));
-  if (!chapters.length) return;
-  const row = 22;
-  const most = Math.max(1, ...chapters.map((c) => c.risposte));
-  const svg = document.createElementNS(SVG, "svg");
-  svg.setAttribute("viewBox", `0 0 300 ${chapters.length * row}`);
-  svg.setAttribute("width", "100%");
-  svg.setAttribute("role", "img");
-  svg.setAttribute("aria-label", "Risposte corrette per capitolo");
-  const svgEl = (tag, attrs, text) => {
-    const node = document.createElementNS(SVG, tag);
-    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-    if (text !== undefined) node.textContent = text;
-    return node;
-  };
-  chapters.forEach((c, i) => {
-    const y = i * row;
-    const g = svgEl("g", { "data-capitolo": c.capitolo, "data-risposte": c.risposte, "data-corrette": c.corrette });
-    g.append(
-      svgEl("title", {}, `Capitolo ${c.capitolo}${c.titolo ? ` (${c.titolo})` : ""}: ${c.corrette} corrette su ${c.risposte}`),
-      svgEl("text", { x: 0, y: y + 15, class: "axis" }, `Cap. ${c.capitolo}`),
-      svgEl("rect", { x: 50, y: y + 4, width: 200, height: 14, class: "bar-bg" }),
-      svgEl("rect", { x: 50, y: y + 4, width: (200 * c.risposte) / most, height: 14, class: "bar-all" }),
-      svgEl("rect", { x: 50, y: y + 4, width: (200 * c.corrette) / most, height: 14, class: "bar-right" }),
-      svgEl("text", { x: 256, y: y + 15, class: "count" }, `${c.corrette}/${c.risposte}`),
+  box.replaceChildren(
+    el("p", { class: "summary", text: `Risposte: ${progress.risposte} · corrette: ${progress.corrette}${progress.risposte ? ` (${percent(progress.corrette, progress.risposte)} %)` : ""}` }),
+  );
+  const weak = new Set((progress.deboli || []).map((d) => d.capitolo ?? d));
+  const list = el("ul", { class: "chapters" });
+  for (const chapter of chapters) {
+    const c = answered[chapter.capitolo] || { risposte: 0, corrette: 0 };
+    const share = percent(c.corrette, c.risposte);
+    // Fields the learning-loop API may add (seen, mastered, readiness) show when present.
+    const extra = [
+      c.viste !== undefined ? `viste ${c.viste}` : null,
+      c.padroneggiate !== undefined ? `padroneggiate ${c.padroneggiate}` : null,
+      c.prontezza !== undefined ? `prontezza ${Math.round(100 * c.prontezza)} %` : null,
+    ].filter(Boolean);
+    list.append(
+      el("li", { class: weak.has(chapter.capitolo) ? "chapter weak" : "chapter", "data-capitolo": chapter.capitolo, "data-risposte": c.risposte, "data-corrette": c.corrette },
+        el("p", { class: "chapter-title" }, `${chapter.capitolo}. ${chapter.titolo}`, weak.has(chapter.capitolo) ? el("span", { class: "tag", text: "da ripassare" }) : null),
+        el("progress", { max: "100", value: String(share), "aria-label": `Capitolo ${chapter.capitolo}: ${share} % di risposte corrette` }),
+        el("p", { class: "small" },
+          c.risposte ? el("span", { class: "count", text: `${c.corrette}/${c.risposte}` }) : null,
+          `${c.risposte ? ` corrette (${share} %)` : "Nessuna risposta finora"}${chapter.domande ? ` · ${chapter.domande} domande nel capitolo` : ""}${extra.length ? ` · ${extra.join(" · ")}` : ""}`),
+      ),
     );
-    svg.append(g);
-  });
-  box.append(svg);
-  if (progress.deboli && progress.deboli.length) {
-    box.append(el("p", { class: "small", text: `Da ripassare: capitoli ${progress.deboli.map((d) => d.capitolo ?? d).join(", ")}` }));
   }
+  box.append(list);
+}
+
+// The first line of an answer as a student reads it: no offline mark, no Markdown symbols.
+function firstLine(text) {
+  const line = withoutOfflineMark(text || "").text.split("\n").find((l) => l.trim()) || "";
+  return line.replace(/[*_`#>]+/g, "").trim().slice(0, 160);
 }
 
 async function loadHistory(fresh) {
@@ -394,7 +647,7 @@ async function loadHistory(fresh) {
   for (const turn of page.turns) {
     const when = new Date(turn.timestamp).toLocaleString("it-IT");
     $("history").append(
-      el("li", {}, el("span", { class: "muted small", text: when }), el("p", { class: "human", text: turn.human }), el("p", { class: "small", text: turn.system.slice(0, 200) })),
+      el("li", {}, el("span", { class: "muted small", text: when }), el("p", { class: "human", text: turn.human }), el("p", { class: "small first-line", text: firstLine(turn.system) })),
     );
   }
   // `next_cursor` (paged by cursor) or the older `next_before`.
@@ -436,6 +689,32 @@ async function start() {
     signIn(token);
   });
   $("sign-out").addEventListener("click", signOut);
+  $("nav-chat").addEventListener("click", () => showView("chat"));
+  $("nav-progress").addEventListener("click", () => showView("progress"));
+  $("action-progress").addEventListener("click", () => showView("progress"));
+  $("nav-settings").addEventListener("click", (e) => ($("settings").hidden ? openPanel("settings", e.currentTarget) : closePanels()));
+  $("settings-close").addEventListener("click", () => closePanels());
+  $("manual-close").addEventListener("click", () => closePanels());
+  $("action-review").addEventListener("click", () => sendWhenFree("ripassiamo"));
+  $("action-chapter").addEventListener("click", (e) => {
+    const picker = $("chapter-picker");
+    picker.hidden = !picker.hidden;
+    e.currentTarget.setAttribute("aria-expanded", String(!picker.hidden));
+    if (!picker.hidden) picker.querySelector("button")?.focus();
+  });
+  for (const button of document.querySelectorAll("button.suggestion")) {
+    button.addEventListener("click", () => sendWhenFree(button.textContent));
+  }
+  // Citation links anywhere on the page open their section in the side panel.
+  document.addEventListener("click", (e) => {
+    const link = e.target.closest?.("a.citation");
+    if (!link) return;
+    e.preventDefault();
+    openSection(link.dataset.ref, link);
+  });
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") closePanels();
+  });
   $("composer").addEventListener("submit", (e) => {
     e.preventDefault();
     if (state.busy) return; // the text stays in the box until the answer is done

@@ -1,0 +1,114 @@
+"""GET /api/manual/sections/{riferimento}: one section of the course manual, as the answers
+cite it (`Fonte: § 3.7 ...`), so a client can open the citation."""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated
+
+import anyio
+from fastapi import APIRouter, Path, Query
+from pydantic import BaseModel
+
+from aircoach.deps import CurrentUser, ServicesDep
+from aircoach.errors import NotFound
+from aircoach.knowledge.index import Passage
+from aircoach.models import ErrorBody
+from aircoach.routes.responses import UNAUTHORIZED, unavailable
+
+router = APIRouter(prefix="/api", tags=["manual"])
+
+# `3.7`: chapter and section, as the manual's headings number them (`## 3.7 ...`).
+REFERENCE_PATTERN = r"^[0-9]{1,2}\.[0-9]{1,2}$"
+Reference = Annotated[
+    str,
+    Path(
+        max_length=5,
+        pattern=REFERENCE_PATTERN,
+        description="The section's id as cited, e.g. `3.7` (without the `§`).",
+        examples=["3.2"],
+    ),
+]
+
+
+MAX_CHAPTER = 99
+
+
+class ManualSection(BaseModel):
+    """A section of the manual: its id, heading and full text, and its chapter."""
+
+    riferimento: str
+    titolo: str
+    testo: str
+    capitolo: int
+    materia: str  # the chapter's title
+
+
+def _section(passage: Passage) -> ManualSection:
+    return ManualSection(
+        riferimento=passage.riferimento,
+        titolo=passage.titolo,
+        testo=passage.testo,
+        capitolo=passage.capitolo,
+        materia=passage.materia,
+    )
+
+
+@router.get(
+    "/manual/sections/{riferimento}",
+    responses={
+        **UNAUTHORIZED,
+        404: {"model": ErrorBody, "description": "The manual has no such section (`not_found`)."},
+        **unavailable("auth_unavailable", "prompt_unavailable"),
+    },
+)
+async def section(
+    riferimento: Reference, user: CurrentUser, services: ServicesDep
+) -> ManualSection:
+    """The section `riferimento` of the manual the server holds now (the docs' `manual/`
+    area): what a citation such as `(Fonte: § 3.7 ...)` points to."""
+    snapshot = await services.prompts.current()
+    index = await services.knowledge.index_for(snapshot.contents)
+    for passage in index.passages:
+        if passage.kind == "manuale" and passage.riferimento == riferimento:
+            return _section(passage)
+    raise NotFound(fields={"riferimento": riferimento})
+
+
+class ManualSections(BaseModel):
+    items: list[ManualSection]
+
+
+@router.get(
+    "/manual/sections",
+    responses={**UNAUTHORIZED, **unavailable("auth_unavailable", "prompt_unavailable")},
+)
+async def sections(
+    user: CurrentUser,
+    services: ServicesDep,
+    testo: Annotated[
+        str,
+        Query(
+            min_length=3,
+            max_length=600,
+            description="What to find: a question, or a quiz question with its explanation.",
+        ),
+    ],
+    capitolo: Annotated[int | None, Query(ge=1, le=MAX_CHAPTER)] = None,
+    limit: Annotated[int, Query(ge=1, le=5)] = 3,
+) -> ManualSections:
+    """The sections of the manual (of chapter `capitolo` when given) that best match `testo`,
+    best first, whole; the course search `kb_search` runs on the same index. A client opens
+    with it the section that teaches a graded quiz question."""
+    snapshot = await services.prompts.current()
+    index = await services.knowledge.index_for(snapshot.contents)
+    # Search wide, then keep the chapter's sections: quiz explanations lend their score to
+    # their section, and `materia` matches titles, not numbers.
+    found = await anyio.to_thread.run_sync(functools.partial(index.search, testo, top_k=20))
+    wanted = [
+        str(hit["riferimento"])
+        for hit in found
+        if hit.get("tipo") == "manuale" and capitolo in (None, hit.get("capitolo"))
+    ][:limit]
+    by_reference = {p.riferimento: p for p in index.passages if p.kind == "manuale"}
+    return ManualSections(items=[_section(by_reference[ref]) for ref in wanted])

@@ -1,0 +1,91 @@
+"""GET /api/manual/sections/{riferimento}: the section a citation points to, from the manual
+the server holds; a user token; 404 for a section the manual lacks, 422 for a malformed id."""
+
+from __future__ import annotations
+
+import pytest
+
+from aircoach.knowledge.library import course_bank
+from aircoach.knowledge.manual import parse_manual
+from tests.helpers import asgi_client, shipped_docs
+
+
+async def test_a_cited_section_is_served_whole_with_its_title(app, auth):
+    expected = next(s for s in parse_manual(shipped_docs()) if s.id == "3.2")
+    async with asgi_client(app) as client:
+        response = await client.get("/api/manual/sections/3.2", headers=auth())
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "riferimento": "3.2",
+        "titolo": "Altimetro e regolazioni QNH, QFE, 1013",
+        "testo": expected.text,
+        "capitolo": 3,
+        "materia": expected.materia,
+    }
+    assert response.json()["testo"].startswith("L'altimetro barometrico")
+
+
+async def test_an_unknown_section_is_404_naming_it(app, auth):
+    async with asgi_client(app) as client:
+        response = await client.get("/api/manual/sections/3.99", headers=auth())
+    assert response.status_code == 404
+    body = response.json()
+    assert body["error"] == "not_found" and body["riferimento"] == "3.99"
+
+
+@pytest.mark.parametrize("reference", ["quiz%203.12", "3", "3.2.1", "abc", "123.4", "3.2x"])
+async def test_a_malformed_reference_is_422_without_echoing_much(app, auth, reference):
+    async with asgi_client(app) as client:
+        response = await client.get(f"/api/manual/sections/{reference}", headers=auth())
+    assert response.status_code == 422, (reference, response.text)
+
+
+async def test_a_long_reference_is_422_and_not_echoed_whole(app, auth):
+    async with asgi_client(app) as client:
+        response = await client.get(f"/api/manual/sections/{'9' * 5000}", headers=auth())
+    assert response.status_code == 422
+    assert "9" * 300 not in response.text
+
+
+async def test_the_section_needs_a_user_token(app):
+    async with asgi_client(app) as client:
+        response = await client.get("/api/manual/sections/3.2")
+    assert response.status_code == 401
+
+
+async def test_the_sections_that_teach_a_quiz_question_best_first(app, auth):
+    """What the page's "Rileggi la sezione del manuale" asks after a graded question: its
+    text and explanation find the section the bank names for it (370 of the 373 questions)."""
+    questions, _ = course_bank()
+    question = next(q for q in questions if (q["capitolo"], q["numero"]) == (3, 32))
+    testo = f"{question['testo']} {question['spiegazione']}"
+    async with asgi_client(app) as client:
+        response = await client.get(
+            "/api/manual/sections",
+            params={"capitolo": 3, "testo": testo, "limit": 1},
+            headers=auth(),
+        )
+        wide = await client.get(
+            "/api/manual/sections", params={"testo": "stallo angolo d'attacco"}, headers=auth()
+        )
+        nothing = await client.get(
+            "/api/manual/sections", params={"testo": "ricetta della carbonara"}, headers=auth()
+        )
+    assert response.status_code == 200, response.text
+    (found,) = response.json()["items"]
+    assert found["riferimento"] == question["riferimento"] and found["capitolo"] == 3
+    assert set(found) == {"riferimento", "titolo", "testo", "capitolo", "materia"}
+    assert [s["riferimento"] for s in wide.json()["items"]][:1] == ["1.4"]
+    assert 1 <= len(wide.json()["items"]) <= 3  # the default limit
+    assert nothing.json() == {"items": []}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"testo": "ab"}, {"testo": "x" * 601}, {"testo": "stallo", "capitolo": 0}, {"limit": 9}],
+)
+async def test_a_bad_section_search_is_422(app, auth, params):
+    async with asgi_client(app) as client:
+        response = await client.get("/api/manual/sections", params=params, headers=auth())
+    assert response.status_code == 422
+    assert "x" * 300 not in response.text
