@@ -2,6 +2,10 @@
 and the forgiving term search built on them: accents, case and punctuation ignored, singular
 and plural alike, one typo tolerated in a word of five letters or more, best matches first.
 
+Stems are Snowball's Italian stemmer (`snowballstemmer`: maintained, pure Python, no model
+or network), so inflections meet: `impoverire`/`impoverisce`, `virata`/`virate`,
+`portanza`/`portanze`.
+
 A quiz question is indexed under the stems of the words of its text and topic (`terms`, via
 `aircoach.quiz.ports.index_terms`); the stores keep them next to the question (a table of terms in SQLite, an indexed array in
 MongoDB) and look up the terms a query plan asks for, so the cost of a search grows with the
@@ -13,13 +17,17 @@ code.
 
 from __future__ import annotations
 
+import functools
 import re
+import threading
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import snowballstemmer
+
 # Bump when the folding or stemming changes: stores re-index questions of an older version.
-TERMS_VERSION = 1
+TERMS_VERSION = 2  # 2: Snowball stems
 
 MAX_QUERY_WORDS = 8  # more words add cost, not precision
 FUZZY_MIN_LETTERS = 5
@@ -51,18 +59,24 @@ def words(text: str) -> list[str]:
     return [w for w in _WORD.findall(fold(text)) if w not in STOPWORDS]
 
 
+_STEMMERS = threading.local()  # a Snowball stemmer keeps state while it works: one per thread
+
+
+def _stemmer() -> snowballstemmer.stemmer:
+    held = getattr(_STEMMERS, "italian", None)
+    if held is None:
+        held = _STEMMERS.italian = snowballstemmer.stemmer("italian")
+    return held
+
+
+@functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    """A light Italian stem that makes singular and plural (and masculine and feminine) meet:
-    `portanza/portanze`, `strumento/strumenti`, `bianco/bianchi`, `consiglio/consigli`."""
+    """The Snowball Italian stem of a folded word: inflections meet (`portanza/portanze`,
+    `strumento/strumenti`, `impoverire/impoverisce`, `virata/virate`). Numbers and words of
+    fewer than three letters are kept as they are."""
     if word.isdigit() or len(word) < 3:
         return word
-    if word.endswith("io") and len(word) > 4:
-        return word[:-2]
-    if word[-1] in "aeiou":
-        word = word[:-1]
-    if word.endswith(("ch", "gh")):
-        word = word[:-1]
-    return word
+    return str(_stemmer().stemWord(word)) or word
 
 
 def terms(text: str) -> list[str]:
@@ -78,6 +92,22 @@ def one_edit_away(term: str) -> set[str]:
     replaces = {a + c + b[1:] for a, b in splits if b for c in _LETTERS}
     inserts = {a + c + b for a, b in splits for c in _LETTERS}
     return (deletes | transposes | replaces | inserts) - {term}
+
+
+_SUFFIX_LETTERS = 4  # Italian derivational endings (-enza, -ione, -mento) sit in the last few
+
+
+@functools.lru_cache(maxsize=4096)
+def typo_stems(word: str) -> frozenset[str]:
+    """The stems of `word` with a vowel put back or a letter taken out near its end, when its
+    own stem shows no derivational ending: a typo there hides the ending from the stemmer
+    (`resistnza` -> `resistnz`, while `resistenza` -> `resistent`: two edits apart)."""
+    if len(word) < FUZZY_MIN_LETTERS or len(word) - len(stem(word)) > 1:
+        return frozenset()
+    tail = range(max(1, len(word) - _SUFFIX_LETTERS), len(word) + 1)
+    inserted = {word[:i] + v + word[i:] for i in tail for v in "aeio"}
+    deleted = {word[:i] + word[i + 1 :] for i in tail if i < len(word)}
+    return frozenset(stem(w) for w in inserted | deleted) - {stem(word)}
 
 
 @dataclass(frozen=True)
@@ -133,7 +163,7 @@ def plan(text: str) -> SearchPlan:
     for word in dict.fromkeys(words(text)):
         exact = stem(word)
         fuzzy = (
-            frozenset(one_edit_away(exact))
+            frozenset(one_edit_away(exact) | typo_stems(word)) - {exact}
             if len(word) >= FUZZY_MIN_LETTERS and not word.isdigit()
             else frozenset()
         )

@@ -1,12 +1,17 @@
 """Follow-up questions: detected by rules, answered concisely, and retrieved with the
 conversation's topic first.
 
-- `is_followup`: the question opens with a connective (`e`, `ma`, `però`, `anche`,
-  `invece`), leans on what came before (`questo`, `lo stesso`, ...), or is shorter than five
-  words after a turn that had a topic.
+- `is_followup`: only a question that cannot stand alone borrows the topic: it opens with a
+  connective (`e`, `ma`, `però`, `anche`, `invece`), leans on what came before (`questo`,
+  `lo stesso`, ...), carries no content word of its own (`perché?`, `fammi un esempio`), or
+  is short and opens with a preposition (`in virata?`) or says only a measure or a condition
+  (`quanto in metri?`). A question with its own subject (`come funziona il variometro`,
+  `Spiegami il QNH`) is searched as it is, however short.
 - `topic_keywords`: the conversation's topic, from the student's earlier questions in the
-  thread. They are derived from the thread itself (the same human messages whether the thread
-  stayed warm or was reseeded from the store), so a reseed rebuilds them exactly.
+  thread: the last question that stood alone and the follow-ups after it, so a change of
+  subject resets the topic. They are derived from the thread itself (the same human messages
+  whether the thread stayed warm or was reseeded from the store), so a reseed rebuilds them
+  exactly.
 - `expand_query`: what a retrieval tool searches during a follow-up: the topic's keywords
   first, then the new words (`"e in classe D?"` after a turn on airspace classes and VFR
   minima -> `"spazio aereo VFR minimi classe D"`).
@@ -48,9 +53,32 @@ quello quella quelli quelle questo questa questi queste qui se sei si sia siamo 
 sul sullo sulla sui sugli sulle suo sua tra fra tu tuo un una uno vi voi allora inoltre
 quindi dimmi dammi spiegami parlami puoi potresti vorrei sapere cos'è cosè serve
 servono bisogna devo deve devono posso possono significa vuol dire fammi ciao grazie ok
-okay sì stesso stessa stessi stesse caso vale valgono funziona funzionano
+okay sì stesso stessa stessi stesse caso vale valgono funziona funzionano perche cos'e
+com'è com'e qual'è qual'e
 """
 STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+# Words that ask for more about the current topic, never name one ("fammi un esempio").
+_BARE_TEXT = """
+esempio esempi dettaglio dettagli meglio spiegare spiega ripeti ripetere cioè cioe ovvero
+mai succede capito capisco chiaro motivo come mai altro ancora approfondisci approfondire
+continua vai avanti riassumi riassunto pratica praticamente concretamente
+"""
+_BARE = frozenset(_BARE_TEXT.split())
+# A short question made of these leans on the topic: it qualifies it, it does not name one.
+_QUALIFIER_TEXT = """
+metri piedi ft nodi km chilometri miglia ore ora minuti secondi gradi percento notte giorno
+estate inverno montagna mare quota virata salita discesa decollo atterraggio crociera
+volte sempre spesso quanto quanti quanta quante valori valore numeri numero sintomi sintomo
+cause causa rimedi rimedio effetti effetto vantaggi svantaggi differenze pericoli rischi
+conseguenze regole limiti
+"""
+_QUALIFIERS = frozenset(_QUALIFIER_TEXT.split())
+_WHY = frozenset({"perché", "perche", "perchè"})
+_PREPOSITIONS_TEXT = (
+    "in di con per a da su tra fra sopra sotto dopo prima durante oltre senza verso"
+)
+_PREPOSITIONS = frozenset(_PREPOSITIONS_TEXT.split())
 
 
 def words(text: str) -> list[str]:
@@ -65,12 +93,13 @@ def words(text: str) -> list[str]:
 
 def _content(text: str) -> list[str]:
     """Content words: not a stop word and longer than two letters, or in capitals (`VFR`,
-    the `D` of "classe D"; not a capital `E` opening the sentence)."""
+    the `D` of "classe D"; not a capital `E` opening the sentence), or a symbol like `Vx`."""
     found = []
     for index, word in enumerate(words(text)):
         lower = word.lower()
         acronym = word.isupper() and (len(word) > 1 or index > 0) and lower not in _CONNECTIVES
-        if acronym or (lower not in STOP_WORDS and len(word) > 2):
+        symbol = len(word) == 2 and word[0].isupper() and lower not in STOP_WORDS
+        if acronym or symbol or (lower not in STOP_WORDS and len(word) > 2):
             found.append(word)
     return found
 
@@ -81,27 +110,48 @@ def _stem(word: str) -> str:
     return lower[:-1] if len(lower) > 4 and lower[-1] in "aeiou" else lower
 
 
+def own_words(question: str) -> list[str]:
+    """The content words that could name a subject: not a follow-up's own vocabulary."""
+    return [w for w in _content(question) if w.lower() not in _BARE]
+
+
 def is_followup(question: str, *, has_topic: bool) -> bool:
     """Whether `question` continues the conversation rather than opening a new topic."""
     tokens = words(question)
     if not tokens or not has_topic:
         return False
-    if tokens[0].lower() in _CONNECTIVES:
+    first = tokens[0].lower()
+    if first in _CONNECTIVES:
         return True
     if _ANAPHORA.search(question):
         return True
-    return len(tokens) < SHORT_QUESTION_WORDS
+    own = own_words(question)
+    if not own:
+        return True  # "perché?", "fammi un esempio", "come mai?"
+    if len(tokens) >= SHORT_QUESTION_WORDS:
+        return False
+    if first in _WHY and len(own) == 1 and len(tokens) <= 3:
+        return True  # "perché è pericoloso?": the subject is the topic's
+    return first in _PREPOSITIONS or all(w.lower() in _QUALIFIERS for w in own)
 
 
 def topic_keywords(questions: Sequence[str], limit: int = MAX_TOPIC_KEYWORDS) -> list[str]:
     """The topic of the student's earlier questions (oldest first), best first: content words
-    ranked by how many questions use them, then by the first place they appear."""
+    ranked by how many questions use them, then by the first place they appear. Only the
+    last question that stood alone and the follow-ups after it count: a new subject resets
+    the topic."""
+    recent = list(questions[-TOPIC_QUESTIONS:])
+    start = 0
+    for index in range(len(recent) - 1, -1, -1):
+        if not is_followup(recent[index], has_topic=index > 0):
+            start = index
+            break
     counts: dict[str, int] = {}
     first: dict[str, int] = {}
     written: dict[str, str] = {}
     position = 0
-    for question in questions[-TOPIC_QUESTIONS:]:
-        for word in dict.fromkeys(_content(question)):
+    for question in recent[start:]:
+        for word in dict.fromkeys(own_words(question)):
             key = _stem(word)
             counts[key] = counts.get(key, 0) + 1
             first.setdefault(key, position)
@@ -124,12 +174,24 @@ QUERY_ARGUMENTS = ("query", "q")  # the search text of a source tool, by name
 
 
 def expanded_search(arguments: Mapping[str, Any], topic: Sequence[str]) -> tuple[str, str] | None:
-    """(argument name, expanded query) for a source tool's arguments during a follow-up."""
+    """(argument name, expanded query) for a source tool's arguments during a follow-up; None
+    when the query stands on its own (a model that wrote "microburst" for "e il microburst?"
+    searches that, not the topic)."""
     for name in QUERY_ARGUMENTS:
         value = arguments.get(name)
         if isinstance(value, str) and value.strip():
+            if not is_followup(value, has_topic=True):
+                return None
             return name, expand_query(topic, value)
     return None
+
+
+def without_connective(question: str) -> str:
+    """The question without the connective it opens with (`e il microburst?` -> `il
+    microburst?`)."""
+    return re.sub(
+        r"^\s*(?:e|ed|ma|però|pero|anche|invece|inoltre|quindi)\s+", "", question, flags=re.I
+    )
 
 
 CONCISE_PREFIX = (

@@ -1,10 +1,11 @@
 """The embedded course search: the manual's sections and the quiz explanations in an in-memory
 SQLite FTS5 index, ranked by BM25.
 
-Italian-aware without a dependency: text is folded (no accents, no case) and reduced to the
-light stems of the quiz search (`aircoach.text.stem`: singular and plural meet) before
-FTS5 sees it; a query word of five letters or more also matches the indexed stems one edit
-away from it (one typo). A passage must contain a good share of the query's words, weighted
+Italian-aware: text is folded (no accents, no case) and reduced to Snowball's Italian stems
+(`aircoach.text.stem`: inflections meet) before FTS5 sees it; a query word also matches the
+stems the glossary gives it (`aircoach.knowledge.glossary`: `smagrire` finds `impoverire`),
+and a word of five letters or more that the course does not use matches the indexed stems one
+edit away from it (one typo), counting for less than an exact word. A passage must contain a good share of the query's words, weighted
 by rarity (`MIN_COVERAGE`), and at least two of them when the query has two or more: a
 question about something the course does not cover finds nothing, rather than the passage
 that happens to share one word with it.
@@ -22,8 +23,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from aircoach.knowledge.glossary import alternatives
 from aircoach.knowledge.manual import Section
-from aircoach.text import FUZZY_MIN_LETTERS, fold, one_edit_away, stem, words
+from aircoach.text import FUZZY_MIN_LETTERS, fold, one_edit_away, stem, typo_stems, words
 
 MAX_QUERY_CHARS = 500  # a longer query is cut: more words add cost, not precision
 MAX_QUERY_WORDS = 12
@@ -37,6 +39,13 @@ _TITLE_WEIGHT, _BODY_WEIGHT = 3.0, 1.0
 # the section that teaches its subject (the manual is the source, the explanation the way a
 # student asks about it).
 _LENT_FACTOR = 0.5
+# A word matched only through a typo (one edit away) holds this share of its weight: "vinto"
+# is one edit from "vento", and a question about football must not reach the wind.
+_FUZZY_SHARE = 0.5
+# A word found in more than this share of the passages tells little about a question.
+_COMMON_SHARE = 0.15
+# Any other single edit only in a stem this long: short stems are one edit from many words.
+_ANY_EDIT_MIN_LETTERS = 5
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
 
 # Words of a question that say nothing about its subject ("spiegami cos'e ...").
@@ -44,7 +53,8 @@ _QUESTION_WORDS_TEXT = """
     cos cosa cose che come dove quando perche quanto quanta quanti quante qual quale
     spiegami spiega spiegare dimmi dici parlami sai sapere vuol dire significa significato
     funziona funzionano serve servono succede puoi mi ti ci si e sono ho hai ha fa fare
-    differenza tra fra manuale corso secondo dice detto
+    differenza tra fra manuale corso secondo dice detto legge leggere leggo interpretare
+    interpreta capire capisco significano esattamente va vanno com fatto fatta fatti succedere
 """
 _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split())
 
@@ -133,30 +143,37 @@ class CourseIndex:
         with self._lock:
             self._db.close()
 
-    def _query_words(self, query: str) -> list[tuple[str, frozenset[str]]]:
-        """Per meaningful query word: its stem and the indexed stems it matches (itself, or
-        those one edit away when it is not indexed and long enough)."""
-        planned: dict[str, frozenset[str]] = {}
-        for word in words(query[:MAX_QUERY_CHARS]):
-            if word in _QUESTION_WORDS or len(word) < 2:
-                continue
-            term = stem(word)
+    def _query_words(self, query: str) -> list[tuple[str, frozenset[str], bool]]:
+        """Per meaningful query word: its stem, the indexed stems it matches (itself and its
+        glossary alternatives, or those one edit away when none is indexed and the word is
+        long enough), and whether it matched only through a typo."""
+        planned: dict[str, tuple[frozenset[str], bool]] = {}
+        known = self._vocabulary.keys()
+        asked = [
+            (word, stem(word))
+            for word in words(query[:MAX_QUERY_CHARS])
+            if word not in _QUESTION_WORDS and len(word) >= 2
+        ]
+        glossary = alternatives(term for _, term in asked)
+        for word, term in asked:
             if term in planned:
                 continue
-            if term in self._vocabulary:
-                planned[term] = frozenset({term})
+            exact = frozenset({term} | glossary.get(term, frozenset())) & known
+            if exact:
+                planned[term] = (exact, False)
             elif len(word) >= FUZZY_MIN_LETTERS and not word.isdigit():
                 # The commonest Italian typo is a single letter doubled or not (stalo,
                 # nebia): when such a variant is indexed, it is the word meant.
-                known = self._vocabulary.keys()
-                planned[term] = frozenset(_doubling_variants(term) & known) or frozenset(
-                    one_edit_away(term) & known
-                )
+                fuzzy = frozenset(_doubling_variants(term) & known)
+                if not fuzzy:
+                    edits = one_edit_away(term) if len(term) >= _ANY_EDIT_MIN_LETTERS else set()
+                    fuzzy = frozenset((edits | typo_stems(word)) & known)
+                planned[term] = (fuzzy, True)
             else:
-                planned[term] = frozenset()
+                planned[term] = (frozenset(), False)
             if len(planned) == MAX_QUERY_WORDS:
                 break
-        return list(planned.items())
+        return [(term, found, typo) for term, (found, typo) in planned.items()]
 
     def search(
         self, query: str, *, top_k: int = 5, materia: str | None = None
@@ -166,7 +183,7 @@ class CourseIndex:
         `materia` narrows to the chapters whose title contains it (accents ignored)."""
         top_k = max(1, min(int(top_k), MAX_TOP_K))
         planned = self._query_words(query)
-        matchable = sorted({t for _, found in planned for t in found})
+        matchable = sorted({t for _, found, _ in planned for t in found})
         if not matchable:
             return []
         expression = " OR ".join(f'"{term}"' for term in matchable)
@@ -180,7 +197,14 @@ class CourseIndex:
         total = len(self.passages)
         weights = {
             term: _rarity(min((self._vocabulary[t] for t in found), default=1), total)
-            for term, found in planned
+            for term, found, _ in planned
+        }
+        share = {term: _FUZZY_SHARE if typo else 1.0 for term, _, typo in planned}
+        # A word in a good share of the course ("volo") is not one of the two a result needs.
+        common = {
+            term
+            for term, found, _ in planned
+            if found and min(self._vocabulary[t] for t in found) > _COMMON_SHARE * total
         }
         wanted = sum(weights.values()) or 1.0
         wanted_materia = fold(materia).strip() if materia else ""
@@ -191,9 +215,13 @@ class CourseIndex:
             if wanted_materia and wanted_materia not in fold(passage.materia):
                 continue
             held = self._terms[rowid]
-            matched = [t for t, found in planned if found & held]
-            coverage = sum(weights[t] for t in matched) / wanted
-            if coverage < MIN_COVERAGE or len(matched) < min(2, len(planned)):
+            matched = [t for t, found, _ in planned if found & held]
+            coverage = sum(weights[t] * share[t] for t in matched) / wanted
+            telling = [t for t in matched if t not in common]
+            enough = len(matched) >= min(2, len(planned)) or len(telling) >= min(
+                2, len(planned) - len(common)
+            )
+            if coverage < MIN_COVERAGE or not enough:
                 continue
             score = -rank * coverage**2
             target = self._section_of[rowid]
@@ -206,7 +234,7 @@ class CourseIndex:
         return [self._result(self.passages[row], score, planned) for row, score in best]
 
     def _result(
-        self, passage: Passage, score: float, planned: list[tuple[str, frozenset[str]]]
+        self, passage: Passage, score: float, planned: list[tuple[str, frozenset[str], bool]]
     ) -> dict[str, Any]:
         return {
             "riferimento": passage.riferimento,
@@ -230,13 +258,13 @@ def _rarity(count: int, total: int) -> float:
     return math.log(1 + total / max(count, 1))
 
 
-def _excerpt(text: str, planned: list[tuple[str, frozenset[str]]]) -> str:
+def _excerpt(text: str, planned: list[tuple[str, frozenset[str], bool]]) -> str:
     """The passage, or for a long one the sentences from the first that holds a query word,
     cut at `EXCERPT_CHARS` on a sentence boundary where possible."""
     if len(text) <= EXCERPT_CHARS:
         return text
     sentences = _SENTENCE_END.split(text)
-    wanted = {t for _, found in planned for t in found}
+    wanted = {t for _, found, _ in planned for t in found}
     start = next(
         (i for i, s in enumerate(sentences) if wanted & set(_stems(s))),
         0,

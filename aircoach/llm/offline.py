@@ -31,9 +31,13 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from aircoach.knowledge.library import course_chapters
-from aircoach.llm import offline_course, offline_quiz
+from aircoach.llm import offline_answer, offline_course, offline_quiz
 
 OFFLINE_NOTICE = "[modello offline]"
+_NO_SEARCH = (
+    "Non ho informazioni su questo argomento: la ricerca nel manuale del corso non è attiva in "
+    "questa richiesta."
+)
 TOOL_THRESHOLD = 0.5
 # Called by their own decisions in `respond`, never by scoring examples.
 _DECIDED_TOOLS = frozenset({offline_quiz.ASK, offline_quiz.GRADE, offline_course.KB})
@@ -264,13 +268,18 @@ class OfflineChatModel(BaseChatModel):
         4. a greeting or a question about the coach gets its fixed introduction;
         5. a request for its instructions is declined;
         6. a request that matches another tool's examples calls that tool;
-        7. anything else searches the course manual (`kb_search`).
+        7. anything else searches the course manual (`kb_search`): a bare follow-up with
+           the conversation's topic, a question of several parts part by part (parallel
+           calls), and a request with nothing to search gets a clarifying question
+           (`offline_course.plan_search`).
         """
         last = messages[-1] if messages else HumanMessage("")
         if isinstance(last, ToolMessage):
-            return AIMessage(f"{OFFLINE_NOTICE} {self._from_result(last, messages)}")
+            return self._from_results(messages)
         query = last.text if isinstance(last, HumanMessage) else ""
         call = self._grade_pending_answer(messages, query)
+        if call is None and offline_course.continues_course(messages, query):
+            return self._search_course(messages, query)
         if call is None:
             scores = self._scores(query)
             call = self._quiz_request(query, scores)
@@ -279,13 +288,10 @@ class OfflineChatModel(BaseChatModel):
                     return self._say(offline_course.introduction(self._bound_names()))
                 if offline_course.asks_for_instructions(query):
                     return self._say(offline_course.DECLINE)
-                call = self._pick_tool(scores, query) or self._search_course(query)
-        if call is not None:
-            return AIMessage("", tool_calls=[call])
-        return self._say(
-            "Non ho informazioni su questo argomento: la ricerca nel manuale del corso non è "
-            "attiva in questa richiesta."
-        )
+                call = self._pick_tool(scores, query)
+                if call is None:
+                    return self._search_course(messages, query)
+        return AIMessage("", tool_calls=[call])
 
     @staticmethod
     def _say(text: str) -> AIMessage:
@@ -294,21 +300,57 @@ class OfflineChatModel(BaseChatModel):
     def _bound_names(self) -> list[str]:
         return [tool["function"]["name"] for tool in self.bound_tools]
 
-    def _from_result(self, result: ToolMessage, messages: list[BaseMessage]) -> str:
-        if result.name != offline_course.KB:
-            return f"Risultato di {result.name}: {result.text}"
-        if result.status == "error":
-            return "La ricerca nel manuale del corso non è riuscita: riprova tra poco."
+    def _from_results(self, messages: list[BaseMessage]) -> AIMessage:
+        """The answer from the tool results after the last tool-calling message (several
+        when a question of several parts was searched part by part)."""
+        start = max(i for i, m in enumerate(messages) if not isinstance(m, ToolMessage))
+        results = [m for m in messages[start + 1 :] if isinstance(m, ToolMessage)]
+        calling = messages[start]
+        asked = {
+            call["id"]: str(call["args"].get("query", ""))
+            for call in (calling.tool_calls if isinstance(calling, AIMessage) else [])
+        }
+        if any(r.name != offline_course.KB for r in results):
+            return self._say(" ".join(f"Risultato di {r.name}: {r.text}" for r in results))
+        if any(r.status == "error" for r in results):
+            return self._say("La ricerca nel manuale del corso non è riuscita: riprova tra poco.")
         question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
-        composed = offline_course.answer(question, result.text)
+        order = list(asked)  # the results come as the searches end; the parts as asked
+        results.sort(key=lambda r: order.index(r.tool_call_id) if r.tool_call_id in asked else 0)
+        parts = [(asked.get(r.tool_call_id, question) or question, r.text) for r in results]
+        if len(parts) == 1:
+            searched = parts[0][0]
+            composed = offline_answer.answer(
+                f"{question} {searched}", parts[0][1], offline_course.focus(question, searched)
+            )
+            if composed is None and searched.strip() != question.strip():
+                # The topic added to a follow-up found nothing: search the question as asked.
+                retry = self._search_course(messages, question, plain=True)
+                if retry.tool_calls:
+                    return retry
+        else:
+            composed = offline_answer.answer_parts(parts, offline_course.PART_NOT_FOUND)
         if composed is None:
-            return offline_course.no_match(course_chapters())
-        return composed[0]
+            return self._say(offline_course.no_match(course_chapters()))
+        return self._say(composed[0])
 
-    def _search_course(self, query: str) -> dict[str, Any] | None:
+    def _search_course(
+        self, messages: list[BaseMessage], query: str, *, plain: bool = False
+    ) -> AIMessage:
+        """The `kb_search` calls for `query` (one per part of it, run side by side), or a
+        clarifying question when it names nothing to search; `plain`: as asked."""
         if self._bound(offline_course.KB) is None or not query.strip():
-            return None
-        return _tool_call(offline_course.KB, {"query": query.strip()})
+            return self._say(_NO_SEARCH)
+        plan = (
+            offline_course.SearchPlan((query.strip(),))
+            if plain
+            else offline_course.plan_search(messages, query)
+        )
+        if plan.clarify is not None:
+            return self._say(plan.clarify)
+        return AIMessage(
+            "", tool_calls=[_tool_call(offline_course.KB, {"query": q}) for q in plan.queries]
+        )
 
     def _bound(self, name: str) -> dict[str, Any] | None:
         return next(

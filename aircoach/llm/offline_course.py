@@ -1,9 +1,17 @@
 """What the offline model knows about the course: greetings and its own introduction, requests
 for its instructions (declined), and answers composed from `kb_search` results.
 
+It plans its searches as a careful student's tutor would (`plan_search`): a question that
+names its own subject is searched as it is; only a bare follow-up ("perché?", "e in virata?")
+borrows the conversation's topic (the rules of `aircoach.grounding.followups`); a question of
+several parts ("Differenza tra QNH e QFE e quando si usa il 1013?") is searched part by part,
+the searches running side by side as a real model's parallel tool calls do; a request with
+nothing to search ("spiegami quella cosa") gets one short clarifying question.
+
 It reads a `kb_search` result as a model would, from the text the tool gave it (one line per
-section: `- [3.2] (Strumenti di volo) score=...: text`), and answers with the sentences that
-share the most words with the question, citing the sections they come from.
+section: `- [3.2] (Strumenti di volo) score=...: text`), and answers each part with the
+sentences of the best sections that answer it (`aircoach.llm.offline_answer`), citing every
+section it used.
 """
 
 from __future__ import annotations
@@ -12,11 +20,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aircoach.text import fold, stem, words
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from aircoach.grounding import followups
+from aircoach.text import fold
 
 KB = "kb_search"
-MAX_SENTENCES = 2  # from the best section; the next one may add one more
-MAX_SOURCES = 2
+MAX_PARTS = 3  # the parts of one question searched on their own
 
 _RESULT = re.compile(r"^- \[(?P<ref>[^\]]+)\] \((?P<materia>[^)]*)\) score=\S*: (?P<text>.+)$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-ZÀ-Ý«\"(0-9])")
@@ -35,13 +45,6 @@ _INSTRUCTIONS = re.compile(
     r"|istruzioni (?:di sistema|iniziali|precedenti|interne|nascoste|del coach|che hai ricevuto)"
     r"|come sei (?:stato )?(?:programmato|configurato|istruito))\b"
 )
-
-
-@dataclass(frozen=True)
-class _Found:
-    ref: str
-    materia: str
-    text: str
 
 
 def is_greeting(query: str) -> bool:
@@ -96,43 +99,99 @@ def no_match(chapters: Sequence[str]) -> str:
     )
 
 
-def results(text: str) -> list[_Found]:
-    """The sections of a `kb_search` result text, best first."""
-    found = []
-    for line in text.splitlines():
-        match = _RESULT.match(line.strip())
-        if match:
-            found.append(_Found(match["ref"], match["materia"], match["text"]))
+PART_NOT_FOUND = "non ho trovato questa parte nel manuale del corso."
+CLARIFY = (
+    "Non ho capito a quale argomento ti riferisci. Mi dici il concetto che vuoi ripassare? "
+    "Per esempio «QNH», «stallo» o «fattore di carico»."
+)
+
+# A new part of a question starts at "?" or ";", or at "e" followed by a question word.
+_PART_END = re.compile(r"[?;]+")
+_AND_ASKS = re.compile(
+    r"\s+e\s+(?=(?:cos[a'’ ]|come\b|quando\b|qual[ie']?\b|perch|dove\b|quant[oaie]\b|chi\b))",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """What the offline model searches for a question: one query per part, or, when there
+    is nothing to search, the clarifying question to ask instead."""
+
+    queries: tuple[str, ...] = ()
+    clarify: str | None = None
+
+
+def earlier_questions(messages: Sequence[BaseMessage]) -> list[str]:
+    """The student's questions before the last message, oldest first."""
+    asked = [m.text for m in messages[:-1] if isinstance(m, HumanMessage)]
+    return [q for q in asked if q.strip()]
+
+
+def parts(question: str) -> list[str]:
+    """The parts of a question that ask something of their own, at most MAX_PARTS; a part
+    with no subject of its own ("cosa fare") stays with the part before it."""
+    pieces = [
+        piece.strip(" ,.:!")
+        for chunk in _PART_END.split(question)
+        for piece in _AND_ASKS.split(chunk)
+    ]
+    found: list[str] = []
+    for piece in pieces:
+        if not piece:
+            continue
+        if found and not followups.own_words(piece):
+            found[-1] = f"{found[-1]} {piece}"
+        else:
+            found.append(piece)
+    if len(found) > MAX_PARTS:
+        found[MAX_PARTS - 1 :] = [" ".join(found[MAX_PARTS - 1 :])]
     return found
 
 
-def _stems(text: str) -> set[str]:
-    return {stem(w) for w in words(text)}
+def plan_search(messages: Sequence[BaseMessage], question: str) -> SearchPlan:
+    """The searches for `question`, the last message of `messages`: a bare follow-up borrows
+    the topic of the questions before it; a question of several parts is searched by part."""
+    question = question.strip()
+    topic = followups.topic_keywords(earlier_questions(messages))
+    if followups.is_followup(question, has_topic=bool(topic)):
+        alone = followups.without_connective(question)
+        if followups.own_words(alone) and not followups.is_followup(alone, has_topic=True):
+            return SearchPlan((alone,))  # "e il microburst?" asks about the microburst
+        return SearchPlan((followups.expand_query(topic, question),))
+    asked = parts(question)
+    if not any(followups.own_words(part) for part in asked):
+        return SearchPlan(clarify=CLARIFY)
+    if len(asked) > 1:
+        return SearchPlan(tuple(_part_query(part) for part in asked))
+    return SearchPlan((question,))
 
 
-def answer(query: str, text: str) -> tuple[str, list[str]] | None:
-    """An answer to `query` from a `kb_search` result: the sentences that share the most words
-    with it (from the first section, then the next one when it adds something), in the
-    order they come, and the sections cited. None when the result holds no section."""
-    found = [f for f in results(text) if not f.ref.startswith("quiz ")] or results(text)
-    if not found:
-        return None
-    wanted = _stems(query)
-    chosen: list[tuple[int, int, str]] = []  # (source rank, position, sentence)
-    for rank, item in enumerate(found[:MAX_SOURCES]):
-        sentences = [s.strip() for s in _SENTENCE_END.split(item.text) if s.strip()]
-        scored = sorted(
-            ((len(wanted & _stems(s)), -i, s) for i, s in enumerate(sentences)), reverse=True
-        )
-        room = MAX_SENTENCES - len(chosen) if rank == 0 else 1
-        for overlap, neg_i, sentence in scored[: max(room, 0)]:
-            if rank > 0 and overlap < 2:
-                break  # a second section is cited only when it clearly adds to the first
-            if rank == 0 and chosen and overlap == 0:
-                break
-            chosen.append((rank, -neg_i, sentence))
-    chosen.sort()
-    cited = {found[rank].ref: found[rank].materia for rank, _, _ in chosen}
-    body = " ".join(sentence for _, _, sentence in chosen)
-    sources = ", ".join(f"§ {ref} ({materia})" for ref, materia in cited.items())
-    return f"Dal manuale del corso: {body} (Fonte: {sources}.)", list(cited)
+def focus(question: str, searched: str) -> list[str]:
+    """The words a follow-up adds to the topic it borrowed ("e il microburst?" searched as
+    "wind shear microburst": `microburst`); none when the question was searched as asked."""
+    if searched.strip() == question.strip():
+        return []
+    return followups.own_words(question)
+
+
+def continues_course(messages: Sequence[BaseMessage], question: str) -> bool:
+    """A bare follow-up ("fammi un esempio", "perché?") right after a turn that searched the
+    course: it asks for more of that topic, not for a quiz."""
+    if followups.own_words(question):
+        return False
+    last_calls = next(
+        (
+            m.tool_calls
+            for m in reversed(messages[:-1])
+            if isinstance(m, AIMessage) and m.tool_calls
+        ),
+        [],
+    )
+    return bool(last_calls) and all(call["name"] == KB for call in last_calls)
+
+
+def _part_query(part: str) -> str:
+    """A part as it is searched: a leading "e"/"ma" dropped ("e il microburst" asks about the
+    microburst, not about the part before it)."""
+    return re.sub(r"^(?:e|ed|ma|invece|anche)\s+", "", part, flags=re.IGNORECASE)

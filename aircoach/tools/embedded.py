@@ -42,6 +42,7 @@ async def call_embedded_tool(spec: ToolSpec, ctx: ToolContext, **arguments: Any)
     }
     caps = spec.http.caps if spec.http is not None else {}
     capped = cap_arguments(arguments, caps)
+    plain = dict(capped)
     if spec.source and ctx.topic and (expanded := expanded_search(capped, ctx.topic)):
         # A follow-up searches the conversation's topic first, as the HTTP backend does.
         name, capped[name] = expanded
@@ -49,6 +50,9 @@ async def call_embedded_tool(spec: ToolSpec, ctx: ToolContext, **arguments: Any)
     try:
         # An embedded handler answers a list of results, not a ToolOutput.
         items: Any = await resolve_handler(spec.embedded)(ctx, **capped)
+        if items == [] and capped != plain:  # the topic found nothing: the query as asked
+            items = await resolve_handler(spec.embedded)(ctx, **plain)
+            meta.pop("expanded_query", None)
     except ValueError as exc:  # bad arguments: the model can fix them
         return _failure(spec, str(exc), meta, started)
     except Exception as exc:

@@ -64,7 +64,7 @@ def test_the_topic_is_the_content_of_the_earlier_questions():
 
 
 def test_words_common_to_several_questions_rank_first():
-    questions = ["Cos'è il QNH?", "E il QFE rispetto al QNH?", "Come si imposta il QNH in volo?"]
+    questions = ["Cos'è il QNH?", "E il QFE rispetto al QNH?", "e in volo il QNH?"]
     assert topic_keywords(questions, limit=2) == ["QNH", "QFE"]
 
 
@@ -77,8 +77,11 @@ def test_the_topic_comes_first_then_the_new_words():
 
 
 def test_only_a_search_text_argument_is_expanded():
-    assert expanded_search({"query": "classe D", "top_k": 3}, ["VFR"]) == ("query", "VFR classe D")
-    assert expanded_search({"q": "meteo"}, ["VFR"]) == ("q", "VFR meteo")
+    assert expanded_search({"query": "e in classe D", "top_k": 3}, ["VFR"]) == (
+        "query",
+        "VFR classe D",
+    )
+    assert expanded_search({"q": "di notte"}, ["VFR"]) == ("q", "VFR notte")
     assert expanded_search({"top_k": 3}, ["VFR"]) is None
     assert expanded_search({"query": "  "}, ["VFR"]) is None
 
@@ -110,3 +113,34 @@ def test_the_thread_view_is_what_the_model_is_shown():
     assert view.tool_texts == ["Reg. (UE) n. 923/2012"]  # a failure is not a source
     assert ThreadView.of(messages, history_limit=5).questions == ["vecchia domanda", AIRSPACE]
     assert ThreadView.of(messages, history_limit=0) == ThreadView()
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["perché?", "fammi un esempio", "come mai?", "in virata?", "perche e pericoloso?"],
+)
+def test_a_bare_followup_borrows_the_topic(question):
+    assert is_followup(question, has_topic=True)
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Spiegami il QNH", "come funziona il variometro", "cos'è il METAR?", "Vx e Vy"],
+)
+def test_a_short_question_with_its_own_subject_stands_alone(question):
+    assert not is_followup(question, has_topic=True)
+
+
+def test_a_change_of_subject_resets_the_topic():
+    carburettor = "come mi accorgo del ghiaccio al carburatore"
+    assert topic_keywords(["cos'è l'anemometro", carburettor, "perché?"]) == [
+        "accorgo",
+        "ghiaccio",
+        "carburatore",
+    ]
+    assert topic_keywords(["Come si prepara la carbonara?", "Spiegami il QNH"]) == ["QNH"]
+
+
+def test_a_self_contained_search_of_a_model_is_not_expanded():
+    assert expanded_search({"query": "microburst in finale"}, ["wind", "shear"]) is None
+    assert expanded_search({"query": "perché?"}, ["carburatore"]) == ("query", "carburatore perché")

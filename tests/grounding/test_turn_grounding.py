@@ -199,7 +199,7 @@ async def test_a_followup_searches_the_topic_first_and_keeps_the_models_argument
     script = Script(
         [
             text("Le classi vanno dalla A alla G."),
-            call("kb_search", query="classe D"),
+            call("kb_search", query="e in classe D?"),  # the student's words, as they came
             text("In classe D: 5 km."),
         ]
     )
@@ -214,7 +214,7 @@ async def test_a_followup_searches_the_topic_first_and_keeps_the_models_argument
     assert hit.json["query"] == expanded  # what the service was asked
     assert events[0]["data"]["meta"]["expanded_query"] == expanded
     (stored,) = turn.tools
-    assert stored.arguments == {"query": "classe D"}  # the model's own arguments
+    assert stored.arguments == {"query": "e in classe D?"}  # the model's own arguments
     assert stored.data["meta"]["expanded_query"] == expanded
     assert [(r.tool_name, r.refs) for r in turn.retrieved] == [("kb_search", ["7.3"])]
     line = [r.getMessage() for r in caplog.records if r.getMessage().startswith("turn ")][-1]

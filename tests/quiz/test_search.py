@@ -24,7 +24,8 @@ def test_words_fold_accents_case_and_punctuation_and_drop_stopwords():
         ("luogo", "luoghi"),
         ("consiglio", "consigli"),
         ("velocita", "velocita"),
-        ("ala", "ali"),
+        ("virata", "virate"),
+        ("impoverire", "impoverisce"),  # Snowball joins verb forms too
     ],
 )
 def test_singular_and_plural_share_a_stem(one, other):
@@ -57,12 +58,12 @@ def test_plan_tolerates_typos_only_in_words_of_five_letters_or_more():
 
 def test_scores_rank_exact_words_above_typos_and_more_words_above_fewer():
     query = plan("velocita portanza")
-    assert query.score(["velocit", "portanz"]) == 2 * EXACT
-    assert query.score(["velocit", "portnz"]) == EXACT + FUZZY
+    assert query.score(["veloc", "portanz"]) == 2 * EXACT
+    assert query.score(["veloc", "portnz"]) == EXACT + FUZZY
     assert query.score(["elic"]) == 0
     ranked = query.rank(
-        {(2, 1): ["velocit"], (1, 3): ["velocit", "portanz"], (1, 1): ["portnz"], (3, 3): []},
+        {(2, 1): ["veloc"], (1, 3): ["veloc", "portanz"], (1, 1): ["portnz"], (3, 3): []},
         limit=10,
     )
     assert ranked == [(1, 3), (2, 1), (1, 1)]
-    assert query.rank({(2, 1): ["velocit"], (1, 9): ["velocit"]}, limit=1) == [(1, 9)]
+    assert query.rank({(2, 1): ["veloc"], (1, 9): ["veloc"]}, limit=1) == [(1, 9)]

@@ -1,0 +1,85 @@
+"""The course's glossary: the words a student uses for what the manual says in other words
+(`smagrire` for `impoverire`), and the abbreviations it spells out (`VDS`, `CAT`).
+
+Stemming joins inflections (`impoverire`/`impoverisce`), not synonyms: a query word found here
+also matches the stems of its entry's words in the index, as alternatives for the same word
+(they never add a word the passage must also hold). Keys and words are folded Italian words;
+every entry is tested (`tests/knowledge/test_glossary.py`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+
+from aircoach.text import stem, words
+
+# A student's word, or phrase, -> the manual's words for the same thing. An abbreviation the
+# manual uses itself (QNH, VDS, IAS) needs no entry; the phrase a student may use instead does.
+GLOSSARY: dict[str, tuple[str, ...]] = {
+    # synonyms
+    "smagrire": ("impoverire", "povera"),
+    "smagrisco": ("impoverire", "povera"),
+    "smagrimento": ("impoverire", "povera"),
+    "grassa": ("ricca", "arricchire"),
+    "ingrassare": ("ricca", "arricchire"),
+    "galleggiamento": ("galleggiare", "suolo"),
+    "galleggia": ("galleggiare", "suolo"),
+    "frontalmente": ("frontale",),
+    "di fronte": ("frontale",),
+    "contro": ("frontale",),
+    "limpida": ("chiara",),
+    "sereno": ("chiara",),
+    "perdo": ("incertezza", "posizione"),
+    "perso": ("incertezza", "posizione"),
+    "esce": ("rimessa",),
+    "esco": ("rimessa",),
+    "uscire": ("rimessa",),
+    "uscita": ("rimessa",),
+    "squawk": ("transponder",),
+    "licenza": ("attestato",),
+    "bevuto": ("alcol",),
+    "bere": ("alcol",),
+    "ubriaco": ("alcol",),
+    "pressione livello mare": ("qnh",),
+    "pressione aeroporto": ("qfe",),
+    "pressione pista": ("qfe",),
+    "velocita indicata": ("ias",),
+    "velocita vera": ("tas",),
+    "velocita suolo": ("gs",),
+    # abbreviations the manual spells out
+    "qne": ("1013", "standard"),
+    "ulm": ("ultraleggero", "diporto"),
+    "cat": ("turbolenza", "chiara"),
+    "ws": ("wind", "shear"),
+    "llws": ("wind", "shear"),
+    "agl": ("altezza", "suolo"),
+    "amsl": ("altitudine", "mare"),
+    "msl": ("altitudine", "mare"),
+    "cb": ("cumulonembo",),
+    "cg": ("baricentro",),
+    "mtow": ("massa", "decollo"),
+}
+
+
+def _stems(text: str) -> frozenset[str]:
+    return frozenset(stem(w) for w in words(text))
+
+
+@functools.lru_cache(maxsize=1)
+def _entries() -> tuple[tuple[frozenset[str], frozenset[str]], ...]:
+    """(the stems of a key, the stems it also means), every entry."""
+    return tuple((_stems(key), _stems(" ".join(meant))) for key, meant in GLOSSARY.items())
+
+
+def alternatives(terms: Iterable[str]) -> dict[str, frozenset[str]]:
+    """For the stems of a query's words, the stems each also matches through the glossary:
+    every word of an entry's key, when the query holds all of them, matches the entry's
+    words too ("pressione al livello del mare" also finds "QNH")."""
+    held = set(terms)
+    found: dict[str, set[str]] = {}
+    for key, meant in _entries():
+        if key and key <= held:
+            for term in key:
+                found.setdefault(term, set()).update(meant)
+    return {term: frozenset(stems) for term, stems in found.items()}

@@ -1,0 +1,235 @@
+"""The offline model's answer from `kb_search` results: the sentences of the best sections that
+answer the question, never a sentence without its subject, every section used cited.
+
+A question can ask for several things at once ("sintomi e cosa fare", "sintomi e a che
+quota"): each such aspect (symptoms, remedy, a number, a cause) is looked for on its own, so
+the answer holds a sentence for each when the section has one. A sentence that leans on the
+one before it ("Riduce l'anidride carbonica...", "Questo...") comes with it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aircoach.text import fold, stem, words
+
+MAX_SENTENCES = 4  # from the best section, its subjects included; the next one adds one
+MAX_SOURCES = 2
+
+_RESULT = re.compile(r"^- \[(?P<ref>[^\]]+)\] \((?P<materia>[^)]*)\) score=\S*: (?P<text>.+)$")
+# A sentence ends at . ! ? before a capital, never after an abbreviation ("n. 1178/2011").
+_SENTENCE_END = re.compile(
+    r"(?<!\bn\.)(?<!\bart\.)(?<!\bes\.)(?<!\bReg\.)(?<!\bcfr\.)(?<!\becc\.)(?<![A-Z]\.)"
+    r"(?<=[.!?])\s+(?=[A-ZÀ-Ý«\"(])"
+)
+# Words of a question that only say what is asked, not about what.
+_ASKING_TEXT = """
+    cos cosa cose come quando perche quanto quanta quanti quante qual quale spiegami spiega
+    dimmi parlami sai succede serve servono mi ti ci si e ho hai ha fa fare faccio devo
+    differenza legge leggere
+"""
+_ASKING = frozenset(_ASKING_TEXT.split())
+
+# Aspects a question may ask for, each with the folded words that ask for it (`asks`) and the
+# stems, or digits, a sentence that gives it holds (`gives`).
+_NUMBER = "#"
+
+
+@dataclass(frozen=True)
+class _Aspect:
+    asks: re.Pattern[str]
+    gives: frozenset[str]
+
+
+def _stems_of(text: str) -> frozenset[str]:
+    return frozenset(stem(w) for w in text.split())
+
+
+_ASPECTS = (
+    _Aspect(  # symptoms
+        re.compile(r"\b(?:sintom\w*|segn[io]|come (?:mi )?(?:accorg\w*|riconosc\w*|capisc\w*))\b"),
+        _stems_of("sintomo sintomi segno segni calo euforia irregolare accorge"),
+    ),
+    _Aspect(  # what to do
+        re.compile(
+            r"\b(?:cosa (?:si )?(?:fa|fare|faccio|devo fare)|che fare|rimedi\w*|come (?:si )?"
+            r"(?:corregge|correggo|evita|evito|esce|esco|rimedia)|come (?:mi )?comporto)\b"
+        ),
+        _stems_of(
+            "inserire inserendo occorre bisogna deve devono tirare applicare ridurre "
+            "riscaldamento evitare aprire chiudere atterrare scendere abbandonare correggere "
+            "spegnere consigliabile prudente necessario"
+        ),
+    ),
+    _Aspect(  # a number
+        re.compile(r"\b(?:a che quota|che quota|quanto|quanti|quante|quanta|quale valore)\b"),
+        frozenset({_NUMBER}),
+    ),
+    _Aspect(  # a cause
+        re.compile(r"\b(?:perche|come mai|causa|cause|motivo)\b"),
+        _stems_of("perché perche poiché poiche causa dovuto quindi dipende riduce aumenta"),
+    ),
+)
+
+# First words of a sentence that lean on the sentence before it for their subject.
+_LEANING_TEXT = """
+    questo questa questi queste cio esso essa essi esse non inoltre quindi percio pertanto
+    infatti invece anche poi allora tuttavia pero ma oppure ne cosi riduce aumenta diminuisce
+    provoca causa serve servono indica indicano permette consente puo possono deve devono e
+    sono ha hanno va vanno tende tendono dipende dipendono viene vengono agisce comporta
+    produce genera richiede avviene compare appare dura vale significa segue si lo li
+"""
+_LEANING = frozenset(_LEANING_TEXT.split())
+
+
+@dataclass(frozen=True)
+class Found:
+    """One section of a `kb_search` result."""
+
+    ref: str
+    materia: str
+    text: str
+
+
+def results(text: str) -> list[Found]:
+    """The sections of a `kb_search` result text, best first."""
+    found = []
+    for line in text.splitlines():
+        match = _RESULT.match(line.strip())
+        if match:
+            found.append(Found(match["ref"], match["materia"], match["text"]))
+    return found
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a section's text."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def _sentence_stems(sentence: str) -> frozenset[str]:
+    found = {stem(w) for w in words(sentence)}
+    if re.search(r"\d", sentence):
+        found.add(_NUMBER)
+    return frozenset(found)
+
+
+def _leans_back(sentence: str) -> bool:
+    first = re.match(r"[\w']+", fold(sentence))
+    if first is None:
+        return False
+    word = first.group(0).split("'")[0]
+    return word in _LEANING or word.endswith(("ano", "ono"))
+
+
+def _pick(query: str, text: str, first: bool) -> list[int]:
+    """The positions of the sentences of one section that answer `query`: the one sharing the
+    most words with it, then one for each aspect asked not yet given; with the sentences
+    they lean on."""
+    folded = fold(query)
+    wanted = frozenset(stem(w) for w in words(query) if w not in _ASKING)
+    said = sentences(text)
+    held = [_sentence_stems(s) for s in said]
+    overlap = [len(wanted & h) for h in held]
+    if not said:
+        return []
+    best = max(range(len(said)), key=lambda i: (overlap[i], -i))
+    if not first and overlap[best] < 2:
+        return []  # a second section is cited only when it clearly adds to the first
+    chosen = [best]
+    for aspect in _ASPECTS:
+        if not aspect.asks.search(folded) or any(aspect.gives & held[i] for i in chosen):
+            continue
+        giving = [i for i in range(len(said)) if aspect.gives & held[i]]
+        if giving and first:
+            chosen.append(max(giving, key=lambda i: (len(aspect.gives & held[i]), overlap[i], -i)))
+    if first and len(chosen) == 1 and len(said) > 1:
+        # One more sentence of the best section when it shares a word with the question.
+        runner = max(
+            (i for i in range(len(said)) if i != best), key=lambda i: (overlap[i], -abs(i - best))
+        )
+        if overlap[runner] > 0:
+            chosen.append(runner)
+    with_subjects: set[int] = set()
+    for i in chosen:
+        with_subjects.add(i)
+        j = i
+        while j > 0 and _leans_back(said[j]):
+            j -= 1
+            with_subjects.add(j)
+    limit = MAX_SENTENCES if first else 1
+    return (
+        sorted(with_subjects)[:limit]
+        if len(with_subjects) <= limit
+        else _trim(chosen, with_subjects, limit)
+    )
+
+
+def _trim(chosen: list[int], with_subjects: set[int], limit: int) -> list[int]:
+    """At most `limit` sentences, the best-ranked choices and their subjects first."""
+    kept: set[int] = set()
+    for i in chosen:
+        group = {
+            j for j in with_subjects if j <= i and all(k in with_subjects for k in range(j, i + 1))
+        }
+        if len(kept | group) > limit:
+            break
+        kept |= group
+    return sorted(kept)
+
+
+def section_answer(
+    query: str, text: str, focus: Sequence[str] = ()
+) -> tuple[str, list[Found]] | None:
+    """The answer to one question (or one part of it) from a `kb_search` result, and the
+    sections it used, best first; None when the result holds no section. `focus`: the words
+    a follow-up adds to the topic ("e il microburst?"): the section that uses them most comes
+    first."""
+    found = [f for f in results(text) if not f.ref.startswith("quiz ")] or results(text)
+    if not found:
+        return None
+    wanted = {stem(w) for w in words(" ".join(focus))}
+    if wanted:
+        found.sort(key=lambda f: -sum(stem(w) in wanted for w in words(f.text)))
+    picked: list[tuple[Found, list[str]]] = []
+    for rank, item in enumerate(found[:MAX_SOURCES]):
+        said = sentences(item.text)
+        positions = _pick(query, item.text, first=rank == 0)
+        if positions:
+            picked.append((item, [said[i] for i in positions]))
+    body = " ".join(s for _, chosen in picked for s in chosen)
+    return body, [item for item, _ in picked]
+
+
+def _sources(used: Sequence[Found]) -> str:
+    cited = {f.ref: f.materia for f in used}
+    return ", ".join(f"§ {ref} ({materia})" for ref, materia in cited.items())
+
+
+def answer(query: str, text: str, focus: Sequence[str] = ()) -> tuple[str, list[str]] | None:
+    """An answer to `query` from a `kb_search` result and the sections it cites; None when
+    the result holds no section (`focus`: see `section_answer`)."""
+    composed = section_answer(query, text, focus)
+    if composed is None:
+        return None
+    body, used = composed
+    return f"Dal manuale del corso: {body} (Fonte: {_sources(used)}.)", [f.ref for f in used]
+
+
+def answer_parts(asked: Sequence[tuple[str, str]], not_found: str) -> tuple[str, list[str]] | None:
+    """One answer to a question of several parts, from each part's `kb_search` result
+    (`(part, result text)`): a paragraph per part, each citing its sections; `not_found` for
+    a part the manual does not answer. None when no part found anything."""
+    lines, cited = [], []
+    for part, text in asked:
+        composed = section_answer(part, text)
+        if composed is None:
+            lines.append(f"- {part}: {not_found}")
+            continue
+        body, used = composed
+        lines.append(f"- {part}: {body} (Fonte: {_sources(used)}.)")
+        cited += [f.ref for f in used if f.ref not in cited]
+    if not cited:
+        return None
+    return "Dal manuale del corso:\n" + "\n".join(lines), cited

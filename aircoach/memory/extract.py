@@ -1,0 +1,91 @@
+"""Rule-based extraction of what a student says about themselves, and of the request to forget
+it. No model call: the rules run inside the turn at no cost, and what they keep is short,
+Italian and shown to the student as it was read.
+
+- `facts`: "studio per il VDS" -> goal `VDS`; "ho l'esame a marzo" -> exam `a marzo`;
+  "faccio fatica con la meteo" -> difficulty `meteo`. A theory question yields nothing.
+- `asks_to_forget`: "dimentica quello che ti ho detto", "cancella la mia memoria".
+
+Pure functions; every pattern is linear in the text (bounded repeats, no nested quantifiers),
+and the text is cut to MAX_MESSAGE_CHARS first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from aircoach.text import fold
+
+MAX_MESSAGE_CHARS = 2000
+MAX_FACT_CHARS = 60
+
+FactKind = Literal["goal", "exam", "difficulty"]
+LABELS: dict[FactKind, str] = {
+    "goal": "Studia per",
+    "exam": "Esame",
+    "difficulty": "Fa fatica con",
+}
+
+_ARTICLE = r"(?:(?:il|lo|la|i|gli|le|l'|un|una|uno)\s{0,3})?"
+_GOAL = re.compile(
+    r"\b(?:studio|sto studiando|mi preparo|mi sto preparando|preparo|voglio prendere|"
+    r"prendero|faccio il corso)\s{1,3}(?:per\s{1,3})?(?:prendere\s{1,3})?"
+    + _ARTICLE
+    + r"(?P<what>vds|ppl|lapl|spl|licenza[a-z ]{0,30}|attestato[a-z ]{0,30}|brevetto[a-z ]{0,30})"
+)
+_EXAM = re.compile(
+    r"\b(?:ho|avro|sostengo|sosterro|faccio|faro|devo fare|devo dare|do|daro)\s{1,3}"
+    r"(?:l'|lo\s{1,3})?esame\s{1,3}(?:teorico\s{1,3}|di teoria\s{1,3})?"
+    r"(?P<what>(?:a|ad|in|il|tra|fra|entro|di|la prossima|il prossimo|questo|questa)"
+    r"\s{1,3}[a-z0-9 ]{2,30})"
+)
+_DIFFICULTY = re.compile(
+    r"\b(?:faccio fatica|ho difficolta|ho problemi|non capisco|mi confondo|sono debole|"
+    r"vado male|non mi entra(?:no)? in testa)\s{1,3}(?:con|in|su|sul|sulla|sulle|sui|a|nella|"
+    r"nel|nelle|nei)?\s{0,3}" + _ARTICLE + r"(?P<what>[a-z0-9' ]{3,40})"
+)
+_FORGET = re.compile(
+    r"\b(?:dimentica(?:ti)?|scorda(?:ti)?|cancella)\s{1,3}(?:tutto|quello|cio|le cose|"
+    r"cosa|di me|la (?:mia )?memoria|i miei dati|quanto)\b"
+)
+# Where a read value ends: a connective or another clause.
+_VALUE_END = re.compile(r"\s(?:e|ed|ma|pero|perche|quindi|cosi|poi|che|se|ho|sono|mi)\s")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One thing a student said about themselves: `kind` and the value read (`VDS`, `a
+    marzo`, `meteo`)."""
+
+    kind: FactKind
+    value: str
+
+    @property
+    def text(self) -> str:
+        """As the student and the prompt read it: `Studia per: VDS`."""
+        return f"{LABELS[self.kind]}: {self.value}"
+
+
+def _value(raw: str) -> str:
+    cut = _VALUE_END.search(f" {raw} ")
+    value = (f" {raw} "[: cut.start()] if cut else raw).strip(" '")
+    value = value[:MAX_FACT_CHARS].strip()
+    return value.upper() if value in {"vds", "ppl", "lapl", "spl"} else value
+
+
+def facts(message: str) -> list[Fact]:
+    """What `message` says about the student, in the order of the rules (one per kind)."""
+    folded = " ".join(fold(message[:MAX_MESSAGE_CHARS]).split())
+    found: list[Fact] = []
+    for kind, pattern in (("goal", _GOAL), ("exam", _EXAM), ("difficulty", _DIFFICULTY)):
+        match = pattern.search(folded)
+        if match and (value := _value(match["what"])):
+            found.append(Fact(kind, value))  # type: ignore[arg-type]
+    return found
+
+
+def asks_to_forget(message: str) -> bool:
+    """ "dimentica quello che ti ho detto", "cancella la mia memoria"."""
+    return bool(_FORGET.search(" ".join(fold(message[:MAX_MESSAGE_CHARS]).split())))

@@ -1,0 +1,60 @@
+"""The glossary: every entry means words the manual uses, and a student's word finds the
+section that says it in other words."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aircoach.knowledge.glossary import GLOSSARY, alternatives
+from aircoach.knowledge.index import CourseIndex, passages_of
+from aircoach.knowledge.manual import parse_manual
+from aircoach.quiz.bank import DEMO_QUESTIONS
+from aircoach.text import stem, terms, words
+from tests.helpers import shipped_docs
+
+BANK = json.loads(DEMO_QUESTIONS.read_text("utf-8"))
+CHAPTERS = {int(n): t for n, t in BANK["chapters"].items()}
+MANUAL = parse_manual(shipped_docs())
+MANUAL_TERMS = {t for section in MANUAL for t in terms(f"{section.title} {section.text}")}
+
+
+@pytest.fixture(scope="module")
+def course() -> CourseIndex:
+    return CourseIndex(passages_of(MANUAL, BANK["questions"], CHAPTERS), "test")
+
+
+@pytest.mark.parametrize(("key", "meant"), sorted(GLOSSARY.items()))
+def test_every_entry_means_words_of_the_manual(key, meant):
+    key_terms = [stem(w) for w in words(key)]
+    found = alternatives(key_terms)
+    assert set(found) == set(key_terms)
+    for term in key_terms:
+        assert {stem(w) for w in words(" ".join(meant))} <= found[term]
+    # at least one of the words meant is in the manual, or the entry finds nothing
+    assert {stem(w) for w in words(" ".join(meant))} & MANUAL_TERMS, key
+
+
+def test_a_phrase_needs_all_its_words():
+    assert alternatives([stem("pressione"), stem("mare")]) == {}
+    assert stem("qnh") in alternatives(terms("pressione al livello del mare"))[stem("mare")]
+
+
+@pytest.mark.parametrize(
+    ("query", "section"),
+    [
+        ("quando devo smagrire la miscela?", "4.4"),
+        ("galleggiamento in atterraggio", "1.8"),
+        ("due aerei si avvicinano frontalmente, chi ha la precedenza?", "7.2"),
+        ("a cosa serve la pressione al livello del mare in volo", "3.2"),
+        ("turbolenza in aria limpida", "5.13"),
+        ("come si esce dalla vite", "1.13"),
+        ("cosa fare se mi perdo in volo", "6.15"),
+        ("si puo volare dopo aver bevuto?", "10.4"),
+        ("serve la licenza per volare con un ultraleggero?", "7.13"),
+        ("la CAT ad alta quota", "5.13"),
+    ],
+)
+def test_a_students_words_find_the_section_that_says_it_otherwise(course, query, section):
+    assert section in [r["riferimento"] for r in course.search(query, top_k=3)]

@@ -1,0 +1,71 @@
+"""The rules that read what a student says about themselves, and the request to forget it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from aircoach.memory.extract import MAX_FACT_CHARS, Fact, asks_to_forget, facts
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("Ciao, studio per il VDS", [Fact("goal", "VDS")]),
+        ("mi sto preparando per la licenza PPL", [Fact("goal", "licenza ppl")]),
+        ("ho l'esame a marzo", [Fact("exam", "a marzo")]),
+        ("Sostengo l'esame teorico tra due settimane", [Fact("exam", "tra due settimane")]),
+        ("faccio fatica con la meteo", [Fact("difficulty", "meteo")]),
+        ("Ho difficoltà con la navigazione e con la radio", [Fact("difficulty", "navigazione")]),
+        (
+            "Studio per il PPL, ho l'esame a giugno e faccio fatica con la meteorologia",
+            [Fact("goal", "PPL"), Fact("exam", "a giugno"), Fact("difficulty", "meteorologia")],
+        ),
+    ],
+)
+def test_what_a_student_says_about_themselves_is_read(message, expected):
+    assert facts(message) == expected
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Cos'è lo stallo?",
+        "Come si regola l'altimetro con il QNH?",
+        "Cosa si studia per l'esame?",
+        "quali domande ci sono all'esame teorico?",
+        "",
+    ],
+)
+def test_a_theory_question_says_nothing_about_the_student(message):
+    assert facts(message) == []
+
+
+def test_a_fact_is_short_and_reads_as_the_prompt_shows_it():
+    [fact] = facts("faccio fatica con " + "la meteorologia dei fronti " * 20)
+    assert len(fact.value) <= MAX_FACT_CHARS
+    assert Fact("goal", "VDS").text == "Studia per: VDS"
+
+
+@pytest.mark.parametrize(
+    ("message", "forget"),
+    [
+        ("dimentica quello che ti ho detto", True),
+        ("Dimenticati di me", True),
+        ("cancella la mia memoria", True),
+        ("scordati tutto", True),
+        ("non dimenticare il QNH prima dell'atterraggio", False),
+        ("cosa succede se dimentico la miscela ricca?", False),
+    ],
+)
+def test_a_request_to_forget_is_recognised(message, forget):
+    assert asks_to_forget(message) is forget
+
+
+def test_the_rules_are_linear_in_the_text():
+    hostile = "faccio fatica con " + "a " * 50_000 + "ho l'esame " * 5_000
+    started = time.perf_counter()
+    facts(hostile)
+    asks_to_forget(hostile)
+    assert time.perf_counter() - started < 2.0
