@@ -159,7 +159,7 @@ class TurnGrounding:
             if not extract(answer):  # most answers cite nothing: no context to build
                 return None, ContextIndex()
             context = self.context(calls)
-            return check(answer, context), context
+            return check(answer, context, self.question), context
 
         return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
 

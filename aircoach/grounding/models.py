@@ -4,7 +4,25 @@ returned (`retrieved`)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
+from pydantic.json_schema import JsonDict
+
+Reason = Literal["not_in_context", "article_not_in_context", "not_supported", "contradicts"]
+
+
+def _null_by_default(schema: JsonDict) -> None:
+    """An OpenAPI document drops a `null` default (its schema objects leave out nulls): leave
+    it out here too, so the stream's schema reads the same in both."""
+    schema.pop("default", None)
+
+
+class Span(BaseModel):
+    """Character offsets (Unicode code points, end excluded) in the answer."""
+
+    start: int
+    end: int
 
 
 class CitationCheck(BaseModel):
@@ -14,6 +32,23 @@ class CitationCheck(BaseModel):
     text: str
     key: str = Field(description="Canonical form: written variants of one citation share it.")
     verified: bool
+    reason: Reason | None = Field(
+        default=None,
+        json_schema_extra=_null_by_default,
+        description="Why it is not verified: `not_in_context` (no source names the act), "
+        "`article_not_in_context` (the act is there, not the article, comma, lettera, point "
+        "or paragraph cited), `not_supported` (the passage that holds it speaks of something "
+        "else), `contradicts` (it gives another quantity: `source_says`).",
+    )
+    sentence: Span | None = Field(
+        default=None,
+        json_schema_extra=_null_by_default,
+        description="The sentence of the answer that cites it, for a client to mark.",
+    )
+    source_says: list[str] = Field(
+        default_factory=list,
+        description="For `contradicts`: the quantities the source gives instead, as written.",
+    )
 
 
 class GroundingResult(BaseModel):

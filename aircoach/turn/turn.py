@@ -295,7 +295,7 @@ class ChatTurn:
             return
         yield Grounding(citations=result.citations, unverified=result.unverified)
         if result.unverified and guard.caveat:
-            self.caveat = caveat(result.unverified)
+            self.caveat = caveat(result)
             yield AgentMessage(content=self.caveat)
 
     async def _rewrite(
