@@ -21,8 +21,8 @@ from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
 
 from aircoach.grounding.citations import extract
 from aircoach.grounding.followups import concise_prefix, is_followup, topic_keywords
-from aircoach.grounding.guard import ContextIndex, Source, check, correction
-from aircoach.grounding.models import GroundingResult
+from aircoach.grounding.guard import ContextIndex, Source, check, correction, withheld
+from aircoach.grounding.models import GroundingPolicy, GroundingResult
 from aircoach.prompts.keys import docs_under, docs_version, is_system_prompt_doc
 from aircoach.turn.records import ToolCall
 
@@ -109,13 +109,13 @@ class ThreadView:
 @dataclass(frozen=True)
 class TurnGrounding:
     """The grounding of one turn: the docs it may cite, the thread it continues, the follow-up
-    verdict and the switches (`GROUNDING_CAVEAT`, `GROUNDING_REGENERATE`)."""
+    verdict and the switches (`GROUNDING_CAVEAT`, `GROUNDING_POLICY`)."""
 
     docs: Mapping[str, str]  # the snapshot's contents: indexed only when an answer cites
     thread: ThreadView
     question: str
     caveat: bool = True
-    regenerate: bool = True
+    policy: GroundingPolicy = "regenerate"
     history_limit: int = 0
     base_prompt: str = ""  # the turn's prompt, without the follow-up prefix
 
@@ -123,6 +123,33 @@ class TurnGrounding:
     def prompt(self) -> str:
         """The system prompt the turn's agent runs with."""
         return self.system_prompt(self.base_prompt)
+
+    @property
+    def regenerate(self) -> bool:
+        """A JSON answer with an unverified citation is written again once."""
+        return self.policy == "regenerate"
+
+    @property
+    def withhold(self) -> bool:
+        """A JSON answer keeps only what is verified and says what it left out."""
+        return self.policy == "withhold"
+
+    async def withheld(
+        self, answer: str, result: GroundingResult, calls: Sequence[ToolCall]
+    ) -> tuple[str, GroundingResult | None]:
+        """The answer without its unverified sentences, and its verdict (off the loop)."""
+
+        def run() -> tuple[str, GroundingResult | None]:
+            kept, note = withheld(answer, result)
+            # The verdict on what is kept (the note names what was left out: not a claim).
+            verdict = check(kept, self.context(calls), self.question)
+            left_out = [c.text for c in result.citations if not c.verified]
+            sent = f"{kept}\n\n{note}" if kept else note
+            if verdict is None:
+                return sent, GroundingResult(citations=[], unverified=[], withheld=left_out)
+            return sent, verdict.model_copy(update={"withheld": left_out})
+
+        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
 
     @property
     def topic(self) -> list[str]:

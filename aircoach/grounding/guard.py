@@ -253,6 +253,30 @@ def caveat(verdict: GroundingResult | Sequence[str]) -> str:
     return f"\n\nAttenzione: {'; '.join(notes)}; verifica con il tuo istruttore."
 
 
+def withheld(answer: str, result: GroundingResult) -> tuple[str, str]:
+    """The answer without the sentences of its unverified citations, and the note of what was
+    left out (`GROUNDING_POLICY=withhold`)."""
+    cut = sorted(
+        (c.sentence.start, c.sentence.end)
+        for c in result.citations
+        if not c.verified and c.sentence is not None
+    )
+    kept: list[str] = []
+    position = 0
+    for start, end in cut:
+        if start > position:
+            kept.append(answer[position:start])
+        position = max(position, end)
+    kept.append(answer[position:])
+    text = re.sub(r"[ \t]+\n", "\n", re.sub(r"[ \t]{2,}", " ", "".join(kept))).strip()
+    left_out = [c.text for c in result.citations if not c.verified]
+    note = (
+        f"Ho omesso quanto citava {_listed(left_out)}: non trovo conferma nelle fonti; "
+        "chiedi al tuo istruttore."
+    )
+    return text, note
+
+
 def correction(result: GroundingResult, context: ContextIndex) -> str:
     """The instruction for the model's second answer: what it cited that the context does
     not say, and what the context does cite."""

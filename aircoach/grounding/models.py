@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 from pydantic.json_schema import JsonDict
 
+GroundingPolicy = Literal["caveat", "regenerate", "withhold"]
 Reason = Literal["not_in_context", "article_not_in_context", "not_supported", "contradicts"]
 
 
@@ -56,6 +57,12 @@ class GroundingResult(BaseModel):
 
     citations: list[CitationCheck]
     unverified: list[str] = Field(description="The `text` of each unverified citation.")
+    withheld: list[str] = Field(
+        default_factory=list,
+        description="`GROUNDING_POLICY=withhold`, JSON answers: the `text` of each unverified "
+        "citation whose sentence was left out of the answer (the verdict is then on the "
+        "answer as sent).",
+    )
 
 
 class ResponseGrounding(GroundingResult):

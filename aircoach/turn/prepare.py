@@ -111,7 +111,7 @@ async def prepare_turn(
             thread=thread,
             question=request.query,
             caveat=settings.grounding_caveat,
-            regenerate=settings.grounding_regenerate,
+            policy=settings.grounding_mode,
             history_limit=settings.history_limit,
             base_prompt=system_prompt,
         )

@@ -96,6 +96,7 @@ class ChatTurn:
     grounding: TurnGrounding | None = None  # None: no citation guard (a test's bare turn)
     checked: GroundingResult | None = None  # the guard's verdict on the answer
     regenerated: bool = False  # the answer is the second one, written after a correction
+    withheld: bool = False  # unverified sentences were left out (GROUNDING_POLICY=withhold)
     caveat: str = ""  # the note sent after the answer when a citation is unverified
     stages: Stages = field(default_factory=current_stages)
     cancelled: bool = False  # someone stopped it (`cancel`): stored `interrupted`
@@ -221,7 +222,7 @@ class ChatTurn:
                 yield verdict
             if not await self.recorder.record(self._stored_turn()):
                 yield self._error(PersistFailed())
-            elif self.regenerated and self.recorder.joins_history:
+            elif (self.regenerated or self.withheld) and self.recorder.joins_history:
                 # The thread holds the first answer, the store the second: reseed from the store.
                 self.recorder.memory.forget(self.recorder.thread_id)
             yield Done(
@@ -277,6 +278,10 @@ class ChatTurn:
                             checked = await guard.check(rewritten, self.tools)
                             self.answer, self.regenerated = [rewritten], True
                             result, context = checked
+                if result and result.unverified and guard.withhold and not self.request.stream:
+                    with anyio.move_on_after(_left(deadline)):
+                        kept, result = await guard.withheld(self.text, result, self.tools)
+                        self.answer, self.withheld = [kept], True
         except TurnTimeout as exc:
             self.status = "error"
             log.warning(
@@ -293,7 +298,7 @@ class ChatTurn:
         self.checked = result
         if result is None:
             return
-        yield Grounding(citations=result.citations, unverified=result.unverified)
+        yield Grounding(**result.model_dump())
         if result.unverified and guard.caveat:
             self.caveat = caveat(result)
             yield AgentMessage(content=self.caveat)

@@ -72,7 +72,9 @@ async def test_a_citation_the_passage_does_not_make_is_unverified_with_a_caveat(
 
     assert turn.system == WRONG  # the caveat is the client's note, not the model's answer
     assert turn.grounding is not None
-    assert turn.grounding.model_dump() == {k: grounding[k] for k in ("citations", "unverified")}
+    assert turn.grounding.model_dump() == {
+        k: grounding[k] for k in ("citations", "unverified", "withheld")
+    }
     assert [(r.tool_name, r.count, r.refs) for r in turn.retrieved] == [
         ("kb_search", 1, ["ADeR-12134"])
     ]
@@ -94,6 +96,7 @@ async def test_the_same_citation_written_differently_is_verified_and_no_caveat(
         "type": "grounding",
         "citations": [_verified("L. 199/2025", "legge 199/2025", RIGHT)],
         "unverified": [],
+        "withheld": [],
     }
     assert turn.grounding is not None and turn.grounding.unverified == []
 
@@ -150,6 +153,7 @@ async def test_a_json_answer_is_regenerated_once_with_a_correction(
     assert body["grounding"] == {
         "citations": [_verified("Legge n. 199/2025", "legge 199/2025", body["answer"])],
         "unverified": [],
+        "withheld": [],
         "regenerated": True,
     }
     correction = openai_api.requests[2].body["messages"][-1]

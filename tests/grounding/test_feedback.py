@@ -54,6 +54,7 @@ async def test_a_student_marks_an_answer_wrong_then_changes_their_mind(settings,
             }
         ],
         "unverified": ["SERA.5010"],
+        "withheld": [],
     }
     assert item["prompt_version"] and item["model"] == "scripted"
 

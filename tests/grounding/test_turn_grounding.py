@@ -141,6 +141,7 @@ async def test_a_json_answer_is_rewritten_once_and_the_thread_follows_the_store(
             _check("SERA.5005(f)", "sera.5005(f)", None, {"start": 0, "end": len(right)})
         ],
         "unverified": [],
+        "withheld": [],
         "regenerated": True,
     }
     correction = script.calls[1][-1]
