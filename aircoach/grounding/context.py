@@ -17,12 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import anyio
-from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from aircoach.grounding.citations import extract
 from aircoach.grounding.followups import concise_prefix, is_followup, topic_keywords
 from aircoach.grounding.guard import ContextIndex, Source, check, correction, withheld
 from aircoach.grounding.models import GroundingPolicy, GroundingResult
+from aircoach.grounding.style import Stile, covered_points, covered_section, style_section
 from aircoach.prompts.keys import docs_under, docs_version, is_system_prompt_doc
 from aircoach.turn.records import ToolCall
 
@@ -83,11 +84,12 @@ def _docs_index(contents: Mapping[str, str]) -> ContextIndex:
 
 @dataclass(frozen=True)
 class ThreadView:
-    """What the model is shown of the earlier turns: the student's questions and the texts
-    the tools gave the model."""
+    """What the model is shown of the earlier turns: the student's questions, the texts the
+    tools gave the model and the model's answers (what was already covered)."""
 
     questions: list[str] = field(default_factory=list)
     tool_texts: list[str] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, messages: Sequence[AnyMessage], history_limit: int) -> ThreadView:
@@ -102,6 +104,9 @@ class ThreadView:
             questions=[m.text for m in shown if isinstance(m, HumanMessage)],
             tool_texts=[
                 m.text for m in shown if isinstance(m, ToolMessage) and m.status != "error"
+            ],
+            answers=[
+                m.text for m in shown if isinstance(m, AIMessage) and not m.tool_calls and m.text
             ],
         )
 
@@ -118,6 +123,7 @@ class TurnGrounding:
     policy: GroundingPolicy = "regenerate"
     history_limit: int = 0
     base_prompt: str = ""  # the turn's prompt, without the follow-up prefix
+    style: Stile | None = None  # the request's `stile`, else the profile's
 
     @property
     def prompt(self) -> str:
@@ -159,10 +165,19 @@ class TurnGrounding:
     def followup(self) -> bool:
         return is_followup(self.question, has_topic=bool(self.topic))
 
+    @property
+    def shaped(self) -> bool:
+        """Whether the turn's prompt differs from the docs' one (a follow-up, or a style)."""
+        return self.followup or self.style is not None
+
     def system_prompt(self, prompt: str) -> str:
-        """The turn's system prompt (which holds the citation rule already): on a follow-up,
-        the concise prefix first."""
-        return f"{concise_prefix(self.topic)}\n\n{prompt}" if self.followup else prompt
+        """The turn's system prompt (which holds the citation rule already), with the style
+        asked for; on a follow-up, the concise prefix first and the points already covered."""
+        sections = [prompt, style_section(self.style)]
+        if not self.followup:
+            return "\n\n".join(s for s in sections if s)
+        sections.append(covered_section(covered_points(self.thread.answers)))
+        return "\n\n".join([concise_prefix(self.topic), *(s for s in sections if s)])
 
     def context(self, calls: Sequence[ToolCall]) -> ContextIndex:
         """CPU-bound (the docs' part is cached per version): call it off the event loop."""

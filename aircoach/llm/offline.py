@@ -30,6 +30,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
+from aircoach.grounding.style import shaped
 from aircoach.knowledge.library import course_chapters
 from aircoach.llm import offline_course, offline_quiz
 
@@ -303,7 +304,7 @@ class OfflineChatModel(BaseChatModel):
         composed = offline_course.answer(question, result.text)
         if composed is None:
             return offline_course.no_match(course_chapters())
-        return composed[0]
+        return shaped(composed[0], messages)
 
     def _search_course(self, query: str) -> dict[str, Any] | None:
         if self._bound(offline_course.KB) is None or not query.strip():

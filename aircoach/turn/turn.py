@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 import anyio
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -67,6 +67,9 @@ class TurnRequest(Protocol):
 
     @property
     def tools(self) -> Mapping[str, bool] | None: ...
+
+    @property
+    def stile(self) -> Literal["breve", "dettagliato"] | None: ...
 
 
 def new_turn_id() -> str:
