@@ -386,6 +386,9 @@ class GroundingSettings(_Group):
     grounding_policy: Literal["caveat", "regenerate", "withhold"] | None = None
     grounding_caveat: bool = True
     grounding_regenerate: bool = True  # superseded by GROUNDING_POLICY
+    # Search each unverified citation on the official sites through the web_search tool's
+    # service (SEARXNG_URL): a `source` in the event, never a verification.
+    grounding_web_check: bool = False
 
     @property
     def grounding_mode(self) -> Literal["caveat", "regenerate", "withhold"]:

@@ -24,6 +24,7 @@ from aircoach.grounding.followups import concise_prefix, is_followup, topic_keyw
 from aircoach.grounding.guard import ContextIndex, Source, check, correction, withheld
 from aircoach.grounding.models import GroundingPolicy, GroundingResult
 from aircoach.grounding.style import Stile, covered_points, covered_section, style_section
+from aircoach.grounding.web import with_web_sources
 from aircoach.prompts.keys import docs_under, docs_version, is_system_prompt_doc
 from aircoach.turn.records import ToolCall
 
@@ -124,6 +125,7 @@ class TurnGrounding:
     history_limit: int = 0
     base_prompt: str = ""  # the turn's prompt, without the follow-up prefix
     style: Stile | None = None  # the request's `stile`, else the profile's
+    web_search_url: str | None = None  # GROUNDING_WEB_CHECK: the web_search service's
 
     @property
     def prompt(self) -> str:
@@ -203,7 +205,10 @@ class TurnGrounding:
             context = self.context(calls)
             return check(answer, context, self.question), context
 
-        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        result, context = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        if result is not None and result.unverified and self.web_search_url:
+            result = await with_web_sources(result, self.web_search_url)
+        return result, context
 
     @staticmethod
     def correction(result: GroundingResult, context: ContextIndex) -> str:

@@ -26,6 +26,15 @@ class Span(BaseModel):
     end: int
 
 
+class WebSource(BaseModel):
+    """A page of an official site (EUR-Lex, Normattiva, EASA, ENAC) found for an unverified
+    citation (`GROUNDING_WEB_CHECK`): to open and read, never a verification."""
+
+    url: str
+    title: str
+    confirms: bool = Field(description="The page's title or snippet cites the same key.")
+
+
 class CitationCheck(BaseModel):
     """One citation of the answer: as written, its canonical key, and whether the turn's
     context (prompt docs, manual, the tools' texts) supports it."""
@@ -49,6 +58,11 @@ class CitationCheck(BaseModel):
     source_says: list[str] = Field(
         default_factory=list,
         description="For `contradicts`: the quantities the source gives instead, as written.",
+    )
+    source: WebSource | None = Field(
+        default=None,
+        json_schema_extra=_null_by_default,
+        description="`GROUNDING_WEB_CHECK`: an official page found for an unverified citation.",
     )
 
 

@@ -116,6 +116,9 @@ async def prepare_turn(
             history_limit=settings.history_limit,
             base_prompt=system_prompt,
             style=resolved_style(request.stile, system_prompt),
+            web_search_url=f"{settings.tool_env['SEARXNG_URL'].rstrip('/')}/search"
+            if settings.grounding_web_check and settings.tool_env.get("SEARXNG_URL")
+            else None,
         )
         if grounding.shaped:
             # Same thread, a prompt with the style asked for and, on a follow-up, the concise

@@ -62,7 +62,7 @@ STORED_TOOL_CALL = {
 RETURNED_TOOL_CALL = {"tool_name", "arguments", "data"}  # never the model's `text`
 # The guard's verdict (the `grounding` event, a stored turn's `grounding`) and its parts.
 GROUNDING = {"citations", "unverified", "withheld"}
-CITATION = {"text", "key", "verified", "reason", "sentence", "source_says"}
+CITATION = {"text", "key", "verified", "reason", "sentence", "source_says", "source"}
 RESPONSE_GROUNDING = GROUNDING | {"regenerated"}  # `MessageResponse.grounding`
 RETRIEVED = {"tool_name", "call_id", "count", "refs"}  # never the tool's text
 FEEDBACK = {"voto", "commento", "at"}
