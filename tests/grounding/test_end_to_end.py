@@ -63,6 +63,7 @@ async def test_a_citation_the_passage_does_not_make_is_unverified_with_a_caveat(
             "reason": "not_in_context",
             "sentence": {"start": 0, "end": len(WRONG)},
             "source_says": [],
+            "source": None,
         }
     ]
     assert grounding["unverified"] == ["Legge 197/2022"]
@@ -118,6 +119,7 @@ def _verified(text: str, key: str, sentence: str) -> dict[str, Any]:
         "reason": None,
         "sentence": {"start": 0, "end": len(sentence)},
         "source_says": [],
+        "source": None,
     }
 
 

@@ -51,6 +51,7 @@ async def test_a_student_marks_an_answer_wrong_then_changes_their_mind(settings,
                 "reason": "article_not_in_context",  # the docs name other points of SERA
                 "sentence": {"start": 0, "end": len(item["answer"])},
                 "source_says": [],
+                "source": None,
             }
         ],
         "unverified": ["SERA.5010"],

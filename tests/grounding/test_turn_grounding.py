@@ -60,6 +60,7 @@ def _check(text: str, key: str, reason: str | None, sentence: dict) -> dict:
         "reason": reason,
         "sentence": sentence,
         "source_says": [],
+        "source": None,
     }
 
 
