@@ -378,11 +378,38 @@ class ToolSettings(_Group):
 
 
 class GroundingSettings(_Group):
-    """The citation guard (aircoach/grounding): the caveat after an answer that cites what
-    its sources do not say, and the one regeneration of a JSON (`stream: false`) answer."""
+    """The citation guard (aircoach/grounding): what a turn does with an answer that cites
+    what its sources do not say (`GROUNDING_POLICY`), and whether the caveat is sent."""
 
+    # caveat | regenerate | withhold; unset: `regenerate`, or `caveat` when the older
+    # GROUNDING_REGENERATE=false is set (deployments keep their behaviour).
+    grounding_policy: Literal["caveat", "regenerate", "withhold"] | None = None
     grounding_caveat: bool = True
-    grounding_regenerate: bool = True
+    grounding_regenerate: bool = True  # superseded by GROUNDING_POLICY
+    # Search each unverified citation on the official sites through the web_search tool's
+    # service (SEARXNG_URL): a `source` in the event, never a verification.
+    grounding_web_check: bool = False
+
+    @property
+    def grounding_mode(self) -> Literal["caveat", "regenerate", "withhold"]:
+        """The policy in force: GROUNDING_POLICY, else what GROUNDING_REGENERATE meant."""
+        if self.grounding_policy is not None:
+            return self.grounding_policy
+        return "regenerate" if self.grounding_regenerate else "caveat"
+
+    @model_validator(mode="after")
+    def _one_grounding_policy(self) -> GroundingSettings:
+        if (
+            self.grounding_policy is not None
+            and "grounding_regenerate" in self.model_fields_set
+            and self.grounding_regenerate != (self.grounding_policy == "regenerate")
+        ):
+            raise ConfigError(
+                f"GROUNDING_POLICY={self.grounding_policy!r} and "
+                f"GROUNDING_REGENERATE={self.grounding_regenerate} disagree; set only "
+                "GROUNDING_POLICY"
+            )
+        return self
 
 
 class TaskSettings(_Group):

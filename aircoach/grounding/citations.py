@@ -55,6 +55,7 @@ _ACT_KINDS = {
     "d.lgs.": r"\b(?:d\.\s?lgs\.?|dlgs\.?|d\.\s?leg\.?vo|decreto\s+legislativo)",
     "d.l.": r"\b(?:d\.\s?l\.|decreto[-\s]legge|dl)",
     "d.p.r.": (r"\b(?:d\.\s?p\.\s?r\.?|dpr|decreto\s+del\s+presidente\s+della\s+repubblica)"),
+    "d.m.": r"\b(?:d\.\s?m\.|dm|decreto\s+ministeriale)",
 }
 _NUMBERED_ACT = re.compile(
     "|".join(
@@ -64,6 +65,26 @@ _NUMBERED_ACT = re.compile(
     re.IGNORECASE,
 )
 _KIND_NAMES = list(_ACT_KINDS)
+_MONTHS = [
+    "gennaio",
+    "febbraio",
+    "marzo",
+    "aprile",
+    "maggio",
+    "giugno",
+    "luglio",
+    "agosto",
+    "settembre",
+    "ottobre",
+    "novembre",
+    "dicembre",
+]
+# A ministerial decree is often cited by its date alone: `D.M. 1 febbraio 2006`.
+_DATED_DM = re.compile(
+    rf"{_ACT_KINDS['d.m.']}\s*(?:del\s+)?(?P<day>\d{{1,2}})(?:°|º)?\s+(?P<month>{_MONTH})\s+"
+    r"(?P<year>\d{4})\b",
+    re.IGNORECASE,
+)
 
 _EU_REGULATION = re.compile(
     r"\b(?:reg(?:olamento)?\.?|regulation)\s+"
@@ -108,6 +129,17 @@ _EASA_RULE = re.compile(
     rf"\b(?P<rule>(?:{'|'.join(_EASA_PREFIXES)})\.(?:[A-Z]{{1,6}}\.)*\d{{2,4}}(?:\.[A-Z]{{1,2}})?)"
     r"(?![\w])(?P<sub>(?:\s?\((?:[a-z]|\d{1,2}|[ivx]{1,4})\))*)",
 )
+# Certification specifications: `CS-23`, `CS 23.2005`, `CS-FCD`, `CS-ACNS`.
+_CS = re.compile(
+    r"\bCS(?:[-\s]?(?P<number>\d{2,3})|-(?P<letters>[A-Z]{2,6}))(?:\.(?P<point>\d{1,4}[a-z]?))?\b"
+    r"(?P<sub>(?:\s?\((?:[a-z]|\d{1,2}|[ivx]{1,4})\))*)"
+)
+# Acceptable means of compliance and guidance material of a rule: `AMC1 SERA.5005(f)`,
+# `GM2 FCL.210.A`, `AMC 20-22` (the general AMC-20 series).
+_AMC = re.compile(
+    r"\b(?P<kind>AMC|GM)(?P<n>\d{1,2})?\s?(?:(?:to|al(?:la)?|del(?:la)?)\s+)?(?=[A-Z])"
+)
+_AMC20 = re.compile(r"\bAMC[-\s]?20[-\s.](?P<n>\d{1,3}[A-Z]?)\b")
 _PART = re.compile(
     rf"\b(?i:part[ei]?)[-\s](?P<code>{'|'.join(_EASA_PREFIXES)}|M|21|66|145|147)\b",
 )
@@ -302,6 +334,51 @@ def _other_acts(text: str) -> list[_Act]:
         for m in _AIP.finditer(text)
     ]
     acts += [_Act("cod. nav.", m.start(), m.end()) for m in _COD_NAV.finditer(text)]
+    acts += [_Act(f"amc 20-{m['n'].lower()}", m.start(), m.end()) for m in _AMC20.finditer(text)]
+    return acts
+
+
+def _dated_decrees(text: str) -> list[_Act]:
+    acts = []
+    for match in _DATED_DM.finditer(text):
+        month = _MONTHS.index(match["month"].lower()) + 1
+        key = f"d.m. {match['year']}-{month:02d}-{int(match['day']):02d}"
+        acts.append(_Act(key, match.start(), match.end()))
+    return acts
+
+
+def _specifications(text: str) -> list[_Act]:
+    """`CS-23.2005(a)`: the point `cs-23.2005` of the specification `cs-23`, paragraph `(a)`."""
+    acts = []
+    for match in _CS.finditer(text):
+        spec = f"cs-{(match['number'] or match['letters']).lower()}"
+        sub = re.sub(r"\s", "", match["sub"]).lower()
+        end = (
+            match.end()
+            if sub
+            else max(match.end("number"), match.end("letters"), match.end("point"))
+        )
+        if match["point"]:
+            key = f"{spec}.{match['point'].lower()}"
+            acts.append(_Act(key, match.start(), end, (spec,), sub, easa=True))
+        else:
+            acts.append(_Act(spec, match.start(), end, (), sub, easa=bool(sub)))
+    return acts
+
+
+def _means_of_compliance(text: str, rules: list[_Act]) -> list[_Act]:
+    """`AMC1 SERA.5005(f)`: its own key (`amc1 sera.5005(f)`), of the family of the rule and of
+    its Part, so a source that gives the AMC names the rule too."""
+    by_start = {rule.start: rule for rule in rules}
+    acts = []
+    for match in _AMC.finditer(text):
+        rule = by_start.get(match.end())
+        if rule is None:
+            continue
+        kind = f"{match['kind'].lower()}{int(match['n']) if match['n'] else ''}"
+        families = (rule.key, *rule.families)
+        key = f"{kind} {rule.key}"
+        acts.append(_Act(key, match.start(), rule.end, families, rule.sub, easa=True))
     return acts
 
 
@@ -418,12 +495,15 @@ def _citation(text: str, act: _Act | None, pieces: list[_Piece]) -> Citation:
 
 def extract(text: str) -> list[Citation]:
     """Every citation in `text`, in order of appearance (a citation written twice, twice)."""
+    rules = [*_easa_rules(text), *_specifications(text)]
     acts = _without_overlaps(
         [
             *_numbered_acts(text),
+            *_dated_decrees(text),
             *_eu_regulations(text),
             *_circolari(text),
-            *_easa_rules(text),
+            *rules,
+            *_means_of_compliance(text, rules),
             *_other_acts(text),
         ],
         len(text),

@@ -17,12 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import anyio
-from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from aircoach.grounding.citations import extract
 from aircoach.grounding.followups import concise_prefix, is_followup, topic_keywords
-from aircoach.grounding.guard import ContextIndex, Source, check, correction
-from aircoach.grounding.models import GroundingResult
+from aircoach.grounding.guard import ContextIndex, Source, check, correction, withheld
+from aircoach.grounding.models import GroundingPolicy, GroundingResult
+from aircoach.grounding.style import Stile, covered_points, covered_section, style_section
+from aircoach.grounding.web import with_web_sources
 from aircoach.prompts.keys import docs_under, docs_version, is_system_prompt_doc
 from aircoach.turn.records import ToolCall
 
@@ -83,11 +85,12 @@ def _docs_index(contents: Mapping[str, str]) -> ContextIndex:
 
 @dataclass(frozen=True)
 class ThreadView:
-    """What the model is shown of the earlier turns: the student's questions and the texts
-    the tools gave the model."""
+    """What the model is shown of the earlier turns: the student's questions, the texts the
+    tools gave the model and the model's answers (what was already covered)."""
 
     questions: list[str] = field(default_factory=list)
     tool_texts: list[str] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, messages: Sequence[AnyMessage], history_limit: int) -> ThreadView:
@@ -103,26 +106,58 @@ class ThreadView:
             tool_texts=[
                 m.text for m in shown if isinstance(m, ToolMessage) and m.status != "error"
             ],
+            answers=[
+                m.text for m in shown if isinstance(m, AIMessage) and not m.tool_calls and m.text
+            ],
         )
 
 
 @dataclass(frozen=True)
 class TurnGrounding:
     """The grounding of one turn: the docs it may cite, the thread it continues, the follow-up
-    verdict and the switches (`GROUNDING_CAVEAT`, `GROUNDING_REGENERATE`)."""
+    verdict and the switches (`GROUNDING_CAVEAT`, `GROUNDING_POLICY`)."""
 
     docs: Mapping[str, str]  # the snapshot's contents: indexed only when an answer cites
     thread: ThreadView
     question: str
     caveat: bool = True
-    regenerate: bool = True
+    policy: GroundingPolicy = "regenerate"
     history_limit: int = 0
     base_prompt: str = ""  # the turn's prompt, without the follow-up prefix
+    style: Stile | None = None  # the request's `stile`, else the profile's
+    web_search_url: str | None = None  # GROUNDING_WEB_CHECK: the web_search service's
 
     @property
     def prompt(self) -> str:
         """The system prompt the turn's agent runs with."""
         return self.system_prompt(self.base_prompt)
+
+    @property
+    def regenerate(self) -> bool:
+        """A JSON answer with an unverified citation is written again once."""
+        return self.policy == "regenerate"
+
+    @property
+    def withhold(self) -> bool:
+        """A JSON answer keeps only what is verified and says what it left out."""
+        return self.policy == "withhold"
+
+    async def withheld(
+        self, answer: str, result: GroundingResult, calls: Sequence[ToolCall]
+    ) -> tuple[str, GroundingResult | None]:
+        """The answer without its unverified sentences, and its verdict (off the loop)."""
+
+        def run() -> tuple[str, GroundingResult | None]:
+            kept, note = withheld(answer, result)
+            # The verdict on what is kept (the note names what was left out: not a claim).
+            verdict = check(kept, self.context(calls), self.question)
+            left_out = [c.text for c in result.citations if not c.verified]
+            sent = f"{kept}\n\n{note}" if kept else note
+            if verdict is None:
+                return sent, GroundingResult(citations=[], unverified=[], withheld=left_out)
+            return sent, verdict.model_copy(update={"withheld": left_out})
+
+        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
 
     @property
     def topic(self) -> list[str]:
@@ -132,10 +167,19 @@ class TurnGrounding:
     def followup(self) -> bool:
         return is_followup(self.question, has_topic=bool(self.topic))
 
+    @property
+    def shaped(self) -> bool:
+        """Whether the turn's prompt differs from the docs' one (a follow-up, or a style)."""
+        return self.followup or self.style is not None
+
     def system_prompt(self, prompt: str) -> str:
-        """The turn's system prompt (which holds the citation rule already): on a follow-up,
-        the concise prefix first."""
-        return f"{concise_prefix(self.topic)}\n\n{prompt}" if self.followup else prompt
+        """The turn's system prompt (which holds the citation rule already), with the style
+        asked for; on a follow-up, the concise prefix first and the points already covered."""
+        sections = [prompt, style_section(self.style)]
+        if not self.followup:
+            return "\n\n".join(s for s in sections if s)
+        sections.append(covered_section(covered_points(self.thread.answers)))
+        return "\n\n".join([concise_prefix(self.topic), *(s for s in sections if s)])
 
     def context(self, calls: Sequence[ToolCall]) -> ContextIndex:
         """CPU-bound (the docs' part is cached per version): call it off the event loop."""
@@ -159,9 +203,12 @@ class TurnGrounding:
             if not extract(answer):  # most answers cite nothing: no context to build
                 return None, ContextIndex()
             context = self.context(calls)
-            return check(answer, context), context
+            return check(answer, context, self.question), context
 
-        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        result, context = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        if result is not None and result.unverified and self.web_search_url:
+            result = await with_web_sources(result, self.web_search_url)
+        return result, context
 
     @staticmethod
     def correction(result: GroundingResult, context: ContextIndex) -> str:

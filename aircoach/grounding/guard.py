@@ -11,7 +11,14 @@ A citation is verified when one source supports it:
   that act or for no act (`commi da 231 a 252` covers `comma 235`); never only for another
   act (`art. 3 del D.Lgs. 81/2008` does not support `art. 3 della Legge 199/2025`);
 - an EASA rule's paragraph (`SERA.5005(f)`) is written for that rule, or the source holds the
-  rule and its paragraph markers (`(f)`).
+  rule and its paragraph markers (`(f)`);
+- the sentence that cites it and the passage of that source that holds it speak of the same
+  thing, and give the same quantities (`aircoach.grounding.fit`).
+
+When it is not verified, `reason` says why: `not_in_context` (no source names the act),
+`article_not_in_context` (a source names the act, or the Part of a rule, but not the article,
+comma, lettera, point or paragraph cited), `not_supported` (the passages that hold it speak of
+something else), `contradicts` (they give another quantity: `source_says`).
 
 What the model said in earlier turns is not context: a citation it made up once does not
 become true by being repeated. Pure and CPU-bound: callers run `check` off the event loop.
@@ -24,8 +31,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from aircoach.grounding import fit
 from aircoach.grounding.citations import Citation, Part, extract
-from aircoach.grounding.models import CitationCheck, GroundingResult
+from aircoach.grounding.models import CitationCheck, GroundingResult, Reason, Span
 
 SourceKind = Literal["docs", "manual", "tool", "history_tool"]
 
@@ -67,11 +75,16 @@ class SourceIndex:
     acts: set[str] = field(default_factory=set)
     items: dict[tuple[str | None, str], set[str]] = field(default_factory=dict)
     subs: dict[str, set[str]] = field(default_factory=dict)
+    # Per citation of the source: the passage that holds it and that passage's subject.
+    passages: list[tuple[Citation, tuple[int, int], frozenset[str]]] = field(default_factory=list)
 
     @classmethod
     def of(cls, source: Source) -> SourceIndex:
         index = cls(source, extract(source.text))
         for citation in index.citations:
+            bounds = fit.passage_bounds(source.text, citation.start, citation.end)
+            terms = fit.subject_terms(source.text[bounds[0] : bounds[1]])
+            index.passages.append((citation, bounds, terms))
             if citation.act is not None:
                 index.acts.add(citation.act)
                 index.acts.update(citation.families)
@@ -85,6 +98,27 @@ class SourceIndex:
         if act is None:  # a structure alone: written anywhere in the source
             return set().union(*(v for (_, lvl), v in self.items.items() if lvl == level))
         return self.items.get((act, level), set()) | self.items.get((None, level), set())
+
+    def names(self, citation: Citation) -> bool:
+        """Whether the source names the act cited or, for a point of a rule, the rule or its
+        Part (a circular's issuer is no such level: `LIC-16` is not a point of `LIC-15`)."""
+        if citation.act is None:
+            return any(level == p.level for p in citation.parts for (_, level) in self.items)
+        levels = [f for f in citation.families if not f.startswith("circolare")]
+        return citation.act in self.acts or any(f in self.acts for f in levels)
+
+    def passages_of(self, citation: Citation) -> list[tuple[str, frozenset[str]]]:
+        """The passages of this source that hold the citation's act (or its structure)."""
+        found = []
+        for held, (start, end), terms in self.passages:
+            same = (
+                held.act == citation.act
+                or (citation.act is not None and citation.act in held.families)
+                or (citation.act is None and bool(held.parts))
+            )
+            if same:
+                found.append((self.source.text[start:end], terms))
+        return found
 
     def supports(self, citation: Citation) -> bool:
         if citation.act is not None and citation.act not in self.acts:
@@ -117,6 +151,28 @@ class ContextIndex:
     def supports(self, citation: Citation) -> bool:
         return any(source.supports(citation) for source in self.sources)
 
+    def verdict(
+        self, citation: Citation, claim: frozenset[str], claim_text: str
+    ) -> tuple[Reason | None, list[str]]:
+        """Why the citation is not verified (None: it is), and for `contradicts` what the
+        source says. `claim`: the subject of the sentence that cites it (empty: not judged);
+        `claim_text`: that sentence, for its quantities."""
+        holding = [source for source in self.sources if source.supports(citation)]
+        if not holding:
+            if any(source.names(citation) for source in self.sources):
+                return "article_not_in_context", []
+            return "not_in_context", []
+        passages = [p for source in holding for p in source.passages_of(citation)]
+        if not passages:  # a paragraph marker found beside the rule: nothing more to compare
+            return None, []
+        judged = [(text, terms) for text, terms in passages if len(terms) >= fit.MIN_PASSAGE_TERMS]
+        fitting = [text for text, terms in judged if not claim or terms & claim]
+        if judged and not fitting and len(judged) == len(passages):
+            return "not_supported", []
+        fitting += [text for text, terms in passages if len(terms) < fit.MIN_PASSAGE_TERMS]
+        says = fit.contradiction(claim_text, fitting)
+        return ("contradicts", says) if says else (None, [])
+
     def cited(self, limit: int = 10) -> list[str]:
         """What the context cites (acts, as written; this turn's tools first), for the model
         that is asked to correct itself."""
@@ -137,14 +193,34 @@ def distinct(citations: Sequence[Citation]) -> list[Citation]:
     return list(first.values())
 
 
-def check(answer: str, context: ContextIndex) -> GroundingResult | None:
-    """The verdict on every citation of `answer` (each key once); None when it cites nothing."""
-    citations = distinct(extract(answer))[:MAX_CITATIONS]
+def check(answer: str, context: ContextIndex, question: str = "") -> GroundingResult | None:
+    """The verdict on every citation of `answer` (each key once); None when it cites nothing.
+    `question`: what the answer answers (a sentence's subject may be there). Linear in the
+    answer: the extraction is, and each of the at most `MAX_CITATIONS` citations reads a
+    bounded sentence."""
+    found = extract(answer)
+    citations = distinct(found)[:MAX_CITATIONS]
     if not citations:
         return None
-    checks = [
-        CitationCheck(text=c.text, key=c.key, verified=context.supports(c)) for c in citations
-    ]
+    blanked = fit.masked(answer, ((c.start, c.end) for c in found))
+    asked = fit.subject_terms(question)
+    checks = []
+    for citation in citations:
+        start, end = fit.sentence_bounds(answer, citation.start, citation.end, blanked)
+        claim = fit.subject_terms(blanked[start:end])
+        if len(claim) < fit.MIN_CLAIM_TERMS:
+            claim |= asked
+        reason, says = context.verdict(citation, claim, answer[start:end])
+        checks.append(
+            CitationCheck(
+                text=citation.text,
+                key=citation.key,
+                verified=reason is None,
+                reason=reason,
+                sentence=Span(start=start, end=end),
+                source_says=says,
+            )
+        )
     return GroundingResult(citations=checks, unverified=[c.text for c in checks if not c.verified])
 
 
@@ -155,12 +231,50 @@ def _listed(texts: Sequence[str], limit: int = 5) -> str:
     return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " e " + shown[-1]
 
 
-def caveat(unverified: Sequence[str]) -> str:
-    """The note the student reads after an answer that cites what the sources do not say."""
-    return (
-        f"\n\nAttenzione: non trovo conferma nelle fonti per {_listed(unverified)}; "
-        "verifica con il tuo istruttore."
+def caveat(verdict: GroundingResult | Sequence[str]) -> str:
+    """The note the student reads after an answer that cites what the sources do not say: for
+    a citation the sources hold for something else, that; for one whose source gives another
+    quantity, what the source says."""
+    if isinstance(verdict, GroundingResult):
+        checks = [c for c in verdict.citations if not c.verified]
+        contradicted = [c for c in checks if c.reason == "contradicts" and c.source_says]
+        elsewhere = [c.text for c in checks if c.reason == "not_supported"]
+        unconfirmed = [
+            c.text for c in checks if c not in contradicted and c.reason != "not_supported"
+        ]
+    else:
+        contradicted, elsewhere, unconfirmed = [], [], list(verdict)
+    notes = []
+    if unconfirmed:
+        notes.append(f"non trovo conferma nelle fonti per {_listed(unconfirmed)}")
+    if elsewhere:
+        notes.append(f"le fonti citano {_listed(elsewhere)}, ma non per quanto affermato qui")
+    notes += [f"per {c.text} la fonte indica {_listed(c.source_says)}" for c in contradicted[:5]]
+    return f"\n\nAttenzione: {'; '.join(notes)}; verifica con il tuo istruttore."
+
+
+def withheld(answer: str, result: GroundingResult) -> tuple[str, str]:
+    """The answer without the sentences of its unverified citations, and the note of what was
+    left out (`GROUNDING_POLICY=withhold`)."""
+    cut = sorted(
+        (c.sentence.start, c.sentence.end)
+        for c in result.citations
+        if not c.verified and c.sentence is not None
     )
+    kept: list[str] = []
+    position = 0
+    for start, end in cut:
+        if start > position:
+            kept.append(answer[position:start])
+        position = max(position, end)
+    kept.append(answer[position:])
+    text = re.sub(r"[ \t]+\n", "\n", re.sub(r"[ \t]{2,}", " ", "".join(kept))).strip()
+    left_out = [c.text for c in result.citations if not c.verified]
+    note = (
+        f"Ho omesso quanto citava {_listed(left_out)}: non trovo conferma nelle fonti; "
+        "chiedi al tuo istruttore."
+    )
+    return text, note
 
 
 def correction(result: GroundingResult, context: ContextIndex) -> str:

@@ -30,6 +30,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
+from aircoach.grounding.style import shaped
 from aircoach.knowledge.library import course_chapters
 from aircoach.llm import offline_answer, offline_course, offline_quiz
 
@@ -332,7 +333,7 @@ class OfflineChatModel(BaseChatModel):
             composed = offline_answer.answer_parts(parts, offline_course.PART_NOT_FOUND)
         if composed is None:
             return self._say(offline_course.no_match(course_chapters()))
-        return self._say(composed[0])
+        return self._say(shaped(composed[0], messages))
 
     def _search_course(
         self, messages: list[BaseMessage], query: str, *, plain: bool = False

@@ -14,6 +14,7 @@ from aircoach.auth.tokens import Principal
 from aircoach.auth.userdata import UserDataSource, user_data_section
 from aircoach.errors import StoreUnavailable
 from aircoach.grounding.context import ThreadView, TurnGrounding, with_citation_rule
+from aircoach.grounding.style import resolved_style
 from aircoach.logs import current_stages
 from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.prompts.store import PromptSnapshot
@@ -111,14 +112,20 @@ async def prepare_turn(
             thread=thread,
             question=request.query,
             caveat=settings.grounding_caveat,
-            regenerate=settings.grounding_regenerate,
+            policy=settings.grounding_mode,
             history_limit=settings.history_limit,
             base_prompt=system_prompt,
+            style=resolved_style(request.stile, system_prompt),
+            web_search_url=f"{settings.tool_env['SEARXNG_URL'].rstrip('/')}/search"
+            if settings.grounding_web_check and settings.tool_env.get("SEARXNG_URL")
+            else None,
         )
-        if grounding.followup:
-            # Same thread, a prompt that asks for a concise answer, and retrieval tools that
-            # search the conversation's topic first.
-            agent = agent_for(grounding.prompt, tuple(grounding.topic))
+        if grounding.shaped:
+            # Same thread, a prompt with the style asked for and, on a follow-up, the concise
+            # prefix, what was covered, and tools that search the conversation's topic first.
+            agent = agent_for(
+                grounding.prompt, tuple(grounding.topic) if grounding.followup else ()
+            )
     except BaseException:
         await models.aclose()
         raise

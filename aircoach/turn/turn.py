@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 import anyio
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -68,6 +68,9 @@ class TurnRequest(Protocol):
     @property
     def tools(self) -> Mapping[str, bool] | None: ...
 
+    @property
+    def stile(self) -> Literal["breve", "dettagliato"] | None: ...
+
 
 def new_turn_id() -> str:
     """Time-ordered and unique across instances: sorts like the timestamp it was made at."""
@@ -96,6 +99,7 @@ class ChatTurn:
     grounding: TurnGrounding | None = None  # None: no citation guard (a test's bare turn)
     checked: GroundingResult | None = None  # the guard's verdict on the answer
     regenerated: bool = False  # the answer is the second one, written after a correction
+    withheld: bool = False  # unverified sentences were left out (GROUNDING_POLICY=withhold)
     caveat: str = ""  # the note sent after the answer when a citation is unverified
     stages: Stages = field(default_factory=current_stages)
     cancelled: bool = False  # someone stopped it (`cancel`): stored `interrupted`
@@ -221,7 +225,7 @@ class ChatTurn:
                 yield verdict
             if not await self.recorder.record(self._stored_turn()):
                 yield self._error(PersistFailed())
-            elif self.regenerated and self.recorder.joins_history:
+            elif (self.regenerated or self.withheld) and self.recorder.joins_history:
                 # The thread holds the first answer, the store the second: reseed from the store.
                 self.recorder.memory.forget(self.recorder.thread_id)
             yield Done(
@@ -277,6 +281,10 @@ class ChatTurn:
                             checked = await guard.check(rewritten, self.tools)
                             self.answer, self.regenerated = [rewritten], True
                             result, context = checked
+                if result and result.unverified and guard.withhold and not self.request.stream:
+                    with anyio.move_on_after(_left(deadline)):
+                        kept, result = await guard.withheld(self.text, result, self.tools)
+                        self.answer, self.withheld = [kept], True
         except TurnTimeout as exc:
             self.status = "error"
             log.warning(
@@ -293,9 +301,9 @@ class ChatTurn:
         self.checked = result
         if result is None:
             return
-        yield Grounding(citations=result.citations, unverified=result.unverified)
+        yield Grounding(**result.model_dump())
         if result.unverified and guard.caveat:
-            self.caveat = caveat(result.unverified)
+            self.caveat = caveat(result)
             yield AgentMessage(content=self.caveat)
 
     async def _rewrite(

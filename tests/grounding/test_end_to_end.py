@@ -56,7 +56,15 @@ async def test_a_citation_the_passage_does_not_make_is_unverified_with_a_caveat(
     assert types == ["tool_result", "agent_message", "grounding", "agent_message", "done"]
     grounding = events[2]
     assert grounding["citations"] == [
-        {"text": "Legge 197/2022", "key": "legge 197/2022", "verified": False}
+        {
+            "text": "Legge 197/2022",
+            "key": "legge 197/2022",
+            "verified": False,
+            "reason": "not_in_context",
+            "sentence": {"start": 0, "end": len(WRONG)},
+            "source_says": [],
+            "source": None,
+        }
     ]
     assert grounding["unverified"] == ["Legge 197/2022"]
     assert events[3]["content"] == caveat(["Legge 197/2022"])
@@ -65,7 +73,9 @@ async def test_a_citation_the_passage_does_not_make_is_unverified_with_a_caveat(
 
     assert turn.system == WRONG  # the caveat is the client's note, not the model's answer
     assert turn.grounding is not None
-    assert turn.grounding.model_dump() == {k: grounding[k] for k in ("citations", "unverified")}
+    assert turn.grounding.model_dump() == {
+        k: grounding[k] for k in ("citations", "unverified", "withheld")
+    }
     assert [(r.tool_name, r.count, r.refs) for r in turn.retrieved] == [
         ("kb_search", 1, ["ADeR-12134"])
     ]
@@ -85,8 +95,9 @@ async def test_the_same_citation_written_differently_is_verified_and_no_caveat(
     assert [e["type"] for e in events] == ["tool_result", "agent_message", "grounding", "done"]
     assert events[2] == {
         "type": "grounding",
-        "citations": [{"text": "L. 199/2025", "key": "legge 199/2025", "verified": True}],
+        "citations": [_verified("L. 199/2025", "legge 199/2025", RIGHT)],
         "unverified": [],
+        "withheld": [],
     }
     assert turn.grounding is not None and turn.grounding.unverified == []
 
@@ -98,6 +109,18 @@ async def test_the_caveat_can_be_switched_off(gemini_api, gemini_settings, kb, a
         events = await chat(client, auth(), QUESTION, tools={"kb_search": True})
     assert [e["type"] for e in events] == ["tool_result", "agent_message", "grounding", "done"]
     assert events[2]["unverified"] == ["Legge 197/2022"]
+
+
+def _verified(text: str, key: str, sentence: str) -> dict[str, Any]:
+    return {
+        "text": text,
+        "key": key,
+        "verified": True,
+        "reason": None,
+        "sentence": {"start": 0, "end": len(sentence)},
+        "source_says": [],
+        "source": None,
+    }
 
 
 def _openai(model_settings: Any, openai_api: Any, kb: FakeToolService, **overrides: Any) -> Any:
@@ -130,8 +153,9 @@ async def test_a_json_answer_is_regenerated_once_with_a_correction(
     body = response.json()
     assert body["answer"] == "La definizione agevolata è prevista dalla Legge n. 199/2025."
     assert body["grounding"] == {
-        "citations": [{"text": "Legge n. 199/2025", "key": "legge 199/2025", "verified": True}],
+        "citations": [_verified("Legge n. 199/2025", "legge 199/2025", body["answer"])],
         "unverified": [],
+        "withheld": [],
         "regenerated": True,
     }
     correction = openai_api.requests[2].body["messages"][-1]

@@ -43,8 +43,19 @@ async def test_a_student_marks_an_answer_wrong_then_changes_their_mind(settings,
     assert item["question"] == "Che cosa dice la SERA.5010?"
     assert item["answer"] == "La SERA.5010 fissa i minimi VFR speciali."
     assert item["grounding"] == {
-        "citations": [{"text": "SERA.5010", "key": "sera.5010", "verified": False}],
+        "citations": [
+            {
+                "text": "SERA.5010",
+                "key": "sera.5010",
+                "verified": False,
+                "reason": "article_not_in_context",  # the docs name other points of SERA
+                "sentence": {"start": 0, "end": len(item["answer"])},
+                "source_says": [],
+                "source": None,
+            }
+        ],
         "unverified": ["SERA.5010"],
+        "withheld": [],
     }
     assert item["prompt_version"] and item["model"] == "scripted"
 

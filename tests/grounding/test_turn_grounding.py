@@ -52,6 +52,18 @@ def by_type(events: list[dict], kind: str) -> dict:
     return event
 
 
+def _check(text: str, key: str, reason: str | None, sentence: dict) -> dict:
+    return {
+        "text": text,
+        "key": key,
+        "verified": reason is None,
+        "reason": reason,
+        "sentence": sentence,
+        "source_says": [],
+        "source": None,
+    }
+
+
 async def _stored(app, user: str = "user-1"):
     return await app.state.services.chats.recent_turns(user, 10)
 
@@ -67,10 +79,12 @@ async def test_the_manual_is_context_and_an_invented_rule_gets_the_caveat(manual
     # The caveat is its own delta after the grounding event.
     assert shape(events) == ["answer", "grounding", "answer", "done"]
     assert events[-2] == {"type": "agent_message", "content": caveat(["SERA.5010"])}
+    whole = {"start": 0, "end": len(answer)}  # one sentence
     assert by_type(events, "grounding")["citations"] == [
-        {"text": "SERA.5005(f)", "key": "sera.5005(f)", "verified": True},
-        {"text": "Regolamento (UE) 923/2012", "key": "reg. ue 923/2012", "verified": True},
-        {"text": "SERA.5010", "key": "sera.5010", "verified": False},
+        _check("SERA.5005(f)", "sera.5005(f)", None, whole),
+        _check("Regolamento (UE) 923/2012", "reg. ue 923/2012", None, whole),
+        # The manual names SERA and other points of it, not this one.
+        _check("SERA.5010", "sera.5010", "article_not_in_context", whole),
     ]
     assert turn.system == answer and turn.grounding is not None
     assert turn.grounding.unverified == ["SERA.5010"]
@@ -124,8 +138,11 @@ async def test_a_json_answer_is_rewritten_once_and_the_thread_follows_the_store(
     body = response.json()
     assert body["answer"] == right
     assert body["grounding"] == {
-        "citations": [{"text": "SERA.5005(f)", "key": "sera.5005(f)", "verified": True}],
+        "citations": [
+            _check("SERA.5005(f)", "sera.5005(f)", None, {"start": 0, "end": len(right)})
+        ],
         "unverified": [],
+        "withheld": [],
         "regenerated": True,
     }
     correction = script.calls[1][-1]
@@ -236,7 +253,7 @@ async def test_what_an_earlier_turns_tool_said_is_context(settings, auth, kb):
     cited = "È il Regolamento (UE) 2018/1139."
     script = Script(
         [
-            call("kb_search", query="regole dell'aria"),
+            call("kb_search", query="nascita EASA"),
             text("Te lo dice il manuale."),
             text(cited),
             text(cited),
@@ -244,9 +261,10 @@ async def test_what_an_earlier_turns_tool_said_is_context(settings, auth, kb):
     )
     app = app_with(settings, models=ScriptedModels(script))
     async with asgi_client(app) as client:
-        await chat(client, auth(), "Dove sono le regole dell'aria?", tools={"kb_search": True})
-        shown = await chat(client, auth(), "Quale regolamento le contiene, di preciso?")
-        hidden = await chat(client, auth(), "Quale regolamento?", chat_history=False)
+        await chat(client, auth(), "Quando nasce l'EASA?", tools={"kb_search": True})
+        # The answer's sentence has no subject: the question's (`nasce`) is compared.
+        shown = await chat(client, auth(), "Da quale regolamento nasce, di preciso?")
+        hidden = await chat(client, auth(), "Da quale regolamento nasce?", chat_history=False)
     # A tool text the model was shown verifies; when the history is not shown, it does not.
     assert by_type(shown, "grounding")["citations"][0]["verified"] is True
     assert by_type(hidden, "grounding")["unverified"] == ["Regolamento (UE) 2018/1139"]

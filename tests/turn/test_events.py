@@ -19,7 +19,7 @@ from tests.scripted_model import call
 CONTRACT = {
     "tool_result": {"type", "tool_name", "data", "final"},
     "agent_message": {"type", "content"},
-    "grounding": {"type", "citations", "unverified"},
+    "grounding": {"type", "citations", "unverified", "withheld"},
     "error": {"type", "code", "message"},
     "done": {
         "type",
@@ -61,8 +61,8 @@ STORED_TOOL_CALL = {
 }
 RETURNED_TOOL_CALL = {"tool_name", "arguments", "data"}  # never the model's `text`
 # The guard's verdict (the `grounding` event, a stored turn's `grounding`) and its parts.
-GROUNDING = {"citations", "unverified"}
-CITATION = {"text", "key", "verified"}
+GROUNDING = {"citations", "unverified", "withheld"}
+CITATION = {"text", "key", "verified", "reason", "sentence", "source_says", "source"}
 RESPONSE_GROUNDING = GROUNDING | {"regenerated"}  # `MessageResponse.grounding`
 RETRIEVED = {"tool_name", "call_id", "count", "refs"}  # never the tool's text
 FEEDBACK = {"voto", "commento", "at"}
