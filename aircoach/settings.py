@@ -394,8 +394,22 @@ class TaskSettings(_Group):
     task_batch_max_body_bytes: int = Field(default=5_000_000, ge=1024, le=6_000_000)
     task_batch_concurrency: int = Field(default=4, ge=1, le=32)
     task_review_permission: str = "tasks:review"
+    # A valid output whose confidence is under its task's threshold is also queued for review
+    # (JSON: `{"email_triage": 0.5}`); a task not named here never is.
+    task_review_below: dict[str, float] = Field(default_factory=lambda: {"email_triage": 0.5})
+    # A claimed Idempotency-Key or SQS message id whose run has not ended after this long (its
+    # instance died) may be run again; above the SQS worker's timeout.
+    task_run_lease_s: float = Field(default=300.0, ge=1, le=3600)
     # Deployments set it to the commit they ship (e.g. `git rev-parse --short HEAD`).
     code_version: str | None = None
+
+    @field_validator("task_review_below")
+    @classmethod
+    def _thresholds_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        for task, threshold in value.items():
+            if not 0 <= threshold <= 1:
+                raise ValueError(f"TASK_REVIEW_BELOW: {task!r} must be between 0 and 1")
+        return value
 
 
 class TelemetrySettings(_Group):

@@ -14,7 +14,9 @@ others:
 An exception that left `_run` would fail the whole batch (SQS would run every record again):
 whatever is wrong with one record fails that record alone, named in `batchItemFailures`.
 
-SQS delivers at least once: a message may run twice, and both runs are stored.
+SQS delivers at least once: the message id is claimed in the run store before the run (shared
+by every instance), so a redelivered message returns its first run instead of running again;
+a message whose first delivery is still running elsewhere fails, to come back later.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from aircoach.bodies import load_json
 from aircoach.services import Services
 from aircoach.tasks.definition import TaskCatalog
 from aircoach.tasks.engine import TaskFailed
+from aircoach.tasks.once import KeyBusy, KeyReused, run_once, sqs_key
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +79,32 @@ class SqsTaskWorker:
         except UnrunnableMessage as exc:
             log.error("sqs message %s cannot run: %s", message_id, exc)
             return False
+        key = sqs_key(str(message_id or ""))
         try:
-            await self.services.task_engine.run(definition, task_input, caller="sqs", source="sqs")
+            run, replayed = await run_once(
+                self.services.task_engine,
+                definition,
+                task_input,
+                key=key,
+                caller="sqs",
+                source="sqs",
+                origin=key,
+                lease_s=self.services.settings.task_run_lease_s,
+            )
         except TaskFailed as exc:
             log.info("sqs message %s: queued for review as %s", message_id, exc.run.review_id)
+            return True
+        except KeyReused:
+            log.error("sqs message %s: its id ran another body already", message_id)
+            return False
+        except KeyBusy:
+            log.info("sqs message %s: its first delivery is still running", message_id)
+            return False
         except Exception as exc:
             log.warning("sqs message %s failed, to be redelivered: %r", message_id, exc)
             return False
+        if replayed:
+            log.info("sqs message %s: redelivered, its run is %s", message_id, run.run_id)
         return True
 
 
