@@ -51,7 +51,13 @@ class SqsTaskWorker:
         return asyncio.run(self.process(event))
 
     async def process(self, event: dict[str, Any]) -> dict[str, Any]:
-        records = event.get("Records") or []
+        # A message delivered twice in one batch runs once: its id fails or succeeds once.
+        records: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for record in event.get("Records") or []:
+            if (message_id := str(record.get("messageId", ""))) not in seen:
+                seen.add(message_id)
+                records.append(record)
         ids = [str(r.get("messageId", "")) for r in records]
         try:
             catalog = self.services.tasks_for(await self.services.prompts.current())

@@ -431,9 +431,7 @@ async def get_stats(
     after = None
     if since is not None:
         after = (since if since.tzinfo else since.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
-    return await task_stats(
-        services.task_stores, task=task, since=after, now=datetime.now(UTC)
-    )
+    return await task_stats(services.task_stores, task=task, since=after, now=datetime.now(UTC))
 
 
 @router.get(

@@ -29,6 +29,7 @@ CONTACTS = "contacts"
 RUN_KEYS = "task_run_keys"
 # Stored beside each run: what the listing filters and the stats count.
 _FACTS = "facts"
+_SUMMED = ("attempts", "shrunk", "fallback", "truncated", "input_tokens", "output_tokens")
 
 
 async def create_task_indexes(db: Any) -> None:
@@ -101,38 +102,23 @@ class MongoTaskRunStore:
                             "$group": {
                                 "_id": "$task",
                                 "n": {"$sum": 1},
-                                **{
-                                    name: {"$sum": f"${_FACTS}.{name}"}
-                                    for name in ("attempts", "input_tokens", "output_tokens")
-                                },
-                                **{
-                                    name: {"$sum": {"$cond": [f"${field}", 1, 0]}}
-                                    for name, field in (
-                                        ("shrunk", f"{_FACTS}.shrunk"),
-                                        ("fallback", f"{_FACTS}.fallback"),
-                                        ("truncated", "input_truncated"),
-                                    )
-                                },
+                                **{name: {"$sum": f"${_FACTS}.{name}"} for name in _SUMMED},
                             }
                         },
                         {"$sort": {"_id": 1}},
                     ]
                 )
             ).to_list()
-            by_status = await (
-                await c.aggregate(
-                    [
-                        {"$match": match},
-                        {"$group": {"_id": {"task": "$task", "status": "$status"}, "n": {"$sum": 1}}},
-                    ]
-                )
-            ).to_list()
-            statuses: dict[str, dict[str, int]] = {}
-            for row in by_status:
-                statuses.setdefault(row["_id"]["task"], {})[row["_id"]["status"]] = row["n"]
             found = []
             for row in totals:
                 scoped = {**match, "task": row["_id"]}
+                # One task at a time: a compound group key is not served by every server
+                # that speaks the protocol (nx-27017 among them).
+                by_status = await (
+                    await c.aggregate(
+                        [{"$match": scoped}, {"$group": {"_id": "$status", "n": {"$sum": 1}}}]
+                    )
+                ).to_list()
 
                 async def quantile(q: float, n: int = row["n"], scoped: Any = scoped) -> Any:
                     rank = max(0, min(n - 1, math.ceil(q * n) - 1))
@@ -148,7 +134,7 @@ class MongoTaskRunStore:
                 found.append(
                     RunStats(
                         task=row["_id"],
-                        runs=statuses.get(row["_id"], {}),
+                        runs={r["_id"]: int(r["n"]) for r in by_status},
                         attempts=int(row["attempts"]),
                         shrunk=int(row["shrunk"]),
                         fallback=int(row["fallback"]),

@@ -79,6 +79,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE task_runs ADD COLUMN {name} {kind}")
     conn.executescript(_RUN_INDEXES)
 
+
 _RESOLUTION = ("status", "resolved_by", "resolved_at", "resolution_run_id")
 
 
@@ -101,9 +102,8 @@ class SqliteTaskRunStore:
             "source": run.source,
             "origin": run.origin,
             "latency_ms": run.latency_ms,
-            "truncated": int(run.input_truncated),
             "verdict": run.verdict,
-            **{k: int(v) for k, v in facts.items()},
+            **facts,
         }
         names = ", ".join(row)
         marks = ", ".join(f":{name}" for name in row)
@@ -220,7 +220,9 @@ def _stats(c: sqlite3.Connection, task: str | None, since: str | None) -> list[R
     for row in totals:
         scoped = f"{where} AND source != 'review' AND task = ? AND latency_ms IS NOT NULL"
 
-        def quantile(q: float, n: int = row["n"], name: str = row["task"]) -> float | None:
+        def quantile(
+            q: float, n: int = row["n"], name: str = row["task"], scoped: str = scoped
+        ) -> float | None:
             found = c.execute(
                 f"SELECT latency_ms FROM task_runs WHERE {scoped} "
                 "ORDER BY latency_ms LIMIT 1 OFFSET ?",

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 import aircoach
 from aircoach import telemetry
 from aircoach.tasks.contacts import lookup_customer
-from aircoach.tasks.definition import Policy, Prepared, TaskDefinition
+from aircoach.tasks.definition import Checked, Policy, Prepared, TaskDefinition
 from aircoach.tasks.models import StructuredModel, StructuredRequest, TaskModels, Which
 from aircoach.tasks.ports import TaskStores
 from aircoach.tasks.records import (
@@ -416,14 +416,17 @@ class TaskEngine:
                 )
             output, verdict = item.output, "confirmed"
         task_input = kind.input_model.model_validate(item.input)
-        prepared = await anyio.to_thread.run_sync(
-            partial(kind.prepare, definition, task_input, shrink=False)
-        )
-        try:
-            schema_stage(definition, output)
-            checked = kind.check(definition, prepared, output)
-        except StageFailure as failure:
-            raise InvalidOutput(failure) from None
+        if verdict == "confirmed":  # passed every stage when it was made
+            checked = Checked(output, [])
+        else:
+            prepared = await anyio.to_thread.run_sync(
+                partial(kind.prepare, definition, task_input, shrink=False)
+            )
+            try:
+                schema_stage(definition, output)
+                checked = kind.check(definition, prepared, output)
+            except StageFailure as failure:
+                raise InvalidOutput(failure) from None
         customer = await lookup_customer(self.stores.contacts, kind.sender(task_input))
         label = f"review:{reviewer}"
         run = TaskRun(

@@ -16,6 +16,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 import anyio
@@ -87,11 +88,9 @@ async def run_once(
         await runs.complete(key, failed.run.run_id)
         raise
     except BaseException:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-            try:
-                await runs.release(key)
-            except Exception:  # the store is down: the lease frees the key later
-                pass
+        # When the store is down too, the lease frees the key later.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(Exception):
+            await runs.release(key)
         raise
     await runs.complete(key, run.run_id)
     return run, False

@@ -45,7 +45,9 @@ class PipelineVersion(BaseModel):
         default="", description="The version of the task's keyword dictionary (`offline.json`)."
     )
     provider: str = Field(default="", description="gemini, openai, offline, review...")
-    mode: Mode | None = Field(default=None, description="A language model, offline rules, a person.")
+    mode: Mode | None = Field(
+        default=None, description="A language model, offline rules, a person."
+    )
     temperature: float | None = None
 
 
@@ -180,14 +182,15 @@ class Contact(BaseModel):
         raise ValueError("a contact needs an email or a domain")
 
 
-def run_facts(run: TaskRun) -> dict[str, Any]:
-    """What the stores index and count of a run."""
+def run_facts(run: TaskRun) -> dict[str, int]:
+    """What the stores index and count of a run (numbers, so that a store sums them)."""
     first = run.attempts[0].model if run.attempts else None
     tokens = run.tokens or {}
     return {
         "attempts": len(run.attempts),
-        "shrunk": any(a.shrunk for a in run.attempts),
-        "fallback": any(a.model != first for a in run.attempts),
+        "shrunk": int(any(a.shrunk for a in run.attempts)),
+        "fallback": int(any(a.model != first for a in run.attempts)),
+        "truncated": int(run.input_truncated),
         "input_tokens": int(tokens.get("input", 0)),
         "output_tokens": int(tokens.get("output", 0)),
     }
