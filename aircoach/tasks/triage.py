@@ -234,6 +234,7 @@ def _check_schema_agrees(where: str, schema: dict[str, Any], rules: TriageRules)
         ("sentiment", "value", "enum"): rules.sentiments,
         ("priority", "value", "enum"): rules.priorities,
         ("priority", "signals", "maxItems"): limits.max_signals,
+        ("language", "enum"): rules.languages,
     }
     problems = []
     for path, value in expected.items():
@@ -290,6 +291,8 @@ def _business_rules(rules: TriageRules, context: TriageContext, data: dict[str, 
         problems.append(
             issue("business", "unknown_priority", f"priority {data['priority']['value']!r}")
         )
+    if data["language"] not in rules.languages:
+        problems.append(issue("business", "unknown_language", f"language {data['language']!r}"))
     if problems:
         raise StageFailure("business", problems)
 

@@ -30,6 +30,7 @@ class TriageRules(BaseModel):
     unknown_topic: str
     sentiments: list[str] = Field(min_length=1)
     priorities: list[str] = Field(min_length=1, description="from lowest to highest")
+    languages: list[str] = Field(min_length=1, description="ISO 639-1 codes the triage names")
     limits: Limits
 
     @model_validator(mode="after")

@@ -98,7 +98,7 @@ async def test_the_offline_model_runs_the_triage_and_says_so(task_app, auth):
         "offline",
         0.1,
     )
-    assert version["dictionary_version"].startswith("kw-3+") and len(version["prompt_hash"]) == 12
+    assert version["dictionary_version"].startswith("kw-4+") and len(version["prompt_hash"]) == 12
     run = await app.state.services.task_stores.runs.get_run(body["run_id"])
     assert run is not None and run.caller == "user-1" and run.output == body["output"]
 
@@ -203,6 +203,7 @@ async def test_a_failed_chain_is_a_503_with_the_review_id(task_app, auth):
                 }
             ],
             "sentiment": {"value": "neutral", "confidence": 1.0},
+            "language": "it",
             "priority": {"value": "urgent", "confidence": 1.0, "signals": ["volo domani mattina"]},
         }
         url = f"/api/tasks/review/{body['review_id']}/resolve"
