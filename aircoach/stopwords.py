@@ -14,25 +14,23 @@ from typing import Literal
 
 Language = Literal["it", "en"]
 
-ITALIAN = frozenset(
-    """
+_ITALIAN_TEXT = """
     a ad agli ai al all alla alle allo anche c che chi ci col come con cui d da dagli dai dal
     dall dalla dalle dallo de degli dei del dell della delle dello di e ed è e' fra gli i il
     in io l la le li lo ma me mi ne negli nei nel nell nella nelle nello noi non o od per
     piu più po quale quali quando quel quella quelle quelli quello questa queste questi
     questo se si sia sono su sugli sui sul sull sulla sulle sullo tra tu un un' una uno vi
     voi
-    """.split()
-)
+"""
+ITALIAN = frozenset(_ITALIAN_TEXT.split())
 
-ENGLISH = frozenset(
-    """
+_ENGLISH_TEXT = """
     a about an and are as at be been but by can could did do does for from had has have
     how i if in into is it its me my no not of on or our please so than that the their them
     then there these they this those to was we were what when where which who will with
     would you your
-    """.split()
-)
+"""
+ENGLISH = frozenset(_ENGLISH_TEXT.split())
 
 # Words of both lists that tell nothing about the language ("a", "in", "no", ...).
 _SHARED = ITALIAN & ENGLISH

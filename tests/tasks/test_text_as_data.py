@@ -41,7 +41,7 @@ def engine(settings) -> TaskEngine:
 async def test_injected_instructions_do_not_raise_the_priority_offline(engine, triage):
     run = await engine.run(triage, INJECTED, caller="u", source="api")
     assert run.output["priority"]["value"] != "urgent"
-    assert [t["label"] for t in run.output["topics"]][0] == "DOCUMENTI"
+    assert run.output["topics"][0]["label"] == "DOCUMENTI"
     assert all("istruzion" not in s for s in run.output["priority"]["signals"])
 
 
