@@ -41,6 +41,7 @@ from aircoach.tasks.records import (
     TaskRun,
     Verdict,
     new_id,
+    run_facts,
 )
 from aircoach.tasks.validation import MAX_MESSAGE_CHARS, StageFailure, parse_stage, schema_stage
 
@@ -387,6 +388,28 @@ class TaskEngine:
             _log_summary(run, "store_failed")
             raise
         _log_summary(run, run.status)
+        if run.review_id is not None:
+            await self._observe_queue(run.task)
+
+    async def _observe_queue(self, task: str) -> None:
+        """The review queue's size and age, as the store counts them (only when metered; a
+        failure to read them never fails the run)."""
+        if not telemetry.active():
+            return
+        try:
+            found = await self.stores.reviews.queue_stats(task)
+        except Exception:
+            log.warning("review queue of %s: size not read", task, exc_info=True)
+            return
+        stats = found[0] if found else None
+        age = None
+        if stats is not None and stats.oldest_created_at:
+            oldest = datetime.fromisoformat(stats.oldest_created_at)
+            age = round((datetime.now(UTC) - oldest).total_seconds(), 1)
+        telemetry.observe(
+            "review_queue",
+            {"task": task, "open": stats.open if stats else 0, "oldest_age_s": age},
+        )
 
     # --- review ---------------------------------------------------------------------------
 
@@ -479,9 +502,22 @@ def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000, 1)
 
 
+# A run's outcome among the numbers an office watches.
+_OUTCOMES = {"dead_letter": "review", "store_failed": "failed"}
+
+
 def _log_summary(run: TaskRun, status: str) -> None:
     """One line per run, `key=value` (the structured logger of the app can parse it)."""
-    telemetry.observe("task_run", {"task": run.task, "status": status})
+    if run.source != "review":
+        telemetry.observe(
+            "task_run",
+            {
+                "task": run.task,
+                "outcome": _OUTCOMES.get(status, status),
+                "latency_ms": run.latency_ms,
+                **run_facts(run),
+            },
+        )
     version = run.pipeline_version
     log.info(
         "task_run task=%s run_id=%s source=%s status=%s attempts=%d shrunk=%s model=%s "

@@ -266,3 +266,44 @@ async def test_text_answer_turn(traced: Traced, client, auth, script):
     await chat(client, auth(), "Ciao")
     [root] = traced.roots()
     assert _names(traced.tree(root), 2) == ["chat scripted"]
+
+
+async def test_task_numbers_and_the_review_queue_read_from_the_store(settings, auth):
+    """Runs by outcome, attempts, duration, and the review queue's size as the store counts it:
+    a second app instance on the same store sees the queue the first one filled."""
+    doubtful = settings.model_copy(update={"task_review_below": {"email_triage": 0.95}})
+    first, second = app_with(doubtful), app_with(settings)
+    traced_first, traced_second = traced_app(first, doubtful), traced_app(second, settings)
+    run = {"permissions": ["tasks:email_triage"]}
+    mail = {"subject": "Lezione", "from": "a@b.it", "body": "Vorrei prenotare una lezione."}
+    async with asgi_client(first) as client:
+        for n in range(2):
+            response = await client.post(
+                "/api/tasks/email_triage", json={**mail, "subject": f"L{n}"}, headers=auth(**run)
+            )
+            assert response.json()["low_confidence"] is True
+    assert traced_first.points("aircoach.task.runs") == [
+        ({"aircoach.task": "email_triage", "outcome": "low_confidence"}, 2)
+    ]
+    assert traced_first.points("aircoach.task.attempts") == [({"aircoach.task": "email_triage"}, 2)]
+    assert traced_first.points("aircoach.task.review_queue.size") == [
+        ({"aircoach.task": "email_triage"}, 2)
+    ]
+    async with asgi_client(second) as client:
+        queue = await client.get("/api/tasks/review", headers=auth(permissions=["tasks:review"]))
+        review_id = queue.json()["items"][0]["review_id"]
+        confirmed = await client.post(
+            f"/api/tasks/review/{review_id}/resolve",
+            json={"confirm": True},
+            headers=auth(permissions=["tasks:review"]),
+        )
+        assert confirmed.status_code == 200, confirmed.text
+    # The second instance never queued anything: its gauge is the store's count.
+    assert traced_second.points("aircoach.task.review_queue.size") == [
+        ({"aircoach.task": "email_triage"}, 1)
+    ]
+    assert traced_second.points("aircoach.task.runs") == []  # a reviewer's run is no task run
+    [(_, age)] = traced_second.points("aircoach.task.review_queue.oldest_age")
+    assert age >= 0
+    traced_first.telemetry.shutdown()
+    traced_second.telemetry.shutdown()
