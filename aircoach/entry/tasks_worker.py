@@ -23,17 +23,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from aircoach import telemetry
 from aircoach.bodies import load_json
 from aircoach.services import Services
 from aircoach.tasks.definition import TaskCatalog
 from aircoach.tasks.engine import TaskFailed
 from aircoach.tasks.once import KeyBusy, KeyReused, run_once, sqs_key
+
+if TYPE_CHECKING:
+    from aircoach.telemetry.otel import OtelTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +47,43 @@ class UnrunnableMessage(Exception):
 
 
 class SqsTaskWorker:
-    def __init__(self, services: Services):
+    """With `telemetry` (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL=console), each batch is one trace:
+    a root span `sqs_batch`, a span per message with the run's spans under it; what a run
+    recorded is flushed as soon as it ends (within OTEL_FLUSH_TIMEOUT_MS), and the batch's
+    root span before the handler returns, since Lambda may freeze the instance right after."""
+
+    def __init__(self, services: Services, telemetry: OtelTelemetry | None = None):
         self.services = services
+        self.telemetry = telemetry
 
     def handle(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         """The Lambda handler: a fresh event loop per invocation (clients are made in it)."""
         return asyncio.run(self.process(event))
 
     async def process(self, event: dict[str, Any]) -> dict[str, Any]:
+        if self.telemetry is None:
+            return await self._process(event)
+        try:
+            with (
+                telemetry.recording(self.telemetry),
+                telemetry.span(
+                    "sqs_batch",
+                    {
+                        "messaging.system": "aws_sqs",
+                        "messaging.operation.type": "process",
+                        "messaging.batch.message_count": len(event.get("Records") or []),
+                    },
+                ),
+            ):
+                return await self._process(event)
+        finally:
+            await self.telemetry.flush()
+
+    async def _flush(self) -> None:
+        if self.telemetry is not None:
+            await self.telemetry.flush()
+
+    async def _process(self, event: dict[str, Any]) -> dict[str, Any]:
         # A message delivered twice in one batch runs once: its id fails or succeeds once.
         records: list[dict[str, Any]] = []
         seen: set[str] = set()
@@ -69,8 +102,14 @@ class SqsTaskWorker:
 
         async def one(record: dict[str, Any]) -> None:
             async with limiter:
-                if not await self._run(catalog, record):
+                message_id = str(record.get("messageId", ""))[:200]
+                with telemetry.span("sqs_message", {"messaging.message.id": message_id}) as span:
+                    done = await self._run(catalog, record)
+                    if not done and span is not None:
+                        span.set_attribute("error.type", "message_failed")
+                if not done:
                     failed.append(str(record.get("messageId", "")))
+                await self._flush()
 
         async with anyio.create_task_group() as group:
             for record in records:
@@ -150,4 +189,9 @@ def worker_from_environment() -> SqsTaskWorker:
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    return SqsTaskWorker(Services.build(settings))
+    recorder = None
+    if settings.telemetry_enabled:
+        from aircoach.telemetry.otel import OtelTelemetry
+
+        recorder = OtelTelemetry.from_settings(settings)
+    return SqsTaskWorker(Services.build(settings), recorder)

@@ -11,9 +11,14 @@ from typing import Any
 
 from langchain_core.messages import AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from aircoach.entry.tasks_worker import SqsTaskWorker
 from aircoach.logs import APP_LOGGER, JsonFormatter
+from aircoach.services import Services
 from aircoach.tasks.contacts import seed_demo_contacts
+from aircoach.telemetry.otel import OtelTelemetry
 from tests.helpers import app_with, asgi_client, chat
 from tests.scripted_model import Script, ScriptedChatModel, call, text
 from tests.telemetry.conftest import Traced, traced_app
@@ -307,3 +312,41 @@ async def test_task_numbers_and_the_review_queue_read_from_the_store(settings, a
     assert age >= 0
     traced_first.telemetry.shutdown()
     traced_second.telemetry.shutdown()
+
+
+class _CountingFlush(OtelTelemetry):
+    flushes = 0
+
+    async def flush(self) -> None:
+        self.flushes += 1
+        await super().flush()
+
+
+def test_an_sqs_batch_is_one_trace_flushed_per_run(settings):
+    """The worker's root span, a span per message with its run's spans under it, and a flush
+    after every run and before the handler returns."""
+    exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    recorder = _CountingFlush(settings, span_exporter=exporter, metric_reader=reader, batch=False)
+    worker = SqsTaskWorker(Services.build(settings), recorder)
+    mail = {"subject": "Fattura", "from": "a@b.it", "body": "Non ho ricevuto la fattura."}
+    records = [
+        {"messageId": "m-1", "body": json.dumps({"task": "email_triage", "input": mail})},
+        {"messageId": "m-2", "body": "{not json"},
+    ]
+    assert worker.handle({"Records": records}) == {"batchItemFailures": [{"itemIdentifier": "m-2"}]}
+    assert recorder.flushes == 3  # after each message, and after the batch's root span
+    spans = exporter.get_finished_spans()
+    [root] = [s for s in spans if s.parent is None]
+    assert root.name == "sqs_batch" and root.attributes["messaging.batch.message_count"] == 2
+    messages = {s.attributes["messaging.message.id"]: s for s in spans if s.name == "sqs_message"}
+    assert {m.parent.span_id for m in messages.values()} == {root.context.span_id}
+    attempt = next(s for s in spans if s.name == "task_attempt")
+    assert attempt.parent.span_id == messages["m-1"].context.span_id
+    assert messages["m-2"].attributes["error.type"] == "message_failed"
+    points = {}
+    for resource in reader.get_metrics_data().resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                points[metric.name] = [dict(p.attributes) for p in metric.data.data_points]
+    assert points["aircoach.task.runs"] == [{"aircoach.task": "email_triage", "outcome": "ok"}]
+    recorder.shutdown()
