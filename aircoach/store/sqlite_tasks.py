@@ -178,7 +178,8 @@ def _claim(c: sqlite3.Connection, key: str, input_hash: str, now: float, lease_s
 
 
 def _run_filter(where: RunFilter) -> tuple[str, list[object]]:
-    clauses, params = ["1 = 1"], []
+    clauses: list[str] = ["1 = 1"]
+    params: list[object] = []
     if where.task is not None:
         clauses.append("task = ?")
         params.append(where.task)
