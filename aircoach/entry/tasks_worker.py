@@ -32,9 +32,11 @@ from pydantic import ValidationError
 from aircoach import telemetry
 from aircoach.bodies import load_json
 from aircoach.services import Services
+from aircoach.tasks.callback import CallbackTarget, send_callback
 from aircoach.tasks.definition import TaskCatalog
 from aircoach.tasks.engine import TaskFailed
 from aircoach.tasks.once import KeyBusy, KeyReused, run_once, sqs_key
+from aircoach.tasks.records import TaskRun
 
 if TYPE_CHECKING:
     from aircoach.telemetry.otel import OtelTelemetry
@@ -138,7 +140,7 @@ class SqsTaskWorker:
             )
         except TaskFailed as exc:
             log.info("sqs message %s: queued for review as %s", message_id, exc.run.review_id)
-            return True
+            return await self._callback(exc.run)
         except KeyReused:
             log.error("sqs message %s: its id ran another body already", message_id)
             return False
@@ -150,7 +152,24 @@ class SqsTaskWorker:
             return False
         if replayed:
             log.info("sqs message %s: redelivered, its run is %s", message_id, run.run_id)
-        return True
+        return await self._callback(run)
+
+    async def _callback(self, run: TaskRun) -> bool:
+        """Tell the deployment's callback (if any) that the run ended; a callback that failed
+        fails the message, whose redelivery sends it again (the run is not repeated)."""
+        settings = self.services.settings
+        if settings.task_callback_url is None or settings.task_callback_secret is None:
+            return True
+        target = CallbackTarget(
+            url=settings.task_callback_url,
+            secret=settings.task_callback_secret,
+            hosts=tuple(settings.task_callback_hosts),
+            timeout_s=settings.task_callback_timeout_s,
+            allow_private=settings.task_callback_allow_private,
+        )
+        status = {"dead_letter": "review"}.get(run.status, run.status)
+        payload = {"run_id": run.run_id, "status": status, "output": run.output}
+        return await send_callback(target, payload)
 
 
 def _parse(catalog: TaskCatalog, record: dict[str, Any]) -> tuple[Any, Any]:
