@@ -97,7 +97,9 @@ async def send_callback(target: CallbackTarget, payload: dict[str, Any]) -> bool
             ) as client:
                 response = await client.post(target.url, content=body, headers=headers)
     except (CallbackRefused, TimeoutError, OSError, httpx.HTTPError) as exc:
-        log.warning("task callback for run %s failed: %s", payload.get("run_id"), type(exc).__name__)
+        log.warning(
+            "task callback for run %s failed: %s", payload.get("run_id"), type(exc).__name__
+        )
         return False
     if not 200 <= response.status_code < 300:
         log.warning(
