@@ -254,3 +254,54 @@ def test_an_sqs_batch_with_a_duplicate_and_a_malformed_record(sqs, store_setting
         )
     )
     assert len(one) == 1 and one[0].source == "sqs"
+
+
+def test_export_reviews_writes_the_verdicts_as_json_lines(monkeypatch, data_dir, tmp_path, capsys):
+    from aircoach.__main__ import main
+    from aircoach.settings import Settings
+    from aircoach.tasks.records import PipelineVersion, TaskRun
+
+    settings = Settings(_env_file=None, data_dir=data_dir)
+    runs = build_task_stores(settings).runs
+    version = PipelineVersion(
+        task="email_triage",
+        task_version="v",
+        schema_hash="s",
+        candidates_version="cand-3",
+        stoplist_version="stop-1",
+        model="m",
+        code_version="c",
+    )
+
+    def run(run_id: str, **fields) -> TaskRun:
+        values = {
+            "run_id": run_id,
+            "task": "email_triage",
+            "status": "low_confidence",
+            "source": "sqs",
+            "caller": "sqs",
+            "created_at": "2026-11-25T10:00:00+00:00",
+            "input": MAIL,
+            "output": {"topics": [{"label": "METEO"}]},
+            "pipeline_version": version,
+        }
+        return TaskRun(**{**values, **fields})
+
+    async def seed() -> None:
+        await runs.insert_run(run("r1"))
+        await runs.insert_run(run("r2"))
+        await runs.insert_run(run("r3", source="review", status="ok", verdict="confirmed"))
+        await runs.record_verdict(
+            "r1", verdict="corrected", output={"topics": [{"label": "ESAME"}]}
+        )
+
+    asyncio.run(seed())
+    monkeypatch.setenv("DATA_DIR", str(data_dir))
+    monkeypatch.chdir(data_dir)  # no stray .env
+    out = tmp_path / "reviews.jsonl"
+    main(["tasks", "export-reviews", "--out", str(out)])
+    (line,) = out.read_text("utf-8").splitlines()
+    example = json.loads(line)
+    assert (example["run_id"], example["verdict"]) == ("r1", "corrected")
+    assert example["output"] == {"topics": [{"label": "ESAME"}]} and example["input"] == MAIL
+    assert "1 reviewed runs exported" in capsys.readouterr().err
