@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -62,9 +63,29 @@ _INVALID: Responses = {
 }
 _UNAVAILABLE = unavailable("auth_unavailable", "prompt_unavailable", "store_unavailable")
 
+
 # The triage task's input: the request body of the task routes (a task of another kind
 # documents its own input in its folder).
-_INPUT_SCHEMA = TriageInput.model_json_schema(by_alias=True)
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with its `$defs` inlined: it is embedded in the OpenAPI document, where a
+    `#/$defs/...` reference would point at the document's root."""
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return walk(defs[ref.removeprefix("#/$defs/")])
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    inlined: dict[str, Any] = walk(schema)
+    return inlined
+
+
+_INPUT_SCHEMA = _inlined(TriageInput.model_json_schema(by_alias=True))
 _INPUT_BODY = {
     "requestBody": {
         "required": True,
@@ -105,6 +126,26 @@ async def _task(services: Services, name: str) -> TaskDefinition:
     if definition is None:
         raise NotFound("unknown_task", task=name[:40], valid=catalog.names)
     return definition
+
+
+# RFC 3339 as clients write it; fractions beyond microseconds are cut (Python keeps six).
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+def _utc(value: str | None) -> str | None:
+    """The ISO time `value` in UTC, as the stores compare `created_at`; naive means UTC."""
+    if value is None:
+        return None
+    try:
+        text = _FRACTION.sub(r"\1", value.strip().upper().replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("query", "since"), "msg": "not an ISO 8601 time"}]
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
 
 
 def _require(user: Principal, permission: str) -> None:
@@ -394,7 +435,12 @@ async def list_runs(
         ),
     ] = None,
     since: Annotated[
-        datetime | None, Query(description="Runs created at or after this time (ISO 8601).")
+        str | None,
+        Query(
+            max_length=64,
+            json_schema_extra={"format": "date-time"},
+            description="Runs created at or after this time (RFC 3339, e.g. 2026-11-25T08:00:00Z).",
+        ),
     ] = None,
     cursor: Annotated[
         str | None, Query(max_length=64, description="`next_cursor` of the previous page")
@@ -404,9 +450,7 @@ async def list_runs(
     """The runs, newest first, each with its source (`http`, `sqs:<message id>`...), outcome
     and PipelineVersion. Needs `tasks:review`."""
     _require(user, services.settings.task_review_permission)
-    after = None
-    if since is not None:
-        after = (since if since.tzinfo else since.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+    after = _utc(since)
     where = RunFilter(task=task, source=source, since=after)
     runs = await services.task_stores.runs.list_runs(where, limit=limit, before=cursor)
     return RunPage(
@@ -421,16 +465,19 @@ async def get_stats(
     services: ServicesDep,
     task: Annotated[str | None, Query(max_length=40)] = None,
     since: Annotated[
-        datetime | None, Query(description="Count the runs created since (ISO 8601).")
+        str | None,
+        Query(
+            max_length=64,
+            json_schema_extra={"format": "date-time"},
+            description="Count the runs created since (RFC 3339).",
+        ),
     ] = None,
 ) -> list[TaskStats]:
     """Per task: runs by outcome (`ok`, `low_confidence`, `review`), attempts per run, shrunk
     and fallback runs, p50/p95 time, the review queue's size and its oldest item's age, and
     tokens when the model reports them. Counted by the store. Needs `tasks:review`."""
     _require(user, services.settings.task_review_permission)
-    after = None
-    if since is not None:
-        after = (since if since.tzinfo else since.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+    after = _utc(since)
     return await task_stats(services.task_stores, task=task, since=after, now=datetime.now(UTC))
 
 

@@ -161,7 +161,22 @@ class ResolveRequest(BaseModel):
     """Either `output` (the corrected output) or `confirm: true` (a low-confidence output is
     right as it is)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["output"],
+                    "properties": {"output": {"type": "object"}, "confirm": {"const": False}},
+                },
+                {
+                    "required": ["confirm"],
+                    "properties": {"confirm": {"const": True}},
+                    "not": {"required": ["output"]},
+                },
+            ]
+        },
+    )
 
     output: dict[str, Any] | None = Field(
         default=None,
