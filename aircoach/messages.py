@@ -188,6 +188,14 @@ CATALOGUE: dict[str, Text] = {
         en="No valid output after every attempt and the fallback model; the input is kept for "
         "review.",
     ),
+    "idempotency_key_reused": Text(
+        it="La chiave di idempotenza è già stata usata con un input diverso.",
+        en="the Idempotency-Key was used with another input",
+    ),
+    "idempotency_key_busy": Text(
+        it="Una richiesta con la stessa chiave di idempotenza è in corso: riprova tra poco.",
+        en="a request with the same Idempotency-Key is running: retry shortly",
+    ),
     "invalid_output": Text(
         it="Il risultato non supera la fase {stage!r}.",
         en="the output does not pass the {stage!r} stage",

@@ -303,7 +303,12 @@ class Services:
     def task_engine(self) -> TaskEngine:
         from aircoach.tasks.engine import TaskEngine
 
-        return TaskEngine(self.task_stores, self.task_models, self.settings.code_version)
+        return TaskEngine(
+            self.task_stores,
+            self.task_models,
+            self.settings.code_version,
+            review_below=self.settings.task_review_below,
+        )
 
     @cached_property
     def knowledge(self) -> CourseKnowledge:

@@ -421,8 +421,44 @@ class TaskSettings(_Group):
     task_batch_max_body_bytes: int = Field(default=5_000_000, ge=1024, le=6_000_000)
     task_batch_concurrency: int = Field(default=4, ge=1, le=32)
     task_review_permission: str = "tasks:review"
+    # A valid output whose confidence is under its task's threshold is also queued for review
+    # (JSON: `{"email_triage": 0.5}`); a task not named here never is.
+    task_review_below: dict[str, float] = Field(default_factory=lambda: {"email_triage": 0.5})
+    # A claimed Idempotency-Key or SQS message id whose run has not ended after this long (its
+    # instance died) may be run again; above the SQS worker's timeout.
+    task_run_lease_s: float = Field(default=300.0, ge=1, le=3600)
+    # Where a queued (SQS) run's end is POSTed, signed with the secret: HTTPS, to a host of the
+    # allow-list, no redirects, public addresses only unless allowed (tests, private networks).
+    task_callback_url: str | None = Field(default=None, max_length=2000)
+    task_callback_secret: str | None = None
+    task_callback_hosts: NameList = Field(default_factory=list)
+    task_callback_timeout_s: float = Field(default=5.0, gt=0, le=30)
+    task_callback_allow_private: bool = False
     # Deployments set it to the commit they ship (e.g. `git rev-parse --short HEAD`).
     code_version: str | None = None
+
+    @model_validator(mode="after")
+    def _callback_is_complete(self) -> TaskSettings:
+        if self.task_callback_url is None:
+            return self
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.task_callback_url)
+        if parts.scheme != "https" or not parts.hostname:
+            raise ValueError("TASK_CALLBACK_URL must be https://<host>/...")
+        if (parts.hostname or "").lower() not in {h.lower() for h in self.task_callback_hosts}:
+            raise ValueError("TASK_CALLBACK_URL's host must be one of TASK_CALLBACK_HOSTS")
+        if self.task_callback_secret is None:
+            raise ValueError("TASK_CALLBACK_URL needs TASK_CALLBACK_SECRET")
+        return self
+
+    @field_validator("task_review_below")
+    @classmethod
+    def _thresholds_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        for task, threshold in value.items():
+            if not 0 <= threshold <= 1:
+                raise ValueError(f"TASK_REVIEW_BELOW: {task!r} must be between 0 and 1")
+        return value
 
 
 class TelemetrySettings(_Group):

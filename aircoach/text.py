@@ -26,8 +26,10 @@ from dataclasses import dataclass
 
 import snowballstemmer
 
+from aircoach.stopwords import STOPWORDS
+
 # Bump when the folding or stemming changes: stores re-index questions of an older version.
-TERMS_VERSION = 2  # 2: Snowball stems
+TERMS_VERSION = 2  # 2: Snowball stems, the shared stop-words (aircoach.stopwords)
 
 MAX_QUERY_WORDS = 8  # more words add cost, not precision
 FUZZY_MIN_LETTERS = 5
@@ -37,15 +39,7 @@ EXACT, FUZZY = 10, 6
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _WORD = re.compile(r"[a-z0-9]+")
 
-# Italian function words: they match everything, so they are not indexed nor searched.
-_STOPWORDS_TEXT = """
-    a ad agli ai al all alla alle allo anche che chi ci col come con cui d da dagli dai dal
-    dall dalla dalle dallo degli dei del dell della delle dello di e ed gli i il in l la le lo
-    ma ne negli nei nel nell nella nelle nello o od per piu po quale quali quando se si sia
-    sono su sugli sui sul sull sulla sulle sullo tra fra un una uno quel quella quello questa
-    questo questi queste the of and
-"""
-STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
+# Function words match everything: they are neither indexed nor searched (`aircoach.stopwords`).
 
 
 def fold(text: str) -> str:

@@ -5,13 +5,16 @@ Every e-mail goes through the real engine (candidates, stages, fallback policy, 
 a temporary folder) with the configured models: with no settings that is the offline,
 rule-based triage; set MODEL_PROVIDER (and its key) to evaluate a real model the same way.
 
-    python bench/eval_triage.py                 # the held-out half (split "test")
+    python bench/eval_triage.py                 # the held-out Italian half (split "test")
     python bench/eval_triage.py --split dev     # the half the offline cues were tuned on
+    python bench/eval_triage.py --split en      # the English e-mails
     python bench/eval_triage.py --split all --per-label --errors
 
-Figures: topics micro/macro F1, Hamming loss and exact match; priority Cohen's kappa (plain
-and linearly weighted) and under-/over-triage rates; sentiment accuracy; validation-error,
-retry and dead-letter rates; latency per e-mail.
+Figures: topics micro/macro F1, Hamming loss and exact match (per topic with --per-label:
+precision, recall, F1); priority Cohen's kappa (plain and linearly weighted) and
+under-/over-triage rates; sentiment and language accuracy; the share sent to a person
+(low confidence or no valid output, at TASK_REVIEW_BELOW); validation-error, retry and
+dead-letter rates; latency per e-mail.
 """
 
 from __future__ import annotations
@@ -64,7 +67,11 @@ class Report:
 
 def load(split: str) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in DATA.read_text("utf-8").splitlines() if line.strip()]
-    return rows if split == "all" else [r for r in rows if r["split"] == split]
+    if split == "all":
+        return rows
+    if split == "it":
+        return [r for r in rows if r.get("language", "it") == "it"]
+    return [r for r in rows if r["split"] == split]
 
 
 async def evaluate(services: Services, rows: list[dict[str, Any]], split: str) -> Report:
@@ -120,6 +127,15 @@ def print_report(report: Report, services: Services, *, per_label: bool, errors:
         gold_s = [o.row["sentiment"] for o in answered]
         pred_s = [o.run.output["sentiment"]["value"] for o in answered]  # type: ignore[index]
         print(f"  sentiment  accuracy {accuracy(gold_s, pred_s):.3f}")
+        gold_l = [o.row.get("language", "it") for o in answered]
+        pred_l = [o.run.output.get("language") for o in answered]  # type: ignore[union-attr]
+        print(f"  language   accuracy {accuracy(gold_l, pred_l):.3f}")
+    doubtful = sum(o.run.status == "low_confidence" for o in outcomes)
+    dead = sum(o.run.status == "dead_letter" for o in outcomes)
+    print(
+        f"  review     share sent to a person {(doubtful + dead) / len(outcomes):.3f} "
+        f"({doubtful} low confidence, {dead} without a valid output)"
+    )
     attempts = [a for o in outcomes for a in o.run.attempts]
     failed_attempts = sum(not a.ok for a in attempts)
     print(
@@ -157,7 +173,7 @@ def print_report(report: Report, services: Services, *, per_label: bool, errors:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--split", choices=["test", "dev", "all"], default="test")
+    parser.add_argument("--split", choices=["test", "dev", "en", "it", "all"], default="test")
     parser.add_argument("--per-label", action="store_true", help="F1 of every topic")
     parser.add_argument("--errors", action="store_true", help="list the e-mails it got wrong")
     args = parser.parse_args(argv)

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from collections.abc import Iterable
+from typing import TextIO
 
 import httpx
 
@@ -141,6 +142,27 @@ def _seed_quiz(args: argparse.Namespace) -> None:
     print(f"{written} questions loaded (existing ones with the same capitolo+numero replaced)")
 
 
+def _export_reviews(args: argparse.Namespace) -> None:
+    from aircoach.services import build_task_stores
+    from aircoach.tasks.export import as_jsonl, reviewed_examples
+
+    runs = build_task_stores(get_settings()).runs
+
+    async def export(out: TextIO) -> int:
+        count = 0
+        async for example in reviewed_examples(runs, task=args.task, since=args.since):
+            out.write(as_jsonl(example) + "\n")
+            count += 1
+        return count
+
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as out:
+            written = asyncio.run(export(out))
+    else:
+        written = asyncio.run(export(sys.stdout))
+    print(f"{written} reviewed runs exported", file=sys.stderr)
+
+
 def _seed_contacts(args: argparse.Namespace) -> None:
     from aircoach.services import build_task_stores
     from aircoach.tasks.contacts import seed_demo_contacts
@@ -239,6 +261,16 @@ def main(argv: list[str] | None = None) -> None:
         "seed-contacts", help="load the demo contacts (customer status of the e-mail triage)"
     )
     contacts.set_defaults(func=_seed_contacts)
+
+    tasks = sub.add_parser("tasks", help="structured tasks: export the reviewers' verdicts")
+    tasks_sub = tasks.add_subparsers(dest="tasks_command", required=True)
+    export = tasks_sub.add_parser(
+        "export-reviews", help="the confirmed and corrected runs as JSON lines (an eval set)"
+    )
+    export.add_argument("--task", default=None)
+    export.add_argument("--since", default=None, help="ISO time: runs created since")
+    export.add_argument("--out", default=None, help="a file (default: standard output)")
+    export.set_defaults(func=_export_reviews)
 
     docs = sub.add_parser("docs", help="manage the prompt docs in the S3 bucket (PROMPT_BUCKET)")
     docs.set_defaults(func=_docs)

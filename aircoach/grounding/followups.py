@@ -28,6 +28,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from aircoach.stopwords import STOPWORDS
+
 MAX_TOPIC_KEYWORDS = 6
 TOPIC_QUESTIONS = 3  # the student's last questions the topic is taken from
 SHORT_QUESTION_WORDS = 5
@@ -42,7 +44,8 @@ _ANAPHORA = re.compile(
 _WORD = re.compile(r"[A-Za-zÀ-ÖØ-öø-ÿ0-9][\w'’.\-]*", re.UNICODE)
 _ELISION = re.compile(r"^(?:l|un|dell|all|dall|nell|sull|d|c|s|m|t|v|quest|quell)['’]", re.I)
 
-# Function words and common verbs of a question: never a topic.
+# The package's function words (`aircoach.stopwords`) and a question's common verbs: never a
+# topic.
 _STOP_TEXT = """
 a ad al allo alla ai agli alle all anche ancora avere aveva c che chi ci come con cosa
 cos cui d da dal dallo dalla dai dagli dalle de dei del dello della degli delle di dove
@@ -56,7 +59,7 @@ servono bisogna devo deve devono posso possono significa vuol dire fammi ciao gr
 okay sì stesso stessa stessi stesse caso vale valgono funziona funzionano perche cos'e
 com'è com'e qual'è qual'e
 """
-STOP_WORDS = frozenset(_STOP_TEXT.split())
+STOP_WORDS = STOPWORDS | frozenset(_STOP_TEXT.split())
 
 # Words that ask for more about the current topic, never name one ("fammi un esempio").
 _BARE_TEXT = """

@@ -33,6 +33,7 @@ from pydantic import Field
 from aircoach.grounding.style import shaped
 from aircoach.knowledge.library import course_chapters
 from aircoach.llm import offline_answer, offline_course, offline_quiz
+from aircoach.stopwords import STOPWORDS
 
 OFFLINE_NOTICE = "[modello offline]"
 _NO_SEARCH = (
@@ -42,88 +43,6 @@ _NO_SEARCH = (
 TOOL_THRESHOLD = 0.5
 # Called by their own decisions in `respond`, never by scoring examples.
 _DECIDED_TOOLS = frozenset({offline_quiz.ASK, offline_quiz.GRADE, offline_course.KB})
-STOPWORDS = frozenset(
-    [
-        "a",
-        "ad",
-        "al",
-        "alla",
-        "alle",
-        "allo",
-        "ai",
-        "agli",
-        "che",
-        "chi",
-        "ci",
-        "col",
-        "come",
-        "con",
-        "da",
-        "dal",
-        "dalla",
-        "dei",
-        "del",
-        "della",
-        "delle",
-        "dello",
-        "degli",
-        "di",
-        "e",
-        "ed",
-        "gli",
-        "i",
-        "il",
-        "in",
-        "io",
-        "la",
-        "le",
-        "lo",
-        "ma",
-        "me",
-        "mi",
-        "ne",
-        "nel",
-        "nella",
-        "nelle",
-        "non",
-        "o",
-        "per",
-        "piu",
-        "po",
-        "quale",
-        "quali",
-        "quando",
-        "se",
-        "si",
-        "sia",
-        "sono",
-        "su",
-        "sul",
-        "sulla",
-        "sullo",
-        "sui",
-        "sulle",
-        "sull",
-        "tra",
-        "tu",
-        "un",
-        "una",
-        "uno",
-        "un'",
-        "vi",
-        "è",
-        "e'",
-        "the",
-        "an",
-        "of",
-        "to",
-        "is",
-        "are",
-        "what",
-        "how",
-        "please",
-    ]
-)
 # Every pattern here runs on the user's text, on the event loop: each is linear in it. A quoted
 # text cannot hold another opening quote (with `«` allowed inside, 4,000 of them took 370 ms
 # of backtracking), and whitespace runs are bounded (`\s*` twice in a row is quadratic).

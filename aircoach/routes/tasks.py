@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
@@ -28,6 +30,8 @@ from aircoach.services import Services
 from aircoach.tasks.batch import run_batch
 from aircoach.tasks.definition import TaskCatalog, TaskDefinition
 from aircoach.tasks.engine import AlreadyResolved, InvalidOutput, TaskFailed
+from aircoach.tasks.once import MAX_KEY_CHARS, KeyBusy, KeyReused, http_key, run_once
+from aircoach.tasks.ports import RunFilter
 from aircoach.tasks.records import ReviewStatus, TaskRun
 from aircoach.tasks.schemas import (
     MAX_BATCH,
@@ -37,11 +41,15 @@ from aircoach.tasks.schemas import (
     ReviewDetail,
     ReviewPage,
     ReviewSummary,
+    RunPage,
+    RunSummary,
     TaskFailedBody,
     TaskInfo,
     TaskResult,
+    TaskStats,
     ValidationErrorBody,
 )
+from aircoach.tasks.stats import task_stats
 from aircoach.tasks.triage import TriageInput
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"], route_class=CheckedJsonRoute)
@@ -55,9 +63,29 @@ _INVALID: Responses = {
 }
 _UNAVAILABLE = unavailable("auth_unavailable", "prompt_unavailable", "store_unavailable")
 
+
 # The triage task's input: the request body of the task routes (a task of another kind
 # documents its own input in its folder).
-_INPUT_SCHEMA = TriageInput.model_json_schema(by_alias=True)
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with its `$defs` inlined: it is embedded in the OpenAPI document, where a
+    `#/$defs/...` reference would point at the document's root."""
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return walk(defs[ref.removeprefix("#/$defs/")])
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    inlined: dict[str, Any] = walk(schema)
+    return inlined
+
+
+_INPUT_SCHEMA = _inlined(TriageInput.model_json_schema(by_alias=True))
 _INPUT_BODY = {
     "requestBody": {
         "required": True,
@@ -98,6 +126,26 @@ async def _task(services: Services, name: str) -> TaskDefinition:
     if definition is None:
         raise NotFound("unknown_task", task=name[:40], valid=catalog.names)
     return definition
+
+
+# RFC 3339 as clients write it; fractions beyond microseconds are cut (Python keeps six).
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+def _utc(value: str | None) -> str | None:
+    """The ISO time `value` in UTC, as the stores compare `created_at`; naive means UTC."""
+    if value is None:
+        return None
+    try:
+        text = _FRACTION.sub(r"\1", value.strip().upper().replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("query", "since"), "msg": "not an ISO 8601 time"}]
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
 
 
 def _require(user: Principal, permission: str) -> None:
@@ -157,6 +205,11 @@ async def list_tasks(user: CurrentUser, services: ServicesDep) -> list[TaskInfo]
         **_NOT_FOUND,
         **TOO_LARGE,
         **_INVALID,
+        409: {
+            "model": ErrorBody,
+            "description": "The `Idempotency-Key` ran another input (`conflict`), or its first "
+            "request is still running.",
+        },
         503: {
             "model": TaskFailedBody | ErrorBody,
             "description": "No valid output after the whole fallback chain (`task_failed`, "
@@ -166,19 +219,58 @@ async def list_tasks(user: CurrentUser, services: ServicesDep) -> list[TaskInfo]
 )
 @max_body_bytes("task_max_body_bytes")
 async def run_task(
-    task: str, request: Request, user: CurrentUser, services: ServicesDep
+    task: str,
+    request: Request,
+    user: CurrentUser,
+    services: ServicesDep,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            min_length=1,
+            max_length=MAX_KEY_CHARS,
+            pattern=r"^[\x21-\x7e]+$",
+            description="Send the same key again (after a timeout) to get the first run, not a "
+            "second one; the same key with another input is a 409.",
+        ),
+    ] = None,
 ) -> TaskResult:
-    """Run a task on one input (the triage task: `subject`, `from`, `body`). Needs the task's
-    permission (`tasks:<name>`). The body may be up to `TASK_MAX_BODY_BYTES` (1 MB)."""
+    """Run a task on one input (the triage task: `subject`, `from`, `body`, `attachments`).
+    Needs the task's permission (`tasks:<name>`). The body may be up to
+    `TASK_MAX_BODY_BYTES` (1 MB). A doubtful output (under the task's confidence threshold)
+    is returned with `low_confidence: true` and a `review_id`: it is queued for a person."""
     definition = await _task(services, task)
     _require(user, definition.permission)
     data = await read_json_body(request)
     task_input = _parse_input(definition, data)
+    replayed = False
     try:
-        run = await services.task_engine.run(definition, task_input, caller=user.sub, source="api")
+        if idempotency_key is None:
+            run = await services.task_engine.run(
+                definition, task_input, caller=user.sub, source="api", origin="http"
+            )
+        else:
+            run, replayed = await run_once(
+                services.task_engine,
+                definition,
+                task_input,
+                key=http_key(user.sub, definition.name, idempotency_key),
+                caller=user.sub,
+                source="api",
+                origin="http",
+                lease_s=services.settings.task_run_lease_s,
+            )
     except TaskFailed as exc:
         return _failed(exc, header_language(request.headers))  # type: ignore[return-value]
-    return TaskResult.from_run(run)
+    except KeyReused:
+        raise Conflict("idempotency_key_reused") from None
+    except KeyBusy:
+        raise Conflict("idempotency_key_busy") from None
+    result = TaskResult.from_run(run)
+    if replayed:
+        return JSONResponse(  # type: ignore[return-value]
+            result.model_dump(mode="json"), headers={"Idempotent-Replayed": "true"}
+        )
+    return result
 
 
 @router.post(
@@ -300,8 +392,10 @@ async def resolve_review_item(
     services: ServicesDep,
     language: RequestLanguage,
 ) -> TaskResult:
-    """Submit the corrected output of a queued input. It is validated by the task's stages
-    and stored as a run with `source: "review"`; the item is then `resolved`."""
+    """Submit the corrected output of a queued input (`output`), or confirm a low-confidence
+    output as it is (`confirm: true`). It is validated by the task's stages and stored as a
+    run with `source: "review"`, the verdict also with the run that queued the item (the
+    eval set of `aircoach tasks export-reviews`); the item is then `resolved`."""
     _require(user, services.settings.task_review_permission)
     item = await services.task_stores.reviews.get_item(review_id)
     if item is None:
@@ -313,7 +407,7 @@ async def resolve_review_item(
         raise NotFound("task_gone", task=item.task)
     try:
         run = await services.task_engine.resolve_review(
-            definition, item, body.output, reviewer=user.sub
+            definition, item, None if body.confirm else body.output, reviewer=user.sub
         )
     except InvalidOutput as exc:
         failure = exc.failure
@@ -326,6 +420,65 @@ async def resolve_review_item(
     except AlreadyResolved:
         raise Conflict("review_item_resolved", review_id=review_id[:64]) from None
     return TaskResult.from_run(run)
+
+
+@router.get("/runs", responses={**UNAUTHORIZED, **_FORBIDDEN, **_UNAVAILABLE})
+async def list_runs(
+    user: CurrentUser,
+    services: ServicesDep,
+    task: Annotated[str | None, Query(max_length=40)] = None,
+    source: Annotated[
+        str | None,
+        Query(
+            max_length=240,
+            description="`http`, `sqs`, `batch`, `review`, `eval`, or `sqs:<message id>`",
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            json_schema_extra={"format": "date-time"},
+            description="Runs created at or after this time (RFC 3339, e.g. 2026-11-25T08:00:00Z).",
+        ),
+    ] = None,
+    cursor: Annotated[
+        str | None, Query(max_length=64, description="`next_cursor` of the previous page")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> RunPage:
+    """The runs, newest first, each with its source (`http`, `sqs:<message id>`...), outcome
+    and PipelineVersion. Needs `tasks:review`."""
+    _require(user, services.settings.task_review_permission)
+    after = _utc(since)
+    where = RunFilter(task=task, source=source, since=after)
+    runs = await services.task_stores.runs.list_runs(where, limit=limit, before=cursor)
+    return RunPage(
+        items=[RunSummary.of(r) for r in runs],
+        next_cursor=runs[-1].run_id if len(runs) == limit else None,
+    )
+
+
+@router.get("/stats", responses={**UNAUTHORIZED, **_FORBIDDEN, **_UNAVAILABLE})
+async def get_stats(
+    user: CurrentUser,
+    services: ServicesDep,
+    task: Annotated[str | None, Query(max_length=40)] = None,
+    since: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            json_schema_extra={"format": "date-time"},
+            description="Count the runs created since (RFC 3339).",
+        ),
+    ] = None,
+) -> list[TaskStats]:
+    """Per task: runs by outcome (`ok`, `low_confidence`, `review`), attempts per run, shrunk
+    and fallback runs, p50/p95 time, the review queue's size and its oldest item's age, and
+    tokens when the model reports them. Counted by the store. Needs `tasks:review`."""
+    _require(user, services.settings.task_review_permission)
+    after = _utc(since)
+    return await task_stats(services.task_stores, task=task, since=after, now=datetime.now(UTC))
 
 
 @router.get(

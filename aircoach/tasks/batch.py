@@ -49,7 +49,7 @@ async def _outcome(
     source: RunSource,
 ) -> BatchItem:
     try:
-        run = await engine.run(definition, task_input, caller=caller, source=source)
+        run = await engine.run(definition, task_input, caller=caller, source=source, origin="http")
     except TaskFailed as failed:
         return BatchItem(index=index, status="review", review_id=failed.run.review_id)
     except AppError as exc:  # a backend failed (the store): this input may be retried

@@ -8,7 +8,9 @@ ordering anywhere; `candidate_id` is a sha256 of source and term).
 Canonical text: the e-mail as the model and the verifiers see it. Reply history (quoted `>`
 lines and everything after a "... ha scritto:" or "Messaggio originale" header), signatures
 (after a `--` line) and "Inviato da iPhone" lines are cut; a forwarded message is kept, since
-it is usually the point of the e-mail. Then the body is cut at `body_chars`.
+it is usually the point of the e-mail. Then the body is cut at `body_chars`, at the last
+sentence end (or line break, or space) before the limit, so the model never reads half a
+sentence; the attachments' names follow on a line of their own (`Allegati: ...`).
 
 Candidates: simple tokenisation (casefolded words; hyphens and digits stay inside a word, so
 `I-ABCD` and `C152` are one token), uni-, bi- and tri-grams within a phrase (never across
@@ -28,7 +30,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
 # Bump when anything below changes what comes out (canonical text, tokens, filters, ranking).
-CANDIDATES_VERSION = "cand-2"
+CANDIDATES_VERSION = "cand-3"
 
 SOURCES = ("subject", "body")
 _SUBJECT_WEIGHT = 1.5
@@ -60,6 +62,10 @@ _TOKEN = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
 _NUMBER = re.compile(r"^\d+$")
 _SPACES = re.compile(r"[ \t\u00a0]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
+_SENTENCE_END = re.compile(r"[.!?…](?=[\s\"'»”)]|$)|\n")
+# A cut looks back at most this share of the limit for a sentence end, then for a space.
+_CUT_LOOKBACK = 0.25
+ATTACHMENTS_LABEL = "Allegati:"
 
 
 @dataclass(frozen=True)
@@ -78,8 +84,10 @@ class Candidate:
 @dataclass(frozen=True)
 class CanonicalEmail:
     subject: str
-    body: str
+    body: str  # the kept body, then the attachments' line, if any
     body_cut: bool  # the body was longer than the limit
+    body_chars: int = 0  # the canonical body's length before the cut
+    kept_chars: int = 0  # how much of it is kept
 
     @property
     def text(self) -> str:
@@ -91,11 +99,34 @@ def candidate_id(source: str, term: str) -> str:
     return "c" + hashlib.sha256(f"{source}\x1f{term}".encode()).hexdigest()[:11]
 
 
-def canonical_email(subject: str, body: str, *, body_chars: int) -> CanonicalEmail:
+def canonical_email(
+    subject: str, body: str, *, body_chars: int, attachments: Iterable[str] = ()
+) -> CanonicalEmail:
     subject = _SUBJECT_PREFIX.sub("", _normalise(subject)).strip()
-    body = _strip_history(_normalise(body))
-    cut = len(body) > body_chars
-    return CanonicalEmail(subject, body[:body_chars].rstrip() if cut else body, cut)
+    full = _strip_history(_normalise(body))
+    kept = cut_at_sentence(full, body_chars)
+    names = [" ".join(_normalise(name).split()) for name in attachments]
+    text = kept
+    if any(names):
+        line = f"{ATTACHMENTS_LABEL} " + ", ".join(n for n in names if n)
+        text = f"{kept}\n\n{line}" if kept else line
+    return CanonicalEmail(subject, text, len(kept) < len(full), len(full), len(kept))
+
+
+def cut_at_sentence(text: str, limit: int) -> str:
+    """`text` up to `limit` characters, cut after the last sentence end (or line break) in the
+    last quarter before the limit; failing that at the last space; failing that at the limit."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    floor = int(limit * (1 - _CUT_LOOKBACK))
+    end = None
+    for match in _SENTENCE_END.finditer(head, floor):
+        end = match.end()
+    if end is None:
+        space = head.rfind(" ", floor)
+        end = space if space > 0 else limit
+    return head[:end].rstrip()
 
 
 def generate_candidates(

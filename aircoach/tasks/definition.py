@@ -34,7 +34,7 @@ PROMPT = "prompt.md"
 SCHEMA = "schema.json"
 _NAME_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
 # Path segments of the task routes (`/api/tasks/review`, `/api/tasks/runs/...`).
-RESERVED_NAMES = ("review", "runs")
+RESERVED_NAMES = ("review", "runs", "stats")
 # Keys of a JSON Schema that describe it rather than constrain it; providers' structured output
 # modes refuse some of them, so the model is sent the schema without them.
 _SCHEMA_META_KEYS = ("$schema", "$id", "title", "description")
@@ -89,6 +89,10 @@ class TaskDefinition:
     @property
     def name(self) -> str:
         return self.manifest.name
+
+    @property
+    def prompt_hash(self) -> str:
+        return hashlib.sha256(self.prompt.encode()).hexdigest()[:12]
 
     @property
     def permission(self) -> str:
@@ -198,6 +202,14 @@ def _check_schema(where: str, schema: Any) -> None:
 
 
 @dataclass(frozen=True)
+class Truncation:
+    """The input was longer than what the model reads: how much of it was kept."""
+
+    kept_chars: int
+    total_chars: int
+
+
+@dataclass(frozen=True)
 class Prepared:
     """One request to the model: `payload` is what the model reads (JSON), `context` what the
     kind's checks need (the canonical text, the candidates)."""
@@ -205,6 +217,7 @@ class Prepared:
     shrunk: bool
     payload: dict[str, Any]
     context: Any
+    truncation: Truncation | None = None
 
 
 @dataclass(frozen=True)

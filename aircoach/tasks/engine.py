@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -26,7 +26,7 @@ from pydantic import BaseModel
 import aircoach
 from aircoach import telemetry
 from aircoach.tasks.contacts import lookup_customer
-from aircoach.tasks.definition import Policy, Prepared, TaskDefinition
+from aircoach.tasks.definition import Checked, Policy, Prepared, TaskDefinition
 from aircoach.tasks.models import StructuredModel, StructuredRequest, TaskModels, Which
 from aircoach.tasks.ports import TaskStores
 from aircoach.tasks.records import (
@@ -34,11 +34,14 @@ from aircoach.tasks.records import (
     Attempt,
     Customer,
     Issue,
+    Mode,
     PipelineVersion,
     ReviewItem,
     RunSource,
     TaskRun,
+    Verdict,
     new_id,
+    run_facts,
 )
 from aircoach.tasks.validation import MAX_MESSAGE_CHARS, StageFailure, parse_stage, schema_stage
 
@@ -115,13 +118,33 @@ class _Models:
                     await model.aclose()
 
 
+def _provider(model: StructuredModel) -> str:
+    provider = getattr(model, "provider", None)
+    if isinstance(provider, str) and provider:
+        return provider
+    return "offline" if model.notice else "unknown"
+
+
+def _mode(model: StructuredModel) -> Mode:
+    return "offline" if model.notice else "model"
+
+
 @dataclass
 class TaskEngine:
     stores: TaskStores
     models: TaskModels
     code_version: str | None = None
+    # A valid output whose confidence is under its task's threshold is also queued for review.
+    review_below: Mapping[str, float] = field(default_factory=dict)
 
-    def pipeline_version(self, definition: TaskDefinition, model: str) -> PipelineVersion:
+    def pipeline_version(
+        self,
+        definition: TaskDefinition,
+        model: str,
+        *,
+        provider: str = "",
+        mode: Mode | None = None,
+    ) -> PipelineVersion:
         versions = definition.kind.versions(definition)
         return PipelineVersion(
             task=definition.name,
@@ -131,6 +154,11 @@ class TaskEngine:
             stoplist_version=versions["stoplist_version"],
             model=model,
             code_version=self.code_version or f"aircoach-{aircoach.__version__}",
+            prompt_hash=definition.prompt_hash,
+            dictionary_version=versions.get("dictionary_version", ""),
+            provider=provider,
+            mode=mode,
+            temperature=definition.manifest.temperature,
         )
 
     async def run(
@@ -140,16 +168,18 @@ class TaskEngine:
         *,
         caller: str,
         source: RunSource,
+        origin: str | None = None,
     ) -> TaskRun:
-        """Run the task on `task_input`. Returns the stored run; raises `TaskFailed` when the
-        input went to the review queue, `StoreUnavailable` when the store failed."""
+        """Run the task on `task_input`. Returns the stored run (status `low_confidence` when
+        its output was also queued for review); raises `TaskFailed` when the input went to
+        the review queue without a valid output, `StoreUnavailable` when the store failed."""
         started = time.perf_counter()
         kind = definition.kind
         customer = await lookup_customer(self.stores.contacts, kind.sender(task_input))
         prepared: dict[bool, Prepared] = {}
         attempts: list[Attempt] = []
         models = _Models(self.models, definition.manifest.temperature)
-        result: tuple[dict[str, Any], list[Issue], str] | None = None
+        result: tuple[dict[str, Any], list[Issue], StructuredModel, bool] | None = None
         tried: list[str] = []
         unreachable: set[Which] = set()
         try:
@@ -181,7 +211,7 @@ class TaskEngine:
                         warnings.insert(
                             0, Issue(stage="model", code="offline_model", message=model.notice)
                         )
-                    result = (checked[0], warnings, model.label)
+                    result = (checked[0], warnings, model, step.shrink)
                     break
         finally:
             await models.aclose()
@@ -189,11 +219,15 @@ class TaskEngine:
         payload = task_input.model_dump(by_alias=True)
         latency_ms = round((time.perf_counter() - started) * 1000, 1)
         if result is not None:
-            output, warnings, label = result
+            output, warnings, model, shrunk = result
+            truncation = prepared[shrunk].truncation
+            confidence = kind_confidence(definition, output)
+            threshold = self.review_below.get(definition.name)
+            doubtful = threshold is not None and confidence is not None and confidence < threshold
             run = TaskRun(
                 run_id=new_id(),
                 task=definition.name,
-                status="ok",
+                status="low_confidence" if doubtful else "ok",
                 source=source,
                 caller=caller,
                 created_at=now_iso(),
@@ -202,17 +236,56 @@ class TaskEngine:
                 customer=customer,
                 warnings=warnings,
                 attempts=attempts,
-                model=label,
-                pipeline_version=self.pipeline_version(definition, label),
+                model=model.label,
+                pipeline_version=self.pipeline_version(
+                    definition, model.label, provider=_provider(model), mode=_mode(model)
+                ),
                 latency_ms=latency_ms,
+                origin=origin,
+                confidence=confidence,
+                input_truncated=truncation is not None,
+                input_kept_chars=truncation.kept_chars if truncation else None,
+                input_total_chars=truncation.total_chars if truncation else None,
             )
+            if doubtful:
+                run = await self._queue_doubtful(run)
             await self._store(run)
             return run
-        version = self.pipeline_version(definition, "+".join(tried) or "none")
+        opened = [m for m in models.opened.values() if m is not None]
+        version = self.pipeline_version(
+            definition,
+            "+".join(tried) or "none",
+            provider="+".join(dict.fromkeys(_provider(m) for m in opened)),
+            mode=_mode(opened[0]) if opened else None,
+        )
         run = await self._dead_letter(
-            definition, payload, customer, attempts, version, caller, source, latency_ms
+            definition, payload, customer, attempts, version, caller, source, latency_ms, origin
         )
         raise TaskFailed(run)
+
+    async def _queue_doubtful(self, run: TaskRun) -> TaskRun:
+        """Queue a valid but doubtful output for a person; the run carries the `review_id`."""
+        review_id = new_id()
+        item = ReviewItem(
+            review_id=review_id,
+            task=run.task,
+            created_at=run.created_at,
+            source=run.source,
+            caller=run.caller,
+            input=run.input,
+            attempts=run.attempts,
+            pipeline_version=run.pipeline_version,
+            run_id=run.run_id,
+            reason="low_confidence",
+            output=run.output,
+            confidence=run.confidence,
+        )
+        try:
+            await self.stores.reviews.enqueue(item)
+        except Exception:
+            _log_summary(run, "store_failed")
+            raise
+        return run.model_copy(update={"review_id": review_id})
 
     async def _attempt(
         self, n: int, model: StructuredModel, request: StructuredRequest, step: Step
@@ -268,6 +341,7 @@ class TaskEngine:
         caller: str,
         source: RunSource,
         latency_ms: float,
+        origin: str | None,
     ) -> TaskRun:
         run_id, review_id, created_at = new_id(), new_id(), now_iso()
         item = ReviewItem(
@@ -295,6 +369,7 @@ class TaskEngine:
             pipeline_version=version,
             review_id=review_id,
             latency_ms=latency_ms,
+            origin=origin,
         )
         # The review item first: if the run cannot be stored afterwards, the input is still
         # kept for a human, and the caller (503) may retry.
@@ -303,7 +378,6 @@ class TaskEngine:
         except Exception:
             _log_summary(run, "store_failed")
             raise
-        telemetry.observe("review_queue", {"task": definition.name, "change": 1})
         await self._store(run)
         return run
 
@@ -314,26 +388,68 @@ class TaskEngine:
             _log_summary(run, "store_failed")
             raise
         _log_summary(run, run.status)
+        if run.review_id is not None:
+            await self._observe_queue(run.task)
+
+    async def _observe_queue(self, task: str) -> None:
+        """The review queue's size and age, as the store counts them (only when metered; a
+        failure to read them never fails the run)."""
+        if not telemetry.active():
+            return
+        try:
+            found = await self.stores.reviews.queue_stats(task)
+        except Exception:
+            log.warning("review queue of %s: size not read", task, exc_info=True)
+            return
+        stats = found[0] if found else None
+        age = None
+        if stats is not None and stats.oldest_created_at:
+            oldest = datetime.fromisoformat(stats.oldest_created_at)
+            age = round((datetime.now(UTC) - oldest).total_seconds(), 1)
+        telemetry.observe(
+            "review_queue",
+            {"task": task, "open": stats.open if stats else 0, "oldest_age_s": age},
+        )
 
     # --- review ---------------------------------------------------------------------------
 
     async def resolve_review(
-        self, definition: TaskDefinition, item: ReviewItem, output: Any, *, reviewer: str
+        self,
+        definition: TaskDefinition,
+        item: ReviewItem,
+        output: Any | None,
+        *,
+        reviewer: str,
     ) -> TaskRun:
-        """Store a reviewer's output for a queued input: validated by the same stages against
-        the candidates of the input, stored as a run with `source: "review"`. Raises
-        `InvalidOutput`, `AlreadyResolved`, or `StoreUnavailable`."""
+        """Store a reviewer's verdict on a queued input: `output` is the corrected output
+        (validated by the same stages against the candidates of the input), or None to confirm
+        a low-confidence output as it is. Stored as a run with `source: "review"`, and the
+        verdict with the run that queued the item. Raises `InvalidOutput`, `AlreadyResolved`,
+        or `StoreUnavailable`."""
         started = time.perf_counter()
         kind = definition.kind
+        verdict: Verdict = "corrected"
+        if output is None:
+            if item.output is None:
+                raise InvalidOutput(
+                    StageFailure(
+                        "review",
+                        [Issue(stage="review", code="nothing_to_confirm", message="no output")],
+                    )
+                )
+            output, verdict = item.output, "confirmed"
         task_input = kind.input_model.model_validate(item.input)
-        prepared = await anyio.to_thread.run_sync(
-            partial(kind.prepare, definition, task_input, shrink=False)
-        )
-        try:
-            schema_stage(definition, output)
-            checked = kind.check(definition, prepared, output)
-        except StageFailure as failure:
-            raise InvalidOutput(failure) from None
+        if verdict == "confirmed":  # passed every stage when it was made
+            checked = Checked(output, [])
+        else:
+            prepared = await anyio.to_thread.run_sync(
+                partial(kind.prepare, definition, task_input, shrink=False)
+            )
+            try:
+                schema_stage(definition, output)
+                checked = kind.check(definition, prepared, output)
+            except StageFailure as failure:
+                raise InvalidOutput(failure) from None
         customer = await lookup_customer(self.stores.contacts, kind.sender(task_input))
         label = f"review:{reviewer}"
         run = TaskRun(
@@ -349,33 +465,59 @@ class TaskEngine:
             warnings=checked.warnings,
             attempts=[],
             model=label,
-            pipeline_version=self.pipeline_version(definition, label),
+            pipeline_version=self.pipeline_version(
+                definition, label, provider="review", mode="review"
+            ),
             review_id=item.review_id,
             latency_ms=round((time.perf_counter() - started) * 1000, 1),
+            origin="review",
+            confidence=kind_confidence(definition, checked.output),
+            verdict=verdict,
+            reviewed_output=checked.output,
         )
         if not await self.stores.reviews.resolve(
-            item.review_id, run_id=run.run_id, by=reviewer, at=run.created_at
+            item.review_id, run_id=run.run_id, by=reviewer, at=run.created_at, verdict=verdict
         ):
             raise AlreadyResolved(item.review_id)
-        telemetry.observe("review_queue", {"task": item.task, "change": -1})
         try:
             await self._store(run)
+            await self.stores.runs.record_verdict(
+                item.run_id, verdict=verdict, output=checked.output
+            )
         except Exception:
             # The item stays open for the next reviewer rather than resolved by nothing.
             with anyio.CancelScope(shield=True):
                 await self.stores.reviews.reopen(item.review_id)
-            telemetry.observe("review_queue", {"task": item.task, "change": 1})
             raise
         return run
+
+
+def kind_confidence(definition: TaskDefinition, output: dict[str, Any]) -> float | None:
+    """The output's confidence as its kind measures it (None: the kind does not say)."""
+    measure = getattr(definition.kind, "confidence", None)
+    return None if measure is None else measure(output)
 
 
 def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000, 1)
 
 
+# A run's outcome among the numbers an office watches.
+_OUTCOMES = {"dead_letter": "review", "store_failed": "failed"}
+
+
 def _log_summary(run: TaskRun, status: str) -> None:
     """One line per run, `key=value` (the structured logger of the app can parse it)."""
-    telemetry.observe("task_run", {"task": run.task, "status": status})
+    if run.source != "review":
+        telemetry.observe(
+            "task_run",
+            {
+                "task": run.task,
+                "outcome": _OUTCOMES.get(status, status),
+                "latency_ms": run.latency_ms,
+                **run_facts(run),
+            },
+        )
     version = run.pipeline_version
     log.info(
         "task_run task=%s run_id=%s source=%s status=%s attempts=%d shrunk=%s model=%s "

@@ -4,17 +4,87 @@ runs, the review queue, contacts."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
-from aircoach.tasks.records import Contact, ReviewItem, ReviewStatus, TaskRun
+from aircoach.tasks.records import Contact, ReviewItem, ReviewStatus, TaskRun, Verdict
+
+ClaimState = Literal["new", "done", "busy", "mismatch"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The answer to claiming a run key: `new` (run it, then `complete` or `release`), `done`
+    (`run_id` ran it already), `busy` (another instance is running it now), `mismatch` (the
+    key ran another input)."""
+
+    state: ClaimState
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    task: str | None = None
+    source: str | None = None  # `http`, `sqs`, `batch`, `review`, `eval` or `sqs:<message id>`
+    since: str | None = None  # ISO time: runs created at or after it
+    reviewed: bool = False  # only runs a reviewer confirmed or corrected
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """One task's runs, as counted by the store (an aggregation, not a read of every run)."""
+
+    task: str
+    runs: dict[str, int]  # by status
+    attempts: int  # over all runs
+    shrunk: int  # runs that needed the shrunk request
+    fallback: int  # runs that reached the fallback model
+    truncated: int
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    task: str
+    open: int
+    oldest_created_at: str | None
 
 
 class TaskRunStore(Protocol):
-    """`task_runs`: every run of a task, valid output or dead letter."""
+    """`task_runs`: every run of a task, valid output or dead letter; and the run keys that
+    make a redelivered message or a repeated request run once (`task_run_keys`)."""
 
     async def insert_run(self, run: TaskRun) -> None: ...
 
     async def get_run(self, run_id: str) -> TaskRun | None: ...
+
+    async def list_runs(self, where: RunFilter, *, limit: int, before: str | None) -> list[TaskRun]:
+        """Newest first; `before`: a run id (the cursor), runs older than it."""
+        ...
+
+    async def record_verdict(
+        self, run_id: str, *, verdict: Verdict, output: dict[str, Any]
+    ) -> None:
+        """Store a reviewer's verdict with the run that queued the review."""
+        ...
+
+    async def stats(self, task: str | None, since: str | None) -> list[RunStats]:
+        """Per task (one task when given; runs created since `since` when given), counted by
+        the store."""
+        ...
+
+    async def claim(self, key: str, input_hash: str, *, now: float, lease_s: float) -> Claim:
+        """Claim `key` for a run of the input hashed `input_hash` (atomic across instances);
+        a claim left unfinished for `lease_s` seconds (its instance died) may be taken over."""
+        ...
+
+    async def complete(self, key: str, run_id: str) -> None: ...
+
+    async def release(self, key: str) -> None:
+        """Give up an unfinished claim (the run failed and may be retried)."""
+        ...
 
 
 class ReviewQueueStore(Protocol):
@@ -30,9 +100,15 @@ class ReviewQueueStore(Protocol):
         """Items with `status` (of `task` when given), oldest first, after the `after` id."""
         ...
 
-    async def resolve(self, review_id: str, *, run_id: str, by: str, at: str) -> bool:
+    async def resolve(
+        self, review_id: str, *, run_id: str, by: str, at: str, verdict: Verdict = "corrected"
+    ) -> bool:
         """Mark an open item resolved by `run_id`; False when it was not open (atomic: two
         reviewers cannot both resolve it)."""
+        ...
+
+    async def queue_stats(self, task: str | None) -> list[QueueStats]:
+        """Open items per task (one task when given) and the oldest one's time."""
         ...
 
     async def reopen(self, review_id: str) -> None:

@@ -9,9 +9,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-RunStatus = Literal["ok", "dead_letter"]
+# `ok`: a valid output; `low_confidence`: a valid output under the task's confidence
+# threshold, also queued for review; `dead_letter`: no valid output, queued for review.
+RunStatus = Literal["ok", "low_confidence", "dead_letter"]
 RunSource = Literal["api", "batch", "sqs", "review", "eval"]
 ReviewStatus = Literal["open", "resolved"]
+ReviewReason = Literal["no_valid_output", "low_confidence"]
+Verdict = Literal["confirmed", "corrected"]
+Mode = Literal["model", "offline", "review"]
 
 # A model's raw answer is kept for audit up to this many characters.
 MAX_RAW_CHARS = 20_000
@@ -35,6 +40,15 @@ class PipelineVersion(BaseModel):
     stoplist_version: str
     model: str = Field(description="The model that produced the output (tried, for a dead letter).")
     code_version: str
+    prompt_hash: str = Field(default="", description="Hash of the task's `prompt.md`.")
+    dictionary_version: str = Field(
+        default="", description="The version of the task's keyword dictionary (`offline.json`)."
+    )
+    provider: str = Field(default="", description="gemini, openai, offline, review...")
+    mode: Mode | None = Field(
+        default=None, description="A language model, offline rules, a person."
+    )
+    temperature: float | None = None
 
 
 class Issue(BaseModel):
@@ -92,6 +106,27 @@ class TaskRun(BaseModel):
     pipeline_version: PipelineVersion
     review_id: str | None = None
     latency_ms: float = 0.0
+    origin: str | None = Field(
+        default=None,
+        description="Where the run came from: `http`, `sqs:<message id>`, `review`, `eval`.",
+    )
+    confidence: float | None = Field(
+        default=None, description="The output's confidence (the main topic's, for the triage)."
+    )
+    input_truncated: bool = False
+    input_kept_chars: int | None = Field(
+        default=None, description="Characters of the body the model read (when truncated)."
+    )
+    input_total_chars: int | None = None
+    tokens: dict[str, int] | None = Field(
+        default=None, description="`input` and `output` tokens, when the model reports them."
+    )
+    verdict: Verdict | None = Field(
+        default=None, description="A reviewer confirmed or corrected this run's output."
+    )
+    reviewed_output: dict[str, Any] | None = Field(
+        default=None, description="The reviewer's output (the same as `output` when confirmed)."
+    )
 
 
 class ReviewItem(BaseModel):
@@ -106,7 +141,13 @@ class ReviewItem(BaseModel):
     input: dict[str, Any]
     attempts: list[Attempt]
     pipeline_version: PipelineVersion
-    run_id: str = Field(description="The dead-letter run that queued it.")
+    run_id: str = Field(description="The run that queued it.")
+    reason: ReviewReason = "no_valid_output"
+    output: dict[str, Any] | None = Field(
+        default=None, description="The low-confidence output, for the reviewer to confirm."
+    )
+    confidence: float | None = None
+    verdict: Verdict | None = None
     resolved_by: str | None = None
     resolved_at: str | None = None
     resolution_run_id: str | None = None
@@ -139,3 +180,22 @@ class Contact(BaseModel):
         if self.domain:
             return f"domain:{self.domain.strip().lower()}"
         raise ValueError("a contact needs an email or a domain")
+
+
+def run_facts(run: TaskRun) -> dict[str, int]:
+    """What the stores index and count of a run (numbers, so that a store sums them)."""
+    first = run.attempts[0].model if run.attempts else None
+    tokens = run.tokens or {}
+    return {
+        "attempts": len(run.attempts),
+        "shrunk": int(any(a.shrunk for a in run.attempts)),
+        "fallback": int(any(a.model != first for a in run.attempts)),
+        "truncated": int(run.input_truncated),
+        "input_tokens": int(tokens.get("input", 0)),
+        "output_tokens": int(tokens.get("output", 0)),
+    }
+
+
+def http_sources() -> tuple[str, ...]:
+    """The run sources a `source=http` filter means."""
+    return ("api", "batch")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from aircoach.tasks.records import (
     Attempt,
@@ -12,6 +12,7 @@ from aircoach.tasks.records import (
     Issue,
     PipelineVersion,
     ReviewItem,
+    ReviewReason,
     ReviewStatus,
     RunSource,
     TaskRun,
@@ -43,6 +44,20 @@ class TaskResult(BaseModel):
     attempts: list[Attempt] = Field(description="Every attempt, without the raw answers.")
     model: str
     pipeline_version: PipelineVersion
+    low_confidence: bool = Field(
+        default=False,
+        description="The output's confidence is under the task's threshold: it stands, and is "
+        "also queued for a person (`review_id`).",
+    )
+    review_id: str | None = None
+    confidence: float | None = None
+    input_truncated: bool = Field(
+        default=False, description="The body was longer than what the model reads."
+    )
+    input_kept_chars: int | None = Field(
+        default=None, description="Characters of the (cleaned) body the model read."
+    )
+    input_total_chars: int | None = None
 
     @classmethod
     def from_run(cls, run: TaskRun) -> TaskResult:
@@ -55,6 +70,12 @@ class TaskResult(BaseModel):
             attempts=[a.public() for a in run.attempts],
             model=run.model,
             pipeline_version=run.pipeline_version,
+            low_confidence=run.status == "low_confidence",
+            review_id=run.review_id,
+            confidence=run.confidence,
+            input_truncated=run.input_truncated,
+            input_kept_chars=run.input_kept_chars,
+            input_total_chars=run.input_total_chars,
         )
 
 
@@ -89,6 +110,8 @@ class ReviewSummary(BaseModel):
     review_id: str
     task: str
     status: ReviewStatus
+    reason: ReviewReason = "no_valid_output"
+    confidence: float | None = None
     created_at: str
     source: RunSource
     caller: str
@@ -104,6 +127,8 @@ class ReviewSummary(BaseModel):
             review_id=item.review_id,
             task=item.task,
             status=item.status,
+            reason=item.reason,
+            confidence=item.confidence,
             created_at=item.created_at,
             source=item.source,
             caller=item.caller,
@@ -133,12 +158,103 @@ class ReviewDetail(ReviewItem):
 
 
 class ResolveRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Either `output` (the corrected output) or `confirm: true` (a low-confidence output is
+    right as it is)."""
 
-    output: dict[str, Any] = Field(
-        description="The corrected output: it must pass the task's stages (schema, business "
-        "rules, verifiers)."
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["output"],
+                    "properties": {"output": {"type": "object"}, "confirm": {"const": False}},
+                },
+                {
+                    "required": ["confirm"],
+                    "properties": {"confirm": {"const": True}},
+                    "not": {"required": ["output"]},
+                },
+            ]
+        },
     )
+
+    output: dict[str, Any] | None = Field(
+        default=None,
+        description="The corrected output: it must pass the task's stages (schema, business "
+        "rules, verifiers).",
+    )
+    confirm: bool = Field(
+        default=False, description="Confirm the queued low-confidence output as it is."
+    )
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ResolveRequest:
+        if (self.output is None) == (not self.confirm):
+            raise ValueError("send either `output` or `confirm: true`")
+        return self
+
+
+class RunSummary(BaseModel):
+    """A run as listed: what happened, not its input."""
+
+    run_id: str
+    task: str
+    status: str
+    source: str = Field(description="`http`, `sqs:<message id>`, `review`, `eval`...")
+    created_at: str
+    model: str | None
+    review_id: str | None
+    confidence: float | None
+    verdict: str | None
+    attempts: int
+    latency_ms: float
+    input_truncated: bool
+    pipeline_version: PipelineVersion
+
+    @classmethod
+    def of(cls, run: TaskRun) -> RunSummary:
+        return cls(
+            run_id=run.run_id,
+            task=run.task,
+            status=run.status,
+            source=run.origin or ("http" if run.source in ("api", "batch") else run.source),
+            created_at=run.created_at,
+            model=run.model,
+            review_id=run.review_id,
+            confidence=run.confidence,
+            verdict=run.verdict,
+            attempts=len(run.attempts),
+            latency_ms=run.latency_ms,
+            input_truncated=run.input_truncated,
+            pipeline_version=run.pipeline_version,
+        )
+
+
+class RunPage(BaseModel):
+    items: list[RunSummary]
+    next_cursor: str | None = Field(
+        default=None, description="Pass as `cursor` for the next page (older runs)."
+    )
+
+
+class TaskStats(BaseModel):
+    """One task's numbers (`GET /api/tasks/stats`), counted by the store."""
+
+    task: str
+    runs: dict[str, int] = Field(
+        description="By outcome: `ok`, `low_confidence`, `review` (no valid output)."
+    )
+    total: int
+    attempts_per_run: float | None
+    shrunk: int
+    fallback: int
+    truncated: int
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+    review_queue_open: int
+    review_queue_oldest_age_s: float | None
+    input_tokens: int
+    output_tokens: int
 
 
 class InvalidOutputBody(BaseModel):

@@ -10,6 +10,7 @@ schema must agree with `rules.json` (same enums, same limits): the docs are refu
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -28,7 +29,14 @@ from aircoach.tasks.candidates import (
     normalise_quote,
     stoplist_version,
 )
-from aircoach.tasks.definition import Checked, Prepared, TaskDefinition, parse_model, read_json
+from aircoach.tasks.definition import (
+    Checked,
+    Prepared,
+    TaskDefinition,
+    Truncation,
+    parse_model,
+    read_json,
+)
 from aircoach.tasks.records import Issue
 from aircoach.tasks.triage_offline import offline_triage
 from aircoach.tasks.triage_rules import OfflineCues, TriageContext, TriageRules
@@ -40,17 +48,32 @@ OFFLINE = "offline.json"
 
 MAX_SUBJECT_CHARS = 998  # RFC 5322's line limit
 MAX_FROM_CHARS = 320
-MAX_BODY_CHARS = 200_000
+# What the route accepts; the model reads the first `body_chars` of it (`task.json`), cut at a
+# sentence boundary, and the result says so (`input_truncated`).
+MAX_BODY_CHARS = 250_000
+MAX_ATTACHMENTS = 50
+
+
+class Attachment(BaseModel):
+    """An attachment's metadata: its content never reaches the task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    filename: str = Field(min_length=1, max_length=255)
+    content_type: str = Field(default="application/octet-stream", max_length=255)
+    size: int = Field(default=0, ge=0, le=10**12, description="Bytes.")
 
 
 class TriageInput(BaseModel):
-    """An e-mail to triage."""
+    """An e-mail to triage. Every well-formed e-mail gets an outcome: an empty body is
+    triaged from the subject, the sender and the attachments' names."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     subject: str = Field(default="", max_length=MAX_SUBJECT_CHARS)
     sender: str = Field(alias="from", min_length=1, max_length=MAX_FROM_CHARS)
-    body: str = Field(min_length=1, max_length=MAX_BODY_CHARS)
+    body: str = Field(default="", max_length=MAX_BODY_CHARS)
+    attachments: list[Attachment] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
 
 
 @dataclass(frozen=True)
@@ -61,6 +84,7 @@ class TriageSetup:
     stoplist: frozenset[str]
     stoplist_version: str
     cues: OfflineCues
+    dictionary_version: str  # `offline.json`'s version and a hash of its text
 
 
 class EmailTriage:
@@ -80,6 +104,7 @@ class EmailTriage:
             stoplist=load_stoplist(files[STOPLIST]),
             stoplist_version=stoplist_version(files[STOPLIST]),
             cues=cues,
+            dictionary_version=dictionary_version(cues.version, files[OFFLINE]),
         )
 
     def sender(self, task_input: BaseModel) -> str | None:
@@ -88,10 +113,17 @@ class EmailTriage:
         return address if "@" in address else None
 
     def versions(self, definition: TaskDefinition) -> dict[str, str]:
+        setup = _setup(definition)
         return {
             "candidates_version": CANDIDATES_VERSION,
-            "stoplist_version": _setup(definition).stoplist_version,
+            "stoplist_version": setup.stoplist_version,
+            "dictionary_version": setup.dictionary_version,
         }
+
+    def confidence(self, output: dict[str, Any]) -> float | None:
+        """The main topic's confidence: what decides where the e-mail goes."""
+        topics = output.get("topics") or []
+        return float(topics[0]["confidence"]) if topics else None
 
     def prepare(
         self, definition: TaskDefinition, task_input: BaseModel, *, shrink: bool
@@ -102,6 +134,7 @@ class EmailTriage:
             task_input.subject,
             task_input.body,
             body_chars=limits.shrink_body_chars if shrink else limits.body_chars,
+            attachments=[a.filename for a in task_input.attachments],
         )
         candidates = generate_candidates(
             email,
@@ -113,6 +146,7 @@ class EmailTriage:
             "from": task_input.sender,
             "body": email.body,
             "body_truncated": email.body_cut,
+            "attachments": [a.model_dump() for a in task_input.attachments],
             "allowed_topics": setup.rules.topics,
             "sentiments": setup.rules.sentiments,
             "priorities": setup.rules.priorities,
@@ -129,7 +163,8 @@ class EmailTriage:
         context = TriageContext(
             email, {c.candidate_id: c for c in candidates}, index_text(email.text)
         )
-        return Prepared(shrunk=shrink, payload=payload, context=context)
+        truncation = Truncation(email.kept_chars, email.body_chars) if email.body_cut else None
+        return Prepared(shrunk=shrink, payload=payload, context=context, truncation=truncation)
 
     def check(self, definition: TaskDefinition, prepared: Prepared, data: Any) -> Checked:
         setup, context = _setup(definition), prepared.context
@@ -143,6 +178,12 @@ class EmailTriage:
         setup = _setup(definition)
         assert isinstance(prepared.context, TriageContext)
         return offline_triage(setup.rules, setup.cues, prepared.context, setup.stoplist)
+
+
+def dictionary_version(version: str, text: str) -> str:
+    """The keyword dictionary's declared version, with a hash of its file: an edit that forgot
+    to bump the version still shows."""
+    return f"{version}+{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def _setup(definition: TaskDefinition) -> TriageSetup:
@@ -193,6 +234,7 @@ def _check_schema_agrees(where: str, schema: dict[str, Any], rules: TriageRules)
         ("sentiment", "value", "enum"): rules.sentiments,
         ("priority", "value", "enum"): rules.priorities,
         ("priority", "signals", "maxItems"): limits.max_signals,
+        ("language", "enum"): rules.languages,
     }
     problems = []
     for path, value in expected.items():
@@ -249,6 +291,8 @@ def _business_rules(rules: TriageRules, context: TriageContext, data: dict[str, 
         problems.append(
             issue("business", "unknown_priority", f"priority {data['priority']['value']!r}")
         )
+    if data["language"] not in rules.languages:
+        problems.append(issue("business", "unknown_language", f"language {data['language']!r}"))
     if problems:
         raise StageFailure("business", problems)
 

@@ -30,6 +30,7 @@ class TriageRules(BaseModel):
     unknown_topic: str
     sentiments: list[str] = Field(min_length=1)
     priorities: list[str] = Field(min_length=1, description="from lowest to highest")
+    languages: list[str] = Field(min_length=1, description="ISO 639-1 codes the triage names")
     limits: Limits
 
     @model_validator(mode="after")
@@ -46,6 +47,11 @@ class OfflineCues(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    version: str = Field(
+        pattern=r"^kw-[0-9A-Za-z.-]{1,40}$",
+        description="The keyword dictionary's version (in every run's PipelineVersion): bump "
+        "it with every edit of the cues.",
+    )
     topics: dict[str, list[str]]
     topic_min_score: float = Field(default=1.0, gt=0)
     subject_weight: float = Field(default=2.0, ge=0)

@@ -20,13 +20,14 @@ if TYPE_CHECKING:
 
 from aircoach.telemetry.context import (
     Recorder,
+    active,
     observe,
     recording,
     span,
     trace_ids,
 )
 
-__all__ = ["Recorder", "instrument", "observe", "recording", "span", "trace_ids"]
+__all__ = ["Recorder", "active", "instrument", "observe", "recording", "span", "trace_ids"]
 
 
 def instrument(app: FastAPI, settings: TelemetrySettings) -> None:

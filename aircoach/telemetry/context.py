@@ -39,6 +39,12 @@ def observe(event: str, fields: Mapping[str, Any]) -> None:
         recorder.observe(event, fields)
 
 
+def active() -> bool:
+    """Whether this context records (an instrumented request or worker run): for numbers that
+    cost a query to read, read only when someone listens."""
+    return _active.get() is not None
+
+
 def trace_ids() -> tuple[str, str] | None:
     """(trace_id, span_id) of the current span, in hex; None when telemetry is off."""
     recorder = _active.get()

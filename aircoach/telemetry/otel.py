@@ -130,10 +130,40 @@ class OtelTelemetry:
         self.task_runs = meter.create_counter(
             "aircoach.task.runs", unit="{run}", description="Task runs, by task and outcome."
         )
-        self.review_queue = meter.create_up_down_counter(
-            "aircoach.task.review_queue",
+        self.task_attempts = meter.create_histogram(
+            "aircoach.task.attempts",
+            unit="{attempt}",
+            description="Model attempts per task run, by task.",
+            explicit_bucket_boundaries_advisory=[1, 2, 3, 4, 5, 6],
+        )
+        self.task_steps = meter.create_counter(
+            "aircoach.task.fallback_steps",
+            unit="{run}",
+            description="Task runs that needed the shrunk request or the fallback model, by "
+            "task and step.",
+        )
+        self.task_duration = meter.create_histogram(
+            "aircoach.task.duration",
+            unit="s",
+            description="A task run's duration, by task and outcome.",
+            explicit_bucket_boundaries_advisory=_LATENCY_BUCKETS,
+        )
+        self.task_tokens = meter.create_counter(
+            "aircoach.task.tokens",
+            unit="{token}",
+            description="Tokens the task's models reported, by task and gen_ai.token.type.",
+        )
+        # Read from the store (an aggregation) after each run and review: the queue shared by
+        # every instance, not what one instance happened to add and remove.
+        self.review_queue = meter.create_gauge(
+            "aircoach.task.review_queue.size",
             unit="{item}",
-            description="Items put in the review queue minus items resolved, by task.",
+            description="Open items of the review queue, by task (read from the store).",
+        )
+        self.review_queue_age = meter.create_gauge(
+            "aircoach.task.review_queue.oldest_age",
+            unit="s",
+            description="Age of the oldest open item of the review queue, by task.",
         )
 
     @classmethod
@@ -207,17 +237,29 @@ class OtelTelemetry:
                 )
                 self.verdicts.add(1, {"aircoach.grounding.verdict": verdict})
         elif event == "task_run":
-            labels = {
-                "aircoach.task": str(fields.get("task")),
-                "outcome": str(fields.get("status")),
-            }
-            self.task_runs.add(1, labels)
+            self._task_run(fields)
         elif event == "review_queue":
-            self.review_queue.add(
-                int(fields.get("change", 0)), {"aircoach.task": str(fields.get("task"))}
-            )
+            task = {"aircoach.task": str(fields.get("task"))}
+            self.review_queue.set(int(fields.get("open", 0)), task)
+            if isinstance(age := fields.get("oldest_age_s"), int | float):
+                self.review_queue_age.set(age, task)
         elif event == "feedback":
             self.feedback.add(1, {"aircoach.feedback.vote": str(fields.get("vote"))})
+
+    def _task_run(self, fields: Mapping[str, Any]) -> None:
+        task = {"aircoach.task": str(fields.get("task"))}
+        labels = {**task, "outcome": str(fields.get("outcome"))}
+        self.task_runs.add(1, labels)
+        if isinstance(attempts := fields.get("attempts"), int):
+            self.task_attempts.record(attempts, task)
+        for step in ("shrunk", "fallback"):
+            if fields.get(step):
+                self.task_steps.add(1, {**task, "step": step})
+        if isinstance(latency := fields.get("latency_ms"), int | float):
+            self.task_duration.record(latency / 1000, labels)
+        for kind in ("input", "output"):
+            if tokens := fields.get(f"{kind}_tokens"):
+                self.task_tokens.add(int(tokens), {**task, "gen_ai.token.type": kind})
 
     def trace_ids(self) -> tuple[str, str] | None:
         context = trace.get_current_span().get_span_context()

@@ -116,7 +116,7 @@ def test_done_messages_are_deleted_and_poison_ones_end_in_the_dlq(sqs, settings)
     good = sqs.send({"task": "email_triage", "input": MAIL})
     not_json = sqs.send("{nope")
     unknown = sqs.send({"task": "poetry", "input": MAIL})
-    invalid = sqs.send({"task": "email_triage", "input": {"from": "x"}})
+    invalid = sqs.send({"task": "email_triage", "input": {"from": "x", "body": ["not text"]}})
     failing = sqs.send({"task": "email_triage", "input": {**MAIL, "subject": "boh"}})
     models = ScriptedTaskModels(["nope"] * 4)  # only `failing` reaches this model
 

@@ -53,7 +53,15 @@ async def test_the_offline_model_runs_the_triage_and_says_so(task_app, auth):
         "model",
         "pipeline_version",
         "run_id",
+        "low_confidence",
+        "review_id",
+        "confidence",
+        "input_truncated",
+        "input_kept_chars",
+        "input_total_chars",
     }
+    assert body["low_confidence"] is False and body["review_id"] is None
+    assert body["input_truncated"] is False and body["confidence"] >= 0.5
     assert body["model"] == "offline-rules" and body["warnings"][0]["code"] == "offline_model"
     assert body["customer"]["match"] == "exact" and body["customer"]["status"] == "existing"
     labels = [t["label"] for t in body["output"]["topics"]]
@@ -78,7 +86,19 @@ async def test_the_offline_model_runs_the_triage_and_says_so(task_app, auth):
         "stoplist_version",
         "model",
         "code_version",
+        "prompt_hash",
+        "dictionary_version",
+        "provider",
+        "mode",
+        "temperature",
     }
+    version = body["pipeline_version"]
+    assert (version["provider"], version["mode"], version["temperature"]) == (
+        "offline",
+        "offline",
+        0.1,
+    )
+    assert version["dictionary_version"].startswith("kw-4+") and len(version["prompt_hash"]) == 12
     run = await app.state.services.task_stores.runs.get_run(body["run_id"])
     assert run is not None and run.caller == "user-1" and run.output == body["output"]
 
@@ -183,6 +203,7 @@ async def test_a_failed_chain_is_a_503_with_the_review_id(task_app, auth):
                 }
             ],
             "sentiment": {"value": "neutral", "confidence": 1.0},
+            "language": "it",
             "priority": {"value": "urgent", "confidence": 1.0, "signals": ["volo domani mattina"]},
         }
         url = f"/api/tasks/review/{body['review_id']}/resolve"
@@ -255,7 +276,7 @@ async def test_a_batch_runs_each_input_with_bounded_concurrency(task_app, auth):
         assert too_many.status_code == 422 and "between 1 and 50" in too_many.text
         one_bad = await client.post(
             "/api/tasks/email_triage/batch",
-            json={"inputs": [MAIL, {"from": "x"}]},
+            json={"inputs": [MAIL, {"from": "x", "body": 5}]},
             headers=auth(permissions=RUN),
         )
         assert one_bad.status_code == 422

@@ -154,3 +154,24 @@ async def test_contacts_upsert_by_key_and_find(stores: TaskStores):
     assert await stores.contacts.upsert_contacts([]) == 0
     with pytest.raises(ValueError, match="an email or a domain"):
         Contact(name="Nessuno")
+
+
+async def test_a_run_key_is_claimed_once_among_concurrent_claims(stores):
+    claims = await asyncio.gather(
+        *(stores.runs.claim("sqs:m-1", "h1", now=1000.0, lease_s=300) for _ in range(8))
+    )
+    assert sorted(c.state for c in claims) == ["busy"] * 7 + ["new"]
+    assert (await stores.runs.claim("sqs:m-1", "h2", now=1001.0, lease_s=300)).state == "mismatch"
+    await stores.runs.complete("sqs:m-1", "run-1")
+    done = await stores.runs.claim("sqs:m-1", "h1", now=1002.0, lease_s=300)
+    assert (done.state, done.run_id) == ("done", "run-1")
+    await stores.runs.release("sqs:m-1")  # a completed key is never released
+    assert (await stores.runs.claim("sqs:m-1", "h1", now=9999.0, lease_s=300)).state == "done"
+
+
+async def test_an_unfinished_claim_is_released_or_taken_over_after_its_lease(stores):
+    assert (await stores.runs.claim("http:k", "h", now=1000.0, lease_s=300)).state == "new"
+    assert (await stores.runs.claim("http:k", "h", now=1200.0, lease_s=300)).state == "busy"
+    assert (await stores.runs.claim("http:k", "h", now=1301.0, lease_s=300)).state == "new"
+    await stores.runs.release("http:k")
+    assert (await stores.runs.claim("http:k", "h", now=1302.0, lease_s=300)).state == "new"

@@ -60,9 +60,15 @@ async def test_a_valid_first_answer_is_stored_with_its_pipeline_version(stores, 
         triage.version,
         triage.schema_hash,
     )
-    assert version.candidates_version == "cand-2" and version.stoplist_version.startswith("stop-")
+    assert version.candidates_version == "cand-3" and version.stoplist_version.startswith("stop-")
     assert (version.model, version.code_version) == ("scripted-primary", "test-code")
-    assert run.input == {"subject": MAIL.subject, "from": MAIL.sender, "body": MAIL.body}
+    assert run.input == {
+        "subject": MAIL.subject,
+        "from": MAIL.sender,
+        "body": MAIL.body,
+        "attachments": [],
+    }
+    assert (version.provider, version.mode, version.temperature) == ("unknown", "model", 0.1)
     assert await stores.runs.get_run(run.run_id) == run
     assert models.temperatures == [0.1]  # the task's temperature, not the chat's
     assert models.primary.closed == 1

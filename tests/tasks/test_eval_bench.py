@@ -6,11 +6,13 @@ from aircoach.services import Services
 from bench.eval_triage import evaluate, load, print_report
 
 
-def test_the_labelled_set_is_split_in_two_halves():
-    dev, test = load("dev"), load("test")
-    assert len(dev) + len(test) == len(load("all")) >= 80
+def test_the_labelled_set_is_split_in_two_halves_and_an_english_set():
+    dev, test, english = load("dev"), load("test"), load("en")
+    assert len(dev) + len(test) + len(english) == len(load("all")) >= 80 + 20
+    assert len(load("it")) == len(dev) + len(test)
     assert abs(len(dev) - len(test)) <= 1
     assert {r["id"] for r in dev}.isdisjoint(r["id"] for r in test)
+    assert all(r["language"] == "en" for r in english)
 
 
 async def test_the_bench_prints_every_figure(settings, capsys):
@@ -26,6 +28,8 @@ async def test_the_bench_prints_every_figure(settings, capsys):
         "kappa",
         "under-triage",
         "sentiment  accuracy",
+        "language   accuracy",
+        "share sent to a person",
         "validation-error rate",
         "retry rate",
         "dead-letter rate",

@@ -48,6 +48,7 @@ def answer(prepared, **changes) -> dict:
             },
         ],
         "sentiment": {"value": "neutral", "confidence": 0.8},
+        "language": "it",
         "priority": {"value": "medium", "confidence": 0.6, "signals": ["sabato mattina"]},
     }
     data.update(changes)

@@ -11,9 +11,14 @@ from typing import Any
 
 from langchain_core.messages import AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from aircoach.entry.tasks_worker import SqsTaskWorker
 from aircoach.logs import APP_LOGGER, JsonFormatter
+from aircoach.services import Services
 from aircoach.tasks.contacts import seed_demo_contacts
+from aircoach.telemetry.otel import OtelTelemetry
 from tests.helpers import app_with, asgi_client, chat
 from tests.scripted_model import Script, ScriptedChatModel, call, text
 from tests.telemetry.conftest import Traced, traced_app
@@ -266,3 +271,82 @@ async def test_text_answer_turn(traced: Traced, client, auth, script):
     await chat(client, auth(), "Ciao")
     [root] = traced.roots()
     assert _names(traced.tree(root), 2) == ["chat scripted"]
+
+
+async def test_task_numbers_and_the_review_queue_read_from_the_store(settings, auth):
+    """Runs by outcome, attempts, duration, and the review queue's size as the store counts it:
+    a second app instance on the same store sees the queue the first one filled."""
+    doubtful = settings.model_copy(update={"task_review_below": {"email_triage": 0.95}})
+    first, second = app_with(doubtful), app_with(settings)
+    traced_first, traced_second = traced_app(first, doubtful), traced_app(second, settings)
+    run = {"permissions": ["tasks:email_triage"]}
+    mail = {"subject": "Lezione", "from": "a@b.it", "body": "Vorrei prenotare una lezione."}
+    async with asgi_client(first) as client:
+        for n in range(2):
+            response = await client.post(
+                "/api/tasks/email_triage", json={**mail, "subject": f"L{n}"}, headers=auth(**run)
+            )
+            assert response.json()["low_confidence"] is True
+    assert traced_first.points("aircoach.task.runs") == [
+        ({"aircoach.task": "email_triage", "outcome": "low_confidence"}, 2)
+    ]
+    assert traced_first.points("aircoach.task.attempts") == [({"aircoach.task": "email_triage"}, 2)]
+    assert traced_first.points("aircoach.task.review_queue.size") == [
+        ({"aircoach.task": "email_triage"}, 2)
+    ]
+    async with asgi_client(second) as client:
+        queue = await client.get("/api/tasks/review", headers=auth(permissions=["tasks:review"]))
+        review_id = queue.json()["items"][0]["review_id"]
+        confirmed = await client.post(
+            f"/api/tasks/review/{review_id}/resolve",
+            json={"confirm": True},
+            headers=auth(permissions=["tasks:review"]),
+        )
+        assert confirmed.status_code == 200, confirmed.text
+    # The second instance never queued anything: its gauge is the store's count.
+    assert traced_second.points("aircoach.task.review_queue.size") == [
+        ({"aircoach.task": "email_triage"}, 1)
+    ]
+    assert traced_second.points("aircoach.task.runs") == []  # a reviewer's run is no task run
+    [(_, age)] = traced_second.points("aircoach.task.review_queue.oldest_age")
+    assert age >= 0
+    traced_first.telemetry.shutdown()
+    traced_second.telemetry.shutdown()
+
+
+class _CountingFlush(OtelTelemetry):
+    flushes = 0
+
+    async def flush(self) -> None:
+        self.flushes += 1
+        await super().flush()
+
+
+def test_an_sqs_batch_is_one_trace_flushed_per_run(settings):
+    """The worker's root span, a span per message with its run's spans under it, and a flush
+    after every run and before the handler returns."""
+    exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    recorder = _CountingFlush(settings, span_exporter=exporter, metric_reader=reader, batch=False)
+    worker = SqsTaskWorker(Services.build(settings), recorder)
+    mail = {"subject": "Fattura", "from": "a@b.it", "body": "Non ho ricevuto la fattura."}
+    records = [
+        {"messageId": "m-1", "body": json.dumps({"task": "email_triage", "input": mail})},
+        {"messageId": "m-2", "body": "{not json"},
+    ]
+    assert worker.handle({"Records": records}) == {"batchItemFailures": [{"itemIdentifier": "m-2"}]}
+    assert recorder.flushes == 3  # after each message, and after the batch's root span
+    spans = exporter.get_finished_spans()
+    [root] = [s for s in spans if s.parent is None]
+    assert root.name == "sqs_batch" and root.attributes["messaging.batch.message_count"] == 2
+    messages = {s.attributes["messaging.message.id"]: s for s in spans if s.name == "sqs_message"}
+    assert {m.parent.span_id for m in messages.values()} == {root.context.span_id}
+    attempt = next(s for s in spans if s.name == "task_attempt")
+    assert attempt.parent.span_id == messages["m-1"].context.span_id
+    assert messages["m-2"].attributes["error.type"] == "message_failed"
+    points = {}
+    for resource in reader.get_metrics_data().resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                points[metric.name] = [dict(p.attributes) for p in metric.data.data_points]
+    assert points["aircoach.task.runs"] == [{"aircoach.task": "email_triage", "outcome": "ok"}]
+    recorder.shutdown()
