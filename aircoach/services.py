@@ -20,7 +20,7 @@ from aircoach.auth.userdata import UserDataSource
 from aircoach.llm.factory import ConfiguredModels
 from aircoach.prompts.sources import LocalDocSource, PromptSource
 from aircoach.prompts.store import PromptSnapshot, PromptStore
-from aircoach.quiz.ports import AttemptStore, QuizStore
+from aircoach.quiz.ports import AttemptStore, QuizStore, ReviewStore
 from aircoach.settings import DEV_ISSUER, AuthSettings, PromptSettings, Settings, StoreSettings
 from aircoach.store.spool import FileSpool, S3Spool
 from aircoach.tasks.catalog import check_task_docs, load_tasks
@@ -170,6 +170,22 @@ def build_guard_stores(
     return GuardStores(SqliteReservationStore(path), SqliteQuotaStore(path))
 
 
+def build_review_store(
+    settings: StoreSettings, *, clients: MongoClients | None = None
+) -> ReviewStore:
+    """The quiz's review records on the same backend as the chats (creates no client)."""
+    if settings.store_kind == "mongodb":
+        from aircoach.store.mongo import MongoConnection
+        from aircoach.store.mongo_review import MongoReviewStore, create_review_indexes
+
+        return MongoReviewStore(
+            MongoConnection(settings, create_indexes=create_review_indexes, clients=clients)
+        )
+    from aircoach.store.sqlite_review import SqliteReviewStore
+
+    return SqliteReviewStore(settings.sqlite_file)
+
+
 def build_turn_log(settings: StoreSettings, *, clients: MongoClients | None = None) -> TurnLogStore:
     """The turn log on the same backend as the chats (creates no client)."""
     if settings.store_kind == "mongodb":
@@ -250,6 +266,7 @@ class Services:
     task_models: TaskModels
     guards: GuardStores  # client_message_id reservations and quota counters
     turn_log: TurnLogStore  # running turns' events, claims and cancel flags
+    reviews: ReviewStore  # the quiz's per-user schedule of each question
     clock: Callable[[], float] = time.time  # wall-clock seconds: quota windows, reservations
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
@@ -272,6 +289,7 @@ class Services:
         task_models: TaskModels | None = None,
         guards: GuardStores | None = None,
         turn_log: TurnLogStore | None = None,
+        reviews: ReviewStore | None = None,
         clock: Callable[[], float] = time.time,
     ) -> Services:
         """The parts the settings say, except those given. Every MongoDB store shares one
@@ -296,6 +314,7 @@ class Services:
             task_models=task_models or _configured_task_models(settings),
             guards=guards or build_guard_stores(settings, clients=clients),
             turn_log=turn_log or build_turn_log(settings, clients=clients),
+            reviews=reviews or build_review_store(settings, clients=clients),
             clock=clock,
         )
 
@@ -361,7 +380,13 @@ class Services:
             from aircoach.quiz.service import QuizService
 
             await seed_demo_questions(self.quiz)
-            self._quiz_service = QuizService(self.quiz, self.attempts, await chapter_titles())
+            self._quiz_service = QuizService(
+                self.quiz,
+                self.attempts,
+                await chapter_titles(),
+                reviews=self.reviews,
+                settings=self.settings,
+            )
         return self._quiz_service
 
     async def tool_deps(self, snapshot: PromptSnapshot) -> dict[type, object]:

@@ -9,13 +9,19 @@ from aircoach.quiz.bank import chapter_titles, seed_demo_questions
 from aircoach.quiz.service import QuizService
 from aircoach.quiz.tools import domanda_teoria, verifica_risposta
 from aircoach.store.sqlite import SqliteAttemptStore, SqliteQuizStore
+from aircoach.store.sqlite_review import SqliteReviewStore
 from aircoach.tools.registry import ToolContext
 
 
 @pytest.fixture
 async def ctx(bank_file):
     quiz = SqliteQuizStore(bank_file)
-    service = QuizService(quiz, SqliteAttemptStore(bank_file), await chapter_titles())
+    service = QuizService(
+        quiz,
+        SqliteAttemptStore(bank_file),
+        await chapter_titles(),
+        reviews=SqliteReviewStore(bank_file),
+    )
     return ToolContext(user_id="u", turn_id="turn-1", deps={QuizService: service})
 
 
@@ -258,6 +264,7 @@ async def test_grading_in_the_chat_returns_the_rest_object_and_records_the_turn(
         "corretta": True,
         "risposta_corretta": "c",
         "spiegazione": (await ctx.need(QuizService).question(1, 1))["spiegazione"],
+        "riferimento": "1.2",
     }
     assert out.text.splitlines()[:3] == [
         "Esito: risposta CORRETTA (capitolo 1, domanda 1).",
