@@ -20,7 +20,7 @@ from aircoach.auth.userdata import UserDataSource
 from aircoach.llm.factory import ConfiguredModels
 from aircoach.prompts.sources import LocalDocSource, PromptSource
 from aircoach.prompts.store import PromptSnapshot, PromptStore
-from aircoach.quiz.ports import AttemptStore, QuizStore, ReviewStore
+from aircoach.quiz.ports import AttemptStore, ExamStore, QuizStore, ReviewStore
 from aircoach.settings import DEV_ISSUER, AuthSettings, PromptSettings, Settings, StoreSettings
 from aircoach.store.spool import FileSpool, S3Spool
 from aircoach.tasks.catalog import check_task_docs, load_tasks
@@ -35,6 +35,7 @@ from aircoach.turn.providers import ModelProvider
 
 if TYPE_CHECKING:
     from aircoach.knowledge.library import CourseKnowledge
+    from aircoach.quiz.exams import ExamService
     from aircoach.quiz.service import QuizService
     from aircoach.store.mongo import MongoClients
     from aircoach.tasks.engine import TaskEngine
@@ -186,6 +187,20 @@ def build_review_store(
     return SqliteReviewStore(settings.sqlite_file)
 
 
+def build_exam_store(settings: StoreSettings, *, clients: MongoClients | None = None) -> ExamStore:
+    """Mock exams on the same backend as the chats (creates no client)."""
+    if settings.store_kind == "mongodb":
+        from aircoach.store.mongo import MongoConnection
+        from aircoach.store.mongo_exams import MongoExamStore, create_exam_indexes
+
+        return MongoExamStore(
+            MongoConnection(settings, create_indexes=create_exam_indexes, clients=clients)
+        )
+    from aircoach.store.sqlite_exams import SqliteExamStore
+
+    return SqliteExamStore(settings.sqlite_file)
+
+
 def build_turn_log(settings: StoreSettings, *, clients: MongoClients | None = None) -> TurnLogStore:
     """The turn log on the same backend as the chats (creates no client)."""
     if settings.store_kind == "mongodb":
@@ -267,6 +282,7 @@ class Services:
     guards: GuardStores  # client_message_id reservations and quota counters
     turn_log: TurnLogStore  # running turns' events, claims and cancel flags
     reviews: ReviewStore  # the quiz's per-user schedule of each question
+    exams: ExamStore  # mock exams
     clock: Callable[[], float] = time.time  # wall-clock seconds: quota windows, reservations
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
@@ -290,6 +306,7 @@ class Services:
         guards: GuardStores | None = None,
         turn_log: TurnLogStore | None = None,
         reviews: ReviewStore | None = None,
+        exams: ExamStore | None = None,
         clock: Callable[[], float] = time.time,
     ) -> Services:
         """The parts the settings say, except those given. Every MongoDB store shares one
@@ -315,6 +332,7 @@ class Services:
             guards=guards or build_guard_stores(settings, clients=clients),
             turn_log=turn_log or build_turn_log(settings, clients=clients),
             reviews=reviews or build_review_store(settings, clients=clients),
+            exams=exams or build_exam_store(settings, clients=clients),
             clock=clock,
         )
 
@@ -388,6 +406,11 @@ class Services:
                 settings=self.settings,
             )
         return self._quiz_service
+
+    async def exam_service(self) -> ExamService:
+        from aircoach.quiz.exams import ExamService
+
+        return ExamService(await self.quiz_service(), self.exams)
 
     async def tool_deps(self, snapshot: PromptSnapshot) -> dict[type, object]:
         """What the coach's tools `need` in a turn on this snapshot: the quiz service and the

@@ -11,8 +11,8 @@ from aircoach.text import fold, words
 
 # Words around a letter that do not change which letter it is ("secondo me è la b").
 _FILLERS_TEXT = """
-    a allora beh che corretta credo dico direi e ecco ehm esatta forse giusta il io l la
-    lettera me mi ok okay opzione penso per proprio quella questa risponderei rispondo
+    a allora beh boh che corretta credo dico direi e ecco ehm esatta forse giusta il io l la
+    lettera mah me mi ok okay opzione penso per proprio quella questa risponderei rispondo
     risposta sara scelgo secondo sembra si sia sicuramente uhm
 """
 _FILLERS = frozenset(_FILLERS_TEXT.split())

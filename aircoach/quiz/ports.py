@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from aircoach import text
+from aircoach.quiz.exam_models import ExamRecord
 from aircoach.quiz.models import Attempt, ChapterStats, ReviewRecord
 
 Question = dict[str, Any]
@@ -96,3 +97,21 @@ class ReviewStore(Protocol):
     async def records(self, user_id: str, *, capitolo: int | None = None) -> list[ReviewRecord]:
         """Every record of the user (of one chapter when given), in chapter and number order."""
         ...
+
+
+class ExamStore(Protocol):
+    """Mock exams (`quiz_exams`), read per user."""
+
+    async def create(self, exam: ExamRecord) -> None: ...
+
+    async def get(self, user_id: str, exam_id: str) -> ExamRecord | None: ...
+
+    async def list_for(self, user_id: str, limit: int) -> list[ExamRecord]:
+        """The user's exams, newest first."""
+        ...
+
+    async def claim(self, user_id: str, exam_id: str, at: str) -> bool:
+        """Mark the exam submitted at `at` unless it already is; whether this call did."""
+        ...
+
+    async def finish(self, user_id: str, exam_id: str, esito: dict[str, Any]) -> None: ...

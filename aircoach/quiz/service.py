@@ -95,6 +95,9 @@ class QuizService:
         self._now = now
         self._recent: OrderedDict[str, tuple[float, Progress]] = OrderedDict()
 
+    def now(self) -> datetime:
+        return self._now()
+
     def title(self, capitolo: int) -> str:
         return self.titles.get(capitolo, f"Capitolo {capitolo}")
 

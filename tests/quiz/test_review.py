@@ -2,49 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
-from aircoach.quiz.bank import chapter_titles, seed_demo_questions
 from aircoach.quiz.review import iso
 from aircoach.quiz.service import QuizService
-from aircoach.services import build_review_store, open_stores
-from aircoach.settings import QuizSettings, Settings
-
-
-class WallClock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
 
 
 @pytest.fixture
-def wall() -> WallClock:
-    return WallClock()
-
-
-@pytest.fixture
-async def quiz(store_settings: Settings, request: pytest.FixtureRequest, wall) -> QuizService:
-    if store_settings.mongodb_uri is None:
-        store_settings = store_settings.model_copy(
-            update={"sqlite_path": request.getfixturevalue("bank_file")}
-        )
-    stores = open_stores(store_settings)
-    await seed_demo_questions(stores.quiz)
-    return QuizService(
-        stores.quiz,
-        stores.attempts,
-        await chapter_titles(),
-        reviews=build_review_store(store_settings),
-        settings=QuizSettings(quiz_repeat_window_s=300),
-        now=wall,
-    )
+def quiz(scheduled_quiz: QuizService) -> QuizService:
+    return scheduled_quiz
 
 
 async def answer(quiz: QuizService, user: str, key: tuple[int, int], right: bool) -> None:
@@ -57,7 +25,7 @@ def keys(items) -> list[tuple[int, int]]:
     return [(q.capitolo, q.numero) for q in items]
 
 
-async def test_a_wrong_answer_is_due_at_once_a_right_one_when_fsrs_says(quiz, wall):
+async def test_a_wrong_answer_is_due_at_once_a_right_one_when_fsrs_says(quiz: QuizService, wall):
     await answer(quiz, "alice", (2, 3), right=False)
     await answer(quiz, "alice", (4, 1), right=True)
     wall.advance(seconds=1)
@@ -75,7 +43,9 @@ async def test_a_wrong_answer_is_due_at_once_a_right_one_when_fsrs_says(quiz, wa
     assert all(i.scadenza is None for i in await quiz.review_items("bob", 50))
 
 
-async def test_most_overdue_first_then_new_questions_from_the_weakest_chapter(quiz, wall):
+async def test_most_overdue_first_then_new_questions_from_the_weakest_chapter(
+    quiz: QuizService, wall
+):
     await answer(quiz, "alice", (5, 1), right=False)
     wall.advance(minutes=1)
     await answer(quiz, "alice", (3, 2), right=False)
@@ -91,7 +61,7 @@ async def test_most_overdue_first_then_new_questions_from_the_weakest_chapter(qu
     assert keys(in_three)[0] == (3, 2) and all(i.capitolo == 3 for i in in_three)
 
 
-async def test_a_repeat_within_the_window_does_not_move_the_schedule(quiz, wall):
+async def test_a_repeat_within_the_window_does_not_move_the_schedule(quiz: QuizService, wall):
     await answer(quiz, "alice", (1, 1), right=False)
     first = await quiz.reviews.get("alice", (1, 1))
     wall.advance(minutes=2)
@@ -105,7 +75,9 @@ async def test_a_repeat_within_the_window_does_not_move_the_schedule(quiz, wall)
     assert moved.due is not None and moved.due > iso(wall.now)
 
 
-async def test_drawing_asks_every_question_of_a_chapter_before_repeating_one(quiz, wall):
+async def test_drawing_asks_every_question_of_a_chapter_before_repeating_one(
+    quiz: QuizService, wall
+):
     total = len(await quiz.questions.list_questions(capitolo=3, limit=500))
     drawn = []
     for _ in range(total):
