@@ -416,10 +416,12 @@ class Services:
         """What the coach's tools `need` in a turn on this snapshot: the quiz service and the
         course search of its docs."""
         from aircoach.knowledge.library import CourseSearch
+        from aircoach.quiz.exams import ExamService
         from aircoach.quiz.service import QuizService
 
         return {
             QuizService: await self.quiz_service(),
+            ExamService: await self.exam_service(),
             CourseSearch: self.knowledge.search_in(snapshot.contents),
         }
 

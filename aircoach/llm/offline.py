@@ -31,12 +31,18 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from aircoach.knowledge.library import course_chapters
-from aircoach.llm import offline_course, offline_quiz
+from aircoach.llm import offline_course, offline_exam, offline_quiz
 
 OFFLINE_NOTICE = "[modello offline]"
 TOOL_THRESHOLD = 0.5
 # Called by their own decisions in `respond`, never by scoring examples.
-_DECIDED_TOOLS = frozenset({offline_quiz.ASK, offline_quiz.GRADE, offline_course.KB})
+_DECIDED_TOOLS = frozenset(
+    {
+        offline_quiz.ASK,
+        offline_quiz.GRADE,
+        offline_course.KB,
+    }
+)
 STOPWORDS = frozenset(
     [
         "a",
@@ -270,6 +276,13 @@ class OfflineChatModel(BaseChatModel):
         if isinstance(last, ToolMessage):
             return AIMessage(f"{OFFLINE_NOTICE} {self._from_result(last, messages)}")
         query = last.text if isinstance(last, HumanMessage) else ""
+        # --- the quiz's mock exam (llm/offline_exam.py) ---
+        exam_turn = self._exam_turn(messages, query)
+        if isinstance(exam_turn, str):
+            return self._say(exam_turn)
+        if exam_turn is not None:
+            return AIMessage("", tool_calls=[exam_turn])
+        # --- end of the mock exam's hook ---
         call = self._grade_pending_answer(messages, query)
         if call is None:
             scores = self._scores(query)
@@ -295,7 +308,11 @@ class OfflineChatModel(BaseChatModel):
         return [tool["function"]["name"] for tool in self.bound_tools]
 
     def _from_result(self, result: ToolMessage, messages: list[BaseMessage]) -> str:
+        if offline_exam.is_exam_result(result):
+            return result.text  # written in Italian for the student
         if result.name != offline_course.KB:
+            if result.status == "error":  # the tool's message is for a model, in English
+                return "Non sono riuscito a completare la richiesta: prova a riformularla."
             return f"Risultato di {result.name}: {result.text}"
         if result.status == "error":
             return "La ricerca nel manuale del corso non è riuscita: riprova tra poco."
@@ -314,6 +331,21 @@ class OfflineChatModel(BaseChatModel):
         return next(
             (t["function"] for t in self.bound_tools if t["function"]["name"] == name), None
         )
+
+    def _exam_turn(self, messages: list[BaseMessage], query: str) -> dict[str, Any] | str | None:
+        """A mock exam's step: start one, note the student's answers, or submit them."""
+        if self._bound(offline_quiz.ASK) is None or self._bound(offline_quiz.GRADE) is None:
+            return None
+        exam = offline_exam.open_exam(messages)
+        if exam is not None:
+            given = offline_exam.numbered(query)
+            if offline_exam.wants_submit(query) or (given and not exam.missing):
+                return _tool_call(offline_quiz.GRADE, offline_exam.submit_call(exam))
+            if given:
+                return offline_exam.progress_note(exam)
+        if offline_exam.wants_exam(query):
+            return _tool_call(offline_quiz.ASK, offline_exam.start_call(query))
+        return None
 
     def _grade_pending_answer(
         self, messages: list[BaseMessage], query: str

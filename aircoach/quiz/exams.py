@@ -7,6 +7,7 @@ and moves its review schedule like any other answer. An unanswered question coun
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -25,6 +26,7 @@ from aircoach.quiz.exam_models import (
 from aircoach.quiz.models import PublicQuestion
 from aircoach.quiz.ports import ExamStore, Question, QuestionKey
 from aircoach.quiz.service import QuizService, public
+from aircoach.text import fold
 
 MAX_LISTED = 100
 
@@ -203,3 +205,12 @@ def _result(
 
 def exam_questions(questions: list[Question]) -> list[dict[str, Any]]:
     return [public(q) for q in questions]
+
+
+_NUMBERED_ANSWER = re.compile(r"\b(\d{1,2})\s{0,2}[).:=-]?\s{0,2}([a-z])\b")
+
+
+def read_numbered_answers(text: str) -> dict[int, str]:
+    """ "1a 2b 3c", "1) a, 2) b", "4: d" -> {1: "a", 2: "b", ...} (question number in the
+    exam, from 1); a later answer to the same number wins."""
+    return {int(n): letter for n, letter in _NUMBERED_ANSWER.findall(fold(text))}

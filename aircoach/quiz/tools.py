@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 
 from aircoach.quiz.bank import CHAPTERS
+from aircoach.quiz.exam_tools import EXAM, start_exam, submit_exam
 from aircoach.quiz.models import MAX_ANSWER_CHARS
 from aircoach.quiz.ports import QUESTION_FIELDS, Question, index_terms
 from aircoach.quiz.service import (
@@ -127,7 +128,7 @@ def _validate(
         if count < 1:
             raise ValueError(f"quante must be between 1 and {MAX_QUESTIONS}, got {count}")
     if modo is not None and str(modo).strip().lower() not in ("", REVIEW):
-        raise ValueError(f"modo {modo!r} is not a mode; valid: [{REVIEW!r}]")
+        raise ValueError(f"modo {modo!r} is not a mode; valid: [{REVIEW!r}, {EXAM!r}]")
     return _Request(
         capitolo=chapter,
         numero=number,
@@ -175,7 +176,10 @@ async def domanda_teoria(
     weak chapters); otherwise, for one question, the priority is capitolo+numero, then
     testo, then campo/valore, then capitolo, then any question; `capitoli` and `quante` ask
     for several at once (sub-queries run concurrently). Bad arguments become a tool error
-    for the model; nothing found lets the model answer (with the chapters to choose from)."""
+    for the model; nothing found lets the model answer (with the chapters to choose from).
+    `modo="esame"` starts a mock exam instead (`quiz.exam_tools`)."""
+    if modo is not None and str(modo).strip().lower() == EXAM:
+        return await start_exam(ctx, domande=quante, capitoli=capitoli or capitolo)
     try:
         request = _validate(capitolo, numero, campo, valore, testo, capitoli, quante, modo)
     except ValueError as exc:
@@ -317,10 +321,17 @@ async def _nothing_found(quiz: QuizService, query: dict[str, Any], *, several: b
 
 
 async def verifica_risposta(
-    ctx: ToolContext, capitolo: Any = None, numero: Any = None, risposta: Any = None
+    ctx: ToolContext,
+    capitolo: Any = None,
+    numero: Any = None,
+    risposta: Any = None,
+    esame: Any = None,
 ) -> ToolOutput:
     """Grade the student's answer to a question against its key and record the attempt;
-    the client gets the grading (the same object as `POST /api/quiz/answers`)."""
+    the client gets the grading (the same object as `POST /api/quiz/answers`). With `esame`,
+    grade that mock exam's answers ("1a 2b 3c", `quiz.exam_tools`)."""
+    if esame is not None:
+        return await submit_exam(ctx, esame, risposta)
     try:
         chapter = _chapter("capitolo", capitolo)
         number = _as_int("numero", numero)

@@ -28,7 +28,6 @@ from aircoach.quiz.exams import (
 )
 from aircoach.quiz.models import PublicQuestion
 from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
-from aircoach.turn.admission import charge
 
 router = APIRouter(prefix="/api", tags=["exams"], route_class=CheckedJsonRoute)
 
@@ -65,6 +64,10 @@ async def create_exam(
     allows; `durata_s` (`EXAM_DURATION_S`) until `scadenza`, and the pass mark `soglia`
     (`EXAM_PASS_MARK`, 0.75). Questions come without their key. Counts as one chat turn in
     the caller's quota."""
+    # Imported here: the admission module brings LangGraph, which routes that never chat
+    # (health) must not import.
+    from aircoach.turn.admission import charge
+
     body = body or ExamRequest()
     await charge(services, user.sub)
     exam, questions = await exams.create(user.sub, capitoli=body.capitoli, domande=body.domande)

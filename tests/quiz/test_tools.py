@@ -249,7 +249,7 @@ async def test_nothing_found_lets_the_model_answer_with_the_chapters(ctx):
         ({"capitoli": [2, 11]}, "capitoli must be between 1 and 10"),
         ({"capitoli": list(range(1, 12))}, "capitoli: at most 10 chapters"),
         ({"quante": 0}, "quante must be between 1 and 10"),
-        ({"modo": "esame"}, "modo 'esame' is not a mode"),
+        ({"modo": "tutto"}, "modo 'tutto' is not a mode"),
         ({"testo": "x" * 201}, "testo must be at most 200 characters"),
     ],
 )
