@@ -283,6 +283,9 @@ class OfflineChatModel(BaseChatModel):
         if exam_turn is not None:
             return AIMessage("", tool_calls=[exam_turn])
         # --- end of the mock exam's hook ---
+        # A quiz follow-up right after a grading ("perché?") explains that question.
+        if offline_quiz.asks_why(query) and (graded := offline_quiz.last_grading(messages)):
+            return self._say(offline_quiz.explanation(graded))
         call = self._grade_pending_answer(messages, query)
         if call is None:
             scores = self._scores(query)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from aircoach.quiz.answers import read_letter, read_option
 from aircoach.text import fold
@@ -107,3 +107,39 @@ def quiz_arguments(query: str, base: dict[str, Any]) -> dict[str, Any]:
         args["modo"] = "ripasso"
         args.pop("testo", None)
     return args
+
+
+_EXPLAIN = re.compile(
+    r"^(?:ma\s+)?(?:perche\b|come mai\b|spiegamel\w*|spiegami\w*|spiega\w*|non ho capito\b)"
+)
+_EXPLAIN_MAX_CHARS = 80
+_GRADING_LINE = re.compile(r"^(Risposta corretta|Spiegazione|Fonte): (.+)$", re.MULTILINE)
+
+
+def asks_why(query: str) -> bool:
+    """ "perché?", "perché è sbagliata?", "spiegamelo meglio": a short request for the
+    explanation of what was just graded."""
+    text = fold(query).strip()
+    return len(text) <= _EXPLAIN_MAX_CHARS and bool(_EXPLAIN.match(text))
+
+
+def last_grading(messages: Sequence[BaseMessage]) -> str | None:
+    """The grading of a quiz answer right before this message (only the coach's reply to it
+    in between), or None."""
+    for message in reversed(messages[:-1]):
+        if isinstance(message, AIMessage):
+            continue
+        if isinstance(message, ToolMessage) and message.name == GRADE:
+            return message.text if message.text.startswith("Esito: risposta") else None
+        return None
+    return None
+
+
+def explanation(grading: str) -> str:
+    """The explanation of a grading, from its key, explanation and manual section."""
+    lines = dict(_GRADING_LINE.findall(grading))
+    text = f"La risposta corretta è {lines.get('Risposta corretta', '').strip()}. "
+    text += lines.get("Spiegazione", "").strip()
+    if source := lines.get("Fonte"):
+        text += f" (Fonte: {source.strip()} del manuale del corso)"
+    return text

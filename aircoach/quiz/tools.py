@@ -357,6 +357,7 @@ def format_grading(graded: Graded) -> str:
         f"Risposta dell'allievo: {option_line(question, result.risposta)}\n"
         f"Risposta corretta: {option_line(question, result.risposta_corretta)}\n"
         f"Spiegazione: {result.spiegazione}"
+        + (f"\nFonte: § {result.riferimento}" if result.riferimento else "")
     )
 
 
