@@ -286,10 +286,14 @@ class OfflineChatModel(BaseChatModel):
         # A quiz follow-up right after a grading ("perché?") explains that question.
         if offline_quiz.asks_why(query) and (graded := offline_quiz.last_grading(messages)):
             return self._say(offline_quiz.explanation(graded))
+        if offline_quiz.asks_progress(query) and self._bound(offline_quiz.ASK) is not None:
+            return self._say(offline_quiz.progress_reply(messages))
+        if several := self._grade_numbered_answers(messages, query):
+            return AIMessage("", tool_calls=several)
         call = self._grade_pending_answer(messages, query)
         if call is None:
             scores = self._scores(query)
-            call = self._quiz_request(query, scores)
+            call = self._quiz_request(query, scores, messages)
             if call is None:
                 if offline_course.is_greeting(query):
                     return self._say(offline_course.introduction(self._bound_names()))
@@ -360,15 +364,34 @@ class OfflineChatModel(BaseChatModel):
             return None
         return _tool_call(offline_quiz.GRADE, offline_quiz.grade_call(query, question))
 
-    def _quiz_request(self, query: str, scores: dict[str, float]) -> dict[str, Any] | None:
+    def _grade_numbered_answers(
+        self, messages: list[BaseMessage], query: str
+    ) -> list[dict[str, Any]]:
+        """ "1a 2b 3c" to several questions still waiting: one grading each."""
+        if self._bound(offline_quiz.GRADE) is None:
+            return []
+        waiting = offline_quiz.pending_questions(messages)
+        return [
+            _tool_call(offline_quiz.GRADE, args)
+            for args in offline_quiz.numbered_answers(query, waiting)
+        ]
+
+    def _quiz_request(
+        self, query: str, scores: dict[str, float], messages: list[BaseMessage]
+    ) -> dict[str, Any] | None:
         ask = self._bound(offline_quiz.ASK)
         if ask is None:
             return None
-        if not offline_quiz.wants_review(query):
+        another = offline_quiz.wants_another(query)
+        if not offline_quiz.wants_review(query) and not another:
             best = max(scores.values(), default=0.0)
             if scores.get(ask["name"], 0.0) < max(best, TOOL_THRESHOLD):
                 return None
         base = fill_arguments(query, ask.get("parameters", {}))
+        if another:  # "un'altra": the same chapter unless it names one
+            base.pop("testo", None)
+            if "capitolo" not in base and (chapter := offline_quiz.last_chapter(messages)):
+                base["capitolo"] = chapter
         return _tool_call(ask["name"], offline_quiz.quiz_arguments(query, base))
 
     def _scores(self, query: str) -> dict[str, float]:

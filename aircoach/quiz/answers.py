@@ -68,3 +68,12 @@ def read_answer(text: str, options: Mapping[str, str]) -> str | None:
     """The letter an answer means: a letter (valid or not, so the caller can say it is not
     an option), else the option whose text it gives; None when it is neither."""
     return read_letter(text) or read_option(text, options)
+
+
+# "Non lo so", "salta": the student does not know; graded as not known (a wrong answer).
+DONT_KNOW = frozenset({"non lo so", "non so", "salta", "salto", "passo", "boh", "non ne ho idea"})
+NOT_KNOWN = "-"  # the letter a "don't know" is recorded as
+
+
+def dont_know(text: str) -> bool:
+    return " ".join(_TOKEN.findall(fold(text))) in DONT_KNOW

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aircoach.quiz import review
-from aircoach.quiz.answers import read_answer
+from aircoach.quiz.answers import NOT_KNOWN, dont_know, read_answer
 from aircoach.quiz.models import (
     AnswerResult,
     Attempt,
@@ -132,13 +132,13 @@ class QuizService:
         question = await self.question(capitolo, numero)
         options: dict[str, str] = question.get("risposte", {})
         valid = ", ".join(sorted(options))
-        letter = read_answer(risposta, options)
+        letter = NOT_KNOWN if dont_know(risposta) else read_answer(risposta, options)
         if letter is None:
             raise InvalidAnswer(
                 f"risposta {_quote(risposta)} non riconosciuta: scrivi la lettera di "
                 f"un'opzione ({valid}) o il suo testo"
             )
-        if letter not in options:
+        if letter not in options and letter != NOT_KNOWN:
             raise InvalidAnswer(f"la lettera {letter!r} non è un'opzione; valide: {valid}")
         key = str(question.get("corretta", "")).strip().lower()
         result = AnswerResult(

@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from aircoach.quiz.answers import NOT_KNOWN
 from aircoach.quiz.bank import CHAPTERS
 from aircoach.quiz.exam_tools import EXAM, start_exam, submit_exam
 from aircoach.quiz.models import MAX_ANSWER_CHARS
@@ -352,9 +353,12 @@ async def verifica_risposta(
 def format_grading(graded: Graded) -> str:
     result, question = graded.result, graded.question
     verdict = "CORRETTA" if result.corretta else "SBAGLIATA"
+    given = option_line(question, result.risposta)
+    if result.risposta == NOT_KNOWN:
+        verdict, given = "NON NOTA", "non la sa (conta come sbagliata)"
     return (
         f"Esito: risposta {verdict} (capitolo {result.capitolo}, domanda {result.numero}).\n"
-        f"Risposta dell'allievo: {option_line(question, result.risposta)}\n"
+        f"Risposta dell'allievo: {given}\n"
         f"Risposta corretta: {option_line(question, result.risposta_corretta)}\n"
         f"Spiegazione: {result.spiegazione}"
         + (f"\nFonte: § {result.riferimento}" if result.riferimento else "")
