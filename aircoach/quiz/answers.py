@@ -71,7 +71,7 @@ def read_answer(text: str, options: Mapping[str, str]) -> str | None:
 
 
 # "Non lo so", "salta": the student does not know; graded as not known (a wrong answer).
-DONT_KNOW = frozenset({"non lo so", "non so", "salta", "salto", "passo", "boh", "non ne ho idea"})
+DONT_KNOW = frozenset({"non lo so", "non so", "salta", "salto", "passo", "non ne ho idea"})
 NOT_KNOWN = "-"  # the letter a "don't know" is recorded as
 
 
