@@ -20,6 +20,7 @@ from aircoach.routes import (
     chat,
     dev_signin,
     docs,
+    exams,
     feedback,
     health,
     history,
@@ -87,7 +88,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(HTTPException, http_error)
-    for module in (chat, health, tools, history, turns, docs, tasks, quiz, feedback, manual):
+    for module in (chat, health, tools, history, turns, docs, tasks, quiz, exams, feedback, manual):
         app.include_router(module.router)
     if settings.playground:
         app.include_router(playground.router)

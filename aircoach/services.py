@@ -20,7 +20,7 @@ from aircoach.auth.userdata import UserDataSource
 from aircoach.llm.factory import ConfiguredModels
 from aircoach.prompts.sources import LocalDocSource, PromptSource
 from aircoach.prompts.store import PromptSnapshot, PromptStore
-from aircoach.quiz.ports import AttemptStore, QuizStore
+from aircoach.quiz.ports import AttemptStore, ExamStore, QuizStore, ReviewStore
 from aircoach.settings import DEV_ISSUER, AuthSettings, PromptSettings, Settings, StoreSettings
 from aircoach.store.spool import FileSpool, S3Spool
 from aircoach.tasks.catalog import check_task_docs, load_tasks
@@ -35,6 +35,7 @@ from aircoach.turn.providers import ModelProvider
 
 if TYPE_CHECKING:
     from aircoach.knowledge.library import CourseKnowledge
+    from aircoach.quiz.exams import ExamService
     from aircoach.quiz.service import QuizService
     from aircoach.store.mongo import MongoClients
     from aircoach.tasks.engine import TaskEngine
@@ -170,6 +171,36 @@ def build_guard_stores(
     return GuardStores(SqliteReservationStore(path), SqliteQuotaStore(path))
 
 
+def build_review_store(
+    settings: StoreSettings, *, clients: MongoClients | None = None
+) -> ReviewStore:
+    """The quiz's review records on the same backend as the chats (creates no client)."""
+    if settings.store_kind == "mongodb":
+        from aircoach.store.mongo import MongoConnection
+        from aircoach.store.mongo_review import MongoReviewStore, create_review_indexes
+
+        return MongoReviewStore(
+            MongoConnection(settings, create_indexes=create_review_indexes, clients=clients)
+        )
+    from aircoach.store.sqlite_review import SqliteReviewStore
+
+    return SqliteReviewStore(settings.sqlite_file)
+
+
+def build_exam_store(settings: StoreSettings, *, clients: MongoClients | None = None) -> ExamStore:
+    """Mock exams on the same backend as the chats (creates no client)."""
+    if settings.store_kind == "mongodb":
+        from aircoach.store.mongo import MongoConnection
+        from aircoach.store.mongo_exams import MongoExamStore, create_exam_indexes
+
+        return MongoExamStore(
+            MongoConnection(settings, create_indexes=create_exam_indexes, clients=clients)
+        )
+    from aircoach.store.sqlite_exams import SqliteExamStore
+
+    return SqliteExamStore(settings.sqlite_file)
+
+
 def build_turn_log(settings: StoreSettings, *, clients: MongoClients | None = None) -> TurnLogStore:
     """The turn log on the same backend as the chats (creates no client)."""
     if settings.store_kind == "mongodb":
@@ -250,6 +281,8 @@ class Services:
     task_models: TaskModels
     guards: GuardStores  # client_message_id reservations and quota counters
     turn_log: TurnLogStore  # running turns' events, claims and cancel flags
+    reviews: ReviewStore  # the quiz's per-user schedule of each question
+    exams: ExamStore  # mock exams
     clock: Callable[[], float] = time.time  # wall-clock seconds: quota windows, reservations
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
@@ -272,6 +305,8 @@ class Services:
         task_models: TaskModels | None = None,
         guards: GuardStores | None = None,
         turn_log: TurnLogStore | None = None,
+        reviews: ReviewStore | None = None,
+        exams: ExamStore | None = None,
         clock: Callable[[], float] = time.time,
     ) -> Services:
         """The parts the settings say, except those given. Every MongoDB store shares one
@@ -296,6 +331,8 @@ class Services:
             task_models=task_models or _configured_task_models(settings),
             guards=guards or build_guard_stores(settings, clients=clients),
             turn_log=turn_log or build_turn_log(settings, clients=clients),
+            reviews=reviews or build_review_store(settings, clients=clients),
+            exams=exams or build_exam_store(settings, clients=clients),
             clock=clock,
         )
 
@@ -366,17 +403,30 @@ class Services:
             from aircoach.quiz.service import QuizService
 
             await seed_demo_questions(self.quiz)
-            self._quiz_service = QuizService(self.quiz, self.attempts, await chapter_titles())
+            self._quiz_service = QuizService(
+                self.quiz,
+                self.attempts,
+                await chapter_titles(),
+                reviews=self.reviews,
+                settings=self.settings,
+            )
         return self._quiz_service
+
+    async def exam_service(self) -> ExamService:
+        from aircoach.quiz.exams import ExamService
+
+        return ExamService(await self.quiz_service(), self.exams)
 
     async def tool_deps(self, snapshot: PromptSnapshot) -> dict[type, object]:
         """What the coach's tools `need` in a turn on this snapshot: the quiz service and the
         course search of its docs."""
         from aircoach.knowledge.library import CourseSearch
+        from aircoach.quiz.exams import ExamService
         from aircoach.quiz.service import QuizService
 
         return {
             QuizService: await self.quiz_service(),
+            ExamService: await self.exam_service(),
             CourseSearch: self.knowledge.search_in(snapshot.contents),
         }
 

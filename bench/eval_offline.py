@@ -9,6 +9,7 @@ formatting a turn uses), then the offline model, which reads the tool's text and
     python bench/eval_offline.py                 # the held-out half (split "test")
     python bench/eval_offline.py --split dev     # the half the ranking was tuned on
     python bench/eval_offline.py --split all --errors
+    python bench/eval_offline.py --phrases       # the quiz phrases students use (issue 33)
 
 Figures: hit@1 and hit@3 of `kb_search` (the expected section is the first result / among
 the first three), the share of the offline answers that cite the expected section, the share
@@ -73,7 +74,7 @@ class Coach:
         self.system = SystemMessage(registry.system_prompt("(istruzioni)", self.specs))
         self.model = OfflineChatModel(
             tool_examples={s.name: s.examples for s in self.specs}
-        ).bind_tools([build_tool(spec, self.ctx) for spec in self.specs])
+        ).bind_tools([build_tool(spec) for spec in self.specs])
         self.docs = docs
 
     async def search(self, query: str) -> dict[str, Any]:
@@ -159,12 +160,171 @@ async def evaluate(split: str, show_errors: bool) -> None:
         print("\n".join(errors))
 
 
+class QuizChat:
+    """The offline model with the shipped tools, a quiz and exam service on a SQLite file of
+    its own, and a conversation that runs every tool call (as a turn does)."""
+
+    def __init__(self, docs: dict[str, str], services: dict[type, object]):
+        registry = ToolRegistry.from_docs(docs)
+        self.specs = registry.enabled(None)
+        self.ctx = ToolContext(user_id="eval", turn_id="eval", deps=services)
+        self.system = SystemMessage(registry.system_prompt("(istruzioni)", self.specs))
+        self.model = OfflineChatModel(
+            tool_examples={s.name: s.examples for s in self.specs}
+        ).bind_tools([build_tool(spec) for spec in self.specs])
+        self.messages: list[Any] = [self.system]
+
+    async def say(self, query: str) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+        """The reply's text and the (tool, data) results of the turn."""
+        self.messages.append(HumanMessage(query))
+        reply = await self.model.ainvoke(self.messages)
+        results: list[tuple[str, dict[str, Any]]] = []
+        while reply.tool_calls:
+            self.messages.append(reply)
+            final = False
+            for call in reply.tool_calls:
+                spec = next(s for s in self.specs if s.name == call["name"])
+                out = await load_handler(spec)(self.ctx, **call["args"])
+                results.append((call["name"], out.data))
+                self.messages.append(
+                    ToolMessage(out.text, tool_call_id=call["id"], name=call["name"])
+                )
+                final = final or (spec.return_direct and out.final)
+            if final:
+                return "", results
+            reply = await self.model.ainvoke(self.messages)
+        self.messages.append(reply)
+        return reply.text, results
+
+
+def _question(results: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    return next((d.get("question") or {}) for name, d in results if name == "domanda_teoria")
+
+
+async def evaluate_phrases() -> None:
+    """Each phrase of issue 33 in a short conversation, checked; prints one line per phrase."""
+    import tempfile
+
+    from aircoach.quiz.bank import chapter_titles, seed_demo_questions
+    from aircoach.quiz.exams import ExamService
+    from aircoach.quiz.service import QuizService
+    from aircoach.store.sqlite import SqliteAttemptStore, SqliteQuizStore
+    from aircoach.store.sqlite_exams import SqliteExamStore
+    from aircoach.store.sqlite_review import SqliteReviewStore
+
+    docs = load_docs()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "eval.sqlite3"
+        quiz = QuizService(
+            SqliteQuizStore(path),
+            SqliteAttemptStore(path),
+            await chapter_titles(),
+            reviews=SqliteReviewStore(path),
+        )
+        await seed_demo_questions(quiz.questions)
+        deps = {QuizService: quiz, ExamService: ExamService(quiz, SqliteExamStore(path))}
+
+        async def case(name: str, steps: list[str], check: Any) -> bool:
+            chat = QuizChat(docs, deps)
+            out: tuple[str, list[tuple[str, dict[str, Any]]]] = ("", [])
+            for step in steps:
+                out = await chat.say(step)
+            ok = bool(check(*out))
+            print(f"  {'ok  ' if ok else 'MISS'} {name!r}: {out[0][:70]!r}")
+            return ok
+
+        cases = [
+            (
+                "un'altra",
+                ["Dammi la domanda 2 del capitolo 7", "un'altra"],
+                lambda t, r: _question(r).get("capitolo") == 7 and _question(r).get("numero") != 2,
+            ),
+            (
+                "un'altra del capitolo 7",
+                ["Dammi una domanda del capitolo 3", "un'altra del capitolo 7"],
+                lambda t, r: _question(r).get("capitolo") == 7,
+            ),
+            (
+                "salta",
+                ["Dammi la domanda 1 del capitolo 1", "salta"],
+                lambda t, r: "conta come sbagliata" in t,
+            ),
+            (
+                "non lo so",
+                ["Dammi la domanda 1 del capitolo 1", "non lo so"],
+                lambda t, r: "conta come sbagliata" in t,
+            ),
+            (
+                "boh, la b",
+                ["Dammi la domanda 1 del capitolo 1", "boh, la b"],
+                lambda t, r: any(
+                    n == "verifica_risposta" and d.get("risposta") == "b" for n, d in r
+                ),
+            ),
+            (
+                "1a 2b 3c",
+                ["Dammi 3 domande dai capitoli 2, 5 e 7", "1a 2b 3c"],
+                lambda t, r: sum(n == "verifica_risposta" for n, _ in r) == 3,
+            ),
+            (
+                "come sto andando?",
+                ["Dammi la domanda 1 del capitolo 1", "c", "come sto andando?"],
+                lambda t, r: "progressi" in t or "Non hai ancora" in t,
+            ),
+            (
+                "su cosa devo esercitarmi?",
+                ["su cosa devo esercitarmi?"],
+                lambda t, r: "progressi" in t or "Non hai ancora" in t,
+            ),
+            (
+                "difficile",
+                ["Dammi una domanda difficile"],
+                lambda t, r: _question(r).get("difficolta") == "difficile",
+            ),
+            (
+                "facile",
+                ["Fammi una domanda facile"],
+                lambda t, r: _question(r).get("difficolta") == "facile",
+            ),
+            (
+                "perché?",
+                ["Dammi la domanda 1 del capitolo 1", "la b", "perché?"],
+                lambda t, r: "(Fonte: §" in t and not r,
+            ),
+            (
+                "simulazione d'esame",
+                ["Voglio fare una simulazione d'esame"],
+                lambda t, r: (
+                    len(next(d for n, d in r if n == "domanda_teoria")["esame"]["domande"]) == 30
+                ),
+            ),
+            (
+                "simulazione ... con 30 domande / 1a 2b 3c / consegno",
+                ["Fammi una simulazione d'esame con 30 domande", "1a 2b 3c", "consegno"],
+                lambda t, r: "Esito della simulazione" in t,
+            ),
+            (
+                "dammi 10 domande a caso",
+                ["Dammi 10 domande a caso"],
+                lambda t, r: "failed" not in str(r) and len(r[0][1].get("questions", [])) == 10,
+            ),
+        ]
+        passed = 0
+        for name, steps, check in cases:
+            passed += await case(name, steps, check)
+        print(f"quiz phrases: {passed}/{len(cases)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", choices=["test", "dev", "all"], default="test")
     parser.add_argument("--errors", action="store_true", help="list the misses")
+    parser.add_argument("--phrases", action="store_true", help="the quiz phrases instead")
     args = parser.parse_args()
-    asyncio.run(evaluate(args.split, args.errors))
+    if args.phrases:
+        asyncio.run(evaluate_phrases())
+    else:
+        asyncio.run(evaluate(args.split, args.errors))
 
 
 if __name__ == "__main__":

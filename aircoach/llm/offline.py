@@ -32,7 +32,7 @@ from pydantic import Field
 
 from aircoach.grounding.style import shaped
 from aircoach.knowledge.library import course_chapters
-from aircoach.llm import offline_answer, offline_course, offline_quiz
+from aircoach.llm import offline_answer, offline_course, offline_exam, offline_quiz
 from aircoach.stopwords import STOPWORDS
 
 OFFLINE_NOTICE = "[modello offline]"
@@ -197,12 +197,26 @@ class OfflineChatModel(BaseChatModel):
         if isinstance(last, ToolMessage):
             return self._from_results(messages)
         query = last.text if isinstance(last, HumanMessage) else ""
+        # --- the quiz's mock exam (llm/offline_exam.py) ---
+        exam_turn = self._exam_turn(messages, query)
+        if isinstance(exam_turn, str):
+            return self._say(exam_turn)
+        if exam_turn is not None:
+            return AIMessage("", tool_calls=[exam_turn])
+        # --- end of the mock exam's hook ---
+        # A quiz follow-up right after a grading ("perché?") explains that question.
+        if offline_quiz.asks_why(query) and (graded := offline_quiz.last_grading(messages)):
+            return self._say(offline_quiz.explanation(graded))
+        if offline_quiz.asks_progress(query) and self._bound(offline_quiz.ASK) is not None:
+            return self._say(offline_quiz.progress_reply(messages))
+        if several := self._grade_numbered_answers(messages, query):
+            return AIMessage("", tool_calls=several)
         call = self._grade_pending_answer(messages, query)
         if call is None and offline_course.continues_course(messages, query):
             return self._search_course(messages, query)
         if call is None:
             scores = self._scores(query)
-            call = self._quiz_request(query, scores)
+            call = self._quiz_request(query, scores, messages)
             if call is None:
                 if offline_course.is_greeting(query):
                     return self._say(offline_course.introduction(self._bound_names()))
@@ -230,8 +244,10 @@ class OfflineChatModel(BaseChatModel):
             call["id"]: str(call["args"].get("query", ""))
             for call in (calling.tool_calls if isinstance(calling, AIMessage) else [])
         }
+        if len(results) == 1 and offline_exam.is_exam_result(results[0]):
+            return self._say(results[0].text)  # written in Italian for the student
         if any(r.name != offline_course.KB for r in results):
-            return self._say(" ".join(f"Risultato di {r.name}: {r.text}" for r in results))
+            return self._say(" ".join(self._other_result(r) for r in results))
         if any(r.status == "error" for r in results):
             return self._say("La ricerca nel manuale del corso non è riuscita: riprova tra poco.")
         question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
@@ -253,6 +269,12 @@ class OfflineChatModel(BaseChatModel):
         if composed is None:
             return self._say(offline_course.no_match(course_chapters()))
         return self._say(shaped(composed[0], messages))
+
+    @staticmethod
+    def _other_result(result: ToolMessage) -> str:
+        if result.status == "error":  # the tool's message is for a model, in English
+            return "Non sono riuscito a completare la richiesta: prova a riformularla."
+        return f"Risultato di {result.name}: {result.text}"
 
     def _search_course(
         self, messages: list[BaseMessage], query: str, *, plain: bool = False
@@ -277,6 +299,21 @@ class OfflineChatModel(BaseChatModel):
             (t["function"] for t in self.bound_tools if t["function"]["name"] == name), None
         )
 
+    def _exam_turn(self, messages: list[BaseMessage], query: str) -> dict[str, Any] | str | None:
+        """A mock exam's step: start one, note the student's answers, or submit them."""
+        if self._bound(offline_quiz.ASK) is None or self._bound(offline_quiz.GRADE) is None:
+            return None
+        exam = offline_exam.open_exam(messages)
+        if exam is not None:
+            given = offline_exam.numbered(query)
+            if offline_exam.wants_submit(query) or (given and not exam.missing):
+                return _tool_call(offline_quiz.GRADE, offline_exam.submit_call(exam))
+            if given:
+                return offline_exam.progress_note(exam)
+        if offline_exam.wants_exam(query):
+            return _tool_call(offline_quiz.ASK, offline_exam.start_call(query))
+        return None
+
     def _grade_pending_answer(
         self, messages: list[BaseMessage], query: str
     ) -> dict[str, Any] | None:
@@ -287,15 +324,34 @@ class OfflineChatModel(BaseChatModel):
             return None
         return _tool_call(offline_quiz.GRADE, offline_quiz.grade_call(query, question))
 
-    def _quiz_request(self, query: str, scores: dict[str, float]) -> dict[str, Any] | None:
+    def _grade_numbered_answers(
+        self, messages: list[BaseMessage], query: str
+    ) -> list[dict[str, Any]]:
+        """ "1a 2b 3c" to several questions still waiting: one grading each."""
+        if self._bound(offline_quiz.GRADE) is None:
+            return []
+        waiting = offline_quiz.pending_questions(messages)
+        return [
+            _tool_call(offline_quiz.GRADE, args)
+            for args in offline_quiz.numbered_answers(query, waiting)
+        ]
+
+    def _quiz_request(
+        self, query: str, scores: dict[str, float], messages: list[BaseMessage]
+    ) -> dict[str, Any] | None:
         ask = self._bound(offline_quiz.ASK)
         if ask is None:
             return None
-        if not offline_quiz.wants_review(query):
+        another = offline_quiz.wants_another(query)
+        if not offline_quiz.wants_review(query) and not another:
             best = max(scores.values(), default=0.0)
             if scores.get(ask["name"], 0.0) < max(best, TOOL_THRESHOLD):
                 return None
         base = fill_arguments(query, ask.get("parameters", {}))
+        if another:  # "un'altra": the same chapter unless it names one
+            base.pop("testo", None)
+            if "capitolo" not in base and (chapter := offline_quiz.last_chapter(messages)):
+                base["capitolo"] = chapter
         return _tool_call(ask["name"], offline_quiz.quiz_arguments(query, base))
 
     def _scores(self, query: str) -> dict[str, float]:

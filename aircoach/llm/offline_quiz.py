@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
-from aircoach.quiz.answers import read_letter, read_option
+from aircoach.quiz.answers import dont_know, read_letter, read_option
 from aircoach.text import fold
 
 ASK = "domanda_teoria"
@@ -52,8 +52,8 @@ def _questions(text: str) -> list[PendingQuestion]:
     return found
 
 
-def pending_question(messages: Sequence[BaseMessage]) -> PendingQuestion | None:
-    """The first question of the last quiz result that no grading has answered since."""
+def pending_questions(messages: Sequence[BaseMessage]) -> list[PendingQuestion]:
+    """The questions of the last quiz result that no grading has answered since, in order."""
     graded: set[tuple[int, int]] = set()
     for message in reversed(messages):
         if not isinstance(message, ToolMessage) or message.status == "error":
@@ -61,9 +61,32 @@ def pending_question(messages: Sequence[BaseMessage]) -> PendingQuestion | None:
         if message.name == GRADE:
             graded |= {(int(c), int(n)) for c, n in _GRADED.findall(message.text)}
         elif message.name == ASK and (asked := _questions(message.text)):
-            waiting = [q for q in asked if (q.capitolo, q.numero) not in graded]
-            return waiting[0] if waiting else None
-    return None
+            return [q for q in asked if (q.capitolo, q.numero) not in graded]
+    return []
+
+
+def pending_question(messages: Sequence[BaseMessage]) -> PendingQuestion | None:
+    """The first question of the last quiz result that no grading has answered since."""
+    waiting = pending_questions(messages)
+    return waiting[0] if waiting else None
+
+
+_NUMBERED_ANSWER = re.compile(r"\b(\d{1,2})\s{0,2}[).:=-]?\s{0,2}([a-z])\b")
+
+
+def numbered_answers(query: str, waiting: list[PendingQuestion]) -> list[dict[str, Any]]:
+    """ "1a 2b 3c" to the questions still waiting (numbered in the order they were asked):
+    one grading call each; [] when the message is not that."""
+    text = fold(query)
+    if len(text) > MAX_ANSWER_CHARS or len(waiting) < 2:
+        return []
+    found = {int(n): x for n, x in _NUMBERED_ANSWER.findall(text)}
+    if len(found) < 2 or any(not 1 <= n <= len(waiting) for n in found):
+        return []
+    return [
+        {"capitolo": waiting[n - 1].capitolo, "numero": waiting[n - 1].numero, "risposta": x}
+        for n, x in sorted(found.items())
+    ]
 
 
 def answers(query: str, question: PendingQuestion) -> bool:
@@ -72,6 +95,8 @@ def answers(query: str, question: PendingQuestion) -> bool:
     text = query.strip()
     if not text or "?" in text or len(text) > MAX_ANSWER_CHARS:
         return False
+    if dont_know(text):  # "non lo so", "salta": graded as not known
+        return True
     return read_letter(text) is not None or read_option(text, question.options) is not None
 
 
@@ -106,4 +131,85 @@ def quiz_arguments(query: str, base: dict[str, Any]) -> dict[str, Any]:
     if wants_review(query):
         args["modo"] = "ripasso"
         args.pop("testo", None)
+    if level := _LEVEL.search(folded):  # "una domanda difficile"
+        args["campo"], args["valore"] = "difficolta", level.group(1)
+        args.pop("testo", None)
     return args
+
+
+_LEVEL = re.compile(r"\b(facile|media|difficile)\b")
+_ANOTHER = re.compile(r"^(?:dammi |fammi |ancora )?(?:un.?altra|ancora una)\b")
+_HOW_AM_I = re.compile(
+    r"come (?:sto andando|vado|procedo)|su cosa (?:devo|dovrei) (?:esercitarmi|ripassare|lavorare)"
+    r"|i miei progressi|a che punto sono"
+)
+PROGRESS_HEADING = "# Progressi dell'allievo"
+
+
+def wants_another(query: str) -> bool:
+    """ "un'altra", "un'altra del capitolo 7", "ancora una": another question."""
+    return bool(_ANOTHER.search(fold(query).strip()))
+
+
+def last_chapter(messages: Sequence[BaseMessage]) -> int | None:
+    """The chapter of the last question asked in the conversation."""
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage) and message.name == ASK:
+            asked = _questions(message.text)
+            if asked:
+                return asked[-1].capitolo
+    return None
+
+
+def asks_progress(query: str) -> bool:
+    return bool(_HOW_AM_I.search(fold(query)))
+
+
+def progress_reply(messages: Sequence[BaseMessage]) -> str:
+    """The student's progress as the system prompt shows it (its "Progressi" section)."""
+    for message in messages:
+        if isinstance(message, SystemMessage) and PROGRESS_HEADING in message.text:
+            section = message.text.split(PROGRESS_HEADING, 1)[1].split("\n#", 1)[0]
+            lines = [line[2:] for line in section.strip().splitlines() if line.startswith("- ")]
+            lines = [line.split(". Proponi", 1)[0] for line in lines]
+            return "I tuoi progressi nei quiz:\n" + "\n".join(f"- {line}" for line in lines)
+    return (
+        "Non hai ancora risposto a domande di quiz: chiedimi «fammi una domanda» o "
+        "«simulazione d'esame» per cominciare."
+    )
+
+
+_EXPLAIN = re.compile(
+    r"^(?:ma\s+)?(?:perche\b|come mai\b|spiegamel\w*|spiegami\w*|spiega\w*|non ho capito\b)"
+)
+_EXPLAIN_MAX_CHARS = 80
+_GRADING_LINE = re.compile(r"^(Risposta corretta|Spiegazione|Fonte): (.+)$", re.MULTILINE)
+
+
+def asks_why(query: str) -> bool:
+    """ "perché?", "perché è sbagliata?", "spiegamelo meglio": a short request for the
+    explanation of what was just graded."""
+    text = fold(query).strip()
+    return len(text) <= _EXPLAIN_MAX_CHARS and bool(_EXPLAIN.match(text))
+
+
+def last_grading(messages: Sequence[BaseMessage]) -> str | None:
+    """The grading of a quiz answer right before this message (only the coach's reply to it
+    in between), or None."""
+    for message in reversed(messages[:-1]):
+        if isinstance(message, AIMessage):
+            continue
+        if isinstance(message, ToolMessage) and message.name == GRADE:
+            return message.text if message.text.startswith("Esito: risposta") else None
+        return None
+    return None
+
+
+def explanation(grading: str) -> str:
+    """The explanation of a grading, from its key, explanation and manual section."""
+    lines = dict(_GRADING_LINE.findall(grading))
+    text = f"La risposta corretta è {lines.get('Risposta corretta', '').strip()}. "
+    text += lines.get("Spiegazione", "").strip()
+    if source := lines.get("Fonte"):
+        text += f" (Fonte: {source.strip()} del manuale del corso)"
+    return text

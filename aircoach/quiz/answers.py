@@ -11,8 +11,8 @@ from aircoach.text import fold, words
 
 # Words around a letter that do not change which letter it is ("secondo me è la b").
 _FILLERS_TEXT = """
-    a allora beh che corretta credo dico direi e ecco ehm esatta forse giusta il io l la
-    lettera me mi ok okay opzione penso per proprio quella questa risponderei rispondo
+    a allora beh boh che corretta credo dico direi e ecco ehm esatta forse giusta il io l la
+    lettera mah me mi ok okay opzione penso per proprio quella questa risponderei rispondo
     risposta sara scelgo secondo sembra si sia sicuramente uhm
 """
 _FILLERS = frozenset(_FILLERS_TEXT.split())
@@ -68,3 +68,12 @@ def read_answer(text: str, options: Mapping[str, str]) -> str | None:
     """The letter an answer means: a letter (valid or not, so the caller can say it is not
     an option), else the option whose text it gives; None when it is neither."""
     return read_letter(text) or read_option(text, options)
+
+
+# "Non lo so", "salta": the student does not know; graded as not known (a wrong answer).
+DONT_KNOW = frozenset({"non lo so", "non so", "salta", "salto", "passo", "non ne ho idea"})
+NOT_KNOWN = "-"  # the letter a "don't know" is recorded as
+
+
+def dont_know(text: str) -> bool:
+    return " ".join(_TOKEN.findall(fold(text))) in DONT_KNOW

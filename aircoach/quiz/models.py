@@ -98,6 +98,9 @@ class AnswerResult(BaseModel):
     corretta: bool
     risposta_corretta: str = Field(description="The letter of the right option.")
     spiegazione: str
+    riferimento: str | None = Field(
+        default=None, description="The manual section that teaches it (e.g. `3.7`)."
+    )
 
 
 class ChapterProgress(BaseModel):
@@ -115,3 +118,34 @@ class Progress(BaseModel):
     risposte: int
     corrette: int
     deboli: list[int]
+
+
+class ReviewRecord(BaseModel):
+    """A user's record of one question (collection `quiz_reviews`): when it was last asked
+    (drawing avoids repeats) and its FSRS schedule (`card`, `due`), which every graded
+    answer moves (`quiz.review`). `card` and `due` stay None until the first answer."""
+
+    userId: str
+    capitolo: int
+    numero: int
+    asked_at: str | None = Field(default=None, description="Last time it was drawn (ISO UTC).")
+    card: dict[str, Any] | None = Field(default=None, description="`fsrs.Card.to_dict()`.")
+    due: str | None = Field(default=None, description="When FSRS wants it again (ISO UTC).")
+    reviewed_at: str | None = Field(default=None, description="The last answer that counted.")
+    reviews: int = Field(default=0, description="Answers that moved the schedule.")
+    last_right: bool | None = None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.capitolo, self.numero)
+
+
+class ReviewItem(PublicQuestion):
+    """A question to review, without its key: `scadenza` is when it fell due (None for a
+    question never answered, drawn from a weak chapter)."""
+
+    scadenza: str | None = None
+
+
+class ReviewList(BaseModel):
+    items: list[ReviewItem]

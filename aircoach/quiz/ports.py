@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from aircoach import text
-from aircoach.quiz.models import Attempt, ChapterStats
+from aircoach.quiz.exam_models import ExamRecord
+from aircoach.quiz.models import Attempt, ChapterStats, ReviewRecord
 
 Question = dict[str, Any]
 QuestionKey = tuple[int, int]  # (capitolo, numero)
@@ -72,3 +73,45 @@ class AttemptStore(Protocol):
     async def recent_attempts(self, user_id: str, limit: int) -> list[Attempt]:
         """The user's last `limit` attempts, newest first."""
         ...
+
+
+class ReviewStore(Protocol):
+    """Per user and question: when it was last asked and its FSRS schedule
+    (`quiz_reviews`, one record per user and question, so at most the bank's size per user)."""
+
+    async def get(self, user_id: str, key: QuestionKey) -> ReviewRecord | None: ...
+
+    async def save_schedule(self, record: ReviewRecord) -> None:
+        """Insert or update the record's schedule fields (`card`, `due`, `reviewed_at`,
+        `reviews`, `last_right`), leaving `asked_at` as it is."""
+        ...
+
+    async def mark_asked(self, user_id: str, keys: Sequence[QuestionKey], at: str) -> None:
+        """Set `asked_at` of these questions (records created as needed)."""
+        ...
+
+    async def due(self, user_id: str, now: str, limit: int) -> list[ReviewRecord]:
+        """Records due at `now` (`due <= now`), most overdue first."""
+        ...
+
+    async def records(self, user_id: str, *, capitolo: int | None = None) -> list[ReviewRecord]:
+        """Every record of the user (of one chapter when given), in chapter and number order."""
+        ...
+
+
+class ExamStore(Protocol):
+    """Mock exams (`quiz_exams`), read per user."""
+
+    async def create(self, exam: ExamRecord) -> None: ...
+
+    async def get(self, user_id: str, exam_id: str) -> ExamRecord | None: ...
+
+    async def list_for(self, user_id: str, limit: int) -> list[ExamRecord]:
+        """The user's exams, newest first."""
+        ...
+
+    async def claim(self, user_id: str, exam_id: str, at: str) -> bool:
+        """Mark the exam submitted at `at` unless it already is; whether this call did."""
+        ...
+
+    async def finish(self, user_id: str, exam_id: str, esito: dict[str, Any]) -> None: ...

@@ -9,14 +9,16 @@ weak once it has `WEAK_MIN_ANSWERS` answers of which less than `WEAK_BELOW` were
 
 from __future__ import annotations
 
+import random
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from aircoach.quiz.answers import read_answer
+from aircoach.quiz import review
+from aircoach.quiz.answers import NOT_KNOWN, dont_know, read_answer
 from aircoach.quiz.models import (
     AnswerResult,
     Attempt,
@@ -24,8 +26,10 @@ from aircoach.quiz.models import (
     ChapterProgress,
     Progress,
     PublicQuestion,
+    ReviewItem,
 )
-from aircoach.quiz.ports import AttemptStore, Question, QuestionKey, QuizStore
+from aircoach.quiz.ports import AttemptStore, Question, QuestionKey, QuizStore, ReviewStore
+from aircoach.settings import QuizSettings
 
 WEAK_MIN_ANSWERS = 3  # fewer answers say too little about a chapter
 WEAK_BELOW = 0.6  # share of right answers under which a chapter is weak
@@ -35,6 +39,11 @@ MISSED_WINDOW = 200  # recent attempts looked at for questions still answered wr
 # this many users. GET /api/progress always reads the store.
 PROMPT_PROGRESS_TTL_S = 30.0
 PROMPT_PROGRESS_USERS = 1000
+BANK_LIMIT = 5000  # questions a draw looks at (the bank holds a few hundred)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 class QuestionNotFound(LookupError):
@@ -70,13 +79,24 @@ class QuizService:
         attempts: AttemptStore,
         titles: Mapping[int, str],
         *,
+        reviews: ReviewStore,
+        settings: QuizSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime] = _utc_now,
     ):
+        """`clock`: monotonic seconds (the prompt's progress cache); `now`: the wall clock
+        (attempts, review schedules)."""
         self.questions = questions
         self.attempts = attempts
+        self.reviews = reviews
+        self.settings = settings or QuizSettings()
         self.titles = dict(titles)
         self._clock = clock
+        self._now = now
         self._recent: OrderedDict[str, tuple[float, Progress]] = OrderedDict()
+
+    def now(self) -> datetime:
+        return self._now()
 
     def title(self, capitolo: int) -> str:
         return self.titles.get(capitolo, f"Capitolo {capitolo}")
@@ -112,13 +132,13 @@ class QuizService:
         question = await self.question(capitolo, numero)
         options: dict[str, str] = question.get("risposte", {})
         valid = ", ".join(sorted(options))
-        letter = read_answer(risposta, options)
+        letter = NOT_KNOWN if dont_know(risposta) else read_answer(risposta, options)
         if letter is None:
             raise InvalidAnswer(
                 f"risposta {_quote(risposta)} non riconosciuta: scrivi la lettera di "
                 f"un'opzione ({valid}) o il suo testo"
             )
-        if letter not in options:
+        if letter not in options and letter != NOT_KNOWN:
             raise InvalidAnswer(f"la lettera {letter!r} non è un'opzione; valide: {valid}")
         key = str(question.get("corretta", "")).strip().lower()
         result = AnswerResult(
@@ -128,7 +148,9 @@ class QuizService:
             corretta=letter == key,
             risposta_corretta=key,
             spiegazione=str(question.get("spiegazione", "")),
+            riferimento=question.get("riferimento"),
         )
+        now = self._now()
         await self.attempts.add_attempt(
             Attempt(
                 userId=user_id,
@@ -136,14 +158,113 @@ class QuizService:
                 numero=numero,
                 risposta=letter,
                 corretta=result.corretta,
-                timestamp=datetime.now(UTC).isoformat(),
+                timestamp=now.isoformat(),
                 turn_id=turn_id,
             )
         )
+        await self._schedule(user_id, (capitolo, numero), right=result.corretta, now=now)
         # The next turn's prompt shows this answer (a read already under way when it was
         # stored may still remember the earlier figures, for PROMPT_PROGRESS_TTL_S at most).
         self._recent.pop(user_id, None)
         return Graded(result, question)
+
+    async def _schedule(
+        self, user_id: str, key: QuestionKey, *, right: bool, now: datetime
+    ) -> None:
+        """Move the question's review schedule, unless it was answered moments ago."""
+        record = await self.reviews.get(user_id, key)
+        if review.counts(record, now, self.settings.quiz_repeat_window_s):
+            await self.reviews.save_schedule(
+                review.review(record, user_id, key, right=right, now=now)
+            )
+
+    async def asked(self, user_id: str, questions: Iterable[Question]) -> None:
+        """Remember that these questions were put to the user (drawing avoids them)."""
+        keys = [(int(q["capitolo"]), int(q["numero"])) for q in questions]
+        if keys:
+            await self.reviews.mark_asked(user_id, keys, review.iso(self._now()))
+
+    async def draw(
+        self,
+        user_id: str,
+        count: int,
+        *,
+        capitolo: int | None = None,
+        campo: str | None = None,
+        valore: Any = None,
+    ) -> list[Question]:
+        """Up to `count` questions (of a chapter, or whose `campo` is `valore`), not repeating:
+        first those never asked, then those due for review (most overdue first), then those
+        asked longest ago. They are remembered as asked."""
+        candidates = await self.questions.list_questions(capitolo=capitolo, limit=BANK_LIMIT)
+        if campo is not None:
+            wanted = str(valore).strip().casefold()
+            candidates = [q for q in candidates if str(q.get(campo, "")).casefold() == wanted]
+        if not candidates:
+            return []
+        records = {r.key: r for r in await self.reviews.records(user_id, capitolo=capitolo)}
+        now = review.iso(self._now())
+        random.shuffle(candidates)
+
+        def rank(q: Question) -> tuple[int, str]:
+            record = records.get((q["capitolo"], q["numero"]))
+            if record is None or (record.asked_at is None and record.reviewed_at is None):
+                return (0, "")
+            if record.due is not None and record.due <= now:
+                return (1, record.due)
+            return (2, record.asked_at or record.reviewed_at or "")
+
+        chosen = sorted(candidates, key=rank)[:count]
+        await self.asked(user_id, chosen)
+        return chosen
+
+    async def review_items(
+        self, user_id: str, limit: int, *, capitolo: int | None = None
+    ) -> list[ReviewItem]:
+        """The questions to review now: those due (most overdue first), then questions never
+        answered from the weakest chapters."""
+        now = review.iso(self._now())
+        due = [
+            r
+            for r in await self.reviews.due(user_id, now, BANK_LIMIT if capitolo else limit)
+            if capitolo is None or r.capitolo == capitolo
+        ][:limit]
+        found = await self.questions.by_keys([r.key for r in due])
+        by_key = {r.key: r.due for r in due}
+        items = [
+            ReviewItem(**public(q), scadenza=by_key.get((q["capitolo"], q["numero"])))
+            for q in found
+        ]
+        if len(items) < limit:
+            items += await self._new_from_weak(user_id, limit - len(items), capitolo)
+        return items
+
+    async def _new_from_weak(
+        self, user_id: str, size: int, capitolo: int | None
+    ) -> list[ReviewItem]:
+        records = {r.key: r for r in await self.reviews.records(user_id, capitolo=capitolo)}
+        if capitolo is not None:
+            order = [capitolo]
+        else:
+            progress = await self.progress(user_id)
+            share = {c.capitolo: c.corrette / c.risposte for c in progress.capitoli if c.risposte}
+            rest = sorted(
+                (c for c in self.titles if c not in progress.deboli),
+                key=lambda c: (share.get(c, 1.0), c),
+            )
+            order = [*progress.deboli, *rest]
+        items: list[ReviewItem] = []
+        for chapter in order:
+            if len(items) >= size:
+                break
+            fresh = [
+                q
+                for q in await self.questions.list_questions(capitolo=chapter, limit=BANK_LIMIT)
+                if (record := records.get((q["capitolo"], q["numero"]))) is None
+                or record.card is None
+            ]
+            items += [ReviewItem(**public(q)) for q in fresh[: size - len(items)]]
+        return items
 
     async def progress(self, user_id: str) -> Progress:
         stats = await self.attempts.chapter_stats(user_id)

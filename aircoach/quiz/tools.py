@@ -17,7 +17,9 @@ from typing import Any
 
 import anyio
 
+from aircoach.quiz.answers import NOT_KNOWN
 from aircoach.quiz.bank import CHAPTERS
+from aircoach.quiz.exam_tools import EXAM, start_exam, submit_exam
 from aircoach.quiz.models import MAX_ANSWER_CHARS
 from aircoach.quiz.ports import QUESTION_FIELDS, Question, index_terms
 from aircoach.quiz.service import (
@@ -35,7 +37,8 @@ log = logging.getLogger(__name__)
 
 MIN_TEXT = 3
 MAX_TEXT = 200
-MAX_QUESTIONS = 5  # questions at once (`quante`)
+MAX_QUESTIONS = 10  # questions at once (`quante`); more is asked for as a mock exam
+MAX_CHAPTERS = 10
 _SEARCH_POOL = 20  # best matches a text question is drawn from
 REVIEW = "ripasso"
 KEY_NOTICE = "RISERVATO AL COACH, NON RIVELARE PRIMA CHE L'ALLIEVO ABBIA RISPOSTO"
@@ -113,18 +116,20 @@ def _validate(
             capitoli = re.findall(r"\d+", capitoli) or [capitoli]
         elif not isinstance(capitoli, list | tuple):
             capitoli = [capitoli]
-        if len(capitoli) > MAX_QUESTIONS:
-            raise ValueError(f"capitoli: at most {MAX_QUESTIONS} chapters, got {len(capitoli)}")
+        if len(capitoli) > MAX_CHAPTERS:
+            raise ValueError(f"capitoli: at most {MAX_CHAPTERS} chapters, got {len(capitoli)}")
         chapters = tuple(dict.fromkeys(_chapter("capitoli", c) for c in capitoli))
     if chapter is not None and not chapters and number is None:
         chapters = (chapter,)
     count = len(chapters) or 1
     if quante is not None:
-        count = _as_int("quante", quante)
-        if not 1 <= count <= MAX_QUESTIONS:
+        # More than MAX_QUESTIONS is served as MAX_QUESTIONS (the query says so): a student
+        # asking for 30 gets 10 and the offer of a mock exam, never an error.
+        count = min(_as_int("quante", quante), MAX_QUESTIONS)
+        if count < 1:
             raise ValueError(f"quante must be between 1 and {MAX_QUESTIONS}, got {count}")
     if modo is not None and str(modo).strip().lower() not in ("", REVIEW):
-        raise ValueError(f"modo {modo!r} is not a mode; valid: [{REVIEW!r}]")
+        raise ValueError(f"modo {modo!r} is not a mode; valid: [{REVIEW!r}, {EXAM!r}]")
     return _Request(
         capitolo=chapter,
         numero=number,
@@ -172,7 +177,10 @@ async def domanda_teoria(
     weak chapters); otherwise, for one question, the priority is capitolo+numero, then
     testo, then campo/valore, then capitolo, then any question; `capitoli` and `quante` ask
     for several at once (sub-queries run concurrently). Bad arguments become a tool error
-    for the model; nothing found lets the model answer (with the chapters to choose from)."""
+    for the model; nothing found lets the model answer (with the chapters to choose from).
+    `modo="esame"` starts a mock exam instead (`quiz.exam_tools`)."""
+    if modo is not None and str(modo).strip().lower() == EXAM:
+        return await start_exam(ctx, domande=quante, capitoli=capitoli or capitolo)
     try:
         request = _validate(capitolo, numero, campo, valore, testo, capitoli, quante, modo)
     except ValueError as exc:
@@ -187,9 +195,13 @@ async def domanda_teoria(
         one = await quiz.questions.by_chapter_and_number(request.capitolo, request.numero)
         found = [one] if one else []
     elif request.several:
-        found, query = await _several(quiz, request)
+        found, query = await _several(quiz, ctx.user_id, request)
     else:
-        found, query = await _one(quiz, request)
+        found, query = await _one(quiz, ctx.user_id, request)
+    if query.get("mode") in ("capitolo_numero", "testo", "multi", REVIEW):
+        await quiz.asked(ctx.user_id, found)  # draws remember theirs
+    if quante is not None and _as_int("quante", quante) > MAX_QUESTIONS:
+        query["limitate_a"] = MAX_QUESTIONS
 
     if not found:
         return await _nothing_found(quiz, query, several=request.several)
@@ -204,7 +216,9 @@ async def domanda_teoria(
     )
 
 
-async def _one(quiz: QuizService, request: _Request) -> tuple[list[Question], dict[str, Any]]:
+async def _one(
+    quiz: QuizService, user_id: str, request: _Request
+) -> tuple[list[Question], dict[str, Any]]:
     query: dict[str, Any]
     question: Question | None
     if request.testo is not None:
@@ -214,13 +228,17 @@ async def _one(quiz: QuizService, request: _Request) -> tuple[list[Question], di
         question = _pick_best(matches, request.testo)
     elif request.campo is not None:
         query = {"mode": "campo", "campo": request.campo, "valore": request.valore}
-        question = await quiz.questions.random_by_field(request.campo, request.valore)
+        chapter = request.capitoli[0] if request.capitoli else None
+        drawn = await quiz.draw(
+            user_id, 1, capitolo=chapter, campo=request.campo, valore=request.valore
+        )
+        return drawn, query
     elif request.capitoli:
         query = {"mode": "capitolo", "capitolo": request.capitoli[0]}
-        question = await quiz.questions.random_by_field("capitolo", request.capitoli[0])
+        return await quiz.draw(user_id, 1, capitolo=request.capitoli[0]), query
     else:
         query = {"mode": "random"}
-        question = await quiz.questions.random_question()
+        return await quiz.draw(user_id, 1), query
     return ([question] if question else []), query
 
 
@@ -234,7 +252,9 @@ def _pick_best(matches: list[Question], testo: str) -> Question | None:
     return random.choice([q for q, s in zip(matches, scores, strict=True) if s == best])
 
 
-async def _several(quiz: QuizService, request: _Request) -> tuple[list[Question], dict[str, Any]]:
+async def _several(
+    quiz: QuizService, user_id: str, request: _Request
+) -> tuple[list[Question], dict[str, Any]]:
     """Up to `quante` distinct questions: one sub-query per chapter (run concurrently), the
     questions spread over the chapters in turn; by text, the best matches."""
     chapters = request.capitoli or (None,)
@@ -247,7 +267,9 @@ async def _several(quiz: QuizService, request: _Request) -> tuple[list[Question]
         if request.testo is not None:
             results[i] = await quiz.find(capitolo=chapter, testo=request.testo, limit=size)
         else:
-            results[i] = await quiz.questions.sample(size, capitolo=chapter)
+            results[i] = await quiz.draw(
+                user_id, size, capitolo=chapter, campo=request.campo, valore=request.valore
+            )
 
     async with anyio.create_task_group() as tg:
         for i, (chapter, size) in enumerate(zip(chapters, shares, strict=True)):
@@ -265,26 +287,13 @@ async def _several(quiz: QuizService, request: _Request) -> tuple[list[Question]
 async def _review(
     quiz: QuizService, user_id: str, request: _Request
 ) -> tuple[list[Question], dict[str, Any]]:
-    """Questions the student got wrong and has not answered right since; else questions of
-    their weakest chapters; else (nothing to review yet) questions drawn at random."""
+    """The questions the review schedule gives (`QuizService.review_items`: those due, most
+    overdue first, then new ones from the weakest chapters), as `GET /api/quiz/review`."""
     chapter = request.capitoli[0] if len(request.capitoli) == 1 else None
-    missed = await quiz.missed(user_id, capitolo=chapter)
+    items = await quiz.review_items(user_id, request.quante, capitolo=chapter)
     query: dict[str, Any] = {"mode": REVIEW, "quante": request.quante}
-    if missed:
-        keys = random.sample(missed, min(request.quante, len(missed)))
-        query["fonte"] = "sbagliate"
-        return await quiz.questions.by_keys(keys), query
-    weak = (await quiz.progress(user_id)).deboli
-    if chapter is not None:
-        weak = [c for c in weak if c == chapter]
-    if weak:
-        query["fonte"] = "capitoli_deboli"
-        query["capitoli"] = weak[: request.quante]
-        several = _Request(capitoli=tuple(weak[: request.quante]), quante=request.quante)
-        found, _ = await _several(quiz, several)
-        return found, query
-    query["fonte"] = "casuale"
-    return await quiz.questions.sample(request.quante, capitolo=chapter), query
+    query["fonte"] = "in_scadenza" if any(i.scadenza for i in items) else "nuove"
+    return await quiz.questions.by_keys([(i.capitolo, i.numero) for i in items]), query
 
 
 def _distinct(questions: Iterable[Question]) -> list[Question]:
@@ -313,10 +322,17 @@ async def _nothing_found(quiz: QuizService, query: dict[str, Any], *, several: b
 
 
 async def verifica_risposta(
-    ctx: ToolContext, capitolo: Any = None, numero: Any = None, risposta: Any = None
+    ctx: ToolContext,
+    capitolo: Any = None,
+    numero: Any = None,
+    risposta: Any = None,
+    esame: Any = None,
 ) -> ToolOutput:
     """Grade the student's answer to a question against its key and record the attempt;
-    the client gets the grading (the same object as `POST /api/quiz/answers`)."""
+    the client gets the grading (the same object as `POST /api/quiz/answers`). With `esame`,
+    grade that mock exam's answers ("1a 2b 3c", `quiz.exam_tools`)."""
+    if esame is not None:
+        return await submit_exam(ctx, esame, risposta)
     try:
         chapter = _chapter("capitolo", capitolo)
         number = _as_int("numero", numero)
@@ -337,11 +353,15 @@ async def verifica_risposta(
 def format_grading(graded: Graded) -> str:
     result, question = graded.result, graded.question
     verdict = "CORRETTA" if result.corretta else "SBAGLIATA"
+    given = option_line(question, result.risposta)
+    if result.risposta == NOT_KNOWN:
+        verdict, given = "NON NOTA", "non la sa (conta come sbagliata)"
     return (
         f"Esito: risposta {verdict} (capitolo {result.capitolo}, domanda {result.numero}).\n"
-        f"Risposta dell'allievo: {option_line(question, result.risposta)}\n"
+        f"Risposta dell'allievo: {given}\n"
         f"Risposta corretta: {option_line(question, result.risposta_corretta)}\n"
         f"Spiegazione: {result.spiegazione}"
+        + (f"\nFonte: § {result.riferimento}" if result.riferimento else "")
     )
 
 

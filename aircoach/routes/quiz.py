@@ -26,6 +26,7 @@ from aircoach.quiz.models import (
     Progress,
     PublicQuestion,
     QuestionList,
+    ReviewList,
 )
 from aircoach.quiz.service import InvalidAnswer, QuestionNotFound, QuizService
 from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
@@ -151,6 +152,20 @@ async def answer(
             ]
         ) from None
     return graded.result
+
+
+@router.get("/quiz/review", responses=_FAILS)
+async def review(
+    user: CurrentUser,
+    quiz: Quiz,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    capitolo: Annotated[int | None, Query(ge=1, le=MAX_CHAPTER)] = None,
+) -> ReviewList:
+    """The caller's questions to review now, without their key: those the FSRS schedule says
+    are due (a question answered wrong is due at once; one answered right when FSRS says),
+    most overdue first, each with its `scadenza`; then questions never answered from the
+    weakest chapters (`scadenza` null). Of one chapter when `capitolo` is given."""
+    return ReviewList(items=await quiz.review_items(user.sub, limit, capitolo=capitolo))
 
 
 @router.get("/progress", responses=_FAILS)

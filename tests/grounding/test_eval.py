@@ -40,7 +40,8 @@ def test_the_report_matches_the_baseline_within_the_tolerance():
         "temperature",
         "code_version",
     }
-    assert current["pipeline"]["prompt_version"] == baseline["pipeline"]["prompt_version"]
+    # The pipeline says what produced the figures (read beside them in a trend); a new prompt
+    # version alone is not a regression: the figures are compared, not the versions.
     assert regressions(current["groups"], baseline["groups"]) == []
     failing = current["groups"]["failing"]
     assert failing["cases"] >= 50 and failing["agreement"] >= 0.9

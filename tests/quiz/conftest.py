@@ -7,11 +7,15 @@ import asyncio
 import shutil
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from aircoach.quiz.bank import seed_demo_questions
+from aircoach.quiz.bank import chapter_titles, seed_demo_questions
+from aircoach.quiz.service import QuizService
+from aircoach.services import build_review_store, open_stores
+from aircoach.settings import QuizSettings, Settings
 from aircoach.store.sqlite import SqliteQuizStore
 
 
@@ -34,3 +38,39 @@ def bank_file(_seeded_bank: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "quiz.sqlite3"
     shutil.copy(_seeded_bank, copy)
     return copy
+
+
+class WallClock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+@pytest.fixture
+def wall() -> WallClock:
+    return WallClock()
+
+
+@pytest.fixture
+async def scheduled_quiz(
+    store_settings: Settings, request: pytest.FixtureRequest, wall
+) -> QuizService:
+    if store_settings.mongodb_uri is None:
+        store_settings = store_settings.model_copy(
+            update={"sqlite_path": request.getfixturevalue("bank_file")}
+        )
+    stores = open_stores(store_settings)
+    await seed_demo_questions(stores.quiz)
+    return QuizService(
+        stores.quiz,
+        stores.attempts,
+        await chapter_titles(),
+        reviews=build_review_store(store_settings),
+        settings=QuizSettings(quiz_repeat_window_s=300),
+        now=wall,
+    )

@@ -15,7 +15,7 @@ from aircoach.quiz.service import (
     progress_section,
     public,
 )
-from aircoach.services import open_stores
+from aircoach.services import build_review_store, open_stores
 from aircoach.settings import Settings
 
 # Chapter 1, question 1 of the demo bank: the key is c ("quadruplica").
@@ -30,7 +30,13 @@ async def quiz(store_settings: Settings, request: pytest.FixtureRequest, clock) 
         )
     stores = open_stores(store_settings)
     await seed_demo_questions(stores.quiz)  # a no-op on the copy
-    return QuizService(stores.quiz, stores.attempts, await chapter_titles(), clock=clock)
+    return QuizService(
+        stores.quiz,
+        stores.attempts,
+        await chapter_titles(),
+        reviews=build_review_store(store_settings),
+        clock=clock,
+    )
 
 
 async def answer(quiz: QuizService, user: str, key: tuple[int, int], right: bool) -> None:
@@ -50,6 +56,7 @@ async def test_grading_against_the_key_stores_each_attempt(quiz: QuizService):
         "corretta": True,
         "risposta_corretta": "c",
         "spiegazione": graded.question["spiegazione"],
+        "riferimento": graded.question["riferimento"],
     }
     wrong = await quiz.grade("alice", *Q11, "raddoppia", turn_id=None)
     assert (wrong.result.risposta, wrong.result.corretta) == ("a", False)

@@ -9,13 +9,19 @@ from aircoach.quiz.bank import chapter_titles, seed_demo_questions
 from aircoach.quiz.service import QuizService
 from aircoach.quiz.tools import domanda_teoria, verifica_risposta
 from aircoach.store.sqlite import SqliteAttemptStore, SqliteQuizStore
+from aircoach.store.sqlite_review import SqliteReviewStore
 from aircoach.tools.registry import ToolContext
 
 
 @pytest.fixture
 async def ctx(bank_file):
     quiz = SqliteQuizStore(bank_file)
-    service = QuizService(quiz, SqliteAttemptStore(bank_file), await chapter_titles())
+    service = QuizService(
+        quiz,
+        SqliteAttemptStore(bank_file),
+        await chapter_titles(),
+        reviews=SqliteReviewStore(bank_file),
+    )
     return ToolContext(user_id="u", turn_id="turn-1", deps={QuizService: service})
 
 
@@ -156,9 +162,9 @@ async def test_the_sub_queries_run_concurrently(ctx):
 
     running, most = 0, 0
     both_started = anyio.Event()
-    inner = ctx.need(QuizService).questions.sample
+    inner = ctx.need(QuizService).questions.list_questions
 
-    async def sample(size, *, capitolo=None):
+    async def list_questions(*, capitolo, limit):
         nonlocal running, most
         running += 1
         most = max(most, running)
@@ -167,11 +173,11 @@ async def test_the_sub_queries_run_concurrently(ctx):
         with anyio.fail_after(30):  # generous: the other sub-query starts at once
             await both_started.wait()
         try:
-            return await inner(size, capitolo=capitolo)
+            return await inner(capitolo=capitolo, limit=limit)
         finally:
             running -= 1
 
-    ctx.need(QuizService).questions.sample = sample
+    ctx.need(QuizService).questions.list_questions = list_questions
     out = await domanda_teoria(ctx, capitoli=[3, 8])
     assert most == 2 and len(out.data["questions"]) == 2
 
@@ -187,34 +193,42 @@ async def answer_wrong(ctx, capitolo, numero):
 
 async def test_review_draws_the_questions_answered_wrong(ctx):
     out = await domanda_teoria(ctx, modo="ripasso")
-    assert out.data["query"] == {"mode": "ripasso", "quante": 1, "fonte": "casuale"}
-    assert out.data["question"] is not None  # nothing to review yet: any question
+    assert out.data["query"] == {"mode": "ripasso", "quante": 1, "fonte": "nuove"}
+    assert out.data["question"] is not None  # nothing to review yet: a new question
 
     await answer_wrong(ctx, 6, 3)
     for _ in range(3):
         out = await domanda_teoria(ctx, modo="Ripasso")
         assert keys([out.data["question"]]) == [(6, 3)]
-        assert out.data["query"]["fonte"] == "sbagliate"
+        assert out.data["query"]["fonte"] == "in_scadenza"
     await answer_wrong(ctx, 9, 2)
     out = await domanda_teoria(ctx, modo="ripasso", quante=3)
-    assert sorted(keys(out.data["questions"])) == [(6, 3), (9, 2)]
+    assert keys(out.data["questions"])[:2] == [(6, 3), (9, 2)]  # most overdue first
     out = await domanda_teoria(ctx, modo="ripasso", capitolo=9)
     assert keys([out.data["question"]]) == [(9, 2)]
 
 
-async def test_review_without_missed_questions_draws_from_the_weak_chapters(ctx):
+async def test_review_without_due_questions_draws_new_ones_from_the_weak_chapters(ctx):
+    quiz = ctx.need(QuizService)
     for n in (1, 2, 3):
         await answer_wrong(ctx, 5, n)
-    for n in (1, 2, 3):  # answered right since: nothing missed, chapter 5 still weak (3/6)
-        question = await ctx.need(QuizService).question(5, n)
-        await ctx.need(QuizService).grade(ctx.user_id, 5, n, question["corretta"], turn_id=None)
-    assert await ctx.need(QuizService).missed(ctx.user_id) == []
-    out = await domanda_teoria(ctx, modo="ripasso", quante=2)
-    assert out.data["query"]["fonte"] == "capitoli_deboli" and out.data["query"]["capitoli"] == [5]
-    assert [c for c, _ in keys(out.data["questions"])] == [5, 5]
+    out = await domanda_teoria(ctx, modo="ripasso", quante=5)
+    assert keys(out.data["questions"])[:3] == [(5, 1), (5, 2), (5, 3)]
+    assert [c for c, _ in keys(out.data["questions"])] == [5] * 5  # then new ones of chapter 5
+    assert not {(5, 1), (5, 2), (5, 3)} & set(keys(out.data["questions"][3:]))
+    assert len(await quiz.review_items(ctx.user_id, 5)) == 5
 
 
-# --- nothing found ---
+async def test_more_questions_than_allowed_are_served_up_to_the_limit_not_refused(ctx):
+    out = await domanda_teoria(ctx, quante=30)
+    assert out.ok and len(out.data["questions"]) == 10
+    assert out.data["query"]["limitate_a"] == 10 and "failed" not in out.text
+
+
+async def test_chapter_draws_do_not_repeat_until_the_chapter_is_done(ctx):
+    total = len(await ctx.need(QuizService).questions.list_questions(capitolo=3, limit=500))
+    seen = [keys([(await domanda_teoria(ctx, capitolo=3)).data["question"]])[0] for _ in range(10)]
+    assert len(set(seen)) == 10 <= total
 
 
 async def test_nothing_found_lets_the_model_answer_with_the_chapters(ctx):
@@ -233,10 +247,9 @@ async def test_nothing_found_lets_the_model_answer_with_the_chapters(ctx):
     ("args", "message"),
     [
         ({"capitoli": [2, 11]}, "capitoli must be between 1 and 10"),
-        ({"capitoli": [1, 2, 3, 4, 5, 6]}, "capitoli: at most 5 chapters"),
-        ({"quante": 6}, "quante must be between 1 and 5"),
-        ({"quante": 0}, "quante must be between 1 and 5"),
-        ({"modo": "esame"}, "modo 'esame' is not a mode"),
+        ({"capitoli": list(range(1, 12))}, "capitoli: at most 10 chapters"),
+        ({"quante": 0}, "quante must be between 1 and 10"),
+        ({"modo": "tutto"}, "modo 'tutto' is not a mode"),
         ({"testo": "x" * 201}, "testo must be at most 200 characters"),
     ],
 )
@@ -258,6 +271,7 @@ async def test_grading_in_the_chat_returns_the_rest_object_and_records_the_turn(
         "corretta": True,
         "risposta_corretta": "c",
         "spiegazione": (await ctx.need(QuizService).question(1, 1))["spiegazione"],
+        "riferimento": "1.2",
     }
     assert out.text.splitlines()[:3] == [
         "Esito: risposta CORRETTA (capitolo 1, domanda 1).",

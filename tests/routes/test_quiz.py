@@ -105,7 +105,9 @@ async def test_answers_are_graded_and_counted_in_progress(api, auth):
         "corretta",
         "risposta_corretta",
         "spiegazione",
+        "riferimento",
     }
+    assert right.json()["riferimento"] == "1.2"
     assert (right.json()["risposta"], right.json()["corretta"]) == ("c", True)
     assert right.json()["spiegazione"].startswith("La portanza è proporzionale")
     wrong = (await answer("si dimezza")).json()
@@ -232,3 +234,21 @@ async def test_answers_sent_past_the_minute_budget_are_refused_and_not_counted(
     assert progress["risposte"] == len(graded)  # a refused answer is no attempt
     assert other.status_code == 200  # the budget is the user's
     assert invalid.status_code == 422
+
+
+async def test_review_lists_what_was_answered_wrong_without_the_key(api, auth):
+    body = {"capitolo": 6, "numero": 2, "risposta": "a"}  # its key is another letter
+    graded = await api.post("/api/quiz/answers", json=body, headers=auth())
+    assert graded.json()["corretta"] is False
+    response = await api.get("/api/quiz/review", params={"limit": 3}, headers=auth())
+    assert response.status_code == 200
+    items = response.json()["items"]
+    assert len(items) == 3 and (items[0]["capitolo"], items[0]["numero"]) == (6, 2)
+    assert set(items[0]) == PUBLIC | {"scadenza"} and items[0]["scadenza"]
+    assert (
+        await api.get("/api/quiz/review", params={"limit": 0}, headers=auth())
+    ).status_code == 422
+    assert (
+        await api.get("/api/quiz/review", params={"limit": 101}, headers=auth())
+    ).status_code == 422
+    assert (await api.get("/api/quiz/review")).status_code == 401

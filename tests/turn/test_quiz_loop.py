@@ -112,7 +112,7 @@ async def test_review_asks_again_what_the_student_got_wrong(client, auth):
             break
     events = await chat(client, auth(), "Fammi ripassare i miei punti deboli")
     data = events[0]["data"]
-    assert data["query"]["mode"] == "ripasso" and data["query"]["fonte"] == "sbagliate"
+    assert data["query"]["mode"] == "ripasso" and data["query"]["fonte"] == "in_scadenza"
     assert (data["question"]["capitolo"], data["question"]["numero"]) == (6, 3)
 
 

@@ -1,0 +1,113 @@
+"""What the offline model knows about the chat's mock exam: a request to start one
+(`domanda_teoria` with `modo="esame"`), the exam still open in the conversation (from that
+result's first line) with the answers the student gave since ("1a 2b 3c", in one message or
+several), and when to submit them (`verifica_risposta` with `esame`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+
+from aircoach.text import fold
+
+ASK = "domanda_teoria"
+GRADE = "verifica_risposta"
+GRADED_HEADER = "Esito della simulazione"
+MAX_MESSAGE_CHARS = 2000
+
+_WANTS = re.compile(r"simulazion|esame di prova|esame simulato|prova d.esame")
+_HEADER = re.compile(r"^Simulazione d'esame ([0-9a-f]+): (\d+) domande", re.MULTILINE)
+_SUBMIT_WORDS = re.compile(r"\b(?:consegn\w*|ho finito|finito|correggi\w*)\b")
+# The same reading as `quiz.exams.read_numbered_answers` (adapters do not import it).
+_NUMBERED = re.compile(r"\b(\d{1,2})\s{0,2}[).:=-]?\s{0,2}([a-z])\b")
+_HOW_MANY = re.compile(r"\b(\d{1,3})\s+domande\b")
+_CHAPTERS = re.compile(r"\bcapitol[io]\s+((?:\d+(?:\s{0,3}(?:,|\be\b)\s{0,3})?)+)")
+
+
+@dataclass
+class OpenExam:
+    id: str
+    size: int
+    answers: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def missing(self) -> list[int]:
+        return [n for n in range(1, self.size + 1) if n not in self.answers]
+
+
+def numbered(text: str) -> dict[int, str]:
+    return {int(n): x for n, x in _NUMBERED.findall(fold(text[:MAX_MESSAGE_CHARS]))}
+
+
+def wants_exam(query: str) -> bool:
+    return bool(_WANTS.search(fold(query)))
+
+
+def wants_submit(query: str) -> bool:
+    return bool(_SUBMIT_WORDS.search(fold(query)))
+
+
+def start_arguments(query: str) -> dict[str, Any]:
+    folded = fold(query)
+    args: dict[str, Any] = {}
+    if how_many := _HOW_MANY.search(folded):
+        args["domande"] = int(how_many.group(1))
+    if chapters := _CHAPTERS.search(folded):
+        args["capitoli"] = [int(n) for n in re.findall(r"\d+", chapters.group(1))]
+    return args
+
+
+def open_exam(messages: Sequence[BaseMessage]) -> OpenExam | None:
+    """The exam started last in the conversation and not yet graded, with the answers given
+    since (a later answer to the same number wins)."""
+    answers: dict[int, str] = {}
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage):
+            if message.name == GRADE and message.text.startswith(GRADED_HEADER):
+                return None
+            if message.name == ASK and message.status != "error":
+                header = _HEADER.search(message.text)
+                if header is None:
+                    return None  # a question asked since: the exam is left
+                size = int(header.group(2))
+                kept = {n: x for n, x in answers.items() if 1 <= n <= size}
+                return OpenExam(header.group(1), size, kept)
+        elif isinstance(message, HumanMessage):
+            for n, letter in numbered(message.text).items():
+                answers.setdefault(n, letter)
+    return None
+
+
+def submit_call(exam: OpenExam) -> dict[str, Any]:
+    given = " ".join(f"{n}{x}" for n, x in sorted(exam.answers.items()))
+    return {"esame": exam.id, "risposta": given or "-"}
+
+
+def start_call(query: str) -> dict[str, Any]:
+    args: dict[str, Any] = {"modo": "esame"}
+    start = start_arguments(query)
+    if "domande" in start:
+        args["quante"] = start["domande"]
+    if "capitoli" in start:
+        args["capitoli"] = start["capitoli"]
+    return args
+
+
+def is_exam_result(result: ToolMessage) -> bool:
+    """A result written for the student (an exam started, graded, or refused in Italian)."""
+    return bool(_HEADER.search(result.text)) or result.text.startswith(GRADED_HEADER)
+
+
+def progress_note(exam: OpenExam) -> str:
+    missing = exam.missing
+    listed = ", ".join(str(n) for n in missing[:15]) + ("…" if len(missing) > 15 else "")
+    return (
+        f"Ho preso nota di {len(exam.answers)} risposte su {exam.size}. Mancano le domande "
+        f'{listed}. Continua con numero e lettera (per esempio "{missing[0]}a"), oppure '
+        "scrivi «consegno» per la correzione: le domande senza risposta contano come sbagliate."
+    )

@@ -1,0 +1,117 @@
+"""A mock exam's records and the shapes of `/api/exams` (the chat's exam tools send the same)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from aircoach.quiz.models import (
+    MAX_ANSWER_CHARS,
+    MAX_CHAPTER,
+    MAX_NUMBER,
+    JsonInt,
+    PublicQuestion,
+)
+
+MIN_EXAM_QUESTIONS = 5
+MAX_EXAM_QUESTIONS = 60
+
+
+class ExamRecord(BaseModel):
+    """One mock exam (collection `quiz_exams`): its questions, and its result once submitted."""
+
+    id: str
+    userId: str
+    creato: str
+    scadenza: str
+    durata_s: int
+    soglia: float
+    domande: list[tuple[int, int]] = Field(description="(capitolo, numero) in exam order.")
+    consegnato: str | None = Field(default=None, description="When it was submitted.")
+    esito: dict[str, Any] | None = Field(default=None, description="The `ExamResult`.")
+
+
+class ExamRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    capitoli: list[Annotated[JsonInt, Field(ge=1, le=MAX_CHAPTER)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CHAPTER,
+        description="Chapters to draw from (1..10); default all ten.",
+    )
+    domande: JsonInt | None = Field(
+        default=None,
+        ge=MIN_EXAM_QUESTIONS,
+        le=MAX_EXAM_QUESTIONS,
+        description="How many questions (5..60); default `EXAM_QUESTIONS`.",
+    )
+
+
+class ExamAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    capitolo: JsonInt = Field(ge=1, le=MAX_CHAPTER)
+    numero: JsonInt = Field(ge=1, le=MAX_NUMBER)
+    risposta: str = Field(min_length=1, max_length=MAX_ANSWER_CHARS)
+
+
+class ExamSubmission(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    risposte: list[ExamAnswer] = Field(max_length=MAX_EXAM_QUESTIONS)
+
+
+class ExamOutcome(BaseModel):
+    """One exam question graded: `risposta` null when it was not answered (counted wrong)."""
+
+    capitolo: int
+    numero: int
+    risposta: str | None
+    corretta: bool
+    risposta_corretta: str
+    spiegazione: str
+    riferimento: str | None = None
+
+
+class ChapterScore(BaseModel):
+    capitolo: int
+    titolo: str
+    punteggio: int
+    totale: int
+
+
+class ExamResult(BaseModel):
+    id: str
+    punteggio: int = Field(description="Questions answered right.")
+    totale: int
+    soglia: float
+    superato: bool
+    in_ritardo: bool = Field(description="Submitted after `scadenza` (still graded).")
+    capitoli: list[ChapterScore]
+    esiti: list[ExamOutcome]
+
+
+class ExamView(BaseModel):
+    """An exam as its owner sees it: the questions without their key; `esito` once submitted."""
+
+    id: str
+    domande: list[PublicQuestion]
+    durata_s: int
+    scadenza: str
+    soglia: float
+    esito: ExamResult | None = None
+
+
+class ExamSummary(BaseModel):
+    id: str
+    creato: str
+    scadenza: str
+    totale: int
+    punteggio: int | None
+    superato: bool | None
+
+
+class ExamList(BaseModel):
+    items: list[ExamSummary]

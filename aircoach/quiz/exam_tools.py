@@ -1,0 +1,149 @@
+"""The chat's mock exam, through the quiz tools: `domanda_teoria` with `modo="esame"` starts
+one (one `tool_result` with all its questions, without their key), `verifica_risposta` with
+`esame` grades the student's answers ("1a 2b 3c") at the end. Both use `ExamService`, as
+`/api/exams` does; what the student may read is Italian, never an internal error."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aircoach.quiz.exam_models import (
+    MAX_EXAM_QUESTIONS,
+    MIN_EXAM_QUESTIONS,
+    ExamAnswer,
+    ExamResult,
+    ExamView,
+)
+from aircoach.quiz.exams import (
+    ExamAlreadySubmitted,
+    ExamNotFound,
+    ExamService,
+    InvalidExamAnswers,
+    read_numbered_answers,
+)
+from aircoach.quiz.models import PublicQuestion
+from aircoach.quiz.service import option_line
+from aircoach.tools.registry import ToolContext, ToolOutput
+
+EXAM = "esame"  # domanda_teoria's `modo`
+MAX_ANSWERS_CHARS = 2000
+
+
+def _failure(message: str) -> ToolOutput:
+    """An Italian message the model (and, with the offline model, the student) reads."""
+    return ToolOutput(text=message, data={"error": message}, ok=False, final=False)
+
+
+def _count(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    digits = re.findall(r"\d+", str(value))
+    if not digits:
+        return None
+    return max(MIN_EXAM_QUESTIONS, min(MAX_EXAM_QUESTIONS, int(digits[0])))
+
+
+def _chapters(value: Any) -> list[int] | None:
+    if value is None:
+        return None
+    items = value if isinstance(value, list | tuple) else re.findall(r"\d+", str(value))
+    chapters = [int(c) for c in items if str(c).strip().isdigit() and 1 <= int(c) <= 10]
+    return list(dict.fromkeys(chapters)) or None
+
+
+def exam_text(view: ExamView) -> str:
+    """The exam as the model reads it: numbered questions, no key."""
+    minutes = view.durata_s // 60
+    lines = [
+        f"Simulazione d'esame {view.id}: {len(view.domande)} domande, {minutes} minuti, "
+        f"soglia {round(view.soglia * 100)}%.",
+        'L\'allievo risponde con numero e lettera ("1a 2b 3c"), anche in più messaggi; '
+        "quando ha risposto a tutte, o chiede di consegnare, chiama `verifica_risposta` con "
+        f"`esame` = {view.id} e tutte le risposte in `risposta`.",
+    ]
+    for i, q in enumerate(view.domande, 1):
+        options = "\n".join(f"   {k}) {v}" for k, v in sorted(q.risposte.items()))
+        lines.append(f"{i}. (capitolo {q.capitolo}) {q.testo}\n{options}")
+    return "\n".join(lines)
+
+
+async def start_exam(ctx: ToolContext, domande: Any = None, capitoli: Any = None) -> ToolOutput:
+    """Start a mock exam for the student: all its questions in one result."""
+    exams = ctx.need(ExamService)
+    exam, questions = await exams.create(
+        ctx.user_id, capitoli=_chapters(capitoli), domande=_count(domande)
+    )
+    view = ExamView(
+        id=exam.id,
+        domande=[PublicQuestion.of(q) for q in questions],
+        durata_s=exam.durata_s,
+        scadenza=exam.scadenza,
+        soglia=exam.soglia,
+    )
+    return ToolOutput(text=exam_text(view), data={"esame": view.model_dump()})
+
+
+def result_text(result: ExamResult, questions: dict[tuple[int, int], dict[str, Any]]) -> str:
+    share = round(100 * result.punteggio / result.totale) if result.totale else 0
+    verdict = "superata" if result.superato else "non superata"
+    lines = [
+        f"Esito della simulazione: {result.punteggio} risposte corrette su {result.totale} "
+        f"({share}%), soglia {round(result.soglia * 100)}%: {verdict}."
+    ]
+    if result.in_ritardo:
+        lines.append("Consegnata oltre il tempo previsto.")
+    weakest = min(result.capitoli, key=lambda c: (c.punteggio / c.totale, c.capitolo), default=None)
+    if weakest is not None and weakest.punteggio < weakest.totale:
+        lines.append(
+            f"Capitolo più debole: {weakest.capitolo} ({weakest.titolo}), "
+            f"{weakest.punteggio} su {weakest.totale}."
+        )
+    for i, outcome in enumerate(result.esiti, 1):
+        if outcome.corretta:
+            continue
+        question = questions.get((outcome.capitolo, outcome.numero), {})
+        given = "nessuna risposta" if outcome.risposta is None else outcome.risposta
+        source = f" (Fonte: § {outcome.riferimento})" if outcome.riferimento else ""
+        lines.append(
+            f"{i}. {given} → corretta {option_line(question, outcome.risposta_corretta)}. "
+            f"{outcome.spiegazione}{source}"
+        )
+    return "\n".join(lines)
+
+
+async def submit_exam(ctx: ToolContext, id: Any = None, risposte: Any = None) -> ToolOutput:
+    """Grade the student's answers to a mock exam ("1a 2b 3c": number in the exam, letter)."""
+    exams = ctx.need(ExamService)
+    exam_id = str(id or "").strip()
+    if not re.fullmatch(r"[0-9a-f]{1,64}", exam_id):
+        return _failure("Non trovo questa simulazione d'esame: avviane una nuova.")
+    text = str(risposte or "")[:MAX_ANSWERS_CHARS]
+    try:
+        exam = await exams.exams.get(ctx.user_id, exam_id)
+        if exam is None:
+            raise ExamNotFound(exam_id)
+        numbered = read_numbered_answers(text)
+        outside = sorted(n for n in numbered if not 1 <= n <= len(exam.domande))
+        if outside:
+            listed = ", ".join(str(n) for n in outside[:5])
+            return _failure(
+                f"La simulazione ha {len(exam.domande)} domande: la {listed} non c'è. "
+                "Correggi il numero e rimanda le risposte."
+            )
+        answers = [
+            ExamAnswer(capitolo=exam.domande[n - 1][0], numero=exam.domande[n - 1][1], risposta=x)
+            for n, x in sorted(numbered.items())
+        ]
+        result = await exams.submit(ctx.user_id, exam_id, answers, turn_id=ctx.turn_id)
+    except ExamNotFound:
+        return _failure("Non trovo questa simulazione d'esame: avviane una nuova.")
+    except ExamAlreadySubmitted:
+        return _failure("Questa simulazione è già stata consegnata e corretta.")
+    except InvalidExamAnswers as exc:
+        return _failure(f"Risposte non valide: {exc}. Nulla è stato corretto.")
+    questions = {
+        (int(q["capitolo"]), int(q["numero"])): q
+        for q in await exams.quiz.questions.by_keys(exam.domande)
+    }
+    return ToolOutput(text=result_text(result, questions), data=result.model_dump(), final=False)

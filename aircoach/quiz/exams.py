@@ -1,0 +1,216 @@
+"""Mock exams: a timed set of questions spread over the chapters, graded at the end against a
+pass mark (defaults: `EXAM_QUESTIONS`, `EXAM_DURATION_S`, `EXAM_PASS_MARK`).
+
+Each answered question is graded by `QuizService.grade`, so it is an attempt in the progress
+and moves its review schedule like any other answer. An unanswered question counts as wrong.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from aircoach.quiz import review
+from aircoach.quiz.answers import read_answer
+from aircoach.quiz.exam_models import (
+    ChapterScore,
+    ExamAnswer,
+    ExamOutcome,
+    ExamRecord,
+    ExamResult,
+    ExamSummary,
+    ExamView,
+)
+from aircoach.quiz.models import PublicQuestion
+from aircoach.quiz.ports import ExamStore, Question, QuestionKey
+from aircoach.quiz.service import QuizService, public
+from aircoach.text import fold
+
+MAX_LISTED = 100
+
+
+class ExamNotFound(LookupError):
+    """No exam of this id for this user (another user's exam is not theirs to see)."""
+
+
+class ExamAlreadySubmitted(RuntimeError):
+    pass
+
+
+class InvalidExamAnswers(ValueError):
+    """Answers that are not to the exam's questions, or not an option: `problems` lists
+    (index in `risposte`, field, message); nothing was graded."""
+
+    def __init__(self, problems: list[tuple[int, str, str]]):
+        super().__init__("; ".join(message for _, _, message in problems))
+        self.problems = problems
+
+
+def _shares(total: int, parts: int) -> list[int]:
+    shares = [total // parts] * parts
+    for i in range(total % parts):
+        shares[i] += 1
+    return shares
+
+
+class ExamService:
+    def __init__(self, quiz: QuizService, exams: ExamStore):
+        self.quiz = quiz
+        self.exams = exams
+
+    async def create(
+        self, user_id: str, *, capitoli: list[int] | None = None, domande: int | None = None
+    ) -> tuple[ExamRecord, list[Question]]:
+        settings = self.quiz.settings
+        chapters = list(dict.fromkeys(capitoli or sorted(self.quiz.titles)))
+        count = domande or settings.exam_questions
+        questions: list[Question] = []
+        for chapter, size in zip(chapters, _shares(count, len(chapters)), strict=True):
+            if size:
+                questions += await self.quiz.draw(user_id, size, capitolo=chapter)
+        now = self.quiz.now()
+        exam = ExamRecord(
+            id=uuid.uuid4().hex,
+            userId=user_id,
+            creato=review.iso(now),
+            scadenza=review.iso(now + timedelta(seconds=settings.exam_duration_s)),
+            durata_s=settings.exam_duration_s,
+            soglia=settings.exam_pass_mark,
+            domande=[(int(q["capitolo"]), int(q["numero"])) for q in questions],
+        )
+        await self.exams.create(exam)
+        return exam, questions
+
+    async def _own(self, user_id: str, exam_id: str) -> ExamRecord:
+        exam = await self.exams.get(user_id, exam_id)
+        if exam is None:
+            raise ExamNotFound(exam_id)
+        return exam
+
+    async def view(self, user_id: str, exam_id: str) -> ExamView:
+        exam = await self._own(user_id, exam_id)
+        questions = await self.quiz.questions.by_keys(exam.domande)
+        return ExamView(
+            id=exam.id,
+            domande=[PublicQuestion.of(q) for q in questions],
+            durata_s=exam.durata_s,
+            scadenza=exam.scadenza,
+            soglia=exam.soglia,
+            esito=ExamResult.model_validate(exam.esito) if exam.esito else None,
+        )
+
+    async def listing(self, user_id: str, limit: int = MAX_LISTED) -> list[ExamSummary]:
+        return [
+            ExamSummary(
+                id=e.id,
+                creato=e.creato,
+                scadenza=e.scadenza,
+                totale=len(e.domande),
+                punteggio=e.esito["punteggio"] if e.esito else None,
+                superato=e.esito["superato"] if e.esito else None,
+            )
+            for e in await self.exams.list_for(user_id, limit)
+        ]
+
+    async def submit(
+        self, user_id: str, exam_id: str, answers: list[ExamAnswer], *, turn_id: str | None
+    ) -> ExamResult:
+        """Grade the exam once: `InvalidExamAnswers` (nothing graded) for an answer to a
+        question not in it or that names no option, `ExamAlreadySubmitted` the second time."""
+        exam = await self._own(user_id, exam_id)
+        if exam.consegnato is not None:
+            raise ExamAlreadySubmitted(exam_id)
+        questions = {
+            (int(q["capitolo"]), int(q["numero"])): q
+            for q in await self.quiz.questions.by_keys(exam.domande)
+        }
+        given: dict[QuestionKey, str] = {}
+        problems: list[tuple[int, str, str]] = []
+        for i, answer in enumerate(answers):
+            key = (answer.capitolo, answer.numero)
+            question = questions.get(key)
+            if question is None:
+                problems.append(
+                    (i, "numero", f"la domanda {key[1]} del capitolo {key[0]} non è nell'esame")
+                )
+                continue
+            options = question.get("risposte", {})
+            letter = read_answer(answer.risposta, options)
+            if letter not in options:
+                valid = ", ".join(sorted(options))
+                problems.append(
+                    (
+                        i,
+                        "risposta",
+                        f"domanda {key[1]} del capitolo {key[0]}: "
+                        f"la risposta non è un'opzione; valide: {valid}",
+                    )
+                )
+                continue
+            given[key] = answer.risposta
+        if problems:
+            raise InvalidExamAnswers(problems)
+        now = self.quiz.now()
+        if not await self.exams.claim(user_id, exam_id, review.iso(now)):
+            raise ExamAlreadySubmitted(exam_id)
+        outcomes: list[ExamOutcome] = []
+        for key in exam.domande:
+            question = questions.get(key)
+            if question is None:  # left the bank since: not counted
+                continue
+            if key in given:
+                graded = await self.quiz.grade(user_id, *key, given[key], turn_id=turn_id)
+                outcomes.append(ExamOutcome(**graded.result.model_dump()))
+            else:
+                outcomes.append(
+                    ExamOutcome(
+                        capitolo=key[0],
+                        numero=key[1],
+                        risposta=None,
+                        corretta=False,
+                        risposta_corretta=str(question.get("corretta", "")).strip().lower(),
+                        spiegazione=str(question.get("spiegazione", "")),
+                        riferimento=question.get("riferimento"),
+                    )
+                )
+        result = _result(exam, outcomes, self.quiz, late=review.iso(now) > exam.scadenza)
+        await self.exams.finish(user_id, exam_id, result.model_dump())
+        return result
+
+
+def _result(
+    exam: ExamRecord, outcomes: list[ExamOutcome], quiz: QuizService, *, late: bool
+) -> ExamResult:
+    per_chapter: dict[int, list[bool]] = {}
+    for outcome in outcomes:
+        per_chapter.setdefault(outcome.capitolo, []).append(outcome.corretta)
+    score = sum(o.corretta for o in outcomes)
+    total = len(outcomes)
+    return ExamResult(
+        id=exam.id,
+        punteggio=score,
+        totale=total,
+        soglia=exam.soglia,
+        superato=bool(total) and score / total >= exam.soglia,
+        in_ritardo=late,
+        capitoli=[
+            ChapterScore(capitolo=c, titolo=quiz.title(c), punteggio=sum(marks), totale=len(marks))
+            for c, marks in sorted(per_chapter.items())
+        ],
+        esiti=outcomes,
+    )
+
+
+def exam_questions(questions: list[Question]) -> list[dict[str, Any]]:
+    return [public(q) for q in questions]
+
+
+_NUMBERED_ANSWER = re.compile(r"\b(\d{1,2})\s{0,2}[).:=-]?\s{0,2}([a-z])\b")
+
+
+def read_numbered_answers(text: str) -> dict[int, str]:
+    """ "1a 2b 3c", "1) a, 2) b", "4: d" -> {1: "a", 2: "b", ...} (question number in the
+    exam, from 1); a later answer to the same number wins."""
+    return {int(n): letter for n, letter in _NUMBERED_ANSWER.findall(fold(text))}

@@ -1,0 +1,128 @@
+"""Mock exams: create one, see it (without its key until it is submitted), submit it once,
+list them. The same quiz service grades them, so each answer is an attempt in the progress
+and moves its review schedule."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path
+from fastapi.exceptions import RequestValidationError
+
+from aircoach.bodies import CheckedJsonRoute
+from aircoach.deps import CurrentUser, ServicesDep
+from aircoach.errors import Conflict, NotFound
+from aircoach.models import ErrorBody
+from aircoach.quiz.exam_models import (
+    ExamList,
+    ExamRequest,
+    ExamResult,
+    ExamSubmission,
+    ExamView,
+)
+from aircoach.quiz.exams import (
+    ExamAlreadySubmitted,
+    ExamNotFound,
+    ExamService,
+    InvalidExamAnswers,
+)
+from aircoach.quiz.models import PublicQuestion
+from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
+
+router = APIRouter(prefix="/api", tags=["exams"], route_class=CheckedJsonRoute)
+
+_FAILS: Responses = {**UNAUTHORIZED, **unavailable("auth_unavailable", "store_unavailable")}
+_NOT_FOUND: Responses = {
+    404: {"model": ErrorBody, "description": "No exam of this id for the caller (`not_found`)."}
+}
+_SUBMITTED: Responses = {
+    409: {"model": ErrorBody, "description": "The exam was already submitted (`conflict`)."}
+}
+_TOO_MANY: Responses = {
+    429: {
+        "model": ErrorBody,
+        "description": "`quota_exceeded`: an exam counts as a chat turn in the caller's "
+        "`QUOTA_TURNS_PER_MINUTE` and `QUOTA_TURNS_PER_DAY`.",
+    }
+}
+
+
+async def _exams(services: ServicesDep) -> ExamService:
+    return await services.exam_service()
+
+
+Exams = Annotated[ExamService, Depends(_exams)]
+ExamId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9a-f]+$")]
+
+
+@router.post("/exams", status_code=201, responses={**UNPARSABLE_BODY, **_FAILS, **_TOO_MANY})
+async def create_exam(
+    user: CurrentUser, exams: Exams, services: ServicesDep, body: ExamRequest | None = None
+) -> ExamView:
+    """A mock exam for the caller: `domande` questions (default `EXAM_QUESTIONS`, 30) spread
+    evenly over `capitoli` (default all ten), none the caller was asked recently if the bank
+    allows; `durata_s` (`EXAM_DURATION_S`) until `scadenza`, and the pass mark `soglia`
+    (`EXAM_PASS_MARK`, 0.75). Questions come without their key. Counts as one chat turn in
+    the caller's quota."""
+    # Imported here: the admission module brings LangGraph, which routes that never chat
+    # (health) must not import.
+    from aircoach.turn.admission import charge
+
+    body = body or ExamRequest()
+    await charge(services, user.sub)
+    exam, questions = await exams.create(user.sub, capitoli=body.capitoli, domande=body.domande)
+    return ExamView(
+        id=exam.id,
+        domande=[PublicQuestion.of(q) for q in questions],
+        durata_s=exam.durata_s,
+        scadenza=exam.scadenza,
+        soglia=exam.soglia,
+    )
+
+
+@router.get("/exams", responses=_FAILS)
+async def list_exams(user: CurrentUser, exams: Exams) -> ExamList:
+    """The caller's exams, newest first, with their score once submitted."""
+    return ExamList(items=await exams.listing(user.sub))
+
+
+@router.get("/exams/{exam_id}", responses={**_FAILS, **_NOT_FOUND})
+async def get_exam(user: CurrentUser, exams: Exams, exam_id: ExamId) -> ExamView:
+    """One of the caller's exams: its questions without their key, and `esito` (with the key
+    and explanations) once submitted."""
+    try:
+        return await exams.view(user.sub, exam_id)
+    except ExamNotFound:
+        raise NotFound() from None
+
+
+@router.post(
+    "/exams/{exam_id}/submit",
+    responses={**UNPARSABLE_BODY, **_FAILS, **_NOT_FOUND, **_SUBMITTED},
+)
+async def submit_exam(
+    user: CurrentUser, exams: Exams, exam_id: ExamId, body: ExamSubmission
+) -> ExamResult:
+    """Grade the exam, once: `punteggio` right of `totale` (an unanswered question counts as
+    wrong), `superato` when the share right reaches `soglia`, per-chapter scores and, per
+    question, the key, explanation and manual section. A late submission is graded and marked
+    `in_ritardo`. An answer to a question not in the exam, or that is not an option, is a 422
+    naming it, and nothing is graded; a second submission is 409."""
+    try:
+        return await exams.submit(user.sub, exam_id, body.risposte, turn_id=None)
+    except ExamNotFound:
+        raise NotFound() from None
+    except ExamAlreadySubmitted:
+        raise Conflict() from None
+    except InvalidExamAnswers as exc:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("body", "risposte", index, field),
+                    "msg": message,
+                    "input": body.risposte[index].model_dump()[field],
+                }
+                for index, field, message in exc.problems
+            ]
+        ) from None

@@ -1,0 +1,66 @@
+"""The mock exam through the chat with the offline model, on both stores: one tool_result with
+every question, answers in several messages, grading at the end; nothing English or internal
+reaches the student."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aircoach.quiz.bank import load_demo_questions
+from aircoach.settings import Settings
+from tests.helpers import app_with, asgi_client, chat
+
+ENGLISH = ("failed", "must be", "Tool ", "error", "between")
+
+
+def said(events: list[dict[str, Any]]) -> str:
+    return "".join(e["content"] for e in events if e["type"] == "agent_message")
+
+
+async def test_a_chat_mock_exam_is_answered_in_two_messages_and_graded(
+    store_settings: Settings, auth
+):
+    bank = {(q["capitolo"], q["numero"]): q["corretta"] for q in await load_demo_questions()}
+    async with asgi_client(app_with(store_settings)) as client:
+        started = await chat(client, auth(), "Voglio fare una simulazione d'esame con 6 domande")
+        assert [e["type"] for e in started] == ["tool_result", "done"]
+        exam = started[0]["data"]["esame"]
+        assert len(exam["domande"]) == 6 and exam["soglia"] == 0.75
+        assert "corretta" not in str(exam) and "spiegazione" not in str(exam)
+        keys = [bank[(q["capitolo"], q["numero"])] for q in exam["domande"]]
+        wrong = next(x for x in "abcd" if x != keys[1])
+
+        noted = await chat(client, auth(), f"1{keys[0]} 2{wrong} 3{keys[2]}")
+        assert "Ho preso nota di 3 risposte su 6" in said(noted)
+        assert "4, 5, 6" in said(noted)
+
+        graded = await chat(client, auth(), f"4{keys[3]}, 5) {keys[4]} 6 {keys[5]}")
+        result = next(e for e in graded if e["type"] == "tool_result")
+        assert result["tool_name"] == "verifica_risposta"
+        assert (result["data"]["punteggio"], result["data"]["totale"]) == (5, 6)
+        assert result["data"]["superato"] is True
+        text = said(graded)
+        assert "5 risposte corrette su 6 (83%)" in text and "Fonte: §" in text
+        assert not any(word in text for word in ENGLISH)
+
+        progress = (await client.get("/api/progress", headers=auth())).json()
+        assert (progress["risposte"], progress["corrette"]) == (6, 5)
+        listed = (await client.get("/api/exams", headers=auth())).json()["items"]
+        assert [(e["punteggio"], e["totale"]) for e in listed] == [(5, 6)]
+
+
+async def test_submitting_early_counts_the_rest_wrong_and_big_requests_are_not_errors(
+    settings: Settings, auth
+):
+    async with asgi_client(app_with(settings)) as client:
+        started = await chat(client, auth(), "simulazione d'esame")
+        assert len(started[0]["data"]["esame"]["domande"]) == 30
+        graded = await chat(client, auth(), "consegno")
+        result = next(e for e in graded if e["type"] == "tool_result")
+        assert (result["data"]["punteggio"], result["data"]["totale"]) == (0, 30)
+        assert "non superata" in said(graded) and "nessuna risposta" in said(graded)
+        for query in ("Dammi 30 domande del capitolo 3", "Dammi 10 domande a caso"):
+            events = await chat(client, auth(), query)
+            assert not any(w in str(events) for w in ("failed", "must be between")), query
+            questions = next(e for e in events if e["type"] == "tool_result")["data"]
+            assert len(questions["questions"]) == 10

@@ -1,0 +1,67 @@
+"""The phrases students use in a quiz, through the chat with the offline model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aircoach.settings import Settings
+from tests.helpers import app_with, asgi_client, chat
+
+EXPLANATION = "La portanza è proporzionale al quadrato della velocità"  # chapter 1, question 1
+
+
+def said(events: list[dict[str, Any]]) -> str:
+    return "".join(e["content"] for e in events if e["type"] == "agent_message")
+
+
+async def test_why_right_after_a_grading_explains_it_from_the_manual(settings: Settings, auth):
+    async with asgi_client(app_with(settings)) as client:
+        for query in ("perché è sbagliata?", "perché?", "spiegamelo meglio"):
+            await chat(client, auth(), "Dammi la domanda 1 del capitolo 1")
+            graded = await chat(client, auth(), "boh, la b")
+            assert graded[0]["data"]["corretta"] is False
+            assert graded[0]["data"]["riferimento"] == "1.2"
+            events = await chat(client, auth(), query)
+            text = said(events)
+            assert not [e for e in events if e["type"] == "tool_result"], query  # no new question
+            assert EXPLANATION in text and "(Fonte: § 1.2" in text, query
+            assert "c) quadruplica" in text
+        # Not right after a grading: no explanation of it.
+        assert EXPLANATION not in said(await chat(client, auth(), "perché?"))
+
+
+async def test_everyday_quiz_phrases(store_settings: Settings, auth):
+    async with asgi_client(app_with(store_settings)) as client:
+        empty = said(await chat(client, auth(), "come sto andando?"))
+        assert "Non hai ancora risposto" in empty
+
+        asked = await chat(client, auth(), "Dammi una domanda difficile")
+        assert asked[0]["data"]["question"]["difficolta"] == "difficile"
+        easy = await chat(client, auth(), "Dammi una domanda facile")
+        assert easy[0]["data"]["question"]["difficolta"] == "facile"
+
+        await chat(client, auth(), "Dammi la domanda 2 del capitolo 7")
+        another = await chat(client, auth(), "un'altra")
+        question = another[0]["data"]["question"]
+        assert question["capitolo"] == 7 and question["numero"] != 2
+        other = await chat(client, auth(), "un'altra del capitolo 5")
+        assert other[0]["data"]["question"]["capitolo"] == 5
+
+        skipped = await chat(client, auth(), "non lo so")
+        assert skipped[0]["tool_name"] == "verifica_risposta"
+        assert (skipped[0]["data"]["risposta"], skipped[0]["data"]["corretta"]) == ("-", False)
+        assert "NON NOTA" in said(skipped) and "non la sa" in said(skipped)
+        await chat(client, auth(), "Dammi la domanda 1 del capitolo 1")
+        assert said(await chat(client, auth(), "salta")).count("conta come sbagliata") == 1
+
+        three = await chat(client, auth(), "Dammi 3 domande dai capitoli 2, 5 e 7")
+        asked3 = three[0]["data"]["questions"]
+        graded = await chat(client, auth(), "1a 2b 3c")
+        gradings = [e["data"] for e in graded if e["type"] == "tool_result"]
+        assert sorted((g["capitolo"], g["numero"], g["risposta"]) for g in gradings) == sorted(
+            (q["capitolo"], q["numero"], x) for q, x in zip(asked3, "abc", strict=True)
+        )
+
+        progress = said(await chat(client, auth(), "su cosa devo esercitarmi?"))
+        assert "I tuoi progressi nei quiz" in progress and "risposte ai quiz: 5" in progress
+        assert "Proponi" not in progress

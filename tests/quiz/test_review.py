@@ -1,0 +1,98 @@
+"""Spaced review (FSRS) and drawing without repeats, on both stores."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from aircoach.quiz.review import iso
+from aircoach.quiz.service import QuizService
+
+
+@pytest.fixture
+def quiz(scheduled_quiz: QuizService) -> QuizService:
+    return scheduled_quiz
+
+
+async def answer(quiz: QuizService, user: str, key: tuple[int, int], right: bool) -> None:
+    question = await quiz.question(*key)
+    letter = question["corretta"] if right else next(x for x in "abcd" if x != question["corretta"])
+    assert (await quiz.grade(user, *key, letter, turn_id=None)).result.corretta is right
+
+
+def keys(items) -> list[tuple[int, int]]:
+    return [(q.capitolo, q.numero) for q in items]
+
+
+async def test_a_wrong_answer_is_due_at_once_a_right_one_when_fsrs_says(quiz: QuizService, wall):
+    await answer(quiz, "alice", (2, 3), right=False)
+    await answer(quiz, "alice", (4, 1), right=True)
+    wall.advance(seconds=1)
+    items = await quiz.review_items("alice", 5)
+    assert keys(items)[0] == (2, 3) and (4, 1) not in keys(items)
+    assert items[0].scadenza == iso(wall.now - timedelta(seconds=1))
+    assert "corretta" not in items[0].model_dump() and "spiegazione" not in items[0].model_dump()
+    right = await quiz.reviews.get("alice", (4, 1))
+    assert right is not None and right.due is not None and right.card is not None
+    fsrs_due = datetime.fromisoformat(right.due)
+    assert fsrs_due > wall.now  # FSRS's first learning step
+    wall.now = fsrs_due
+    assert (4, 1) in keys(await quiz.review_items("alice", 5))
+    # Another user's schedule is theirs.
+    assert all(i.scadenza is None for i in await quiz.review_items("bob", 50))
+
+
+async def test_most_overdue_first_then_new_questions_from_the_weakest_chapter(
+    quiz: QuizService, wall
+):
+    await answer(quiz, "alice", (5, 1), right=False)
+    wall.advance(minutes=1)
+    await answer(quiz, "alice", (3, 2), right=False)
+    for n in (2, 3):  # chapter 5: 0 of 3 right, the weakest
+        await answer(quiz, "alice", (5, n), right=False)
+    wall.advance(hours=1)
+    items = await quiz.review_items("alice", 6)
+    assert keys(items)[:4] == [(5, 1), (3, 2), (5, 2), (5, 3)]
+    assert [i.scadenza is None for i in items] == [False] * 4 + [True] * 2
+    assert all(i.capitolo == 5 for i in items[4:])  # never answered, of the weakest chapter
+    assert not {(5, 1), (5, 2), (5, 3)} & set(keys(items[4:]))
+    in_three = await quiz.review_items("alice", 3, capitolo=3)
+    assert keys(in_three)[0] == (3, 2) and all(i.capitolo == 3 for i in in_three)
+
+
+async def test_a_repeat_within_the_window_does_not_move_the_schedule(quiz: QuizService, wall):
+    await answer(quiz, "alice", (1, 1), right=False)
+    first = await quiz.reviews.get("alice", (1, 1))
+    wall.advance(minutes=2)
+    await answer(quiz, "alice", (1, 1), right=True)  # asked again moments later
+    assert await quiz.reviews.get("alice", (1, 1)) == first
+    assert (await quiz.progress("alice")).risposte == 2  # still two attempts
+    wall.advance(minutes=4)  # past the window: this one counts
+    await answer(quiz, "alice", (1, 1), right=True)
+    moved = await quiz.reviews.get("alice", (1, 1))
+    assert moved is not None and moved.reviews == 2 and moved.last_right is True
+    assert moved.due is not None and moved.due > iso(wall.now)
+
+
+async def test_drawing_asks_every_question_of_a_chapter_before_repeating_one(
+    quiz: QuizService, wall
+):
+    total = len(await quiz.questions.list_questions(capitolo=3, limit=500))
+    drawn = []
+    for _ in range(total):
+        (question,) = await quiz.draw("alice", 1, capitolo=3)
+        drawn.append((question["capitolo"], question["numero"]))
+        wall.advance(seconds=1)
+    assert len(set(drawn)) == total and {c for c, _ in drawn} == {3}
+    # Then the one asked longest ago, unless one is due: a wrong answer makes it due.
+    (again,) = await quiz.draw("alice", 1, capitolo=3)
+    assert (again["capitolo"], again["numero"]) == drawn[0]
+    await answer(quiz, "alice", drawn[5], right=False)
+    wall.advance(seconds=1)
+    (due,) = await quiz.draw("alice", 1, capitolo=3)
+    assert (due["capitolo"], due["numero"]) == drawn[5]
+    # Bob starts afresh; a draw by difficulty keeps to it, without repeats either.
+    hard = [await quiz.draw("bob", 1, campo="difficolta", valore="Difficile") for _ in range(5)]
+    assert all(q["difficolta"] == "difficile" for (q,) in hard)
+    assert len({(q["capitolo"], q["numero"]) for (q,) in hard}) == 5

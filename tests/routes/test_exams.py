@@ -1,0 +1,122 @@
+"""Mock exams through the API, on both stores: create, see, submit once, list, quota."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from aircoach.settings import Settings
+from tests.helpers import app_with, asgi_client
+
+PUBLIC = {"capitolo", "numero", "argomento", "difficolta", "testo", "risposte"}
+
+
+@pytest.fixture
+async def api(store_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    settings = store_settings.model_copy(update={"quota_turns_per_minute": 3})
+    async with asgi_client(app_with(settings)) as client:
+        yield client
+
+
+async def keys_of(api, auth, exam_id, user="alice") -> dict[tuple[int, int], str]:
+    """The key of each exam question (read from the bank through a throwaway grading by
+    another user would move their schedule: read the JSON bank instead)."""
+    from aircoach.quiz.bank import load_demo_questions
+
+    bank = {(q["capitolo"], q["numero"]): q["corretta"] for q in await load_demo_questions()}
+    exam = (await api.get(f"/api/exams/{exam_id}", headers=auth(user))).json()
+    return {
+        (q["capitolo"], q["numero"]): bank[(q["capitolo"], q["numero"])] for q in exam["domande"]
+    }
+
+
+async def test_a_default_exam_is_thirty_questions_three_per_chapter_without_the_key(api, auth):
+    response = await api.post("/api/exams", headers=auth("alice"))
+    assert response.status_code == 201
+    exam = response.json()
+    assert set(exam) == {"id", "domande", "durata_s", "scadenza", "soglia", "esito"}
+    assert (exam["durata_s"], exam["soglia"], exam["esito"]) == (2700, 0.75, None)
+    assert len(exam["domande"]) == 30 and all(set(q) == PUBLIC for q in exam["domande"])
+    chapters = [q["capitolo"] for q in exam["domande"]]
+    assert {c: chapters.count(c) for c in chapters} == {c: 3 for c in range(1, 11)}
+    assert len({(q["capitolo"], q["numero"]) for q in exam["domande"]}) == 30
+    seen = (await api.get(f"/api/exams/{exam['id']}", headers=auth("alice"))).json()
+    assert seen["domande"] == exam["domande"] and seen["esito"] is None
+    assert "corretta" not in str(seen) and "spiegazione" not in str(seen)
+    # Another user's exam, or an unknown one, is not found.
+    assert (await api.get(f"/api/exams/{exam['id']}", headers=auth("bob"))).status_code == 404
+    assert (await api.get("/api/exams/0123abcd", headers=auth("alice"))).status_code == 404
+
+
+async def test_submitting_grades_once_with_unanswered_counted_wrong(api, auth):
+    body = {"capitoli": [3, 7], "domande": 6}
+    exam = (await api.post("/api/exams", json=body, headers=auth("alice"))).json()
+    assert sorted(q["capitolo"] for q in exam["domande"]) == [3, 3, 3, 7, 7, 7]
+    keys = await keys_of(api, auth, exam["id"])
+    (first, second, third, *_rest) = list(keys)
+    wrong = next(x for x in "abcd" if x != keys[second])
+    answers = [
+        {"capitolo": first[0], "numero": first[1], "risposta": keys[first].upper()},
+        {"capitolo": second[0], "numero": second[1], "risposta": f"boh, la {wrong}"},
+        {"capitolo": third[0], "numero": third[1], "risposta": keys[third]},
+    ]
+    url = f"/api/exams/{exam['id']}/submit"
+    # Not in the exam, or not an option: 422 naming it, nothing graded.
+    stray = {"capitolo": 1, "numero": 1, "risposta": "a"}
+    bad = await api.post(url, json={"risposte": [*answers, stray]}, headers=auth("alice"))
+    assert bad.status_code == 422 and "non è nell'esame" in bad.text
+    assert ["body", "risposte", 3, "numero"] in [d["loc"] for d in bad.json()["detail"]]
+    not_option = [{**answers[0], "risposta": "e"}]
+    bad = await api.post(url, json={"risposte": not_option}, headers=auth("alice"))
+    assert bad.status_code == 422 and "valide: a, b, c, d" in bad.text
+    progress = (await api.get("/api/progress", headers=auth("alice"))).json()
+    assert progress["risposte"] == 0
+    # Another user's exam is not theirs to submit.
+    assert (await api.post(url, json={"risposte": answers}, headers=auth("bob"))).status_code == 404
+
+    graded = await api.post(url, json={"risposte": answers}, headers=auth("alice"))
+    assert graded.status_code == 200
+    result = graded.json()
+    assert (result["punteggio"], result["totale"], result["soglia"]) == (2, 6, 0.75)
+    assert (result["superato"], result["in_ritardo"]) == (False, False)
+    assert sum(c["punteggio"] for c in result["capitoli"]) == 2
+    assert [c["totale"] for c in result["capitoli"]] == [3, 3]
+    by_key = {(e["capitolo"], e["numero"]): e for e in result["esiti"]}
+    assert by_key[second]["risposta"] == wrong and by_key[second]["corretta"] is False
+    assert by_key[second]["risposta_corretta"] == keys[second]
+    assert by_key[second]["spiegazione"] and by_key[second]["riferimento"]
+    unanswered = [e for e in result["esiti"] if e["risposta"] is None]
+    assert len(unanswered) == 3 and not any(e["corretta"] for e in unanswered)
+    # Each answer is an attempt and is due for review when wrong.
+    progress = (await api.get("/api/progress", headers=auth("alice"))).json()
+    assert (progress["risposte"], progress["corrette"]) == (3, 2)
+    review = (await api.get("/api/quiz/review", headers=auth("alice"))).json()["items"]
+    assert (review[0]["capitolo"], review[0]["numero"]) == second
+
+    again = await api.post(url, json={"risposte": answers}, headers=auth("alice"))
+    assert again.status_code == 409
+    shown = (await api.get(f"/api/exams/{exam['id']}", headers=auth("alice"))).json()
+    assert shown["esito"] == result
+    listed = (await api.get("/api/exams", headers=auth("alice"))).json()["items"]
+    assert [(e["id"], e["punteggio"], e["totale"], e["superato"]) for e in listed] == [
+        (exam["id"], 2, 6, False)
+    ]
+    assert (await api.get("/api/exams", headers=auth("bob"))).json() == {"items": []}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"domande": 4}, {"domande": 61}, {"capitoli": [0]}, {"capitoli": [11]}, {"extra": 1}],
+)
+async def test_bad_exam_requests_are_422(api, auth, body):
+    assert (await api.post("/api/exams", json=body, headers=auth())).status_code == 422
+
+
+async def test_creating_exams_counts_against_the_quota(api, auth):
+    for _ in range(3):
+        created = await api.post("/api/exams", json={"domande": 5}, headers=auth("carol"))
+        assert created.status_code == 201
+    refused = await api.post("/api/exams", json={"domande": 5}, headers=auth("carol"))
+    assert refused.status_code == 429 and refused.headers["Retry-After"]
