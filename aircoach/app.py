@@ -18,6 +18,7 @@ from aircoach.logs import REQUEST_ID_HEADER, RequestIdMiddleware, configure_logg
 from aircoach.messages import header_language
 from aircoach.routes import (
     chat,
+    conversations,
     dev_signin,
     docs,
     feedback,
@@ -80,13 +81,19 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         allow_methods=["*"],
         allow_headers=["*"],
         # A browser client reads these: the turn id of a stream it may lose, and when to retry.
-        expose_headers=[REQUEST_ID_HEADER, "X-Turn-ID", "Idempotent-Replayed", "Retry-After"],
+        expose_headers=[
+            REQUEST_ID_HEADER,
+            "X-Turn-ID",
+            "Idempotent-Replayed",
+            "Retry-After",
+            "Warning",
+        ],
     )
     app.add_middleware(RequestIdMiddleware)  # outermost: every response and line gets the id
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(HTTPException, http_error)
-    for module in (chat, health, tools, history, turns, docs, tasks, quiz, feedback):
+    for module in (chat, conversations, health, tools, history, turns, docs, tasks, quiz, feedback):
         app.include_router(module.router)
     if settings.playground:
         app.include_router(playground.router)

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from aircoach.grounding.models import ResponseGrounding
 from aircoach.tools.registry import MAX_TOOLS
+from aircoach.turn.conversations import CONVERSATION_ID_PATTERN, MAX_CONVERSATION_ID
 from aircoach.turn.records import ToolRecord, ToolUse, Turn, TurnFields, TurnStatus
 
 # A tool name's longest form (`ToolSpec.name`).
@@ -62,6 +71,23 @@ class MessageRequest(BaseModel):
         description="The client's id of this message (or the `Idempotency-Key` header): a "
         "repeat within 24 h gets the stored turn instead of a second one.",
     )
+    conversation_id: str | None = Field(
+        default=None,
+        max_length=MAX_CONVERSATION_ID,
+        pattern=CONVERSATION_ID_PATTERN,
+        description="The client's conversation (the AI SDK's chat `id`): history, memory, "
+        "quiz state and the one running turn are per conversation. None: the user's default "
+        "conversation.",
+    )
+    use_memory_retrieval: bool = True
+    use_rag_v3_retrieval: bool | None = Field(
+        default=None,
+        description="Deprecated (the seed's tool platform): accepted and ignored, named in "
+        "the response's `Warning` header.",
+    )
+    # The tools switched by a flat `{name}_enabled` key: one this deployment does not
+    # configure is ignored (a `Warning`), not refused (`flat_switches`).
+    _flat_switches: frozenset[str] = PrivateAttr(default=frozenset())
     if_busy: Literal["reject", "interrupt"] = Field(
         default="reject",
         description="While a turn of this conversation still runs: `reject` answers 409 "
@@ -69,27 +95,20 @@ class MessageRequest(BaseModel):
         "/api/turns/{turn_id}/events`); `interrupt` cancels it and starts this one.",
     )
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _flat_switches(cls, data: Any) -> Any:
+    def _flat_switches_lifted(
+        cls, data: Any, handler: ModelWrapValidatorHandler[MessageRequest]
+    ) -> MessageRequest:
         """`{"kb_search_enabled": false}` (as the LEXE web chat sends it) is
         `{"tools": {"kb_search": false}}`; the two forms disagreeing is a 422. A flat key that
         is not a boolean stays put and is refused as an unknown field."""
-        if not isinstance(data, dict):
-            return data
-        flat = {
-            key[: -len(_FLAT_SUFFIX)]: value
-            for key, value in data.items()
-            if isinstance(key, str)
-            and key.endswith(_FLAT_SUFFIX)
-            and key not in cls.model_fields
-            and isinstance(value, bool)
-        }
+        flat = _flat(cls, data)
         if not flat:
-            return data
+            return handler(data)
         tools = data.get("tools")
         if tools is not None and not isinstance(tools, dict):
-            return data  # the `tools` field reports its own type
+            return handler(data)  # the `tools` field reports its own type
         merged = dict(tools or {})
         for name, enabled in flat.items():
             if merged.get(name, enabled) != enabled:
@@ -99,7 +118,14 @@ class MessageRequest(BaseModel):
             merged[name] = enabled
         lifted = {name + _FLAT_SUFFIX for name in flat}
         rest = {key: value for key, value in data.items() if key not in lifted}
-        return {**rest, "tools": merged}
+        request = handler({**rest, "tools": merged})
+        request._flat_switches = frozenset(flat)
+        return request
+
+    @property
+    def flat_switches(self) -> frozenset[str]:
+        """The tools this request switched with a flat `{name}_enabled` key."""
+        return self._flat_switches
 
     @field_validator("query")
     @classmethod
@@ -115,6 +141,19 @@ class MessageRequest(BaseModel):
         if isinstance(tools, dict) and len(tools) > MAX_TOOLS:
             raise ValueError(f"at most {MAX_TOOLS} tool switches, got {len(tools)}")
         return tools
+
+
+def _flat(cls: type[BaseModel], data: Any) -> dict[str, bool]:
+    if not isinstance(data, dict):
+        return {}
+    return {
+        key[: -len(_FLAT_SUFFIX)]: value
+        for key, value in data.items()
+        if isinstance(key, str)
+        and key.endswith(_FLAT_SUFFIX)
+        and key not in cls.model_fields
+        and isinstance(value, bool)
+    }
 
 
 class MessageResponse(BaseModel):

@@ -27,6 +27,8 @@ OPERATIONS = [
     ("POST", "/api/update_docs"),
     ("GET", "/api/tools"),
     ("GET", "/api/history"),
+    ("GET", "/api/conversations"),
+    ("DELETE", "/api/conversations/{conversation_id}"),
     ("GET", "/api/turns/{turn_id}"),
     ("GET", "/api/turns/{turn_id}/events"),
     ("POST", "/api/turns/{turn_id}/cancel"),
@@ -49,6 +51,8 @@ OPERATIONS = [
 WITH_INPUTS = [
     ("POST", "/api/stream_query"),
     ("GET", "/api/history"),
+    ("GET", "/api/conversations"),
+    ("DELETE", "/api/conversations/{conversation_id}"),
     ("GET", "/api/turns/{turn_id}"),
     ("GET", "/api/turns/{turn_id}/events"),
     ("POST", "/api/turns/{turn_id}/cancel"),

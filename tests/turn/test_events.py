@@ -34,6 +34,7 @@ CONTRACT = {
 
 # A stored turn's fields (DESIGN.md, "Stored turn"), and what `/api/history` returns of it.
 TURN = {
+    "conversation_id",
     "userId",
     "human",
     "system",
