@@ -17,6 +17,7 @@ from aircoach.http_errors import UnhandledErrors, http_error, validation_error
 from aircoach.logs import REQUEST_ID_HEADER, RequestIdMiddleware, configure_logging
 from aircoach.messages import header_language
 from aircoach.routes import (
+    ai_chat,
     chat,
     conversations,
     dev_signin,
@@ -87,13 +88,26 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             "Idempotent-Replayed",
             "Retry-After",
             "Warning",
+            "x-vercel-ai-ui-message-stream",
         ],
     )
     app.add_middleware(RequestIdMiddleware)  # outermost: every response and line gets the id
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(HTTPException, http_error)
-    for module in (chat, conversations, health, tools, history, turns, docs, tasks, quiz, feedback):
+    for module in (
+        chat,
+        ai_chat,
+        conversations,
+        health,
+        tools,
+        history,
+        turns,
+        docs,
+        tasks,
+        quiz,
+        feedback,
+    ):
         app.include_router(module.router)
     if settings.playground:
         app.include_router(playground.router)

@@ -35,6 +35,10 @@ from aircoach.turn.log import listed
 from aircoach.turn.records import ToolRecord
 
 if TYPE_CHECKING:
+    from aircoach.auth.tokens import Principal
+    from aircoach.messages import Language
+    from aircoach.routes.sse import Encoder
+    from aircoach.services import Services
     from aircoach.tools.registry import ToolRegistry
 
 router = APIRouter(prefix="/api", tags=["chat"])
@@ -108,6 +112,21 @@ async def stream_query(
     `X-Turn-ID` header from the start. A repeated `client_message_id` (or `Idempotency-Key`)
     gets the stored turn again, without running the model."""
     key = _message_key(body, request.headers.get(IDEMPOTENCY_HEADER))
+    return await run_chat(services, user, body, language, key)
+
+
+async def run_chat(
+    services: Services,
+    user: Principal,
+    body: MessageRequest,
+    language: Language,
+    key: str | None,
+    *,
+    encoder_for: Callable[[str], Encoder] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    """The one turn pipeline of both chat routes: replay, rejoin or run the turn, streamed
+    with the encoder `encoder_for(turn_id)` gives (our SSE when None), or as JSON."""
     with current_stages().timed("prompt"):
         snapshot = await services.prompts.current()
         registry = services.tools_for(snapshot)
@@ -125,7 +144,8 @@ async def stream_query(
     if key is not None and body.conversation_id is not None:
         key = f"{body.conversation_id}/{key}"  # no `/` in a message id: keys cannot meet
     admission = await admit(services, user.sub, key)
-    headers = {TURN_ID_HEADER: admission.turn_id}
+    encode = encoder_for(admission.turn_id) if encoder_for is not None else None
+    headers = {**(headers or {}), TURN_ID_HEADER: admission.turn_id}
     if ignored:
         headers[WARNING_HEADER] = _warning(ignored)
     if admission.rejoin:
@@ -141,7 +161,7 @@ async def stream_query(
             give_up_s=services.settings.turn_timeout_s,
         )
         if following is not None and body.stream:
-            return event_stream(following, headers=headers)
+            return event_stream(following, headers=headers, encode=encode)
         if following is not None:
             async for _ in following:
                 pass
@@ -155,7 +175,8 @@ async def stream_query(
         stored = admission.replay
         headers[REPLAYED_HEADER] = "true"
         if body.stream:
-            return event_stream(listed(replayed_events(stored, language)), headers=headers)
+            replayed = listed(replayed_events(stored, language))
+            return event_stream(replayed, headers=headers, encode=encode)
         return _json_response(
             headers,
             text=stored.system,
@@ -206,7 +227,7 @@ async def stream_query(
     run = TurnRun(services.turn_log, user_id=user.sub, turn_id=turn.turn_id, on_cancel=turn.cancel)
     events = _released_at_done(turn.events(), release)
     if body.stream:
-        return turn_stream(run, events, headers=headers)
+        return turn_stream(run, events, headers=headers, encode=encode)
 
     await run.produce(events)
     errors = [
