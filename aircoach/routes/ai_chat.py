@@ -101,11 +101,36 @@ def _invalid(loc: tuple[Any, ...], msg: str) -> RequestValidationError:
     return RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg}])
 
 
+def _body_openapi() -> dict[str, Any]:
+    """`json_body_openapi` of the body, its one nested model inline (an inline schema's
+    `$defs` cannot be referred to from an OpenAPI document)."""
+    extra = json_body_openapi(UIChatRequest)
+    schema = extra["requestBody"]["content"]["application/json"]["schema"]
+    defs = schema.pop("$defs")
+    schema["properties"]["messages"]["items"] = defs["UIMessage"]
+    return extra
+
+
 _UI_HEADERS = {UI_STREAM_HEADER: UI_STREAM_VERSION}
 _STREAM_DOC = {
     "description": "The AI SDK UI message stream (protocol v1): `data:` lines of JSON chunks "
     "ending with `data: [DONE]`; header `x-vercel-ai-ui-message-stream: v1`.",
-    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    "content": {
+        "text/event-stream": {
+            "itemSchema": {
+                "type": "object",
+                "required": ["data"],
+                "properties": {
+                    "data": {
+                        "type": "string",
+                        "description": "A chunk's JSON (`start`, `text-delta`, "
+                        "`tool-output-available`, `data-grounding`, `error`, `finish`...), "
+                        "or `[DONE]` last.",
+                    }
+                },
+            }
+        }
+    },
 }
 
 
@@ -119,7 +144,7 @@ _STREAM_DOC = {
         **unavailable("auth_unavailable", "prompt_unavailable", "store_unavailable"),
     },
     response_class=Response,
-    openapi_extra=json_body_openapi(UIChatRequest),
+    openapi_extra=_body_openapi(),
 )
 @max_body_bytes("chat_max_body_bytes")
 async def ai_chat(

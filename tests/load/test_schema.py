@@ -24,6 +24,8 @@ pytestmark = [pytest.mark.load, pytest.mark.integration]
 MAX_EXAMPLES = 25
 OPERATIONS = [
     ("POST", "/api/stream_query"),
+    ("POST", "/api/chat"),
+    ("GET", "/api/chat/{chat_id}/stream"),
     ("POST", "/api/update_docs"),
     ("GET", "/api/tools"),
     ("GET", "/api/history"),
@@ -50,6 +52,7 @@ OPERATIONS = [
 ]
 WITH_INPUTS = [
     ("POST", "/api/stream_query"),
+    ("POST", "/api/chat"),
     ("GET", "/api/history"),
     ("GET", "/api/conversations"),
     ("DELETE", "/api/conversations/{conversation_id}"),
@@ -102,6 +105,30 @@ def _schema(settings, *, answer_letters: bool):
     # The deprecated flat `{name}_enabled` aliases must agree with `tools` (else a 422 the
     # schema cannot state): not generated here; tests/routes/test_api.py covers them.
     del chat_body["content"]["application/json"]["schema"]["patternProperties"]
+    # `POST /api/chat` reads the text parts of the last user message as the query (1..4000
+    # characters, not blank): generated here as one user message with one text part; any
+    # other message or part is accepted and not read (tests/routes/test_ai_chat.py).
+    ui_body = raw["paths"]["/api/chat"]["post"]["requestBody"]["content"]["application/json"]
+    ui_tools = ui_body["schema"]["properties"]["tools"]
+    (ui_switches,) = [branch for branch in ui_tools["anyOf"] if branch.get("type") == "object"]
+    ui_switches["propertyNames"] = {"enum": _tool_names(settings)}
+    ui_message = ui_body["schema"]["properties"]["messages"]
+    ui_message["maxItems"] = 1
+    ui_message["items"]["properties"]["role"] = {"const": "user"}
+    ui_message["items"]["required"] = ["role", "parts"]
+    ui_message["items"]["properties"]["parts"] = {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": 1,
+        "items": {
+            "type": "object",
+            "required": ["type", "text"],
+            "properties": {
+                "type": {"const": "text"},
+                "text": {"type": "string", "minLength": 1, "maxLength": 4000, "pattern": r"\S"},
+            },
+        },
+    }
     # Likewise an answer must name an option of its question (the demo questions have four);
     # anything else is a documented 422 naming `risposta`.
     if answer_letters:
