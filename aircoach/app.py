@@ -31,6 +31,7 @@ from aircoach.routes import (
     tools,
     turns,
 )
+from aircoach.routes.openapi_events import install_event_components
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
 from aircoach.telemetry import instrument
@@ -113,6 +114,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         app.include_router(playground.router)
         if settings.uses_dev_issuer:
             app.include_router(dev_signin.router)
+    install_event_components(app)  # the stream's events in components/schemas
     instrument(
         app, settings
     )  # OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL=console

@@ -26,27 +26,19 @@ MAX_CLIENT_MESSAGE_ID = 128
 CLIENT_MESSAGE_ID_PATTERN = r"^[A-Za-z0-9._:-]+$"
 # Flat tool switches of older clients: `kb_search_enabled: false` is `tools.kb_search: false`.
 _FLAT_SUFFIX = "_enabled"
-FLAT_SWITCH_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}_enabled$"
 
 
 class MessageRequest(BaseModel):
-    """A chat turn. Old clients that send only `query` keep working."""
+    """A chat turn. Old clients that send only `query` keep working. Deprecated and not in
+    this schema: a flat `{name}_enabled` boolean is the same as `tools[name]` (ignored, with
+    a `Warning`, for a tool not configured here)."""
 
     # Strict types: a switch is JSON true or false, as the schema says (lax mode took 0, 1
     # and "yes" too). An unknown field is a 422 naming it (a typo such as `chat_histroy` was
-    # silently ignored), except the flat `{name}_enabled` switches older clients send.
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,
-        json_schema_extra={
-            "patternProperties": {
-                FLAT_SWITCH_PATTERN: {
-                    "type": "boolean",
-                    "description": "Deprecated: the same as `tools[name]`.",
-                }
-            }
-        },
-    )
+    # silently ignored), except the flat `{name}_enabled` switches older clients send. Those
+    # are left out of the schema: as `patternProperties` they made generated clients type
+    # the whole body as `{[key: string]: boolean}`, so that `{query: "x"}` did not compile.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     query: str = Field(
         min_length=1,

@@ -10,6 +10,7 @@ events that already exist: a client that leaves ends them.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
@@ -20,6 +21,7 @@ from fastapi.sse import EventSourceResponse, format_sse_event
 from starlette.types import Receive, Scope, Send
 
 from aircoach.logs import current_stages
+from aircoach.routes.openapi_events import event_ref
 from aircoach.turn.events import EVENT_TYPES, TurnEvent
 from aircoach.turn.log import LoggedEvent
 from aircoach.turn.run import TurnRun
@@ -209,21 +211,19 @@ def sse_item_schema() -> dict[str, Any]:
     one alternative per event type, its `data` described by the event's model."""
     alternatives = []
     for event in EVENT_TYPES:
-        schema = event.model_json_schema(mode="serialization")
-        name = schema["properties"]["type"]["const"]
-        schema["required"] = list(schema["properties"])  # every field is always sent
+        name = event.model_fields["type"].default
         alternatives.append(
             {
                 "type": "object",
                 "title": event.__name__,
-                "description": schema.get("description", ""),
+                "description": inspect.cleandoc(event.__doc__ or ""),
                 "required": ["event", "data"],
                 "properties": {
                     "event": {"type": "string", "const": name},
                     "data": {
                         "type": "string",
                         "contentMediaType": "application/json",
-                        "contentSchema": schema,
+                        "contentSchema": event_ref(event),
                     },
                     "id": {
                         "type": "string",

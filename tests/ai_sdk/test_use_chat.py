@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 
+import anyio
 import pytest
 
 from aircoach.settings import ROOT
@@ -40,10 +40,9 @@ async def test_use_chat_assembles_the_stored_answer_and_the_quiz_tool_part(setti
             "THEORY_QUESTION": "Che cos'è la portanza?",
             "QUIZ_QUESTION": "Fammi la domanda 1 del capitolo 3",
         }
-        done = subprocess.run(
-            [node(), str(SCRIPT)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
-        )
-    assert done.returncode == 0, done.stderr
+        with anyio.fail_after(120):
+            done = await anyio.run_process([node(), str(SCRIPT)], env=env, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr.decode()
     got = json.loads(done.stdout)
     script.assert_used()
 

@@ -94,25 +94,9 @@ def negative_api_schema(settings):
     return _schema(settings, answer_letters=False)
 
 
-def _schema(settings, *, answer_letters: bool):
-    app = create_app(settings)
-    raw = copy.deepcopy(app.openapi())
-    # The chat route parses its body after the token (aircoach.bodies): its schema is inline.
-    chat_body = raw["paths"]["/api/stream_query"]["post"]["requestBody"]
-    tools = chat_body["content"]["application/json"]["schema"]["properties"]["tools"]
-    (switches,) = [branch for branch in tools["anyOf"] if branch.get("type") == "object"]
-    switches["propertyNames"] = {"enum": _tool_names(settings)}
-    # The deprecated flat `{name}_enabled` aliases must agree with `tools` (else a 422 the
-    # schema cannot state): not generated here; tests/routes/test_api.py covers them.
-    del chat_body["content"]["application/json"]["schema"]["patternProperties"]
-    # `POST /api/chat` reads the text parts of the last user message as the query (1..4000
-    # characters, not blank): generated here as one user message with one text part; any
-    # other message or part is accepted and not read (tests/routes/test_ai_chat.py).
-    ui_body = raw["paths"]["/api/chat"]["post"]["requestBody"]["content"]["application/json"]
-    ui_tools = ui_body["schema"]["properties"]["tools"]
-    (ui_switches,) = [branch for branch in ui_tools["anyOf"] if branch.get("type") == "object"]
-    ui_switches["propertyNames"] = {"enum": _tool_names(settings)}
-    ui_message = ui_body["schema"]["properties"]["messages"]
+def _one_user_question(ui_message: dict) -> None:
+    """The messages of a valid `POST /api/chat`, as generated: one user message, one text
+    part of 1..4000 characters, not blank."""
     ui_message["maxItems"] = 1
     ui_message["items"]["properties"]["role"] = {"const": "user"}
     ui_message["items"]["required"] = ["role", "parts"]
@@ -129,6 +113,26 @@ def _schema(settings, *, answer_letters: bool):
             },
         },
     }
+
+
+def _schema(settings, *, answer_letters: bool):
+    app = create_app(settings)
+    raw = copy.deepcopy(app.openapi())
+    # The chat route parses its body after the token (aircoach.bodies): its schema is inline.
+    chat_body = raw["paths"]["/api/stream_query"]["post"]["requestBody"]
+    tools = chat_body["content"]["application/json"]["schema"]["properties"]["tools"]
+    (switches,) = [branch for branch in tools["anyOf"] if branch.get("type") == "object"]
+    switches["propertyNames"] = {"enum": _tool_names(settings)}
+    # `POST /api/chat` reads the text parts of the last user message as the query (1..4000
+    # characters, not blank): generated here as one user message with one text part; any
+    # other message or part is accepted and not read (tests/routes/test_ai_chat.py).
+    ui_body = raw["paths"]["/api/chat"]["post"]["requestBody"]["content"]["application/json"]
+    ui_tools = ui_body["schema"]["properties"]["tools"]
+    (ui_switches,) = [branch for branch in ui_tools["anyOf"] if branch.get("type") == "object"]
+    ui_switches["propertyNames"] = {"enum": _tool_names(settings)}
+    ui_message = ui_body["schema"]["properties"]["messages"]
+    if answer_letters:  # the valid requests only: more messages or parts are not invalid
+        _one_user_question(ui_message)
     # Likewise an answer must name an option of its question (the demo questions have four);
     # anything else is a documented 422 naming `risposta`.
     if answer_letters:
