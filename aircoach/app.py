@@ -17,7 +17,9 @@ from aircoach.http_errors import UnhandledErrors, http_error, validation_error
 from aircoach.logs import REQUEST_ID_HEADER, RequestIdMiddleware, configure_logging
 from aircoach.messages import header_language
 from aircoach.routes import (
+    ai_chat,
     chat,
+    conversations,
     dev_signin,
     docs,
     exams,
@@ -31,6 +33,7 @@ from aircoach.routes import (
     tools,
     turns,
 )
+from aircoach.routes.openapi_events import install_event_components
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
 from aircoach.telemetry import instrument
@@ -82,18 +85,40 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         allow_methods=["*"],
         allow_headers=["*"],
         # A browser client reads these: the turn id of a stream it may lose, and when to retry.
-        expose_headers=[REQUEST_ID_HEADER, "X-Turn-ID", "Idempotent-Replayed", "Retry-After"],
+        expose_headers=[
+            REQUEST_ID_HEADER,
+            "X-Turn-ID",
+            "Idempotent-Replayed",
+            "Retry-After",
+            "Warning",
+            "x-vercel-ai-ui-message-stream",
+        ],
     )
     app.add_middleware(RequestIdMiddleware)  # outermost: every response and line gets the id
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(HTTPException, http_error)
-    for module in (chat, health, tools, history, turns, docs, tasks, quiz, exams, feedback, manual):
+    for module in (
+        chat,
+        ai_chat,
+        conversations,
+        health,
+        tools,
+        history,
+        turns,
+        docs,
+        tasks,
+        quiz,
+        exams,
+        feedback,
+        manual,
+    ):
         app.include_router(module.router)
     if settings.playground:
         app.include_router(playground.router)
         if settings.uses_dev_issuer:
             app.include_router(dev_signin.router)
+    install_event_components(app)  # the stream's events in components/schemas
     instrument(
         app, settings
     )  # OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL=console

@@ -163,6 +163,10 @@ CATALOGUE: dict[str, Text] = {
         it="Domanda {numero} del capitolo {capitolo} non trovata.",
         en="Question {numero} of chapter {capitolo} not found.",
     ),
+    "conversation_not_found": Text(
+        it="Nessuna tua conversazione con id {conversation_id!r}.",
+        en="No conversation {conversation_id!r} of yours.",
+    ),
     "turn_not_found": Text(
         it="Nessun tuo turno con id {turn_id!r}.", en="No turn {turn_id!r} of yours."
     ),

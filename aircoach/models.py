@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from aircoach.grounding.models import ResponseGrounding
 from aircoach.tools.registry import MAX_TOOLS
+from aircoach.turn.conversations import CONVERSATION_ID_PATTERN, MAX_CONVERSATION_ID
 from aircoach.turn.records import ToolRecord, ToolUse, Turn, TurnFields, TurnStatus
 
 # A tool name's longest form (`ToolSpec.name`).
@@ -17,27 +26,19 @@ MAX_CLIENT_MESSAGE_ID = 128
 CLIENT_MESSAGE_ID_PATTERN = r"^[A-Za-z0-9._:-]+$"
 # Flat tool switches of older clients: `kb_search_enabled: false` is `tools.kb_search: false`.
 _FLAT_SUFFIX = "_enabled"
-FLAT_SWITCH_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}_enabled$"
 
 
 class MessageRequest(BaseModel):
-    """A chat turn. Old clients that send only `query` keep working."""
+    """A chat turn. Old clients that send only `query` keep working. Deprecated and not in
+    this schema: a flat `{name}_enabled` boolean is the same as `tools[name]` (ignored, with
+    a `Warning`, for a tool not configured here)."""
 
     # Strict types: a switch is JSON true or false, as the schema says (lax mode took 0, 1
     # and "yes" too). An unknown field is a 422 naming it (a typo such as `chat_histroy` was
-    # silently ignored), except the flat `{name}_enabled` switches older clients send.
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,
-        json_schema_extra={
-            "patternProperties": {
-                FLAT_SWITCH_PATTERN: {
-                    "type": "boolean",
-                    "description": "Deprecated: the same as `tools[name]`.",
-                }
-            }
-        },
-    )
+    # silently ignored), except the flat `{name}_enabled` switches older clients send. Those
+    # are left out of the schema: as `patternProperties` they made generated clients type
+    # the whole body as `{[key: string]: boolean}`, so that `{query: "x"}` did not compile.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     query: str = Field(
         min_length=1,
@@ -67,6 +68,23 @@ class MessageRequest(BaseModel):
         description="The client's id of this message (or the `Idempotency-Key` header): a "
         "repeat within 24 h gets the stored turn instead of a second one.",
     )
+    conversation_id: str | None = Field(
+        default=None,
+        max_length=MAX_CONVERSATION_ID,
+        pattern=CONVERSATION_ID_PATTERN,
+        description="The client's conversation (the AI SDK's chat `id`): history, memory, "
+        "quiz state and the one running turn are per conversation. None: the user's default "
+        "conversation.",
+    )
+    use_memory_retrieval: bool = True
+    use_rag_v3_retrieval: bool | None = Field(
+        default=None,
+        description="Deprecated (the seed's tool platform): accepted and ignored, named in "
+        "the response's `Warning` header.",
+    )
+    # The tools switched by a flat `{name}_enabled` key: one this deployment does not
+    # configure is ignored (a `Warning`), not refused (`flat_switches`).
+    _flat_switches: frozenset[str] = PrivateAttr(default=frozenset())
     if_busy: Literal["reject", "interrupt"] = Field(
         default="reject",
         description="While a turn of this conversation still runs: `reject` answers 409 "
@@ -74,27 +92,20 @@ class MessageRequest(BaseModel):
         "/api/turns/{turn_id}/events`); `interrupt` cancels it and starts this one.",
     )
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _flat_switches(cls, data: Any) -> Any:
+    def _flat_switches_lifted(
+        cls, data: Any, handler: ModelWrapValidatorHandler[MessageRequest]
+    ) -> MessageRequest:
         """`{"kb_search_enabled": false}` (as the LEXE web chat sends it) is
         `{"tools": {"kb_search": false}}`; the two forms disagreeing is a 422. A flat key that
         is not a boolean stays put and is refused as an unknown field."""
-        if not isinstance(data, dict):
-            return data
-        flat = {
-            key[: -len(_FLAT_SUFFIX)]: value
-            for key, value in data.items()
-            if isinstance(key, str)
-            and key.endswith(_FLAT_SUFFIX)
-            and key not in cls.model_fields
-            and isinstance(value, bool)
-        }
+        flat = _flat(cls, data)
         if not flat:
-            return data
+            return handler(data)
         tools = data.get("tools")
         if tools is not None and not isinstance(tools, dict):
-            return data  # the `tools` field reports its own type
+            return handler(data)  # the `tools` field reports its own type
         merged = dict(tools or {})
         for name, enabled in flat.items():
             if merged.get(name, enabled) != enabled:
@@ -104,7 +115,14 @@ class MessageRequest(BaseModel):
             merged[name] = enabled
         lifted = {name + _FLAT_SUFFIX for name in flat}
         rest = {key: value for key, value in data.items() if key not in lifted}
-        return {**rest, "tools": merged}
+        request = handler({**rest, "tools": merged})
+        request._flat_switches = frozenset(flat)
+        return request
+
+    @property
+    def flat_switches(self) -> frozenset[str]:
+        """The tools this request switched with a flat `{name}_enabled` key."""
+        return self._flat_switches
 
     @field_validator("query")
     @classmethod
@@ -120,6 +138,19 @@ class MessageRequest(BaseModel):
         if isinstance(tools, dict) and len(tools) > MAX_TOOLS:
             raise ValueError(f"at most {MAX_TOOLS} tool switches, got {len(tools)}")
         return tools
+
+
+def _flat(cls: type[BaseModel], data: Any) -> dict[str, bool]:
+    if not isinstance(data, dict):
+        return {}
+    return {
+        key[: -len(_FLAT_SUFFIX)]: value
+        for key, value in data.items()
+        if isinstance(key, str)
+        and key.endswith(_FLAT_SUFFIX)
+        and key not in cls.model_fields
+        and isinstance(value, bool)
+    }
 
 
 class MessageResponse(BaseModel):

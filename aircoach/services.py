@@ -27,6 +27,7 @@ from aircoach.tasks.catalog import check_task_docs, load_tasks
 from aircoach.tasks.definition import TaskCatalog
 from aircoach.tasks.ports import TaskStores
 from aircoach.tools.registry import ToolRegistry, check_tools_doc
+from aircoach.turn.conversations import ConversationForgetter
 from aircoach.turn.dead_letters import DeadLetters, TurnSpool
 from aircoach.turn.guards import GuardStores
 from aircoach.turn.log import TurnLogStore
@@ -287,6 +288,9 @@ class Services:
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
     _quiz_service: QuizService | None = field(default=None, repr=False)
+    # What deleting a conversation also removes, feature by feature (the long-term memory's
+    # `forget_conversation(sub, conversation_id)`): see `aircoach.turn.conversations`.
+    conversation_forgetters: list[ConversationForgetter] = field(default_factory=list)
 
     @classmethod
     def build(

@@ -119,6 +119,8 @@ class ServerSettings(_Group):
 
     # Largest request body a route reads (a route may declare its own: aircoach.bodies).
     max_body_bytes: int = Field(default=64 * 1024, ge=1024)
+    # `POST /api/chat`: the AI SDK resends the whole conversation with every message.
+    chat_max_body_bytes: int = Field(default=1_000_000, ge=1024, le=6_000_000)
     # `serve` only: a request (headers and body) must arrive within this many seconds of its
     # first byte (aircoach.entry.server).
     request_receipt_timeout_s: float = Field(default=20.0, gt=0)

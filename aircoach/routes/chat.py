@@ -7,7 +7,7 @@ import logging
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi import APIRouter, Request
@@ -34,12 +34,20 @@ from aircoach.turn.events import Done, TurnEvent
 from aircoach.turn.log import listed
 from aircoach.turn.records import ToolRecord
 
+if TYPE_CHECKING:
+    from aircoach.auth.tokens import Principal
+    from aircoach.messages import Language
+    from aircoach.routes.sse import Encoder
+    from aircoach.services import Services
+    from aircoach.tools.registry import ToolRegistry
+
 router = APIRouter(prefix="/api", tags=["chat"])
 log = logging.getLogger(__name__)
 
 TURN_ID_HEADER = "X-Turn-ID"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
+WARNING_HEADER = "Warning"
 CLIENT_MESSAGE_ID = re.compile(CLIENT_MESSAGE_ID_PATTERN)
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -52,6 +60,12 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
             "X-Turn-ID": {
                 "description": "The turn's id, sent before the first event: "
                 "`GET /api/turns/{turn_id}` fetches it once stored.",
+                "schema": {"type": "string"},
+            },
+            "Warning": {
+                "description": '`299 - "ignored request keys: ..."`: keys of older '
+                "clients accepted and ignored here (`use_rag_v3_retrieval`, a `{name}_enabled` "
+                "switch of a tool this deployment does not configure).",
                 "schema": {"type": "string"},
             },
             "Idempotent-Replayed": {
@@ -98,33 +112,42 @@ async def stream_query(
     `X-Turn-ID` header from the start. A repeated `client_message_id` (or `Idempotency-Key`)
     gets the stored turn again, without running the model."""
     key = _message_key(body, request.headers.get(IDEMPOTENCY_HEADER))
+    return await run_chat(services, user, body, language, key)
+
+
+async def run_chat(
+    services: Services,
+    user: Principal,
+    body: MessageRequest,
+    language: Language,
+    key: str | None,
+    *,
+    encoder_for: Callable[[str], Encoder] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    """The one turn pipeline of both chat routes: replay, rejoin or run the turn, streamed
+    with the encoder `encoder_for(turn_id)` gives (our SSE when None), or as JSON."""
     with current_stages().timed("prompt"):
         snapshot = await services.prompts.current()
         registry = services.tools_for(snapshot)
-    unknown = registry.unknown(body.tools)
-    if unknown:
-        raise RequestValidationError(
-            [
-                {
-                    "type": "value_error",
-                    "loc": ("body", "tools", name),
-                    "msg": f"unknown tool {name!r}; valid: {registry.names}",
-                    "input": name,
-                }
-                for name in unknown
-            ]
-        )
+    ignored = _ignored_switches(body, registry)
     # Imported here so that the routes which never chat (health) never import LangGraph.
     from aircoach.routes.sse import event_stream, turn_stream
     from aircoach.turn.admission import admit, hold_thread
+    from aircoach.turn.conversations import conversation_thread
     from aircoach.turn.prepare import prepare_turn
     from aircoach.turn.rejoin import turn_events
     from aircoach.turn.replay import replayed_errors, replayed_events
     from aircoach.turn.run import TurnRun
 
-    thread = user.sub  # one conversation per user
+    thread = conversation_thread(user.sub, body.conversation_id)
+    if key is not None and body.conversation_id is not None:
+        key = f"{body.conversation_id}/{key}"  # no `/` in a message id: keys cannot meet
     admission = await admit(services, user.sub, key)
-    headers = {TURN_ID_HEADER: admission.turn_id}
+    encode = encoder_for(admission.turn_id) if encoder_for is not None else None
+    headers = {**(headers or {}), TURN_ID_HEADER: admission.turn_id}
+    if ignored:
+        headers[WARNING_HEADER] = _warning(ignored)
     if admission.rejoin:
         # The same message while its turn runs: the client gets that turn, not a second one.
         headers[REPLAYED_HEADER] = "true"
@@ -138,7 +161,7 @@ async def stream_query(
             give_up_s=services.settings.turn_timeout_s,
         )
         if following is not None and body.stream:
-            return event_stream(following, headers=headers)
+            return event_stream(following, headers=headers, encode=encode)
         if following is not None:
             async for _ in following:
                 pass
@@ -152,7 +175,8 @@ async def stream_query(
         stored = admission.replay
         headers[REPLAYED_HEADER] = "true"
         if body.stream:
-            return event_stream(listed(replayed_events(stored, language)), headers=headers)
+            replayed = listed(replayed_events(stored, language))
+            return event_stream(replayed, headers=headers, encode=encode)
         return _json_response(
             headers,
             text=stored.system,
@@ -203,7 +227,7 @@ async def stream_query(
     run = TurnRun(services.turn_log, user_id=user.sub, turn_id=turn.turn_id, on_cancel=turn.cancel)
     events = _released_at_done(turn.events(), release)
     if body.stream:
-        return turn_stream(run, events, headers=headers)
+        return turn_stream(run, events, headers=headers, encode=encode)
 
     await run.produce(events)
     errors = [
@@ -263,6 +287,41 @@ def _json_response(
         **fields,
     )
     return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
+
+
+def _ignored_switches(body: MessageRequest, registry: ToolRegistry) -> list[str]:
+    """The request's keys this deployment ignores (the seed's `use_rag_v3_retrieval`, a flat
+    `{name}_enabled` switch of a tool not configured here), dropped from `body.tools`; a name
+    inside `tools` that is no tool here stays a 422 listing the valid ones."""
+    unknown = registry.unknown(body.tools)
+    dropped = [name for name in unknown if name in body.flat_switches]
+    refused = [name for name in unknown if name not in body.flat_switches]
+    if refused:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("body", "tools", name),
+                    "msg": f"unknown tool {name!r}; valid: {registry.names}",
+                    "input": name,
+                }
+                for name in refused
+            ]
+        )
+    if body.tools is not None:
+        for name in dropped:
+            del body.tools[name]
+    ignored = [name + "_enabled" for name in dropped]
+    if body.use_rag_v3_retrieval is not None:
+        ignored.insert(0, "use_rag_v3_retrieval")
+    if ignored:
+        log.info("request keys ignored (not used by this deployment): %s", ", ".join(ignored))
+    return ignored
+
+
+def _warning(ignored: list[str]) -> str:
+    """RFC 9111's `Warning` (299: a persistent warning), naming the ignored keys."""
+    return f'299 - "ignored request keys: {", ".join(ignored)}"'
 
 
 def _message_key(body: MessageRequest, header: str | None) -> str | None:

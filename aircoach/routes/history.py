@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.models import HistoryPage, HistoryTurn
 from aircoach.routes.responses import INVALID_BODY, UNAUTHORIZED, unavailable
+from aircoach.turn.conversations import CONVERSATION_ID_PATTERN, MAX_CONVERSATION_ID
 
 router = APIRouter(prefix="/api", tags=["meta"])
 
@@ -87,6 +88,14 @@ async def history(
             description="`next_before` of the previous page (deprecated: use `cursor`)",
         ),
     ] = None,
+    conversation_id: Annotated[
+        str | None,
+        Query(
+            max_length=MAX_CONVERSATION_ID,
+            pattern=CONVERSATION_ID_PATTERN,
+            description="Only this conversation's turns (else every conversation's).",
+        ),
+    ] = None,
 ) -> HistoryPage:
     """The caller's stored turns, newest first, with every tool call's client data (what the
     model alone was given, such as a quiz question's key, is never returned). Pass the page's
@@ -95,7 +104,9 @@ async def history(
     since = _timestamp(before) if before is not None else None
     # Turns the store refused earlier belong in this page once it takes writes again.
     await services.dead_letters.replay(chats)
-    turns = await chats.history(user.sub, limit=limit, before=since, before_turn=before_turn)
+    turns = await chats.history(
+        user.sub, limit=limit, before=since, before_turn=before_turn, conversation=conversation_id
+    )
     full = len(turns) == limit
     return HistoryPage(
         turns=[HistoryTurn.of(t) for t in turns],

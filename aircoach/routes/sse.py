@@ -10,8 +10,9 @@ events that already exist: a client that leaves ends them.
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -20,6 +21,7 @@ from fastapi.sse import EventSourceResponse, format_sse_event
 from starlette.types import Receive, Scope, Send
 
 from aircoach.logs import current_stages
+from aircoach.routes.openapi_events import event_ref
 from aircoach.turn.events import EVENT_TYPES, TurnEvent
 from aircoach.turn.log import LoggedEvent
 from aircoach.turn.run import TurnRun
@@ -79,6 +81,10 @@ class _Outbox:
 
     async def wait(self) -> None:
         await self._ready.wait()
+
+
+# Turns a turn's numbered events into the bytes of one wire format.
+Encoder = Callable[[AsyncIterator[LoggedEvent]], AsyncGenerator[bytes, None]]
 
 
 async def encoded(events: AsyncIterator[LoggedEvent]) -> AsyncGenerator[bytes, None]:
@@ -154,9 +160,14 @@ class _TurnStream(_EventStream):
     serverless nothing may run once the request returns)."""
 
     def __init__(
-        self, run: TurnRun, events: AsyncGenerator[TurnEvent, None], every_s: float, **kw: object
+        self,
+        run: TurnRun,
+        events: AsyncGenerator[TurnEvent, None],
+        every_s: float,
+        encode: Encoder,
+        **kw: object,
     ):
-        super().__init__(with_heartbeat(encoded(run.live()), every_s), **kw)  # type: ignore[arg-type]
+        super().__init__(with_heartbeat(encode(run.live()), every_s), **kw)  # type: ignore[arg-type]
         self.run = run
         self.events = events
 
@@ -176,9 +187,11 @@ def turn_stream(
     every_s: float = HEARTBEAT_S,
     *,
     headers: dict[str, str] | None = None,
+    encode: Encoder | None = None,
 ) -> EventSourceResponse:
-    """The response of a new turn: `events` run to their end through `run`."""
-    return _TurnStream(run, events, every_s, headers=_headers(headers))
+    """The response of a new turn: `events` run to their end through `run`, each one
+    encoded by `encode` (our SSE by default; `aircoach.routes.ui_stream` the AI SDK's)."""
+    return _TurnStream(run, events, every_s, encode or encoded, headers=_headers(headers))
 
 
 def event_stream(
@@ -186,9 +199,11 @@ def event_stream(
     every_s: float = HEARTBEAT_S,
     *,
     headers: dict[str, str] | None = None,
+    encode: Encoder | None = None,
 ) -> EventSourceResponse:
     """The response of events that exist already (a follower, a replay)."""
-    return _EventStream(with_heartbeat(encoded(events), every_s), headers=_headers(headers))
+    body = with_heartbeat((encode or encoded)(events), every_s)
+    return _EventStream(body, headers=_headers(headers))
 
 
 def sse_item_schema() -> dict[str, Any]:
@@ -196,21 +211,19 @@ def sse_item_schema() -> dict[str, Any]:
     one alternative per event type, its `data` described by the event's model."""
     alternatives = []
     for event in EVENT_TYPES:
-        schema = event.model_json_schema(mode="serialization")
-        name = schema["properties"]["type"]["const"]
-        schema["required"] = list(schema["properties"])  # every field is always sent
+        name = event.model_fields["type"].default
         alternatives.append(
             {
                 "type": "object",
                 "title": event.__name__,
-                "description": schema.get("description", ""),
+                "description": inspect.cleandoc(event.__doc__ or ""),
                 "required": ["event", "data"],
                 "properties": {
                     "event": {"type": "string", "const": name},
                     "data": {
                         "type": "string",
                         "contentMediaType": "application/json",
-                        "contentSchema": schema,
+                        "contentSchema": event_ref(event),
                     },
                     "id": {
                         "type": "string",

@@ -28,7 +28,7 @@ from aircoach.quiz.ports import QUESTION_FIELDS, Question, QuestionKey, index_te
 from aircoach.settings import StoreSettings
 from aircoach.text import TERMS_VERSION
 from aircoach.text import plan as search_plan
-from aircoach.turn.records import Turn
+from aircoach.turn.records import ConversationSummary, Turn
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -123,6 +123,10 @@ class MongoConnection:
         await chats.create_index([("userId", ASCENDING), *_NEWEST_FIRST], name="user_time")
         await chats.create_index([("userId", ASCENDING), *_LATEST_TURNS], name="user_turn")
         await chats.create_index("turn_id", unique=True, name="turn_id")
+        await chats.create_index(
+            [("userId", ASCENDING), ("conversation_id", ASCENDING), *_LATEST_TURNS],
+            name="user_conversation",
+        )
         await chats.create_index([("feedback.at", DESCENDING)], sparse=True, name="feedback_time")
         quiz = db[self.settings.mongodb_quiz_collection]
         await quiz.create_index(_BY_CHAPTER, unique=True, name="capitolo_numero")
@@ -178,22 +182,72 @@ class MongoChatStore:
 
         await self._db.run(self._name, insert_once)
 
-    async def recent_turns(self, user_id: str, limit: int) -> list[Turn]:
+    async def recent_turns(
+        self, user_id: str, limit: int, *, conversation: str | None = None
+    ) -> list[Turn]:
         if limit <= 0:
             return []
+        # `conversation_id: None` also matches the turns stored before conversations existed.
+        query = {"userId": user_id, "conversation_id": conversation}
 
         async def read(c: AsyncCollection) -> list[dict[str, Any]]:
-            return await c.find({"userId": user_id}).sort(_LATEST_TURNS).limit(limit).to_list()
+            return await c.find(query).sort(_LATEST_TURNS).limit(limit).to_list()
 
         docs = await self._db.run(self._name, read)
         return [_turn(d) for d in reversed(docs)]
 
-    async def latest_turn_ids(self, user_id: str, limit: int = 2) -> list[str]:
+    async def latest_turn_ids(
+        self, user_id: str, limit: int = 2, *, conversation: str | None = None
+    ) -> list[str]:
         async def read(c: AsyncCollection) -> list[dict[str, Any]]:
-            cursor = c.find({"userId": user_id}, {"turn_id": 1, "_id": 0})
+            cursor = c.find(
+                {"userId": user_id, "conversation_id": conversation}, {"turn_id": 1, "_id": 0}
+            )
             return await cursor.sort(_LATEST_TURNS).limit(limit).to_list()
 
         return [doc["turn_id"] for doc in await self._db.run(self._name, read)]
+
+    async def conversations(self, user_id: str, *, limit: int) -> list[ConversationSummary]:
+        pipeline: list[dict[str, Any]] = [
+            {"$match": {"userId": user_id, "conversation_id": {"$type": "string"}}},
+            {"$sort": {"turn_id": 1}},
+            {
+                "$group": {
+                    "_id": "$conversation_id",
+                    "first_question": {"$first": "$human"},
+                    "last_activity": {"$last": "$timestamp"},
+                    "newest": {"$max": "$turn_id"},
+                    "turns": {"$sum": 1},
+                }
+            },
+            {"$sort": {"newest": -1}},
+            {"$limit": limit},
+        ]
+
+        async def read(c: AsyncCollection) -> list[dict[str, Any]]:
+            return await (await c.aggregate(pipeline)).to_list()
+
+        return [
+            ConversationSummary(
+                conversation_id=doc["_id"],
+                first_question=doc["first_question"],
+                last_activity=doc["last_activity"],
+                turns=doc["turns"],
+            )
+            for doc in await self._db.run(self._name, read)
+        ]
+
+    async def delete_conversation(self, user_id: str, conversation: str) -> list[str]:
+        query = {"userId": user_id, "conversation_id": conversation}
+
+        async def delete(c: AsyncCollection) -> list[str]:
+            docs = await c.find(query, {"turn_id": 1, "_id": 0}).to_list()
+            ids = [doc["turn_id"] for doc in docs]
+            if ids:
+                await c.delete_many({**query, "turn_id": {"$in": ids}})
+            return ids
+
+        return await self._db.run(self._name, delete)
 
     async def get_turn(self, user_id: str, turn_id: str) -> Turn | None:
         async def read(c: AsyncCollection) -> dict[str, Any] | None:
@@ -209,8 +263,11 @@ class MongoChatStore:
         limit: int,
         before: str | None = None,
         before_turn: str | None = None,
+        conversation: str | None = None,
     ) -> list[Turn]:
         query: dict[str, Any] = {"userId": user_id}
+        if conversation is not None:
+            query["conversation_id"] = conversation
         if before:
             query["timestamp"] = {"$lt": before}
         if before_turn:

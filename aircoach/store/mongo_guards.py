@@ -4,6 +4,7 @@ past a limit, across every instance."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -93,6 +94,12 @@ class MongoReservationStore:
         await self._db.run(
             IDEMPOTENCY,
             lambda c: c.delete_one({"userId": user_id, "key": key, "turn_id": turn_id}),
+        )
+
+    async def forget_turns(self, user_id: str, turn_ids: Sequence[str]) -> None:
+        await self._db.run(
+            IDEMPOTENCY,
+            lambda c: c.delete_many({"userId": user_id, "turn_id": {"$in": list(turn_ids)}}),
         )
 
 

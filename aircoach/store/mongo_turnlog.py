@@ -188,6 +188,21 @@ class MongoTurnLog:
         await self._ask_to_stop(turn_id, held.expires_at)
         return True
 
+    async def holder(self, user_id: str, thread: str, *, now: float) -> RunningTurn | None:
+        held = await self._db.run(
+            RUNNING,
+            lambda c: c.find_one({"userId": user_id, "thread": thread, "expires_at": {"$gt": now}}),
+        )
+        if held is None:
+            return None
+        return _claim_of(held, await self.cancel_requested(str(held["turn_id"])))
+
+    async def forget(self, user_id: str, turn_ids: Sequence[str]) -> None:
+        await self._db.run(
+            EVENTS,
+            lambda c: c.delete_many({"userId": user_id, "turn_id": {"$in": list(turn_ids)}}),
+        )
+
     async def cancel_requested(self, turn_id: str) -> bool:
         found = await self._db.run(CANCELS, lambda c: c.find_one({"_id": turn_id}))
         return found is not None

@@ -21,7 +21,7 @@ from aircoach.quiz.models import Attempt, ChapterStats
 from aircoach.quiz.ports import QUESTION_FIELDS, Question, QuestionKey, index_terms
 from aircoach.text import TERMS_VERSION
 from aircoach.text import plan as search_plan
-from aircoach.turn.records import Turn
+from aircoach.turn.records import ConversationSummary, Turn
 
 T = TypeVar("T")
 
@@ -44,7 +44,8 @@ CREATE TABLE IF NOT EXISTS chats (
     prompt_version TEXT NOT NULL,
     model TEXT NOT NULL,
     thread_id TEXT NOT NULL,
-    status TEXT NOT NULL
+    status TEXT NOT NULL,
+    conversation_id TEXT
 );
 CREATE INDEX IF NOT EXISTS chats_user_time ON chats (userId, timestamp);
 CREATE INDEX IF NOT EXISTS chats_user_turn ON chats (userId, turn_id);
@@ -214,6 +215,9 @@ def _migrate(conn: sqlite3.Connection) -> None:
         for column in _JSON_COLUMNS:
             if column not in columns:
                 conn.execute(f"ALTER TABLE chats ADD COLUMN {column} TEXT")
+        if "conversation_id" not in columns:
+            conn.execute("ALTER TABLE chats ADD COLUMN conversation_id TEXT")
+        conn.execute(_CONVERSATION_INDEX)
         if conn.execute("PRAGMA user_version").fetchone()[0] != TERMS_VERSION:
             conn.execute("DELETE FROM quiz_terms")
             for row in conn.execute("SELECT doc FROM quiz").fetchall():
@@ -255,6 +259,18 @@ def _questions_by_keys(conn: sqlite3.Connection, keys: list[QuestionKey]) -> lis
 _JSON_COLUMNS = ("tool", "tools", "grounding", "retrieved", "feedback")
 
 
+# A conversation's turns in order (the default conversation's are those with NULL).
+_CONVERSATION_INDEX = (
+    "CREATE INDEX IF NOT EXISTS chats_user_conversation ON chats (userId, conversation_id, turn_id)"
+)
+
+
+def _in_conversation(conversation: str | None) -> tuple[str, list[Any]]:
+    if conversation is None:
+        return "conversation_id IS NULL", []
+    return "conversation_id = ?", [conversation]
+
+
 def _turn_from_row(row: sqlite3.Row) -> Turn:
     data = dict(row)
     for column in _JSON_COLUMNS:
@@ -281,25 +297,65 @@ class SqliteChatStore:
             )
         )
 
-    async def recent_turns(self, user_id: str, limit: int) -> list[Turn]:
+    async def recent_turns(
+        self, user_id: str, limit: int, *, conversation: str | None = None
+    ) -> list[Turn]:
         if limit <= 0:
             return []
+        where, params = _in_conversation(conversation)
         rows = await self._db.run(
             lambda c: c.execute(
-                "SELECT * FROM chats WHERE userId = ? ORDER BY turn_id DESC LIMIT ?",
-                (user_id, limit),
+                f"SELECT * FROM chats WHERE userId = ? AND {where} ORDER BY turn_id DESC LIMIT ?",
+                (user_id, *params, limit),
             ).fetchall()
         )
         return [_turn_from_row(r) for r in reversed(rows)]
 
-    async def latest_turn_ids(self, user_id: str, limit: int = 2) -> list[str]:
+    async def latest_turn_ids(
+        self, user_id: str, limit: int = 2, *, conversation: str | None = None
+    ) -> list[str]:
+        where, params = _in_conversation(conversation)
         rows = await self._db.run(
             lambda c: c.execute(
-                "SELECT turn_id FROM chats WHERE userId = ? ORDER BY turn_id DESC LIMIT ?",
-                (user_id, limit),
+                f"SELECT turn_id FROM chats WHERE userId = ? AND {where} "
+                "ORDER BY turn_id DESC LIMIT ?",
+                (user_id, *params, limit),
             ).fetchall()
         )
         return [row["turn_id"] for row in rows]
+
+    async def conversations(self, user_id: str, *, limit: int) -> list[ConversationSummary]:
+        rows = await self._db.run(
+            lambda c: c.execute(
+                "SELECT conversation_id, COUNT(*) AS turns, MAX(turn_id) AS newest, "
+                "(SELECT human FROM chats f WHERE f.userId = chats.userId AND "
+                "f.conversation_id = chats.conversation_id ORDER BY f.turn_id LIMIT 1) AS first, "
+                "(SELECT timestamp FROM chats l WHERE l.userId = chats.userId AND "
+                "l.conversation_id = chats.conversation_id ORDER BY l.turn_id DESC LIMIT 1) "
+                "AS last FROM chats WHERE userId = ? AND conversation_id IS NOT NULL "
+                "GROUP BY conversation_id ORDER BY newest DESC LIMIT ?",
+                (user_id, limit),
+            ).fetchall()
+        )
+        return [
+            ConversationSummary(
+                conversation_id=row["conversation_id"],
+                first_question=row["first"],
+                last_activity=row["last"],
+                turns=row["turns"],
+            )
+            for row in rows
+        ]
+
+    async def delete_conversation(self, user_id: str, conversation: str) -> list[str]:
+        def delete(c: sqlite3.Connection) -> list[str]:
+            rows = c.execute(
+                "DELETE FROM chats WHERE userId = ? AND conversation_id = ? RETURNING turn_id",
+                (user_id, conversation),
+            ).fetchall()
+            return [row["turn_id"] for row in rows]
+
+        return await self._db.run(delete)
 
     async def get_turn(self, user_id: str, turn_id: str) -> Turn | None:
         row = await self._db.run(
@@ -316,9 +372,13 @@ class SqliteChatStore:
         limit: int,
         before: str | None = None,
         before_turn: str | None = None,
+        conversation: str | None = None,
     ) -> list[Turn]:
         sql = "SELECT * FROM chats WHERE userId = ?"
         params: list[Any] = [user_id]
+        if conversation is not None:
+            sql += " AND conversation_id = ?"
+            params.append(conversation)
         if before:
             sql += " AND timestamp < ?"
             params.append(before)

@@ -4,6 +4,7 @@ one transaction, so instances sharing the file never count past a limit."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 from aircoach.store.sqlite import _Sqlite
@@ -70,6 +71,14 @@ class SqliteReservationStore:
             lambda c: c.execute(
                 "DELETE FROM idempotency WHERE userId = ? AND key = ? AND turn_id = ?",
                 (user_id, key, turn_id),
+            )
+        )
+
+    async def forget_turns(self, user_id: str, turn_ids: Sequence[str]) -> None:
+        rows = [(user_id, turn_id) for turn_id in turn_ids]
+        await self._db.run(
+            lambda c: c.executemany(
+                "DELETE FROM idempotency WHERE userId = ? AND turn_id = ?", rows
             )
         )
 

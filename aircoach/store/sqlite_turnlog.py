@@ -206,6 +206,23 @@ class SqliteTurnLog:
 
         return await self._writing(op)
 
+    async def holder(self, user_id: str, thread: str, *, now: float) -> RunningTurn | None:
+        row = await self._db.run(
+            lambda c: c.execute(
+                _CLAIM + "WHERE r.userId = ? AND r.thread = ? AND r.expires_at > ?",
+                (user_id, thread, now),
+            ).fetchone()
+        )
+        return _claim_of(row) if row else None
+
+    async def forget(self, user_id: str, turn_ids: Sequence[str]) -> None:
+        rows = [(turn_id, user_id) for turn_id in turn_ids]
+        await self._writing(
+            lambda c: c.executemany(
+                "DELETE FROM turn_events WHERE turn_id = ? AND userId = ?", rows
+            )
+        )
+
     async def cancel_requested(self, turn_id: str) -> bool:
         row = await self._db.run(
             lambda c: c.execute(

@@ -12,6 +12,7 @@ Kept apart from `chats`: a reservation exists before its turn is stored, and bot
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -43,6 +44,10 @@ class ReservationStore(Protocol):
     async def release(self, user_id: str, key: str, turn_id: str) -> None:
         """Drop the reservation if `turn_id` still holds it (its turn never started: a 429,
         a backend down), so that a retry runs."""
+        ...
+
+    async def forget_turns(self, user_id: str, turn_ids: Sequence[str]) -> None:
+        """Drop the user's reservations of these turns (a deleted conversation's)."""
         ...
 
 

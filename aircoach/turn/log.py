@@ -106,6 +106,14 @@ class TurnLogStore(Protocol):
         """Whether someone asked this turn to stop (its own poll)."""
         ...
 
+    async def holder(self, user_id: str, thread: str, *, now: float) -> RunningTurn | None:
+        """The live claim on the user's thread (its running turn), or None."""
+        ...
+
+    async def forget(self, user_id: str, turn_ids: Sequence[str]) -> None:
+        """Drop the logged events of the user's turns (a deleted conversation's)."""
+        ...
+
 
 async def listed(events: list[LoggedEvent]) -> AsyncIterator[LoggedEvent]:
     """Events that exist already, as a stream of them."""

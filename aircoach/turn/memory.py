@@ -180,17 +180,28 @@ class Memory:
         return {"configurable": {"thread_id": thread_id}}
 
     async def ensure_thread(
-        self, agent: TurnAgent, thread_id: str, user_id: str, store: ChatStore
+        self,
+        agent: TurnAgent,
+        thread_id: str,
+        user_id: str,
+        store: ChatStore,
+        *,
+        conversation_id: str | None = None,
     ) -> int:
-        """Make the thread hold the user's stored history; returns how many turns it holds.
-        Raises `StoreUnavailable` when the store cannot be read (before anything streams)."""
-        latest = tuple(await store.latest_turn_ids(user_id, 2))
+        """Make the thread hold the stored history of the user's conversation (None: the
+        default one); returns how many turns it holds. Raises `StoreUnavailable` when the
+        store cannot be read (before anything streams)."""
+        latest = tuple(await store.latest_turn_ids(user_id, 2, conversation=conversation_id))
         mark = self._threads.get(thread_id)
         if mark is not None and mark.seen == latest and mark.turns < self.max_held_turns:
             self._threads.move_to_end(thread_id)
             return mark.turns
         # Cold, evicted, behind the store (another instance answered) or grown too long.
-        turns = await store.recent_turns(user_id, self.reseed_turns) if latest else []
+        turns = (
+            await store.recent_turns(user_id, self.reseed_turns, conversation=conversation_id)
+            if latest
+            else []
+        )
         await self.checkpointer.adelete_thread(thread_id)
         if turns:
             await agent.aupdate_state(
@@ -217,6 +228,17 @@ class Memory:
         or was not stored): the next turn rebuilds it from the store."""
         self._threads.pop(thread_id, None)
         self.checkpointer.delete_thread(thread_id)
+
+    def forget_prefix(self, prefix: str) -> int:
+        """Drop every thread whose id starts with `prefix` (a deleted conversation's, under
+        every prompt version); how many."""
+        gone = [
+            thread_id for thread_id in self.checkpointer.storage if thread_id.startswith(prefix)
+        ]
+        gone += [t for t in self._threads if t.startswith(prefix) and t not in gone]
+        for thread_id in gone:
+            self.forget(thread_id)
+        return len(gone)
 
     def _remember(self, thread_id: str, mark: _ThreadMark) -> None:
         self._threads[thread_id] = mark

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from aircoach.grounding.feedback import Feedback, Voto
-from aircoach.turn.records import Turn
+from aircoach.turn.records import ConversationSummary, Turn
 
 
 class ChatStore(Protocol):
@@ -16,14 +16,19 @@ class ChatStore(Protocol):
         write retried after a timeout (or a dead letter replayed twice) is stored once."""
         ...
 
-    async def recent_turns(self, user_id: str, limit: int) -> list[Turn]:
-        """The user's last `limit` turns by turn id (the order they were asked in), oldest
-        first. Turn ids are unique and time-ordered: exact for turns a microsecond apart."""
+    async def recent_turns(
+        self, user_id: str, limit: int, *, conversation: str | None = None
+    ) -> list[Turn]:
+        """The last `limit` turns of the user's `conversation` (None: the default one, turns
+        without a conversation id) by turn id (the order they were asked in), oldest first.
+        Turn ids are unique and time-ordered: exact for turns a microsecond apart."""
         ...
 
-    async def latest_turn_ids(self, user_id: str, limit: int = 2) -> list[str]:
-        """The ids of the user's last `limit` turns by turn id, newest first (one indexed
-        read)."""
+    async def latest_turn_ids(
+        self, user_id: str, limit: int = 2, *, conversation: str | None = None
+    ) -> list[str]:
+        """The ids of the last `limit` turns of the user's `conversation` (None: the default
+        one) by turn id, newest first (one indexed read)."""
         ...
 
     async def get_turn(self, user_id: str, turn_id: str) -> Turn | None:
@@ -37,9 +42,20 @@ class ChatStore(Protocol):
         limit: int,
         before: str | None = None,
         before_turn: str | None = None,
+        conversation: str | None = None,
     ) -> list[Turn]:
         """The user's turns newest first (by turn id: exact even within a second), older
-        than the turn `before_turn` and than the `before` timestamp (deprecated) when given."""
+        than the turn `before_turn` and than the `before` timestamp (deprecated) when given;
+        only those of `conversation` when given (else every conversation's)."""
+        ...
+
+    async def conversations(self, user_id: str, *, limit: int) -> list[ConversationSummary]:
+        """The user's named conversations, the most recently active first."""
+        ...
+
+    async def delete_conversation(self, user_id: str, conversation: str) -> list[str]:
+        """Remove the turns of the user's `conversation`; the ids of the turns removed (none:
+        the conversation does not exist)."""
         ...
 
     async def set_feedback(self, user_id: str, turn_id: str, feedback: Feedback) -> bool:

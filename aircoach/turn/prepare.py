@@ -97,11 +97,13 @@ async def prepare_turn(
 
     try:
         agent = agent_for(system_prompt)
-        thread_id = f"{principal.sub}:v{snapshot.version}"
+        thread_id = memory_thread_id(principal.sub, request.conversation_id, snapshot.version)
         thread = ThreadView()
         if request.chat_history:
             with stages.timed("history"):
-                held = await _load_history(parts, agent, thread_id, principal.sub)
+                held = await _load_history(
+                    parts, agent, thread_id, principal.sub, request.conversation_id
+                )
             memory_thread, context_turns = thread_id, min(held, settings.history_limit)
             state = await agent.aget_state(parts.memory.config(thread_id))
             thread = ThreadView.of(state.values.get("messages", []), settings.history_limit)
@@ -187,11 +189,29 @@ async def _system_prompt(
     return "\n\n".join([prompt, *(section for section in sections if section)])
 
 
-async def _load_history(parts: TurnParts, agent: TurnAgent, thread_id: str, user_id: str) -> int:
-    """Make the thread hold the user's stored history; how many turns it holds. A store that
-    cannot be read fails the request before anything streams."""
+def memory_thread_id(user_id: str, conversation_id: str | None, version: str) -> str:
+    """The checkpointer's thread of a conversation under one prompt version: `sub:vVERSION`
+    for the user's default conversation (as before conversations existed, so its history
+    stays), `sub:conversation:vVERSION` for another (no `:` in a conversation id: no two
+    users' threads can meet)."""
+    if conversation_id is None:
+        return f"{user_id}:v{version}"
+    return f"{user_id}:{conversation_id}:v{version}"
+
+
+async def _load_history(
+    parts: TurnParts,
+    agent: TurnAgent,
+    thread_id: str,
+    user_id: str,
+    conversation_id: str | None,
+) -> int:
+    """Make the thread hold the conversation's stored history; how many turns it holds. A
+    store that cannot be read fails the request before anything streams."""
     try:
-        return await parts.memory.ensure_thread(agent, thread_id, user_id, parts.chats)
+        return await parts.memory.ensure_thread(
+            agent, thread_id, user_id, parts.chats, conversation_id=conversation_id
+        )
     except StoreUnavailable:
         raise
     except Exception as exc:

@@ -52,6 +52,11 @@ class TurnFields(BaseModel):
     model: str
     thread_id: str
     turn_id: str
+    conversation_id: str | None = Field(
+        default=None,
+        description="The client's conversation (`conversation_id` of the request); null: the "
+        "user's default conversation.",
+    )
     status: TurnStatus = "ok"
     grounding: GroundingResult | None = Field(
         default=None, description="The citation guard's verdict (null: the answer cites nothing)."
@@ -62,6 +67,15 @@ class TurnFields(BaseModel):
     feedback: Feedback | None = Field(
         default=None, description="The student's verdict on the answer (the latest one)."
     )
+
+
+class ConversationSummary(BaseModel):
+    """One of a user's conversations: its first question and its last activity."""
+
+    conversation_id: str
+    first_question: str = Field(description="The question of its first stored turn.")
+    last_activity: str = Field(description="The timestamp of its newest stored turn.")
+    turns: int = Field(description="How many turns it has stored.")
 
 
 class Turn(TurnFields):

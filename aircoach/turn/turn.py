@@ -71,6 +71,9 @@ class TurnRequest(Protocol):
     @property
     def stile(self) -> Literal["breve", "dettagliato"] | None: ...
 
+    @property
+    def conversation_id(self) -> str | None: ...
+
 
 def new_turn_id() -> str:
     """Time-ordered and unique across instances: sorts like the timestamp it was made at."""
@@ -354,6 +357,7 @@ class ChatTurn:
             model=self.model,
             thread_id=self.recorder.thread_id,
             turn_id=self.turn_id,
+            conversation_id=self.request.conversation_id,
             status=self.status,
         )
 

@@ -24,11 +24,15 @@ pytestmark = [pytest.mark.load, pytest.mark.integration]
 MAX_EXAMPLES = 25
 OPERATIONS = [
     ("POST", "/api/stream_query"),
+    ("POST", "/api/chat"),
+    ("GET", "/api/chat/{chat_id}/stream"),
     ("POST", "/api/update_docs"),
     ("GET", "/api/tools"),
     ("GET", "/api/manual/sections/{riferimento}"),
     ("GET", "/api/manual/sections"),
     ("GET", "/api/history"),
+    ("GET", "/api/conversations"),
+    ("DELETE", "/api/conversations/{conversation_id}"),
     ("GET", "/api/turns/{turn_id}"),
     ("GET", "/api/turns/{turn_id}/events"),
     ("POST", "/api/turns/{turn_id}/cancel"),
@@ -46,6 +50,11 @@ OPERATIONS = [
     ("GET", "/api/quiz/questions"),
     ("GET", "/api/quiz/questions/{capitolo}/{numero}"),
     ("POST", "/api/quiz/answers"),
+    ("GET", "/api/quiz/review"),
+    ("POST", "/api/exams"),
+    ("GET", "/api/exams"),
+    ("GET", "/api/exams/{exam_id}"),
+    ("POST", "/api/exams/{exam_id}/submit"),
     ("GET", "/api/progress"),
     ("POST", "/api/turns/{turn_id}/feedback"),
     ("GET", "/api/feedback"),
@@ -54,7 +63,10 @@ WITH_INPUTS = [
     ("POST", "/api/stream_query"),
     ("GET", "/api/manual/sections/{riferimento}"),
     ("GET", "/api/manual/sections"),
+    ("POST", "/api/chat"),
     ("GET", "/api/history"),
+    ("GET", "/api/conversations"),
+    ("DELETE", "/api/conversations/{conversation_id}"),
     ("GET", "/api/turns/{turn_id}"),
     ("GET", "/api/turns/{turn_id}/events"),
     ("POST", "/api/turns/{turn_id}/cancel"),
@@ -67,6 +79,10 @@ WITH_INPUTS = [
     ("GET", "/api/quiz/questions"),
     ("GET", "/api/quiz/questions/{capitolo}/{numero}"),
     ("POST", "/api/quiz/answers"),
+    ("GET", "/api/quiz/review"),
+    ("POST", "/api/exams"),
+    ("GET", "/api/exams/{exam_id}"),
+    ("POST", "/api/exams/{exam_id}/submit"),
     ("POST", "/api/turns/{turn_id}/feedback"),
     ("GET", "/api/feedback"),
 ]
@@ -95,6 +111,27 @@ def negative_api_schema(settings):
     return _schema(settings, answer_letters=False)
 
 
+def _one_user_question(ui_message: dict) -> None:
+    """The messages of a valid `POST /api/chat`, as generated: one user message, one text
+    part of 1..4000 characters, not blank."""
+    ui_message["maxItems"] = 1
+    ui_message["items"]["properties"]["role"] = {"const": "user"}
+    ui_message["items"]["required"] = ["role", "parts"]
+    ui_message["items"]["properties"]["parts"] = {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": 1,
+        "items": {
+            "type": "object",
+            "required": ["type", "text"],
+            "properties": {
+                "type": {"const": "text"},
+                "text": {"type": "string", "minLength": 1, "maxLength": 4000, "pattern": r"\S"},
+            },
+        },
+    }
+
+
 def _schema(settings, *, answer_letters: bool):
     app = create_app(settings)
     raw = copy.deepcopy(app.openapi())
@@ -103,9 +140,16 @@ def _schema(settings, *, answer_letters: bool):
     tools = chat_body["content"]["application/json"]["schema"]["properties"]["tools"]
     (switches,) = [branch for branch in tools["anyOf"] if branch.get("type") == "object"]
     switches["propertyNames"] = {"enum": _tool_names(settings)}
-    # The deprecated flat `{name}_enabled` aliases must agree with `tools` (else a 422 the
-    # schema cannot state): not generated here; tests/routes/test_api.py covers them.
-    del chat_body["content"]["application/json"]["schema"]["patternProperties"]
+    # `POST /api/chat` reads the text parts of the last user message as the query (1..4000
+    # characters, not blank): generated here as one user message with one text part; any
+    # other message or part is accepted and not read (tests/routes/test_ai_chat.py).
+    ui_body = raw["paths"]["/api/chat"]["post"]["requestBody"]["content"]["application/json"]
+    ui_tools = ui_body["schema"]["properties"]["tools"]
+    (ui_switches,) = [branch for branch in ui_tools["anyOf"] if branch.get("type") == "object"]
+    ui_switches["propertyNames"] = {"enum": _tool_names(settings)}
+    ui_message = ui_body["schema"]["properties"]["messages"]
+    if answer_letters:  # the valid requests only: more messages or parts are not invalid
+        _one_user_question(ui_message)
     # Likewise an answer must name an option of its question (the demo questions have four);
     # anything else is a documented 422 naming `risposta`.
     if answer_letters:

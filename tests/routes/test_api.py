@@ -42,7 +42,6 @@ async def nothing_stored(app, sub="user-1"):
         ({"query": "\n\t "}, ["body", "query"]),
         ({"query": "ok", "chat_histroy": False}, ["body", "chat_histroy"]),
         ({"query": "ok", "kb_search_enabled": "no"}, ["body", "kb_search_enabled"]),
-        ({"query": "ok", "meteo_enabled": True}, ["body", "tools", "meteo"]),
         ({"query": "ok", "kb_search_enabled": False, "tools": {"kb_search": True}}, ["body"]),
     ],
 )

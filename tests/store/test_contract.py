@@ -462,7 +462,9 @@ async def test_a_sqlite_file_of_the_previous_version_is_brought_up_to_date(setti
     old = make_turn("alice", 1, tool=ToolRecord(tool_name="t", data={"x": 1}))
     with sqlite3.connect(settings.sqlite_file) as conn:
         conn.executescript(_OLD_SQLITE_SCHEMA)
-        row = old.model_dump(exclude={"tools", "grounding", "retrieved", "feedback"})
+        row = old.model_dump(
+            exclude={"tools", "grounding", "retrieved", "feedback", "conversation_id"}
+        )
         row["tool"] = json.dumps(row["tool"])
         conn.execute(
             f"INSERT INTO chats ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",

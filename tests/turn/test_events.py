@@ -34,6 +34,7 @@ CONTRACT = {
 
 # A stored turn's fields (DESIGN.md, "Stored turn"), and what `/api/history` returns of it.
 TURN = {
+    "conversation_id",
     "userId",
     "human",
     "system",
@@ -77,11 +78,19 @@ def test_the_openapi_stream_schema_is_generated_from_the_events(settings):
     content = schema["paths"]["/api/stream_query"]["post"]["responses"]["200"]["content"]
     assert content["text/event-stream"]["itemSchema"] == json.loads(json.dumps(sse_item_schema()))
     alternatives = content["text/event-stream"]["itemSchema"]["oneOf"]
-    described = {
-        a["properties"]["event"]["const"]: set(a["properties"]["data"]["contentSchema"]["required"])
-        for a in alternatives
-    }
+    components = schema["components"]["schemas"]
+
+    def required(alternative):
+        ref = alternative["properties"]["data"]["contentSchema"]["$ref"]
+        return set(components[ref.removeprefix("#/components/schemas/")]["required"])
+
+    described = {a["properties"]["event"]["const"]: required(a) for a in alternatives}
     assert described == CONTRACT
+    # One component per event, and their union discriminated by `type`.
+    union = components["StreamEvent"]
+    assert union["discriminator"]["propertyName"] == "type"
+    assert set(union["discriminator"]["mapping"]) == set(CONTRACT)
+    assert [a["properties"]["data"]["contentSchema"] for a in alternatives] == union["oneOf"]
 
 
 async def test_every_event_on_the_wire_has_exactly_its_fields(client, auth, script):

@@ -1,0 +1,211 @@
+"""The Vercel AI SDK's chat routes: `POST /api/chat` takes the body `DefaultChatTransport`
+sends and answers with the UI message stream (`aircoach.routes.ui_stream`); `GET
+/api/chat/{id}/stream` rejoins the conversation's running turn (`resumeStream`). The same
+turn pipeline as `/api/stream_query` (auth, quotas, idempotency, storage): another encoding."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from aircoach.bodies import json_body_openapi, max_body_bytes, parse_json_body
+from aircoach.deps import CurrentUser, RequestLanguage, ServicesDep
+from aircoach.models import (
+    CLIENT_MESSAGE_ID_PATTERN,
+    MAX_CLIENT_MESSAGE_ID,
+    MAX_TOOL_NAME,
+    MessageRequest,
+)
+from aircoach.routes.chat import run_chat
+from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, unavailable
+from aircoach.routes.ui_stream import UI_STREAM_HEADER, UI_STREAM_VERSION, ui_encoder
+from aircoach.tools.registry import MAX_TOOLS
+from aircoach.turn.conversations import CONVERSATION_ID_PATTERN, MAX_CONVERSATION_ID
+
+router = APIRouter(prefix="/api", tags=["chat"])
+
+CLIENT_MESSAGE_ID = re.compile(CLIENT_MESSAGE_ID_PATTERN)
+MAX_UI_MESSAGES = 1000  # a conversation's messages useChat resends with each new one
+
+
+class UIMessage(BaseModel):
+    """A UI message as `useChat` sends it: only the last user message's text parts are read;
+    any other key (metadata, tool parts, files) is ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field(default="", max_length=MAX_CLIENT_MESSAGE_ID)
+    role: Literal["system", "user", "assistant"]
+    parts: list[dict[str, Any]] = Field(default_factory=list, max_length=1000)
+
+
+class UIChatRequest(BaseModel):
+    """The body of `DefaultChatTransport` (`id`, `messages`, `trigger`, `messageId`) and our
+    own switches, sent through the transport's `body` option."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field(
+        max_length=MAX_CONVERSATION_ID,
+        pattern=CONVERSATION_ID_PATTERN,
+        description="The chat's id: its `conversation_id`.",
+    )
+    messages: list[UIMessage] = Field(min_length=1, max_length=MAX_UI_MESSAGES)
+    trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
+    messageId: str | None = Field(default=None, max_length=MAX_CLIENT_MESSAGE_ID)
+    tools: dict[Annotated[str, Field(max_length=MAX_TOOL_NAME)], bool] | None = Field(
+        default=None, max_length=MAX_TOOLS
+    )
+    chat_history: bool = True
+    user_data: bool = True
+    use_memory_retrieval: bool = True
+    if_busy: Literal["reject", "interrupt"] = "reject"
+
+
+def _as_message(body: UIChatRequest) -> MessageRequest:
+    """The turn the body asks for: the last user message's text is the query, its id the
+    `client_message_id` (a resend replays; a regeneration is a new turn)."""
+    users = [m for m in body.messages if m.role == "user"]
+    if not users:
+        raise _invalid(("body", "messages"), "no user message")
+    last = users[-1]
+    query = "".join(str(part.get("text", "")) for part in last.parts if part.get("type") == "text")
+    key = last.id if body.trigger == "submit-message" and last.id else None
+    if key is not None and not CLIENT_MESSAGE_ID.match(key):
+        key = None  # an id we cannot keep as a message key: the turn runs, not replayable
+    fields: dict[str, Any] = {
+        "query": query,
+        "conversation_id": body.id,
+        "stream": True,
+        "chat_history": body.chat_history,
+        "user_data": body.user_data,
+        "use_memory_retrieval": body.use_memory_retrieval,
+        "if_busy": body.if_busy,
+        "client_message_id": key,
+    }
+    if body.tools is not None:
+        fields["tools"] = body.tools
+    try:
+        return MessageRequest.model_validate(fields)
+    except ValidationError as exc:  # the query's limits: a 422 on the message's text
+        loc = ("body", "messages", body.messages.index(last), "parts")
+        raise _invalid(loc, str(exc.errors()[0]["msg"])) from None
+
+
+def _invalid(loc: tuple[Any, ...], msg: str) -> RequestValidationError:
+    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg}])
+
+
+def _body_openapi() -> dict[str, Any]:
+    """`json_body_openapi` of the body, its one nested model inline (an inline schema's
+    `$defs` cannot be referred to from an OpenAPI document)."""
+    extra = json_body_openapi(UIChatRequest)
+    schema = extra["requestBody"]["content"]["application/json"]["schema"]
+    defs = schema.pop("$defs")
+    schema["properties"]["messages"]["items"] = defs["UIMessage"]
+    return extra
+
+
+_UI_HEADERS = {UI_STREAM_HEADER: UI_STREAM_VERSION}
+_STREAM_DOC = {
+    "description": "The AI SDK UI message stream (protocol v1): `data:` lines of JSON chunks "
+    "ending with `data: [DONE]`; header `x-vercel-ai-ui-message-stream: v1`.",
+    "content": {
+        "text/event-stream": {
+            "itemSchema": {
+                "type": "object",
+                "required": ["data"],
+                "properties": {
+                    "data": {
+                        "type": "string",
+                        "description": "A chunk's JSON (`start`, `text-delta`, "
+                        "`tool-output-available`, `data-grounding`, `error`, `finish`...), "
+                        "or `[DONE]` last.",
+                    }
+                },
+            }
+        }
+    },
+}
+
+
+@router.post(
+    "/chat",
+    responses={
+        200: _STREAM_DOC,
+        **UNAUTHORIZED,
+        **TOO_LARGE,
+        **INVALID_BODY,
+        **unavailable("auth_unavailable", "prompt_unavailable", "store_unavailable"),
+    },
+    response_class=Response,
+    openapi_extra=_body_openapi(),
+)
+@max_body_bytes("chat_max_body_bytes")
+async def ai_chat(
+    request: Request,
+    user: CurrentUser,
+    services: ServicesDep,
+    language: RequestLanguage,
+) -> Response:
+    """Chat as the Vercel AI SDK's `useChat` (`DefaultChatTransport`) does: the chat `id` is
+    the conversation, the last user message is the question (the rest of `messages` is not
+    read: history comes from the store)."""
+    body = _as_message(await parse_json_body(request, UIChatRequest))
+    return await run_chat(
+        services,
+        user,
+        body,
+        language,
+        body.client_message_id,
+        encoder_for=ui_encoder,
+        headers=_UI_HEADERS,
+    )
+
+
+@router.get(
+    "/chat/{chat_id}/stream",
+    responses={
+        200: _STREAM_DOC,
+        204: {"description": "Nothing runs in this chat."},
+        **UNAUTHORIZED,
+    },
+    response_class=Response,
+)
+async def resume_chat(
+    chat_id: Annotated[str, Path(max_length=MAX_CONVERSATION_ID, pattern=CONVERSATION_ID_PATTERN)],
+    user: CurrentUser,
+    services: ServicesDep,
+    language: RequestLanguage,
+) -> Response:
+    """The AI SDK's `resumeStream`: the running turn of the caller's chat `chat_id`, from its
+    first event, followed live to its end (from any instance); 204 when nothing runs."""
+    from aircoach.routes.sse import event_stream
+    from aircoach.turn.conversations import conversation_thread
+    from aircoach.turn.rejoin import turn_events
+
+    thread = conversation_thread(user.sub, chat_id)
+    held = await services.turn_log.holder(user.sub, thread, now=services.clock())
+    if held is None:
+        return Response(status_code=204)
+    following = await turn_events(
+        services.turn_log,
+        services.chats,
+        user.sub,
+        held.turn_id,
+        after=0,
+        language=language,
+        give_up_s=services.settings.turn_timeout_s,
+    )
+    if following is None:
+        return Response(status_code=204)
+    return event_stream(
+        following,
+        headers={**_UI_HEADERS, "X-Turn-ID": held.turn_id},
+        encode=ui_encoder(held.turn_id),
+    )

@@ -1,0 +1,90 @@
+"""A user's conversations: `GET /api/conversations` lists them, `DELETE
+/api/conversations/{conversation_id}` removes one (see `aircoach.turn.conversations`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import Response
+from pydantic import BaseModel
+
+from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
+from aircoach.errors import NotFound
+from aircoach.models import ErrorBody
+from aircoach.routes.responses import INVALID_BODY, UNAUTHORIZED, unavailable
+from aircoach.turn.conversations import (
+    CONVERSATION_ID_PATTERN,
+    MAX_CONVERSATION_ID,
+    ConversationEraser,
+)
+from aircoach.turn.records import ConversationSummary
+
+router = APIRouter(prefix="/api", tags=["conversations"])
+
+ConversationId = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=MAX_CONVERSATION_ID,
+        pattern=CONVERSATION_ID_PATTERN,
+        description="The client's conversation id (`conversation_id` of the chat request).",
+    ),
+]
+
+
+class ConversationList(BaseModel):
+    conversations: list[ConversationSummary]
+
+
+@router.get(
+    "/conversations",
+    responses={
+        **UNAUTHORIZED,
+        **INVALID_BODY,
+        **unavailable("auth_unavailable", "store_unavailable"),
+    },
+)
+async def list_conversations(
+    user: CurrentUser,
+    chats: ChatStoreDep,
+    services: ServicesDep,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+) -> ConversationList:
+    """The caller's conversations (those started with a `conversation_id`), the most recently
+    active first, with their first question and last activity. The default conversation
+    (requests without `conversation_id`) is not listed: `GET /api/history` has its turns."""
+    await services.dead_letters.replay(chats)
+    return ConversationList(conversations=await chats.conversations(user.sub, limit=limit))
+
+
+@router.delete(
+    "/conversations/{conversation_id}",
+    status_code=204,
+    response_class=Response,
+    responses={
+        **UNAUTHORIZED,
+        404: {"model": ErrorBody, "description": "The caller has no such conversation."},
+        **unavailable("auth_unavailable", "store_unavailable"),
+    },
+)
+async def delete_conversation(
+    conversation_id: ConversationId, user: CurrentUser, services: ServicesDep
+) -> Response:
+    """Delete one of the caller's conversations: its running turn is cancelled first, then
+    its turns, their event log and idempotency records, its quiz state (held in its turns)
+    and the memory derived from it are removed, from the store and from this instance's
+    memory (the other instances rebuild theirs from the store on its next turn). 404 for an
+    unknown id."""
+    await services.dead_letters.replay(services.chats)
+    eraser = ConversationEraser(
+        chats=services.chats,
+        turn_log=services.turn_log,
+        reservations=services.guards.reservations,
+        memory=services.memory,
+        clock=services.clock,
+        forgetters=tuple(services.conversation_forgetters),
+    )
+    if not await eraser.erase(user.sub, conversation_id):
+        raise NotFound("conversation_not_found", conversation_id=conversation_id)
+    return Response(status_code=204)

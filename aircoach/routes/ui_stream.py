@@ -1,0 +1,118 @@
+"""The turn's events as the Vercel AI SDK's UI message stream (protocol v1), beside our own
+SSE (`aircoach.routes.sse`): the same typed events of the same turn, another encoding.
+
+Each chunk is one SSE `data:` line of JSON, the stream ends with `data: [DONE]`:
+`start` (the message id: the turn's id) and `start-step`; the answer as
+`text-start`/`text-delta`/`text-end` (a new text part after each tool's result); a tool's
+result as `tool-input-available` + `tool-output-available` (the part `tool-<name>`, its
+output the client data of `tool_result`, never what only the model was given); the
+grounding verdict as a `data-grounding` part; an `error` event as an `error` chunk; `done` as
+the message metadata (`turn_id`, `prompt_version`, `model`, `context_turns`, `status`),
+`finish-step` and `finish`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from aircoach.logs import current_stages
+from aircoach.routes.sse import Encoder
+from aircoach.turn.log import LoggedEvent
+
+UI_STREAM_HEADER = "x-vercel-ai-ui-message-stream"
+UI_STREAM_VERSION = "v1"
+_DONE = b"data: [DONE]\n\n"
+# `done` fields a client reads from the message's metadata.
+METADATA_FIELDS = ("turn_id", "prompt_version", "model", "context_turns", "status", "request_id")
+
+
+def _chunk(data: dict[str, Any]) -> bytes:
+    return (
+        b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+    )
+
+
+class _Message:
+    """The state of one assistant message being encoded: whether a text part is open."""
+
+    def __init__(self, message_id: str):
+        self.message_id = message_id
+        self.text_id: str | None = None
+        self.parts = 0
+        self.failed = False
+
+    def start(self) -> list[dict[str, Any]]:
+        return [{"type": "start", "messageId": self.message_id}, {"type": "start-step"}]
+
+    def _close_text(self) -> list[dict[str, Any]]:
+        if self.text_id is None:
+            return []
+        closed, self.text_id = self.text_id, None
+        return [{"type": "text-end", "id": closed}]
+
+    def _next_id(self, kind: str) -> str:
+        self.parts += 1
+        return f"{self.message_id}-{kind}-{self.parts}"
+
+    def encode(self, data: dict[str, Any]) -> list[dict[str, Any]]:
+        kind = data["type"]
+        if kind == "agent_message":
+            chunks: list[dict[str, Any]] = []
+            if self.text_id is None:
+                self.text_id = self._next_id("text")
+                chunks.append({"type": "text-start", "id": self.text_id})
+            chunks.append({"type": "text-delta", "id": self.text_id, "delta": data["content"]})
+            return chunks
+        if kind == "tool_result":
+            call_id = self._next_id("tool")
+            name = data["tool_name"]
+            return [
+                *self._close_text(),
+                {
+                    "type": "tool-input-available",
+                    "toolCallId": call_id,
+                    "toolName": name,
+                    "input": data.get("arguments", {}),
+                },
+                {"type": "tool-output-available", "toolCallId": call_id, "output": data["data"]},
+            ]
+        if kind == "grounding":
+            verdict = {k: v for k, v in data.items() if k != "type"}
+            return [{"type": "data-grounding", "id": self._next_id("grounding"), "data": verdict}]
+        if kind == "error":
+            self.failed = True
+            return [*self._close_text(), {"type": "error", "errorText": data["message"]}]
+        if kind == "done":
+            metadata = {name: data[name] for name in METADATA_FIELDS if name in data}
+            failed = self.failed or data.get("status") not in (None, "ok")
+            return [
+                *self._close_text(),
+                {"type": "message-metadata", "messageMetadata": metadata},
+                {"type": "finish-step"},
+                {
+                    "type": "finish",
+                    "finishReason": "error" if failed else "stop",
+                    "messageMetadata": metadata,
+                },
+            ]
+        return []  # a type this encoder does not know yet: our SSE still carries it
+
+
+def ui_encoder(message_id: str) -> Encoder:
+    """An encoder (`aircoach.routes.sse.Encoder`) of one turn as the UI message stream; the
+    assistant message's id is `message_id` (the turn's)."""
+
+    async def encode(events: AsyncIterator[LoggedEvent]) -> AsyncGenerator[bytes, None]:
+        stages = current_stages()
+        message = _Message(message_id)
+        yield b"".join(_chunk(c) for c in message.start())
+        async for event in events:
+            with stages.timed("encode"):
+                data = b"".join(_chunk(c) for c in message.encode(event.data))
+            if data:
+                yield data
+        yield _DONE
+
+    return encode

@@ -1,0 +1,84 @@
+"""A user's conversations: the claim key of a conversation's running turn, and what deleting
+a conversation removes (its running turn cancelled first, then its turns, its event log, its
+idempotency records, its threads in this process's memory, and whatever the features that
+keep per-conversation data registered as forgetters: the long-term memory derived from it)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+
+from aircoach.turn.guards import ReservationStore
+from aircoach.turn.log import TurnLogStore
+from aircoach.turn.ports import ChatStore
+
+if TYPE_CHECKING:
+    from aircoach.turn.memory import Memory
+
+log = logging.getLogger(__name__)
+
+CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+MAX_CONVERSATION_ID = 64
+# How long a delete waits for the conversation's cancelled turn to stop (it checks its cancel
+# flag about once a second) before removing what it stored.
+_CANCEL_WAIT_S = 10.0
+_CANCEL_POLL_S = 0.25
+
+# Removes what a feature keeps of (user_id, conversation_id); it must not fail when there is
+# nothing to remove.
+ConversationForgetter = Callable[[str, str], Awaitable[None]]
+
+
+def conversation_thread(user_id: str, conversation_id: str | None) -> str:
+    """The key of the claim one running turn holds (per user): the user's id for the default
+    conversation (as before conversations existed), `conversation:<id>` for another."""
+    if conversation_id is None:
+        return user_id
+    return f"conversation:{conversation_id}"
+
+
+@dataclass(frozen=True)
+class ConversationEraser:
+    chats: ChatStore
+    turn_log: TurnLogStore
+    reservations: ReservationStore
+    memory: Memory | None
+    clock: Callable[[], float]
+    forgetters: Sequence[ConversationForgetter] = ()
+
+    async def erase(self, user_id: str, conversation_id: str) -> bool:
+        """Delete the user's conversation: False when there was none (nothing stored, nothing
+        running)."""
+        running = await self._stop_running(user_id, conversation_id)
+        turn_ids = await self.chats.delete_conversation(user_id, conversation_id)
+        if turn_ids:
+            await self.turn_log.forget(user_id, turn_ids)
+            await self.reservations.forget_turns(user_id, turn_ids)
+        if running is not None:
+            await self.turn_log.forget(user_id, [running])
+        if self.memory is not None:
+            self.memory.forget_prefix(f"{user_id}:{conversation_id}:v")
+        for forget in self.forgetters:
+            await forget(user_id, conversation_id)
+        log.info("conversation %r of %r deleted: %d turns", conversation_id, user_id, len(turn_ids))
+        return bool(turn_ids) or running is not None
+
+    async def _stop_running(self, user_id: str, conversation_id: str) -> str | None:
+        """Cancel the conversation's running turn and wait (bounded) until it has let go of
+        the conversation, so that its stored turn is removed too; its id, or None."""
+        thread = conversation_thread(user_id, conversation_id)
+        held = await self.turn_log.holder(user_id, thread, now=self.clock())
+        if held is None:
+            return None
+        await self.turn_log.request_cancel(user_id, held.turn_id, now=self.clock())
+        with anyio.move_on_after(_CANCEL_WAIT_S):
+            # Another instance may run it: its claim in the store is all there is to watch.
+            while True:
+                if await self.turn_log.holder(user_id, thread, now=self.clock()) is None:
+                    break
+                await anyio.sleep(_CANCEL_POLL_S)
+        return held.turn_id

@@ -1,0 +1,64 @@
+"""The real `ai` npm package (pinned in package.json) under Node talks to a real server on
+loopback: DefaultChatTransport sends, readUIMessageStream assembles a message whose text is
+the stored answer and whose quiz tool part has its output (never the key)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import anyio
+import pytest
+
+from aircoach.settings import ROOT
+from tests.helpers import app_with, served, services_of
+from tests.scripted_model import Script, ScriptedModels, call, text
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = ROOT / "tests" / "ai_sdk" / "use_chat.mjs"
+ANSWER = "La portanza è la forza che sostiene l'aereo in volo."
+
+
+def node() -> str:
+    found = shutil.which("node")
+    assert found, "node (20+) is missing"
+    assert (ROOT / "node_modules" / "ai").exists(), "run `npm ci` (make test does)"
+    return found
+
+
+async def test_use_chat_assembles_the_stored_answer_and_the_quiz_tool_part(settings, token):
+    script = Script([text(ANSWER), call("domanda_teoria", capitolo=3, numero=1)])
+    app = app_with(settings, models=ScriptedModels(script))
+    with served(app) as url:
+        env = {
+            **os.environ,
+            "BASE_URL": url,
+            "TOKEN": token(),
+            "CHAT_ID": "chat-ai-sdk",
+            "THEORY_QUESTION": "Che cos'è la portanza?",
+            "QUIZ_QUESTION": "Fammi la domanda 1 del capitolo 3",
+        }
+        with anyio.fail_after(120):
+            done = await anyio.run_process([node(), str(SCRIPT)], env=env, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    got = json.loads(done.stdout)
+    script.assert_used()
+
+    theory, quiz = got["theory"], got["quiz"]
+    stored = await services_of(app).chats.history("user-1", limit=5, conversation="chat-ai-sdk")
+    quiz_turn, theory_turn = stored
+    assert theory["id"] == theory_turn.turn_id and theory["role"] == "assistant"
+    texts = [p["text"] for p in theory["parts"] if p["type"] == "text"]
+    assert "".join(texts) == theory_turn.system == ANSWER
+    assert theory["metadata"]["turn_id"] == theory_turn.turn_id
+    assert {"prompt_version", "model", "context_turns"} <= set(theory["metadata"])
+
+    (part,) = [p for p in quiz["parts"] if p["type"] == "tool-domanda_teoria"]
+    assert part["state"] == "output-available"
+    question = part["output"]["question"]
+    assert (question["capitolo"], question["numero"]) == (3, 1)
+    assert "corretta" not in json.dumps(part["output"])
+    assert quiz_turn.tools[0].data == part["output"]
+    assert got["resumed"] is None  # nothing runs in the chat any more: 204

@@ -1,0 +1,69 @@
+"""`POST /api/chat` and `GET /api/chat/{id}/stream`: the AI SDK's UI message stream v1 of the
+same turn pipeline (the real `ai` package drives it in tests/ai_sdk)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.helpers import services_of
+from tests.scripted_model import call, text
+
+
+def ui_body(query: str, *, chat_id: str = "chat-1", message_id: str = "m-1", **extra: Any):
+    earlier = [
+        {"id": "old-u", "role": "user", "parts": [{"type": "text", "text": "vecchia"}]},
+        {"id": "old-a", "role": "assistant", "parts": [{"type": "text", "text": "x"}], "x": 1},
+    ]
+    last = {"id": message_id, "role": "user", "parts": [{"type": "text", "text": query}]}
+    return {"id": chat_id, "messages": [*earlier, last], "trigger": "submit-message", **extra}
+
+
+def chunks(body: str) -> list[Any]:
+    lines = [line[len("data: ") :] for line in body.splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    return [json.loads(line) for line in lines[:-1]]
+
+
+async def test_a_theory_turn_is_a_text_part_equal_to_the_stored_answer(app, client, auth, script):
+    script([text("La portanza dipende.")])
+    response = await client.post("/api/chat", json=ui_body("Cos'è la portanza?"), headers=auth())
+    assert response.status_code == 200, response.text
+    assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
+    got = chunks(response.text)
+    turn_id = response.headers["X-Turn-ID"]
+    assert got[0] == {"type": "start", "messageId": turn_id}
+    deltas = "".join(c["delta"] for c in got if c["type"] == "text-delta")
+    stored = await services_of(app).chats.get_turn("user-1", turn_id)
+    assert stored is not None and deltas == stored.system
+    assert stored.human == "Cos'è la portanza?" and stored.conversation_id == "chat-1"
+    finish = got[-1]
+    assert finish["type"] == "finish" and finish["finishReason"] == "stop"
+    assert finish["messageMetadata"]["turn_id"] == turn_id
+    assert {"prompt_version", "model", "context_turns"} <= set(finish["messageMetadata"])
+
+    # The same message again (a resend) replays the stored turn: the model does not run.
+    again = await client.post("/api/chat", json=ui_body("Cos'è la portanza?"), headers=auth())
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert "".join(c["delta"] for c in chunks(again.text) if c["type"] == "text-delta") == deltas
+
+
+async def test_a_quiz_turn_is_a_tool_part_with_its_output_never_the_key(client, auth, script):
+    script([call("domanda_teoria", capitolo=3, numero=1)])
+    response = await client.post("/api/chat", json=ui_body("Una domanda"), headers=auth())
+    got = chunks(response.text)
+    (tool_in,) = [c for c in got if c["type"] == "tool-input-available"]
+    (tool_out,) = [c for c in got if c["type"] == "tool-output-available"]
+    assert tool_in["toolName"] == "domanda_teoria"
+    assert tool_out["toolCallId"] == tool_in["toolCallId"]
+    question = tool_out["output"]["question"]
+    assert (question["capitolo"], question["numero"]) == (3, 1)
+    assert "corretta" not in question and "spiegazione" not in question
+
+
+async def test_nothing_running_is_204_and_bad_bodies_are_422(client, auth):
+    response = await client.get("/api/chat/chat-1/stream", headers=auth())
+    assert response.status_code == 204
+    no_user = {"id": "c", "messages": [{"id": "a", "role": "assistant", "parts": []}]}
+    for body in (no_user, ui_body("x", chat_id="a:b"), ui_body("   "), {"id": "c"}):
+        assert (await client.post("/api/chat", json=body, headers=auth())).status_code == 422

@@ -1,0 +1,191 @@
+"""Conversations (issue 32): one user's conversations on two instances (two apps with their
+own process memory, sharing one store: SQLite, then MongoDB on nx-27017) each keep their own
+history and memory; the one running turn is per conversation; listing and deleting."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from langchain_core.messages import BaseMessage
+
+from aircoach.settings import Settings
+from tests.helpers import app_with, asgi_client, chat, services_of
+from tests.mongo_server import MongoServer, mongo_settings
+from tests.scripted_model import Script, ScriptedModels, text
+
+
+@dataclass
+class Instance:
+    client: httpx.AsyncClient
+    script: Script
+    app: Any
+
+    async def ask(self, headers: dict[str, str], query: str, answer: str, **body: Any) -> str:
+        self.script.replies.append(text(answer))
+        events = await chat(self.client, headers, query, **body)
+        assert events[-1]["type"] == "done" and events[-1]["status"] == "ok", events
+        return str(events[-1]["turn_id"])
+
+    def shown(self) -> str:
+        """Everything the model was shown on its last call."""
+        messages: list[BaseMessage] = self.script.calls[-1]
+        return "\n".join(str(m.content) for m in messages)
+
+
+@pytest.fixture(params=["sqlite", "mongo"])
+def shared_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
+    if request.param == "sqlite":
+        return settings
+    server: MongoServer = request.getfixturevalue("mongo_server")
+    return mongo_settings(server, settings)
+
+
+@pytest.fixture
+async def instances(shared_settings: Settings) -> AsyncIterator[tuple[Instance, Instance]]:
+    made = []
+    for _ in range(2):
+        script = Script([])
+        app = app_with(shared_settings, models=ScriptedModels(script))
+        made.append((app, script))
+    (app_a, script_a), (app_b, script_b) = made
+    async with asgi_client(app_a) as a, asgi_client(app_b) as b:
+        yield Instance(a, script_a, app_a), Instance(b, script_b, app_b)
+
+
+async def test_two_conversations_on_two_instances_keep_their_own_history_and_memory(
+    instances: tuple[Instance, Instance], auth: Callable[..., dict[str, str]]
+):
+    a, b = instances
+    me = auth()
+    await a.ask(me, "Domanda alfa uno", "Risposta alfa uno", conversation_id="alfa")
+    await b.ask(me, "Domanda beta uno", "Risposta beta uno", conversation_id="beta")
+    await a.ask(me, "Domanda predefinita", "Risposta predefinita")
+
+    await b.ask(me, "Domanda alfa due", "Risposta alfa due", conversation_id="alfa")
+    shown = b.shown()
+    assert "Domanda alfa uno" in shown and "Risposta alfa uno" in shown
+    assert "beta" not in shown and "predefinita" not in shown
+
+    await a.ask(me, "Domanda beta due", "Risposta beta due", conversation_id="beta")
+    shown = a.shown()
+    assert "Domanda beta uno" in shown and "Risposta beta uno" in shown
+    assert "alfa" not in shown and "predefinita" not in shown
+
+    # The default conversation (no id: today's clients) keeps its own history.
+    await b.ask(me, "Altra domanda predefinita", "Altra risposta")
+    shown = b.shown()
+    assert "Domanda predefinita" in shown and "alfa" not in shown and "beta" not in shown
+
+    # Warm on A now (it answered alfa's first turn, B the second): A reseeds from the store.
+    await a.ask(me, "Domanda alfa tre", "Risposta alfa tre", conversation_id="alfa")
+    shown = a.shown()
+    assert "Risposta alfa uno" in shown and "Risposta alfa due" in shown
+    assert "beta" not in shown
+
+    page = (await a.client.get("/api/history?conversation_id=alfa", headers=me)).json()
+    assert [t["human"] for t in page["turns"]] == [
+        "Domanda alfa tre",
+        "Domanda alfa due",
+        "Domanda alfa uno",
+    ]
+    assert {t["conversation_id"] for t in page["turns"]} == {"alfa"}
+    everything = (await b.client.get("/api/history", headers=me)).json()["turns"]
+    assert len(everything) == 7  # without the filter: every conversation's turns, as before
+
+    listed = (await b.client.get("/api/conversations", headers=me)).json()["conversations"]
+    assert [(c["conversation_id"], c["first_question"], c["turns"]) for c in listed] == [
+        ("alfa", "Domanda alfa uno", 3),
+        ("beta", "Domanda beta uno", 2),
+    ]
+    assert listed[0]["last_activity"] > listed[1]["last_activity"]
+    other = (await a.client.get("/api/conversations", headers=auth("user-2"))).json()
+    assert other == {"conversations": []}
+
+
+async def test_deleting_a_conversation_removes_it_on_every_instance(
+    instances: tuple[Instance, Instance], auth: Callable[..., dict[str, str]]
+):
+    a, b = instances
+    me = auth()
+    first = await a.ask(
+        me, "Domanda alfa uno", "Risposta alfa uno", conversation_id="alfa", client_message_id="m1"
+    )
+    await a.ask(me, "Domanda beta uno", "Risposta beta uno", conversation_id="beta")
+    services = services_of(a.app)
+    assert await services.turn_log.read("user-1", first) != []
+
+    # Another user cannot delete it; an unknown id is 404.
+    assert (
+        await b.client.delete("/api/conversations/alfa", headers=auth("user-2"))
+    ).status_code == 404
+    assert (await b.client.delete("/api/conversations/nessuna", headers=me)).status_code == 404
+
+    response = await b.client.delete("/api/conversations/alfa", headers=me)
+    assert response.status_code == 204, response.text
+    assert (await b.client.delete("/api/conversations/alfa", headers=me)).status_code == 404
+    page = (await a.client.get("/api/history?conversation_id=alfa", headers=me)).json()
+    assert page["turns"] == []
+    listed = (await a.client.get("/api/conversations", headers=me)).json()["conversations"]
+    assert [c["conversation_id"] for c in listed] == ["beta"]
+    assert await services.turn_log.read("user-1", first) == []  # its event log is gone
+
+    # A (warm on alfa) starts it afresh: no memory of the deleted turns; the same message id
+    # is a new message now (its idempotency record went with the conversation).
+    await a.ask(
+        me, "Domanda alfa nuova", "Risposta nuova", conversation_id="alfa", client_message_id="m1"
+    )
+    assert "Domanda alfa uno" not in a.shown() and "Risposta alfa uno" not in a.shown()
+    await b.ask(me, "Domanda beta due", "Risposta beta due", conversation_id="beta")
+    assert "Risposta beta uno" in b.shown()
+
+
+async def test_one_running_turn_per_conversation(
+    instances: tuple[Instance, Instance], auth: Callable[..., dict[str, str]]
+):
+    a, b = instances
+    me = auth()
+    turn_log = services_of(a.app).turn_log
+    now = services_of(a.app).clock()
+    # A turn of conversation alfa runs (on some instance): alfa is busy, beta and the default
+    # conversation are not.
+    assert (
+        await turn_log.claim("user-1", "conversation:alfa", "t-alfa", now=now, expires_at=now + 30)
+        is None
+    )
+    busy = await b.client.post(
+        "/api/stream_query", json={"query": "ciao", "conversation_id": "alfa"}, headers=me
+    )
+    assert busy.status_code == 409 and busy.json()["turn_id"] == "t-alfa"
+    await b.ask(me, "Domanda beta", "Risposta beta", conversation_id="beta")
+    await a.ask(me, "Domanda predefinita", "Risposta predefinita")
+
+    # Deleting alfa asks its running turn to stop and waits until it has let go.
+    async def running_turn_stops() -> None:
+        # The flag lives in the store, as for a turn on another instance: polled.
+        while True:
+            if await turn_log.cancel_requested("t-alfa"):
+                break
+            await anyio.sleep(0.05)
+        await turn_log.release("user-1", "conversation:alfa", "t-alfa")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(running_turn_stops)
+        response = await a.client.delete("/api/conversations/alfa", headers=me)
+    assert response.status_code == 204, response.text
+    assert await turn_log.holder("user-1", "conversation:alfa", now=now) is None
+
+
+@pytest.mark.parametrize("conversation_id", ["", "a:b", "x" * 65, "con spazio", "ü"])
+async def test_a_malformed_conversation_id_is_422(client, auth, conversation_id):
+    response = await client.post(
+        "/api/stream_query",
+        json={"query": "ciao", "conversation_id": conversation_id},
+        headers=auth(),
+    )
+    assert response.status_code == 422
+    assert ["body", "conversation_id"] in [e["loc"] for e in response.json()["detail"]]
