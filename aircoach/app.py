@@ -24,6 +24,7 @@ from aircoach.routes import (
     health,
     history,
     manual,
+    memory,
     playground,
     quiz,
     tasks,
@@ -89,6 +90,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.add_exception_handler(HTTPException, http_error)
     for module in (chat, health, tools, history, turns, docs, tasks, quiz, feedback, manual):
         app.include_router(module.router)
+    app.include_router(memory.router)
     if settings.playground:
         app.include_router(playground.router)
         if settings.uses_dev_issuer:

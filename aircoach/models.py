@@ -49,6 +49,7 @@ class MessageRequest(BaseModel):
     chat_history: bool = Field(default=True, description="Show the model the earlier turns.")
     user_data: bool = Field(default=True, description="Add the user's profile to the prompt.")
     stream: bool = Field(default=True, description="SSE stream when true, JSON when false.")
+    use_memory_retrieval: bool = True
     tools: dict[Annotated[str, Field(max_length=MAX_TOOL_NAME)], bool] | None = Field(
         default=None,
         max_length=MAX_TOOLS,

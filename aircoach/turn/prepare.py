@@ -15,6 +15,8 @@ from aircoach.auth.userdata import UserDataSource, user_data_section
 from aircoach.errors import StoreUnavailable
 from aircoach.grounding.context import ThreadView, TurnGrounding, with_citation_rule
 from aircoach.logs import current_stages
+from aircoach.memory.ports import DEFAULT_CONVERSATION
+from aircoach.memory.service import UserMemory
 from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.prompts.store import PromptSnapshot
 from aircoach.settings import Settings
@@ -50,6 +52,7 @@ class TurnParts:
     user_data: UserDataSource | None
     tool_deps: Callable[[PromptSnapshot], Awaitable[Mapping[type, object]]]
     sections: Sequence[PromptSection] = ()
+    recall: UserMemory | None = None  # the students' long-term memory; None: none kept
 
 
 async def prepare_turn(
@@ -70,6 +73,9 @@ async def prepare_turn(
     log.info("%s", registry.log_line(request.tools))
     system_prompt = await _system_prompt(parts, principal, request, registry, snapshot, enabled)
     turn_id = turn_id or new_turn_id()
+    remembered, reply = await _recall(parts, principal, request, turn_id)
+    if remembered:
+        system_prompt = f"{system_prompt}\n\n{remembered}"
     ctx = ToolContext(
         user_id=principal.sub,
         env=settings.tool_env,
@@ -98,7 +104,7 @@ async def prepare_turn(
         agent = agent_for(system_prompt)
         thread_id = f"{principal.sub}:v{snapshot.version}"
         thread = ThreadView()
-        if request.chat_history:
+        if request.chat_history and reply is None:
             with stages.timed("history"):
                 held = await _load_history(parts, agent, thread_id, principal.sub)
             memory_thread, context_turns = thread_id, min(held, settings.history_limit)
@@ -115,7 +121,7 @@ async def prepare_turn(
             history_limit=settings.history_limit,
             base_prompt=system_prompt,
         )
-        if grounding.followup:
+        if grounding.followup and reply is None:
             # Same thread, a prompt that asks for a concise answer, and retrieval tools that
             # search the conversation's topic first.
             agent = agent_for(grounding.prompt, tuple(grounding.topic))
@@ -140,7 +146,33 @@ async def prepare_turn(
         language=language,
         turn_id=turn_id,
         grounding=grounding,
+        reply=reply,
     )
+
+
+async def _recall(
+    parts: TurnParts, principal: Principal, request: TurnRequest, turn_id: str
+) -> tuple[str, str | None]:
+    """The "Memoria dell'utente" section for this question (unless `use_memory_retrieval` is
+    false) and, for a request to forget, the coach's reply instead of the agent's (a turn apart
+    from the thread, which the next turn reseeds from the store). What the message says is
+    kept before anything streams; a memory that fails never fails the turn."""
+    recall = parts.recall
+    if recall is None:
+        return "", None
+    user = principal.sub
+    with current_stages().timed("user_data"):
+        reply = await recall.reply_to(user, request.query)
+        if reply is not None:
+            return "", reply
+        section = ""
+        if getattr(request, "use_memory_retrieval", True):
+            # Topics of the turns the model sees in its history are left out.
+            recent = parts.settings.history_limit if request.chat_history else 0
+            section = await recall.section(user, request.query, skip_recent_topics=recent)
+        conversation = getattr(request, "conversation_id", None) or DEFAULT_CONVERSATION
+        await recall.remember(user, request.query, turn_id=turn_id, conversation_id=conversation)
+    return section, None
 
 
 async def _system_prompt(

@@ -47,6 +47,9 @@ OPERATIONS = [
     ("GET", "/api/progress"),
     ("POST", "/api/turns/{turn_id}/feedback"),
     ("GET", "/api/feedback"),
+    ("GET", "/api/memory"),
+    ("DELETE", "/api/memory/{item_id}"),
+    ("DELETE", "/api/memory"),
 ]
 WITH_INPUTS = [
     ("POST", "/api/stream_query"),
@@ -65,6 +68,7 @@ WITH_INPUTS = [
     ("POST", "/api/quiz/answers"),
     ("POST", "/api/turns/{turn_id}/feedback"),
     ("GET", "/api/feedback"),
+    ("DELETE", "/api/memory/{item_id}"),
 ]
 PERMISSIONS = ["admin:docs", "tasks:email_triage", "tasks:review"]
 
