@@ -125,6 +125,8 @@ async def prepare_turn(
             # Same thread, a prompt that asks for a concise answer, and retrieval tools that
             # search the conversation's topic first.
             agent = agent_for(grounding.prompt, tuple(grounding.topic))
+        if reply is None:
+            await _remember(parts, principal, request, turn_id)
     except BaseException:
         await models.aclose()
         raise
@@ -155,8 +157,8 @@ async def _recall(
 ) -> tuple[str, str | None]:
     """The "Memoria dell'utente" section for this question (unless `use_memory_retrieval` is
     false) and, for a request to forget, the coach's reply instead of the agent's (a turn apart
-    from the thread, which the next turn reseeds from the store). What the message says is
-    kept before anything streams; a memory that fails never fails the turn."""
+    from the thread, which the next turn reseeds from the store). A memory that fails never
+    fails the turn."""
     recall = parts.recall
     if recall is None:
         return "", None
@@ -165,14 +167,25 @@ async def _recall(
         reply = await recall.reply_to(user, request.query)
         if reply is not None:
             return "", reply
-        section = ""
-        if getattr(request, "use_memory_retrieval", True):
-            # Topics of the turns the model sees in its history are left out.
-            recent = parts.settings.history_limit if request.chat_history else 0
-            section = await recall.section(user, request.query, skip_recent_topics=recent)
-        conversation = getattr(request, "conversation_id", None) or DEFAULT_CONVERSATION
-        await recall.remember(user, request.query, turn_id=turn_id, conversation_id=conversation)
-    return section, None
+        if not getattr(request, "use_memory_retrieval", True):
+            return "", None
+        # Topics of the turns the model sees in its history are left out.
+        recent = parts.settings.history_limit if request.chat_history else 0
+        return await recall.section(user, request.query, skip_recent_topics=recent), None
+
+
+async def _remember(
+    parts: TurnParts, principal: Principal, request: TurnRequest, turn_id: str
+) -> None:
+    """Keep what the message says, once the turn is ready to run: before anything streams,
+    so it is stored whatever happens to the answer."""
+    if parts.recall is None:
+        return
+    conversation = getattr(request, "conversation_id", None) or DEFAULT_CONVERSATION
+    with current_stages().timed("user_data"):
+        await parts.recall.remember(
+            principal.sub, request.query, turn_id=turn_id, conversation_id=conversation
+        )
 
 
 async def _system_prompt(

@@ -100,6 +100,21 @@ async def test_a_request_to_forget_clears_the_memory_and_says_so(client, auth, s
     assert history[1]["system"] == FORGOTTEN
 
 
+async def test_a_json_turn_forgets_too(client, auth, script):
+    s = script([text("Ok.")])
+    await chat(client, auth(), "studio per il VDS")
+    response = await client.post(
+        "/api/stream_query",
+        json={"query": "scordati di me", "stream": False, "chat_history": False},
+        headers=auth(),
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["answer"] == FORGOTTEN and body["status"] == "ok"
+    assert len(s.calls) == 1
+    assert await memory_of(client, auth) == []
+
+
 async def test_the_offline_model_remembers_and_forgets(client, auth):
     events = await chat(client, auth(), "Ciao, sto studiando per il PPL. Come si legge un METAR?")
     assert events[-1]["type"] == "done" and events[-1]["status"] == "ok"
