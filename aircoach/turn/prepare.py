@@ -121,7 +121,7 @@ async def prepare_turn(
             history_limit=settings.history_limit,
             base_prompt=system_prompt,
         )
-        if grounding.followup and reply is None:
+        if grounding.followup:
             # Same thread, a prompt that asks for a concise answer, and retrieval tools that
             # search the conversation's topic first.
             agent = agent_for(grounding.prompt, tuple(grounding.topic))
