@@ -112,6 +112,8 @@ async def prepare_turn(
             thread = ThreadView.of(state.values.get("messages", []), settings.history_limit)
         else:
             memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
+        if reply is None:
+            await _remember(parts, principal, request, turn_id)
         grounding = TurnGrounding(
             docs=snapshot.contents,
             thread=thread,
@@ -125,8 +127,6 @@ async def prepare_turn(
             # Same thread, a prompt that asks for a concise answer, and retrieval tools that
             # search the conversation's topic first.
             agent = agent_for(grounding.prompt, tuple(grounding.topic))
-        if reply is None:
-            await _remember(parts, principal, request, turn_id)
     except BaseException:
         await models.aclose()
         raise
