@@ -8,6 +8,7 @@ course search) and by recency; the student's goal and exam date are always relev
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from aircoach.memory.extract import MAX_MESSAGE_CHARS, asks_to_forget, facts
@@ -82,9 +83,11 @@ def _has_topic(message: str) -> bool:
     return any(len(w) >= 3 and w not in _SMALL_TALK for w in words(message))
 
 
-def _body(item: MemoryItem) -> str:
-    """The item's text without its label (`Ha chiesto: `), so labels never match."""
-    return item.text.split(": ", 1)[-1]
+@functools.lru_cache(maxsize=4096)
+def _item_terms(text: str) -> frozenset[str]:
+    """The terms of an item's text without its label (`Ha chiesto: `), so labels never
+    match. Cached: a user's items are ranked again on every turn."""
+    return frozenset(terms(text.split(": ", 1)[-1]))
 
 
 def relevant(
@@ -106,12 +109,12 @@ def relevant(
             topics_seen += 1
             if topics_seen <= skip_recent_topics:
                 continue
-            shared = len(asked & set(terms(_body(item))))
+            shared = len(asked & _item_terms(item.text))
             if not shared:
                 continue
             score = shared + recency
         else:
-            score = _FACT_WEIGHT + len(asked & set(terms(_body(item)))) + recency
+            score = _FACT_WEIGHT + len(asked & _item_terms(item.text)) + recency
         scored.append((score, -rank, item))
     scored.sort(key=lambda entry: (entry[0], entry[1]), reverse=True)
     return [item for _, _, item in scored[:max_items]]
