@@ -27,6 +27,7 @@ from aircoach.routes import (
     health,
     history,
     manual,
+    memory,
     playground,
     quiz,
     tasks,
@@ -114,6 +115,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         manual,
     ):
         app.include_router(module.router)
+    app.include_router(memory.router)
     if settings.playground:
         app.include_router(playground.router)
         if settings.uses_dev_issuer:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from aircoach.auth.tokens import DevIssuer, TokenVerifier
 from aircoach.auth.userdata import UserDataSource
 from aircoach.llm.factory import ConfiguredModels
+from aircoach.memory.ports import MemoryStore
 from aircoach.prompts.sources import LocalDocSource, PromptSource
 from aircoach.prompts.store import PromptSnapshot, PromptStore
 from aircoach.quiz.ports import AttemptStore, ExamStore, QuizStore, ReviewStore
@@ -36,6 +37,7 @@ from aircoach.turn.providers import ModelProvider
 
 if TYPE_CHECKING:
     from aircoach.knowledge.library import CourseKnowledge
+    from aircoach.memory.service import UserMemory
     from aircoach.quiz.exams import ExamService
     from aircoach.quiz.service import QuizService
     from aircoach.store.mongo import MongoClients
@@ -219,6 +221,22 @@ def build_turn_log(settings: StoreSettings, *, clients: MongoClients | None = No
     return SqliteTurnLog(path.with_name(f"{path.stem}-turns{path.suffix}"))
 
 
+def build_memory_store(
+    settings: StoreSettings, *, clients: MongoClients | None = None
+) -> MemoryStore:
+    """The students' long-term memory on the same backend as the chats (creates no client)."""
+    if settings.store_kind == "mongodb":
+        from aircoach.store.mongo import MongoConnection
+        from aircoach.store.mongo_memory import MongoMemoryStore, create_memory_indexes
+
+        return MongoMemoryStore(
+            MongoConnection(settings, create_indexes=create_memory_indexes, clients=clients)
+        )
+    from aircoach.store.sqlite_memory import SqliteMemoryStore
+
+    return SqliteMemoryStore(settings.sqlite_file)
+
+
 def build_prompt_source(settings: PromptSettings) -> PromptSource:
     if settings.prompt_bucket:
         from aircoach.prompts.s3 import S3DocSource
@@ -285,12 +303,10 @@ class Services:
     reviews: ReviewStore  # the quiz's per-user schedule of each question
     exams: ExamStore  # mock exams
     clock: Callable[[], float] = time.time  # wall-clock seconds: quota windows, reservations
+    memory_items: MemoryStore | None = None  # long-term memory; None: none kept
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
     _quiz_service: QuizService | None = field(default=None, repr=False)
-    # What deleting a conversation also removes, feature by feature (the long-term memory's
-    # `forget_conversation(sub, conversation_id)`): see `aircoach.turn.conversations`.
-    conversation_forgetters: list[ConversationForgetter] = field(default_factory=list)
 
     @classmethod
     def build(
@@ -312,6 +328,7 @@ class Services:
         reviews: ReviewStore | None = None,
         exams: ExamStore | None = None,
         clock: Callable[[], float] = time.time,
+        memory_items: MemoryStore | None = None,
     ) -> Services:
         """The parts the settings say, except those given. Every MongoDB store shares one
         client."""
@@ -338,6 +355,7 @@ class Services:
             reviews=reviews or build_review_store(settings, clients=clients),
             exams=exams or build_exam_store(settings, clients=clients),
             clock=clock,
+            memory_items=memory_items or build_memory_store(settings, clients=clients),
         )
 
     @cached_property
@@ -434,6 +452,33 @@ class Services:
             CourseSearch: self.knowledge.search_in(snapshot.contents),
         }
 
+    @property
+    def conversation_forgetters(self) -> list[ConversationForgetter]:
+        """What deleting a conversation also removes, feature by feature: the long-term
+        memory derived from it (see `aircoach.turn.conversations`)."""
+        memory = self.memory_items
+        if memory is None:
+            return []
+
+        async def forget_memory(user_id: str, conversation_id: str) -> None:
+            await memory.forget_conversation(user_id, conversation_id)
+
+        return [forget_memory]
+
+    @cached_property
+    def user_memory(self) -> UserMemory | None:
+        """The students' long-term memory (`GET /api/memory`, the turn's memory section)."""
+        from aircoach.memory.service import UserMemory
+
+        if self.memory_items is None:
+            return None
+        return UserMemory(
+            self.memory_items,
+            max_items=self.settings.memory_max_items,
+            prompt_items=self.settings.memory_prompt_items,
+            prompt_chars=self.settings.memory_prompt_chars,
+        )
+
     @cached_property
     def turn_parts(self) -> TurnParts:
         """What every chat turn is built from (`aircoach.turn.prepare.prepare_turn`)."""
@@ -450,4 +495,5 @@ class Services:
             user_data=self.user_data,
             tool_deps=self.tool_deps,
             sections=(functools.partial(progress_prompt_section, self.quiz_service),),
+            recall=self.user_memory,
         )

@@ -293,6 +293,10 @@ class StoreSettings(_Group):
 class MemorySettings(_Group):
     history_limit: int = Field(default=10, ge=0, le=200)
     memory_max_threads: int = Field(default=1000, ge=1)
+    # Long-term memory (issue 34): items kept per user, and the most the prompt shows.
+    memory_max_items: int = Field(default=200, ge=1, le=10_000)
+    memory_prompt_items: int = Field(default=5, ge=0, le=50)
+    memory_prompt_chars: int = Field(default=800, ge=0, le=8_000)
 
 
 class ModelSettings(_Group):

@@ -16,6 +16,8 @@ from aircoach.errors import StoreUnavailable
 from aircoach.grounding.context import ThreadView, TurnGrounding, with_citation_rule
 from aircoach.grounding.style import resolved_style
 from aircoach.logs import current_stages
+from aircoach.memory.ports import DEFAULT_CONVERSATION
+from aircoach.memory.service import UserMemory
 from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.prompts.store import PromptSnapshot
 from aircoach.settings import Settings
@@ -51,6 +53,7 @@ class TurnParts:
     user_data: UserDataSource | None
     tool_deps: Callable[[PromptSnapshot], Awaitable[Mapping[type, object]]]
     sections: Sequence[PromptSection] = ()
+    recall: UserMemory | None = None  # the students' long-term memory; None: none kept
 
 
 async def prepare_turn(
@@ -71,6 +74,9 @@ async def prepare_turn(
     log.info("%s", registry.log_line(request.tools))
     system_prompt = await _system_prompt(parts, principal, request, registry, snapshot, enabled)
     turn_id = turn_id or new_turn_id()
+    remembered, reply = await _recall(parts, principal, request, turn_id)
+    if remembered:
+        system_prompt = f"{system_prompt}\n\n{remembered}"
     ctx = ToolContext(
         user_id=principal.sub,
         env=settings.tool_env,
@@ -99,7 +105,7 @@ async def prepare_turn(
         agent = agent_for(system_prompt)
         thread_id = memory_thread_id(principal.sub, request.conversation_id, snapshot.version)
         thread = ThreadView()
-        if request.chat_history:
+        if request.chat_history and reply is None:
             with stages.timed("history"):
                 held = await _load_history(
                     parts, agent, thread_id, principal.sub, request.conversation_id
@@ -109,6 +115,8 @@ async def prepare_turn(
             thread = ThreadView.of(state.values.get("messages", []), settings.history_limit)
         else:
             memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
+        if reply is None:
+            await _remember(parts, principal, request, turn_id)
         grounding = TurnGrounding(
             docs=snapshot.contents,
             thread=thread,
@@ -149,7 +157,44 @@ async def prepare_turn(
         language=language,
         turn_id=turn_id,
         grounding=grounding,
+        reply=reply,
     )
+
+
+async def _recall(
+    parts: TurnParts, principal: Principal, request: TurnRequest, turn_id: str
+) -> tuple[str, str | None]:
+    """The "Memoria dell'utente" section for this question (unless `use_memory_retrieval` is
+    false) and, for a request to forget, the coach's reply instead of the agent's (a turn apart
+    from the thread, which the next turn reseeds from the store). A memory that fails never
+    fails the turn."""
+    recall = parts.recall
+    if recall is None:
+        return "", None
+    user = principal.sub
+    with current_stages().timed("user_data"):
+        reply = await recall.reply_to(user, request.query)
+        if reply is not None:
+            return "", reply
+        if not getattr(request, "use_memory_retrieval", True):
+            return "", None
+        # Topics of the turns the model sees in its history are left out.
+        recent = parts.settings.history_limit if request.chat_history else 0
+        return await recall.section(user, request.query, skip_recent_topics=recent), None
+
+
+async def _remember(
+    parts: TurnParts, principal: Principal, request: TurnRequest, turn_id: str
+) -> None:
+    """Keep what the message says, once the turn is ready to run: before anything streams,
+    so it is stored whatever happens to the answer."""
+    if parts.recall is None:
+        return
+    conversation = getattr(request, "conversation_id", None) or DEFAULT_CONVERSATION
+    with current_stages().timed("user_data"):
+        await parts.recall.remember(
+            principal.sub, request.query, turn_id=turn_id, conversation_id=conversation
+        )
 
 
 async def _system_prompt(

@@ -107,6 +107,7 @@ class ChatTurn:
     stages: Stages = field(default_factory=current_stages)
     cancelled: bool = False  # someone stopped it (`cancel`): stored `interrupted`
     _waiting: anyio.CancelScope | None = field(default=None, repr=False)  # the wait for the agent
+    reply: str | None = None  # the coach's fixed answer, the agent not run (memory cleared)
 
     def cancel(self) -> None:
         """Stop the turn (a cancel from any instance, or a newer message that interrupts it):
@@ -172,11 +173,15 @@ class ChatTurn:
     async def events(self) -> AsyncGenerator[TurnEvent, None]:
         ended_by_tool = False
         try:
-            stream = agent_events(
-                self.agent,
-                self.request.query,
-                thread_id=self.recorder.memory_thread,
-                stream=self.request.stream,
+            stream = (
+                _said(self.reply)
+                if self.reply is not None
+                else agent_events(
+                    self.agent,
+                    self.request.query,
+                    thread_id=self.recorder.memory_thread,
+                    stream=self.request.stream,
+                )
             )
             deadline = anyio.current_time() + self.timeout_s
             try:
@@ -360,6 +365,10 @@ class ChatTurn:
             conversation_id=self.request.conversation_id,
             status=self.status,
         )
+
+
+async def _said(reply: str) -> AsyncGenerator[AgentMessage, None]:
+    yield AgentMessage(content=reply)
 
 
 def _left(deadline: float) -> float:

@@ -58,6 +58,9 @@ OPERATIONS = [
     ("GET", "/api/progress"),
     ("POST", "/api/turns/{turn_id}/feedback"),
     ("GET", "/api/feedback"),
+    ("GET", "/api/memory"),
+    ("DELETE", "/api/memory/{item_id}"),
+    ("DELETE", "/api/memory"),
 ]
 WITH_INPUTS = [
     ("POST", "/api/stream_query"),
@@ -85,6 +88,7 @@ WITH_INPUTS = [
     ("POST", "/api/exams/{exam_id}/submit"),
     ("POST", "/api/turns/{turn_id}/feedback"),
     ("GET", "/api/feedback"),
+    ("DELETE", "/api/memory/{item_id}"),
 ]
 PERMISSIONS = ["admin:docs", "tasks:email_triage", "tasks:review"]
 

@@ -1,0 +1,99 @@
+"""The student's long-term memory as a turn uses it: the prompt section for a question, the
+items a message leaves, and the request to forget. A memory that cannot be read or written
+never fails the turn: it is logged, and the turn goes on without it."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from aircoach.memory.extract import asks_to_forget
+from aircoach.memory.ports import DEFAULT_CONVERSATION, MemoryItem, MemoryStore
+from aircoach.memory.recall import memory_section, read_items, relevant
+
+log = logging.getLogger(__name__)
+
+FORGOTTEN = (
+    "Fatto: ho dimenticato quello che mi avevi detto di te e gli argomenti delle nostre "
+    "conversazioni passate. Da qui riparto da zero."
+)
+NOT_FORGOTTEN = (
+    "Non sono riuscito a cancellare la memoria in questo momento: riprova tra poco, oppure "
+    "cancellala dalle impostazioni."
+)
+
+
+@dataclass(frozen=True)
+class UserMemory:
+    """`max_items`: kept per user (MEMORY_MAX_ITEMS); `prompt_items`, `prompt_chars`: the
+    most the prompt section shows (MEMORY_PROMPT_ITEMS, MEMORY_PROMPT_CHARS)."""
+
+    store: MemoryStore
+    max_items: int
+    prompt_items: int
+    prompt_chars: int
+
+    async def items(self, user_id: str) -> list[MemoryItem]:
+        """Every item kept for the user, newest first (`GET /api/memory`)."""
+        return await self.store.items(user_id, limit=self.max_items)
+
+    async def section(self, user_id: str, question: str, *, skip_recent_topics: int = 0) -> str:
+        """The "Memoria dell'utente" section for this question; "" when nothing is relevant
+        or the store cannot be read."""
+        try:
+            items = await self.store.items(user_id, limit=self.max_items)
+        except Exception as exc:
+            _warn("read", user_id, exc)
+            return ""
+        chosen = relevant(
+            items, question, max_items=self.prompt_items, skip_recent_topics=skip_recent_topics
+        )
+        return memory_section(chosen, max_chars=self.prompt_chars)
+
+    async def remember(
+        self,
+        user_id: str,
+        message: str,
+        *,
+        turn_id: str,
+        conversation_id: str = DEFAULT_CONVERSATION,
+    ) -> int:
+        """Keep what `message` says about the student and its topic; how many items (0 when
+        the store failed)."""
+        items = read_items(
+            message,
+            turn_id=turn_id,
+            conversation_id=conversation_id,
+            created_at=datetime.now(UTC).isoformat(),
+        )
+        try:
+            await self.store.add(user_id, items, keep=self.max_items)
+        except Exception as exc:
+            _warn("write", user_id, exc)
+            return 0
+        return len(items)
+
+    async def reply_to(self, user_id: str, message: str) -> str | None:
+        """When `message` asks to forget: clear the user's memory and the coach's answer
+        (in Italian, also when the store failed); None for any other message."""
+        if not asks_to_forget(message):
+            return None
+        try:
+            removed = await self.store.clear(user_id)
+        except Exception as exc:
+            _warn("clear", user_id, exc)
+            return NOT_FORGOTTEN
+        log.info("memory of %r cleared on request in the chat: %d items", user_id, removed)
+        return FORGOTTEN
+
+
+def _warn(what: str, user_id: str, exc: Exception) -> None:
+    reason = exc.__cause__ or exc
+    log.warning(
+        "memory %s failed for %r; the turn goes on without it (%s: %s)",
+        what,
+        user_id,
+        type(reason).__name__,
+        reason,
+    )

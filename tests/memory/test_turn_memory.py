@@ -1,0 +1,251 @@
+"""Long-term memory in the chat: what a turn keeps, the "Memoria dell'utente" section a later
+question brings back, the request to forget, and `/api/memory`; with the scripted model (what
+the model was shown) and the offline one (the app as it ships)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from langchain_core.messages import SystemMessage
+
+from aircoach.errors import StoreUnavailable
+from aircoach.memory.ports import MemoryItem, NewItem
+from aircoach.memory.recall import SECTION_TITLE
+from aircoach.memory.service import FORGOTTEN, NOT_FORGOTTEN
+from aircoach.settings import Settings
+from tests.helpers import app_with, asgi_client, chat, services_of
+from tests.scripted_model import text
+
+
+def system_prompt(script: Any, n: int = -1) -> str:
+    first = script.calls[n][0]
+    assert isinstance(first, SystemMessage)
+    return first.text
+
+
+def answer(events: list[dict[str, Any]]) -> str:
+    return "".join(e["content"] for e in events if e["type"] == "agent_message")
+
+
+async def memory_of(client, auth, sub: str = "user-1") -> list[dict[str, Any]]:
+    response = await client.get("/api/memory", headers=auth(sub))
+    assert response.status_code == 200, response.text
+    return response.json()["items"]
+
+
+async def test_what_the_student_said_comes_back_for_a_later_question(client, auth, script):
+    s = script([text("Il QNH è la pressione al livello del mare."), text("Certo.")])
+    first = await chat(client, auth(), "Studio per il VDS. Cos'è il QNH?")
+    assert SECTION_TITLE not in system_prompt(s)  # nothing remembered yet
+    # A later question in a turn without history: the memory brings the student back.
+    second = await chat(client, auth(), "mi rispieghi il qnh?", chat_history=False)
+    prompt = system_prompt(s)
+    assert f"{SECTION_TITLE}\n" in prompt
+    assert "- Studia per: VDS" in prompt
+    assert "- Ha chiesto: Studio per il VDS. Cos'è il QNH?" in prompt
+    # The section is appended, as the progress section: one prompt version, one thread.
+    assert prompt.startswith("# Ruolo")
+    assert first[-1]["prompt_version"] == second[-1]["prompt_version"]
+    items = await memory_of(client, auth)
+    assert [(i["kind"], i["text"]) for i in items] == [
+        ("topic", "Ha chiesto: mi rispieghi il qnh?"),
+        ("goal", "Studia per: VDS"),
+        ("topic", "Ha chiesto: Studio per il VDS. Cos'è il QNH?"),
+    ]
+    assert items[1]["turn_id"] == first[-1]["turn_id"]
+    assert items[0]["conversation_id"] == "default"
+
+
+async def test_topics_the_history_shows_are_not_repeated(client, auth, script):
+    s = script([text("uno"), text("due")])
+    await chat(client, auth(), "Studio per il VDS. Cos'è il QNH?")
+    await chat(client, auth(), "e il qnh in avvicinamento?")
+    prompt = system_prompt(s)
+    # The first turn is in the model's history: its topic is left out, the goal stays.
+    assert "- Studia per: VDS" in prompt and "Ha chiesto" not in prompt
+
+
+async def test_use_memory_retrieval_false_leaves_the_section_out_and_still_remembers(
+    client, auth, script
+):
+    s = script([text("uno"), text("due")])
+    await chat(client, auth(), "Studio per il VDS")
+    await chat(client, auth(), "e il qnh?", chat_history=False, use_memory_retrieval=False)
+    assert SECTION_TITLE not in system_prompt(s)
+    assert [i["text"] for i in await memory_of(client, auth)] == [
+        "Ha chiesto: e il qnh?",
+        "Studia per: VDS",
+        "Ha chiesto: Studio per il VDS",
+    ]
+
+
+async def test_a_request_to_forget_clears_the_memory_and_says_so(client, auth, script):
+    s = script([text("Ok."), text("Dimmi pure.")])
+    await chat(client, auth(), "ho l'esame a marzo e faccio fatica con la meteo")
+    assert len(await memory_of(client, auth)) == 3
+    events = await chat(client, auth(), "Dimentica quello che ti ho detto")
+    assert answer(events) == FORGOTTEN
+    assert events[-1]["type"] == "done" and events[-1]["status"] == "ok"
+    assert len(s.calls) == 1  # the model was not asked
+    assert await memory_of(client, auth) == []
+    # The next turn sees the whole conversation, the request to forget included, and no memory.
+    after = await chat(client, auth(), "da dove partiamo?")
+    assert after[-1]["context_turns"] == 2
+    shown = " ".join(m.text for m in s.calls[-1])
+    assert FORGOTTEN in shown and SECTION_TITLE not in system_prompt(s)
+    history = (await client.get("/api/history", headers=auth())).json()["turns"]
+    assert history[1]["system"] == FORGOTTEN
+
+
+async def test_a_json_turn_forgets_too(client, auth, script):
+    s = script([text("Ok.")])
+    await chat(client, auth(), "studio per il VDS")
+    response = await client.post(
+        "/api/stream_query",
+        json={"query": "scordati di me", "stream": False, "chat_history": False},
+        headers=auth(),
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["answer"] == FORGOTTEN and body["status"] == "ok"
+    assert len(s.calls) == 1
+    assert await memory_of(client, auth) == []
+
+
+async def test_the_offline_model_remembers_and_forgets(client, auth):
+    events = await chat(client, auth(), "Ciao, sto studiando per il PPL. Come si legge un METAR?")
+    assert events[-1]["type"] == "done" and events[-1]["status"] == "ok"
+    items = await memory_of(client, auth)
+    assert [i["kind"] for i in items] == ["goal", "topic"]
+    assert items[0]["text"] == "Studia per: PPL"
+    events = await chat(client, auth(), "cancella la mia memoria")
+    assert answer(events) == FORGOTTEN
+    assert await memory_of(client, auth) == []
+
+
+async def test_the_routes_show_and_erase_the_callers_items_only(client, auth, script):
+    script([text("uno"), text("due"), text("tre")])
+    await chat(client, auth("alice"), "Studio per il VDS. Cos'è il QNH?")
+    await chat(client, auth("bob"), "faccio fatica con la navigazione")
+    await chat(client, auth("alice"), "come funziona il variometro?")
+    alice = await memory_of(client, auth, "alice")
+    bob = await memory_of(client, auth, "bob")
+    assert len(alice) == 3 and len(bob) == 2
+    assert not {i["id"] for i in alice} & {i["id"] for i in bob}
+    assert all("navigazione" not in i["text"] for i in alice)
+    # Another user's item is 404 and stays.
+    gone = await client.delete(f"/api/memory/{bob[0]['id']}", headers=auth("alice"))
+    assert gone.status_code == 404 and gone.json()["error"] == "not_found"
+    assert len(await memory_of(client, auth, "bob")) == 2
+    deleted = await client.delete(f"/api/memory/{alice[0]['id']}", headers=auth("alice"))
+    assert deleted.status_code == 200 and deleted.json() == {"deleted": 1}
+    assert [i["id"] for i in await memory_of(client, auth, "alice")] == [i["id"] for i in alice[1:]]
+    again = await client.delete(f"/api/memory/{alice[0]['id']}", headers=auth("alice"))
+    assert again.status_code == 404
+    cleared = await client.delete("/api/memory", headers=auth("alice"))
+    assert cleared.status_code == 200 and cleared.json() == {"deleted": 2}
+    assert await memory_of(client, auth, "alice") == []
+    assert len(await memory_of(client, auth, "bob")) == 2
+    for method, path in (
+        ("GET", "/api/memory"),
+        ("DELETE", "/api/memory"),
+        ("DELETE", "/api/memory/x"),
+    ):
+        assert (await client.request(method, path)).status_code == 401
+
+
+async def test_the_store_bound_holds_through_the_chat(data_dir, auth, models, script):
+    settings = Settings(_env_file=None, data_dir=data_dir, tool_env={}, memory_max_items=3)
+    script([text("ok")] * 4)
+    async with asgi_client(app_with(settings, models=models)) as client:
+        for n in range(4):
+            await chat(client, auth(), f"domanda sul capitolo {n}", chat_history=False)
+        texts = [i["text"] for i in await memory_of(client, auth)]
+    assert texts == [f"Ha chiesto: domanda sul capitolo {n}" for n in (3, 2, 1)]
+
+
+class BrokenMemory:
+    """A memory store whose backend is down."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def add(self, user_id: str, items: Sequence[NewItem], *, keep: int) -> None:
+        self.calls.append("add")
+        raise StoreUnavailable()
+
+    async def items(self, user_id: str, *, limit: int) -> list[MemoryItem]:
+        self.calls.append("items")
+        raise StoreUnavailable()
+
+    async def delete(self, user_id: str, item_id: str) -> bool:
+        raise StoreUnavailable()
+
+    async def clear(self, user_id: str) -> int:
+        self.calls.append("clear")
+        raise StoreUnavailable()
+
+    async def forget_conversation(self, user_id: str, conversation_id: str) -> int:
+        raise StoreUnavailable()
+
+
+async def test_a_memory_store_that_fails_never_fails_the_turn(
+    settings, auth, models, script, caplog: pytest.LogCaptureFixture
+):
+    broken = BrokenMemory()
+    s = script([text("Il QNH è la pressione al livello del mare.")])
+    async with asgi_client(app_with(settings, models=models, memory_items=broken)) as client:
+        with caplog.at_level(logging.WARNING, logger="aircoach.memory.service"):
+            events = await chat(client, auth(), "Studio per il VDS. Cos'è il QNH?")
+            assert answer(events) == "Il QNH è la pressione al livello del mare."
+            assert events[-1]["status"] == "ok"
+            assert SECTION_TITLE not in system_prompt(s)
+            forget = await chat(client, auth(), "dimentica quello che ti ho detto")
+            assert answer(forget) == NOT_FORGOTTEN
+        assert broken.calls == ["items", "add", "clear"]
+        assert (
+            sum("memory" in r.getMessage() and "failed" in r.getMessage() for r in caplog.records)
+            == 3
+        )
+        listed = await client.get("/api/memory", headers=auth())
+        assert listed.status_code == 503 and listed.json()["error"] == "store_unavailable"
+        # The turns themselves were stored.
+        assert len((await client.get("/api/history", headers=auth())).json()["turns"]) == 2
+
+
+async def test_two_instances_share_the_memory(store_settings, auth, models, script):
+    s = script([text("uno"), text("due")])
+    a, b = app_with(store_settings, models=models), app_with(store_settings, models=models)
+    assert services_of(a).memory_items is not services_of(b).memory_items
+    async with asgi_client(a) as on_a, asgi_client(b) as on_b:
+        await chat(on_a, auth(), "Studio per il VDS e ho l'esame a giugno. Cos'è il QNH?")
+        items = await memory_of(on_b, auth)
+        assert [i["kind"] for i in items] == ["goal", "exam", "topic"]
+        await chat(on_b, auth(), "e il QNH in avvicinamento?", chat_history=False)
+        prompt = system_prompt(s)
+        assert "- Studia per: VDS" in prompt and "- Esame: a giugno" in prompt
+        assert "Cos'è il QNH?" in prompt
+        gone = await on_a.delete(f"/api/memory/{items[0]['id']}", headers=auth())
+        assert gone.status_code == 200
+        assert len(await memory_of(on_b, auth)) == 3  # two left, and the second turn's topic
+        assert (await on_b.delete("/api/memory", headers=auth())).json() == {"deleted": 3}
+        assert await memory_of(on_a, auth) == []
+
+
+async def test_deleting_a_conversation_forgets_the_memory_it_gave(client, auth, script):
+    script([text("uno"), text("due")])
+    await chat(client, auth(), "Studio per il VDS", conversation_id="meteo")
+    await chat(client, auth(), "Cos'è il QNH?", conversation_id="altimetria")
+    assert {i["conversation_id"] for i in await memory_of(client, auth)} == {
+        "meteo",
+        "altimetria",
+    }
+    response = await client.delete("/api/conversations/meteo", headers=auth())
+    assert response.status_code == 204, response.text
+    # The other conversation's items stay; those of the deleted one are gone.
+    assert [(i["conversation_id"], i["text"]) for i in await memory_of(client, auth)] == [
+        ("altimetria", "Ha chiesto: Cos'è il QNH?")
+    ]
