@@ -79,8 +79,10 @@ def test_a_mock_exam_is_taken_with_a_countdown_submitted_and_listed(settings, se
             fieldset = questions.nth(index)
             capitolo, numero = map(int, fieldset.get_attribute("data-question").split("-"))
             right = _key(capitolo, numero)
-            letter = right if index == 0 else next(
-                x for x in _question(capitolo, numero)["risposte"] if x != right
+            letter = (
+                right
+                if index == 0
+                else next(x for x in _question(capitolo, numero)["risposte"] if x != right)
             )
             keys.append((capitolo, numero, letter))
             fieldset.locator(f'input[data-letter="{letter}"]').check()
