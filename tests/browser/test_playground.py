@@ -444,7 +444,8 @@ def test_a_phone_width_screen_has_no_horizontal_scroll(settings, session_for, wi
             """The visible buttons, switch rows and stand-alone links under 44 px high."""
             return page.evaluate(
                 """() => [...document.querySelectorAll(
-                        'button, label.tool, label.check, a.manual-link, .source > a')]
+                        'button, label.tool, label.check, label.exam-option, ' +
+                        'a.manual-link, .source > a')]
                     .filter((b) => b.offsetParent !== null)
                     .map((b) => [b.textContent.trim().slice(0, 30), b.getBoundingClientRect().height])
                     .filter(([, h]) => h < 44)"""
@@ -469,6 +470,21 @@ def test_a_phone_width_screen_has_no_horizontal_scroll(settings, session_for, wi
         fits()
         assert small_targets() == []
         s.shot(f"10-phone-{width}")
+        page.keyboard.press("Escape")
+        # The exam (its questions, then its result) and the review view fit too.
+        page.click("#nav-exam")
+        page.click("#exam-new")
+        expect(page.locator("#exam-questions fieldset")).not_to_have_count(0)
+        fits()
+        assert small_targets() == []
+        page.click("#exam-submit")
+        expect(page.locator(".exam-outcome")).not_to_have_count(0)
+        fits()
+        assert small_targets() == []
+        page.click("#nav-review")
+        expect(page.locator("#review-cards .review-card")).not_to_have_count(0)
+        fits()
+        assert small_targets() == []
     assert s.console_errors == []
 
 
