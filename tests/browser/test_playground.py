@@ -72,7 +72,12 @@ def test_page_loads_clean_signs_in_to_a_welcome_screen_and_a_closed_settings_dra
         expect(welcome).to_be_visible()
         expect(welcome).to_contain_text("manuale del corso")
         expect(welcome.locator("button.suggestion")).to_have_count(3)
-        for label in ("Domanda del capitolo…", "Ripasso", "I miei progressi"):
+        for label in (
+            "Domanda del capitolo…",
+            "Ripasso",
+            "Simulazione d'esame",
+            "I miei progressi",
+        ):
             expect(welcome.get_by_role("button", name=label, exact=True)).to_be_visible()
         # The drawer is not rendered while closed: no tool switch on the main screen.
         drawer = page.locator("#settings")
@@ -439,7 +444,8 @@ def test_a_phone_width_screen_has_no_horizontal_scroll(settings, session_for, wi
             """The visible buttons, switch rows and stand-alone links under 44 px high."""
             return page.evaluate(
                 """() => [...document.querySelectorAll(
-                        'button, label.tool, label.check, a.manual-link, .source > a')]
+                        'button, label.tool, label.check, label.exam-option, ' +
+                        'a.manual-link, .source > a')]
                     .filter((b) => b.offsetParent !== null)
                     .map((b) => [b.textContent.trim().slice(0, 30), b.getBoundingClientRect().height])
                     .filter(([, h]) => h < 44)"""
@@ -464,6 +470,21 @@ def test_a_phone_width_screen_has_no_horizontal_scroll(settings, session_for, wi
         fits()
         assert small_targets() == []
         s.shot(f"10-phone-{width}")
+        page.keyboard.press("Escape")
+        # The exam (its questions, then its result) and the review view fit too.
+        page.click("#nav-exam")
+        page.click("#exam-new")
+        expect(page.locator("#exam-questions fieldset")).not_to_have_count(0)
+        fits()
+        assert small_targets() == []
+        page.click("#exam-submit")
+        expect(page.locator(".exam-outcome")).not_to_have_count(0)
+        fits()
+        assert small_targets() == []
+        page.click("#nav-review")
+        expect(page.locator("#review-cards .review-card")).not_to_have_count(0)
+        fits()
+        assert small_targets() == []
     assert s.console_errors == []
 
 
@@ -672,12 +693,13 @@ def test_the_welcome_buttons_ask_the_coach_and_open_the_progress(settings, sessi
         expect(page.locator("#welcome")).to_be_hidden()
         assert bodies[-1]["query"] == "Dammi una domanda del capitolo 5"
 
-        # Back to a fresh welcome (a new sign-in), then "Ripasso" and a suggestion.
+        # Back to a fresh welcome (a new sign-in): "Ripasso" opens the review view.
         page.click("#sign-out")
         s.dev_sign_in("benvenuto2")
-        page.get_by_role("button", name="Ripasso", exact=True).click()
-        s.answered(page.locator("#turns > li").first)
-        assert bodies[-1]["query"] == "ripassiamo"
+        page.locator("#welcome").get_by_role("button", name="Ripasso", exact=True).click()
+        expect(page.locator("#review-view")).to_be_visible()
+        expect(page.locator("#chat-view")).to_be_hidden()
+        page.click("#nav-chat")
         page.click("#sign-out")
         s.dev_sign_in("benvenuto3")
         suggestion = page.locator("button.suggestion").first
@@ -813,9 +835,10 @@ def test_axe_finds_no_serious_violation_on_any_screen(settings, session_for):
             expect(turn.locator(".result")).to_be_visible()
             s.answered(page.locator("#turns > li").nth(1))
             screens["graded"] = _axe(page)
-            s.answered(s.ask("Che cosa provoca lo stallo di un'ala?"))
+            theory = s.answered(s.ask("Che cosa provoca lo stallo di un'ala?"))
             screens["theory"] = _axe(page)
-            page.locator("#turns a.citation").first.click()
+            # The theory answer's citation (the graded turn's may be folded in its comment).
+            theory.locator(".answer a.citation").first.click()
             expect(page.locator("#manual-panel")).to_be_visible()
             screens["manual"] = _axe(page)
             page.keyboard.press("Escape")

@@ -32,6 +32,9 @@ const state = {
   busy: false, // a turn is streaming or the panels after it are refreshing
   queued: null, // a quiz choice made while busy: sent when the turn ends
   opener: null, // what opened the side panel on screen: focus goes back there
+  conversation: null, // the chat on screen: null is the user's default conversation
+  exam: null, // the exam being taken: {id, domande, scadenza, soglia}
+  examTimer: null,
 };
 
 function el(tag, props = {}, ...children) {
@@ -127,10 +130,12 @@ async function signIn(token) {
   $("docs-panel").hidden = !state.permissions.includes(state.config.admin_permission);
   $("turns").replaceChildren();
   $("welcome").hidden = false;
+  state.conversation = null;
+  stopExam();
   showView("chat");
   try {
     await loadTools();
-    await Promise.all([loadChapters(), loadHistory(true), $("docs-panel").hidden ? null : loadDocsVersion()]);
+    await Promise.all([loadChapters(), loadHistory(true), loadConversations(), $("docs-panel").hidden ? null : loadDocsVersion()]);
     await loadProgress();
     $("query").focus();
   } catch (error) {
@@ -142,6 +147,8 @@ function signOut() {
   state.token = null;
   state.queued = null;
   state.permissions = [];
+  state.conversation = null;
+  stopExam();
   closePanels();
   $("nav").hidden = true;
   $("app").hidden = true;
@@ -163,17 +170,24 @@ async function devSignIn(event) {
 
 // ---- views and side panels
 
-// The chat or the progress view; phase 2 adds the exam and the review views here.
+const VIEWS = { chat: "nav-chat", exam: "nav-exam", review: "nav-review", progress: "nav-progress" };
+
+// One view at a time: the chat, the exam, the review or the progress.
 function showView(name) {
-  $("chat-view").hidden = name !== "chat";
-  $("progress-view").hidden = name !== "progress";
-  for (const [id, view] of [["nav-chat", "chat"], ["nav-progress", "progress"]]) {
-    if (view === name) $(id).setAttribute("aria-current", "page");
-    else $(id).removeAttribute("aria-current");
+  for (const [view, nav] of Object.entries(VIEWS)) {
+    $(`${view}-view`).hidden = view !== name;
+    if (view === name) $(nav).setAttribute("aria-current", "page");
+    else $(nav).removeAttribute("aria-current");
   }
   if (name === "progress") {
     $("progress-title").focus();
     loadProgress().catch(failed);
+  } else if (name === "exam") {
+    $("exam-title").focus();
+    if (!state.exam && $("exam-result").hidden) loadExams().catch(failed);
+  } else if (name === "review") {
+    $("review-title").focus();
+    loadReview().catch(failed);
   }
 }
 
@@ -357,11 +371,11 @@ async function send(query) {
       method: "POST",
       raw: true,
       headers: { Accept: "text/event-stream" },
-      json: { query, tools: { ...state.switches } },
+      json: { query, tools: { ...state.switches }, ...(state.conversation ? { conversation_id: state.conversation } : {}) },
     });
     view.requestId = response.headers.get("X-Request-ID");
     for await (const event of sseEvents(response)) render(view, event, started);
-    await Promise.all([loadProgress(), loadHistory(true)]);
+    await Promise.all([loadProgress(), loadHistory(true), loadConversations()]);
   } catch (error) {
     view.item.classList.add("turn-failed");
     failed(error);
@@ -678,6 +692,283 @@ async function reloadDocs() {
   }
 }
 
+// ---- conversations
+
+// A conversation id the client chooses: 32 hex digits (the API takes [A-Za-z0-9_-]{1,64}).
+function newConversationId() {
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+async function loadConversations() {
+  const list = await api("/api/conversations?limit=20");
+  const stored = list.conversations || [];
+  const entries = [{ id: null, label: "Chat principale" }];
+  // A new chat is listed before its first turn is stored.
+  if (state.conversation && !stored.some((c) => c.conversation_id === state.conversation)) entries.push({ id: state.conversation, label: "Nuova chat" });
+  entries.push(...stored.map((c) => ({ id: c.conversation_id, label: shortened(c.first_question, 60) })));
+  $("conversations").replaceChildren(
+    ...entries.map((c) =>
+      el("li", {},
+        el("button", {
+          type: "button",
+          class: "secondary conversation",
+          "data-conversation": c.id ?? "",
+          "aria-current": c.id === state.conversation ? "true" : null,
+          onclick: () => switchChat(c.id),
+        }, c.label)),
+    ),
+  );
+}
+
+function newChat() {
+  if (state.busy) return;
+  state.conversation = newConversationId();
+  $("turns").replaceChildren();
+  $("welcome").hidden = false;
+  showView("chat");
+  loadConversations().catch(failed);
+  $("query").focus();
+}
+
+// The chat shows the conversation's stored turns, oldest first.
+async function switchChat(id) {
+  if (state.busy) return;
+  state.conversation = id;
+  showView("chat");
+  const params = new URLSearchParams({ limit: "20" });
+  if (id) params.set("conversation_id", id);
+  try {
+    const page = await api(`/api/history?${params}`);
+    // Without an id the history has every conversation's turns: keep the default one's.
+    const turns = page.turns.filter((t) => (t.conversation_id ?? null) === id).reverse();
+    $("turns").replaceChildren(...turns.map(storedTurn));
+    $("welcome").hidden = turns.length > 0;
+    await loadConversations();
+  } catch (error) {
+    failed(error);
+  }
+}
+
+function storedTurn(turn) {
+  const { offline, text } = withoutOfflineMark(turn.system || "");
+  const footer = el("footer", { class: "turn-footer muted small" }, el("span", { text: new Date(turn.timestamp).toLocaleString("it-IT") }));
+  if (offline) footer.prepend(el("span", { class: "badge" }, "modello offline"));
+  return el("li", { class: "turn turn-done turn-stored" }, el("p", { class: "human", text: turn.human }), el("div", { class: "answer" }, markdown(text)), footer);
+}
+
+// ---- mock exams
+
+function stopExam() {
+  clearInterval(state.examTimer);
+  state.examTimer = null;
+  state.exam = null;
+}
+
+function examStep(step) {
+  $("exam-start").hidden = step !== "start";
+  $("exam-run").hidden = step !== "run";
+  $("exam-result").hidden = step !== "result";
+}
+
+async function loadExams() {
+  stopExam();
+  examStep("start");
+  const list = await api("/api/exams");
+  const items = list.items || [];
+  $("exam-list").replaceChildren(...(items.length ? items.map(examEntry) : [el("li", { class: "muted", text: "Nessuna simulazione finora." })]));
+}
+
+function examEntry(x) {
+  const when = new Date(x.creato).toLocaleString("it-IT");
+  let outcome;
+  if (x.punteggio === null || x.punteggio === undefined) outcome = Date.parse(x.scadenza) > Date.now() ? "in corso: riprendi" : "non consegnata";
+  else outcome = `${x.punteggio}/${x.totale} · ${x.superato ? "superata" : "non superata"}`;
+  return el("li", { "data-exam": x.id }, el("button", { type: "button", class: "secondary exam-open", onclick: () => openExam(x.id).catch(failed) }, `${when} · ${outcome}`));
+}
+
+async function openExam(id) {
+  const exam = await api(`/api/exams/${encodeURIComponent(id)}`);
+  if (exam.esito) showExamResult(exam.esito, exam.domande);
+  else takeExam(exam);
+}
+
+async function startExam() {
+  $("exam-new").disabled = true;
+  try {
+    takeExam(await api("/api/exams", { method: "POST", json: {} }));
+  } finally {
+    $("exam-new").disabled = false;
+  }
+}
+
+// All the questions on one page, as radio groups: the keyboard moves through them natively.
+function takeExam(exam) {
+  stopExam();
+  state.exam = exam;
+  const total = exam.domande.length;
+  $("exam-questions").replaceChildren(
+    ...exam.domande.map((q, i) =>
+      el("li", { class: "exam-question" },
+        el("fieldset", { "data-question": `${q.capitolo}-${q.numero}` },
+          el("legend", {},
+            el("span", { class: "muted small exam-meta", text: `Domanda ${i + 1} di ${total} · capitolo ${q.capitolo}` }),
+            el("span", { class: "question", text: q.testo })),
+          ...Object.entries(q.risposte || {}).map(([letter, text]) =>
+            el("label", { class: "exam-option" },
+              el("input", { type: "radio", name: `exam-${q.capitolo}-${q.numero}`, value: letter, "data-letter": letter }),
+              el("span", {}, el("b", { text: `${letter}) ` }), text))),
+        )),
+    ),
+  );
+  $("exam-expired").hidden = true;
+  examStep("run");
+  countAnswered();
+  tick();
+  state.examTimer = setInterval(tick, 1000);
+  $("exam-title").focus();
+}
+
+function tick() {
+  if (!state.exam) return;
+  const left = Math.max(0, Math.round((Date.parse(state.exam.scadenza) - Date.now()) / 1000));
+  const minutes = String(Math.floor(left / 60)).padStart(2, "0");
+  const seconds = String(left % 60).padStart(2, "0");
+  $("exam-timer").textContent = `${minutes}:${seconds}`;
+  $("exam-timer").setAttribute("aria-label", `${Math.floor(left / 60)} minuti e ${left % 60} secondi`);
+  if (left === 0) {
+    $("exam-expired").hidden = false;
+    clearInterval(state.examTimer);
+    state.examTimer = null;
+  }
+}
+
+function examAnswers() {
+  const answers = [];
+  for (const set of $("exam-questions").querySelectorAll("fieldset")) {
+    const chosen = set.querySelector("input:checked");
+    const [capitolo, numero] = set.dataset.question.split("-").map(Number);
+    if (chosen) answers.push({ capitolo, numero, risposta: chosen.value });
+  }
+  return answers;
+}
+
+function countAnswered() {
+  if (!state.exam) return;
+  const total = state.exam.domande.length;
+  $("exam-answered").textContent = `Risposte date: ${examAnswers().length} di ${total}. Una domanda senza risposta conta come sbagliata.`;
+}
+
+async function submitExam() {
+  const exam = state.exam;
+  if (!exam) return;
+  $("exam-submit").disabled = true;
+  try {
+    const result = await api(`/api/exams/${encodeURIComponent(exam.id)}/submit`, { method: "POST", json: { risposte: examAnswers() } });
+    showExamResult(result, exam.domande);
+    loadProgress().catch(failed);
+  } catch (error) {
+    // Already submitted (another tab): show what was graded.
+    if (error instanceof HttpError && error.status === 409) await openExam(exam.id);
+    else throw error;
+  } finally {
+    $("exam-submit").disabled = false;
+  }
+}
+
+function showExamResult(r, domande) {
+  stopExam();
+  const questions = new Map((domande || []).map((q) => [`${q.capitolo}-${q.numero}`, q]));
+  const share = percent(r.punteggio, r.totale);
+  const wrong = r.esiti.filter((o) => !o.corretta);
+  const verdict = el("p", { class: r.superato ? "exam-verdict passed" : "exam-verdict failed", "data-superato": String(r.superato), tabindex: "-1" },
+    el("strong", { text: r.superato ? "✔ Simulazione superata" : "✘ Simulazione non superata" }));
+  $("exam-result").replaceChildren(
+    verdict,
+    el("p", { class: "exam-score", text: `Punteggio: ${r.punteggio} su ${r.totale} (${share} %) · soglia per superarla ${Math.round(100 * r.soglia)} %${r.in_ritardo ? " · consegnata dopo la scadenza" : ""}` }),
+    el("h3", { text: "Per capitolo" }),
+    el("ul", { class: "chapters exam-chapters" },
+      ...r.capitoli.map((c) => {
+        const p = percent(c.punteggio, c.totale);
+        return el("li", { class: "chapter", "data-capitolo": c.capitolo },
+          el("p", { class: "chapter-title", text: `${c.capitolo}. ${c.titolo}` }),
+          el("progress", { max: "100", value: String(p), "aria-label": `Capitolo ${c.capitolo}: ${p} % di risposte corrette` }),
+          el("p", { class: "small", text: `${c.punteggio}/${c.totale} corrette (${p} %)` }));
+      })),
+    el("h3", { text: wrong.length ? `Le risposte sbagliate (${wrong.length})` : "Nessuna risposta sbagliata" }),
+    el("ol", { class: "exam-wrong" }, ...wrong.map((o) => wrongOutcome(o, questions.get(`${o.capitolo}-${o.numero}`)))),
+    el("div", { class: "card-actions" }, el("button", { type: "button", class: "secondary", id: "exam-back", onclick: () => loadExams().catch(failed) }, "Torna alle simulazioni")),
+  );
+  examStep("result");
+  verdict.focus();
+}
+
+function wrongOutcome(o, q) {
+  const right = q?.risposte?.[o.risposta_corretta];
+  const link = o.riferimento ? citationLink(o.riferimento, `Rileggi § ${o.riferimento}`) : null;
+  link?.classList.add("manual-link");
+  return el("li", { class: "card exam-outcome", "data-question": `${o.capitolo}-${o.numero}` },
+    el("p", { class: "muted small", text: `Capitolo ${o.capitolo} · domanda ${o.numero}` }),
+    q ? el("p", { class: "question", text: q.testo }) : null,
+    el("p", { class: "result wrong" },
+      el("strong", { text: o.risposta ? `Hai risposto ${o.risposta}` : "Senza risposta" }),
+      el("span", { text: ` · la risposta corretta è ${o.risposta_corretta}${right ? `) ${right}` : ""}` })),
+    o.spiegazione ? el("p", { class: "explanation" }, linkCitations(el("span", { text: o.spiegazione }))) : null,
+    link ? el("p", {}, link) : null);
+}
+
+// ---- review (the due questions, answered through the quiz API)
+
+async function loadReview() {
+  const list = await api("/api/quiz/review?limit=5");
+  const items = list.items || [];
+  $("review-cards").replaceChildren(
+    ...(items.length ? items.map(reviewCard) : [el("p", { class: "muted", text: "Nessuna domanda da ripassare adesso: torna più tardi, o chiedi al coach una domanda del capitolo che vuoi." })]),
+  );
+  $("review-more").hidden = !items.length;
+}
+
+function reviewCard(q) {
+  const options = el("div", { class: "options", role: "group", "aria-label": "Risposte" });
+  const card = el(
+    "article",
+    { class: "card review-card", "data-question": `${q.capitolo}-${q.numero}`, "aria-label": `Domanda ${q.numero} del capitolo ${q.capitolo}` },
+    el("header", { class: "muted small", text: `Capitolo ${q.capitolo} · domanda ${q.numero}${q.scadenza ? " · da ripassare" : " · nuova"}` }),
+    el("p", { class: "question", text: q.testo }),
+    options,
+    el("div", { class: "grading", "aria-live": "polite" }),
+  );
+  for (const [letter, text] of Object.entries(q.risposte || {})) {
+    options.append(el("button", { type: "button", class: "option", "data-letter": letter, onclick: () => answerReview(card, q, letter) }, el("b", { text: `${letter}) ` }), text));
+  }
+  return card;
+}
+
+async function answerReview(card, q, letter) {
+  const buttons = [...card.querySelectorAll("button.option")];
+  for (const b of buttons) b.disabled = true;
+  card.querySelector(`[data-letter="${CSS.escape(letter)}"]`).classList.add("chosen");
+  let g;
+  try {
+    g = await api("/api/quiz/answers", { method: "POST", json: { capitolo: q.capitolo, numero: q.numero, risposta: letter } });
+  } catch (error) {
+    for (const b of buttons) b.disabled = false;
+    failed(error);
+    return;
+  }
+  card.querySelector(`[data-letter="${CSS.escape(String(g.risposta_corretta))}"]`)?.classList.add("correct");
+  if (!g.corretta) card.querySelector(`[data-letter="${CSS.escape(String(g.risposta))}"]`)?.classList.add("wrong");
+  const link = g.riferimento ? citationLink(g.riferimento, `Rileggi § ${g.riferimento}`) : null;
+  link?.classList.add("manual-link");
+  card.querySelector(".grading").replaceChildren(
+    el("div", { class: g.corretta ? "result right" : "result wrong", "data-corretta": String(g.corretta) },
+      el("p", {},
+        el("strong", { text: g.corretta ? "✔ Risposta corretta" : "✘ Risposta sbagliata" }),
+        el("span", { text: ` · hai risposto ${g.risposta}, la risposta corretta è ${g.risposta_corretta}` })),
+      g.spiegazione ? el("p", { class: "explanation" }, linkCitations(el("span", { text: g.spiegazione }))) : null,
+      link ? el("p", {}, link) : null),
+  );
+}
+
 // ---- wiring
 
 async function start() {
@@ -695,7 +986,18 @@ async function start() {
   $("nav-settings").addEventListener("click", (e) => ($("settings").hidden ? openPanel("settings", e.currentTarget) : closePanels()));
   $("settings-close").addEventListener("click", () => closePanels());
   $("manual-close").addEventListener("click", () => closePanels());
-  $("action-review").addEventListener("click", () => sendWhenFree("ripassiamo"));
+  $("action-review").addEventListener("click", () => showView("review"));
+  $("nav-review").addEventListener("click", () => showView("review"));
+  $("review-more").addEventListener("click", () => loadReview().catch(failed));
+  $("action-exam").addEventListener("click", () => showView("exam"));
+  $("nav-exam").addEventListener("click", () => showView("exam"));
+  $("exam-new").addEventListener("click", () => startExam().catch(failed));
+  $("exam-run").addEventListener("submit", (e) => {
+    e.preventDefault();
+    submitExam().catch(failed);
+  });
+  $("exam-run").addEventListener("change", countAnswered);
+  $("new-chat").addEventListener("click", newChat);
   $("action-chapter").addEventListener("click", (e) => {
     const picker = $("chapter-picker");
     picker.hidden = !picker.hidden;
