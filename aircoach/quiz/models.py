@@ -44,6 +44,15 @@ class ChapterStats(BaseModel):
     corrette: int
 
 
+class DayStats(BaseModel):
+    """A user's answers and right answers of one chapter on one day (UTC, `YYYY-MM-DD`)."""
+
+    giorno: str
+    capitolo: int
+    risposte: int
+    corrette: int
+
+
 class Chapter(BaseModel):
     capitolo: int
     titolo: str
@@ -103,21 +112,59 @@ class AnswerResult(BaseModel):
     )
 
 
+class DayProgress(BaseModel):
+    giorno: str = Field(description="The day (UTC), `YYYY-MM-DD`.")
+    risposte: int
+    corrette: int
+    quota_corrette: float | None = Field(
+        default=None, description="Share of right answers, 0 to 1 (null without answers)."
+    )
+
+
 class ChapterProgress(BaseModel):
     capitolo: int
     titolo: str
-    risposte: int
+    risposte: int = Field(description="Graded answers (repeats included).")
     corrette: int
+    domande: int = Field(default=0, description="Questions of the chapter in the bank.")
+    viste: int = Field(default=0, description="Distinct questions answered at least once.")
+    padroneggiate: int = Field(
+        default=0, description="Distinct questions answered right the last time it counted."
+    )
+    quota_corrette: float | None = Field(
+        default=None, description="Share of right answers, 0 to 1 (null without answers)."
+    )
+    prontezza: float = Field(
+        default=0.0,
+        description="Readiness, 0 to 1: the expected share right on this chapter's exam "
+        "questions now, the mean FSRS recall over the chapter's bank (0.25 for a question "
+        "never answered, 0 right after a wrong answer).",
+    )
+    ultimi_7_giorni: list[DayProgress] = Field(
+        default_factory=list, description="The last 7 days (UTC), oldest first."
+    )
 
 
 class Progress(BaseModel):
-    """The caller's graded answers per chapter. `deboli`: the chapters with at least
-    `WEAK_MIN_ANSWERS` answers of which less than `WEAK_BELOW` were right, weakest first."""
+    """The caller's graded answers per chapter (every chapter, zero when never answered).
+    `deboli`: the chapters with at least `WEAK_MIN_ANSWERS` answers of which less than
+    `WEAK_BELOW` were right, weakest first."""
 
     capitoli: list[ChapterProgress]
     risposte: int
     corrette: int
     deboli: list[int]
+    domande: int = Field(default=0, description="Questions in the bank.")
+    viste: int = 0
+    padroneggiate: int = 0
+    quota_corrette: float | None = None
+    prontezza: float = Field(
+        default=0.0,
+        description="Readiness, 0 to 1: the expected share right on a default mock exam "
+        "(the same number of questions from each chapter), the mean of the chapters' "
+        "`prontezza`.",
+    )
+    ultimi_7_giorni: list[DayProgress] = Field(default_factory=list)
 
 
 class ReviewRecord(BaseModel):
