@@ -369,12 +369,21 @@ def progress_section(progress: Progress) -> str:
         f"{progress.padroneggiate}; prontezza stimata per l'esame: "
         f"{round(100 * progress.prontezza)}%",
     ]
+    # The weak chapters early: what to practise is the first thing a student asks after this.
+    titles = {c.capitolo: c.titolo for c in progress.capitoli}
+    if progress.deboli:
+        weak = ", ".join(f"{c} ({titles[c]})" for c in progress.deboli)
+        lines.append(
+            f"- capitoli deboli, dal più debole: {weak}. Proponi di ripassarli "
+            '(`domanda_teoria` con `modo` = "ripasso").'
+        )
     week = [d for d in progress.ultimi_7_giorni if d.risposte]
     if week:
         answers = sum(d.risposte for d in week)
         right = sum(d.corrette for d in week)
         lines.append(
-            f"- ultimi 7 giorni: {answers} risposte in {len(week)} giorni, "
+            f"- ultimi 7 giorni: {answers} risposte in {len(week)} "
+            f"{'giorno' if len(week) == 1 else 'giorni'}, "
             f"{round(100 * right / answers)}% corrette"
         )
     lines += [
@@ -383,13 +392,6 @@ def progress_section(progress: Progress) -> str:
         for c in progress.capitoli
         if c.risposte
     ]
-    titles = {c.capitolo: c.titolo for c in progress.capitoli}
-    if progress.deboli:
-        weak = ", ".join(f"{c} ({titles[c]})" for c in progress.deboli)
-        lines.append(
-            f"- capitoli deboli, dal più debole: {weak}. Proponi di ripassarli "
-            '(`domanda_teoria` con `modo` = "ripasso").'
-        )
     return "\n".join(lines)
 
 

@@ -221,11 +221,11 @@ def test_the_progress_section_is_short_and_names_the_weak_chapters():
         "# Progressi dell'allievo",
         "- risposte ai quiz: 8, corrette: 4 (50%)",
         "- domande viste: 6 su 373, padroneggiate: 3; prontezza stimata per l'esame: 27%",
+        "- capitoli deboli, dal più debole: 5 (Meteorologia). Proponi di ripassarli "
+        '(`domanda_teoria` con `modo` = "ripasso").',
         "- ultimi 7 giorni: 8 risposte in 2 giorni, 50% corrette",
         "- capitolo 1 (Principi di aerodinamica): 3 corrette su 4, prontezza 41%",
         "- capitolo 5 (Meteorologia): 1 corrette su 4, prontezza 20%",
-        "- capitoli deboli, dal più debole: 5 (Meteorologia). Proponi di ripassarli "
-        '(`domanda_teoria` con `modo` = "ripasso").',
     ]
 
 
