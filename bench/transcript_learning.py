@@ -5,7 +5,7 @@ d'esame", the answers "1a 2b 3c ..." in two messages, the grading), then a revie
 ("ripassiamo", an answer, "perché?", "come sto andando?").
 
 Each user line is printed, then each tool result on one line and the coach's answer (its
-first 400 characters, on one line).
+first 400 characters, on one line, its line breaks shown as " / ").
 
     python bench/transcript_learning.py [--seed 33] [--right 0.7]
 """
@@ -46,7 +46,7 @@ def _events(body: str) -> list[dict[str, Any]]:
 
 
 def _line(text: str, limit: int = SHOWN_CHARS) -> str:
-    flat = " ".join(text.split())
+    flat = " / ".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 

@@ -305,8 +305,7 @@ class QuizService:
                     quota_corrette=_share(s.corrette, s.risposte),
                     prontezza=_readiness(seen, counts.get(capitolo, 0), now),
                     ultimi_7_giorni=[
-                        _day(day, [d] if (d := daily.get((capitolo, day))) else [])
-                        for day in days
+                        _day(day, [d] if (d := daily.get((capitolo, day))) else []) for day in days
                     ],
                 )
             )
