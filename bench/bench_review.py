@@ -1,7 +1,9 @@
 """The cost of the quiz's spaced review for a student with 5,000 attempts, on SQLite (the
 embedded store, in a temporary file): a graded answer with its FSRS schedule update
 (`QuizService.grade`: the attempt, the record read, the schedule write) and the review list
-(`GET /api/quiz/review`'s `QuizService.review_items`).
+(`GET /api/quiz/review`'s `QuizService.review_items`), and the progress
+(`GET /api/progress`'s `QuizService.progress`: two aggregations of the attempts, the review
+records, the bank's chapter counts).
 
     python bench/bench_review.py [--attempts 5000] [--rounds 200]
 """
@@ -58,7 +60,7 @@ async def run(attempts: int, rounds: int) -> None:
         fill_s = time.perf_counter() - started
         records = len(await quiz.reviews.records("student"))
 
-        grade_ms, review_ms = [], []
+        grade_ms, review_ms, progress_ms = [], [], []
         for _ in range(rounds):
             q = rng.choice(bank)
             clock.now += timedelta(minutes=10)  # past the repeat window: the schedule moves
@@ -68,6 +70,9 @@ async def run(attempts: int, rounds: int) -> None:
             t = time.perf_counter()
             items = await quiz.review_items("student", 20)
             review_ms.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            progress = await quiz.progress("student")
+            progress_ms.append((time.perf_counter() - t) * 1000)
         print(
             f"student with {attempts} attempts ({records} review records), filled in "
             f"{fill_s:.1f} s; {rounds} rounds on SQLite"
@@ -79,6 +84,11 @@ async def run(attempts: int, rounds: int) -> None:
         print(
             f"  review list (limit 20, {len(items)} items)  p50 {pct(review_ms, 50):.2f} ms, "
             f"p95 {pct(review_ms, 95):.2f} ms"
+        )
+        print(
+            f"  progress ({progress.risposte} answers, {progress.viste} seen, readiness "
+            f"{progress.prontezza:.0%})  p50 {pct(progress_ms, 50):.2f} ms, "
+            f"p95 {pct(progress_ms, 95):.2f} ms"
         )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from aircoach.quiz.models import (
     MAX_ANSWER_CHARS,
@@ -12,6 +12,7 @@ from aircoach.quiz.models import (
     MAX_NUMBER,
     JsonInt,
     PublicQuestion,
+    json_integer,
 )
 
 MIN_EXAM_QUESTIONS = 5
@@ -35,16 +36,25 @@ class ExamRecord(BaseModel):
 class ExamRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    capitoli: list[Annotated[JsonInt, Field(ge=1, le=MAX_CHAPTER)]] | None = Field(
+    # The bounds before the integer check: after it, the schema showed them as unknown
+    # `ge`/`le` keys instead of `minimum`/`maximum`, and clients sent values it then refused.
+    capitoli: (
+        list[Annotated[int, Field(ge=1, le=MAX_CHAPTER), BeforeValidator(json_integer)]] | None
+    ) = Field(
         default=None,
         min_length=1,
         max_length=MAX_CHAPTER,
         description="Chapters to draw from (1..10); default all ten.",
     )
-    domande: JsonInt | None = Field(
+    domande: (
+        Annotated[
+            int,
+            Field(ge=MIN_EXAM_QUESTIONS, le=MAX_EXAM_QUESTIONS),
+            BeforeValidator(json_integer),
+        ]
+        | None
+    ) = Field(
         default=None,
-        ge=MIN_EXAM_QUESTIONS,
-        le=MAX_EXAM_QUESTIONS,
         description="How many questions (5..60); default `EXAM_QUESTIONS`.",
     )
 

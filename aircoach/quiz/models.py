@@ -15,7 +15,7 @@ MAX_CHAPTER = 10  # the course has ten chapters (quiz.bank.CHAPTERS)
 MAX_NUMBER = 100_000
 
 
-def _json_integer(value: Any) -> Any:
+def json_integer(value: Any) -> Any:
     """A JSON integer (`43` or `43.0`, as JSON Schema's `integer`), never `true` or `"43"`,
     which lax parsing took as numbers."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -23,7 +23,7 @@ def _json_integer(value: Any) -> Any:
     return value
 
 
-JsonInt = Annotated[int, BeforeValidator(_json_integer)]
+JsonInt = Annotated[int, BeforeValidator(json_integer)]
 
 
 class Attempt(BaseModel):
@@ -39,6 +39,15 @@ class Attempt(BaseModel):
 
 
 class ChapterStats(BaseModel):
+    capitolo: int
+    risposte: int
+    corrette: int
+
+
+class DayStats(BaseModel):
+    """A user's answers and right answers of one chapter on one day (UTC, `YYYY-MM-DD`)."""
+
+    giorno: str
     capitolo: int
     risposte: int
     corrette: int
@@ -103,21 +112,59 @@ class AnswerResult(BaseModel):
     )
 
 
+class DayProgress(BaseModel):
+    giorno: str = Field(description="The day (UTC), `YYYY-MM-DD`.")
+    risposte: int
+    corrette: int
+    quota_corrette: float | None = Field(
+        default=None, description="Share of right answers, 0 to 1 (null without answers)."
+    )
+
+
 class ChapterProgress(BaseModel):
     capitolo: int
     titolo: str
-    risposte: int
+    risposte: int = Field(description="Graded answers (repeats included).")
     corrette: int
+    domande: int = Field(default=0, description="Questions of the chapter in the bank.")
+    viste: int = Field(default=0, description="Distinct questions answered at least once.")
+    padroneggiate: int = Field(
+        default=0, description="Distinct questions answered right the last time it counted."
+    )
+    quota_corrette: float | None = Field(
+        default=None, description="Share of right answers, 0 to 1 (null without answers)."
+    )
+    prontezza: float = Field(
+        default=0.0,
+        description="Readiness, 0 to 1: the expected share right on this chapter's exam "
+        "questions now, the mean FSRS recall over the chapter's bank (0.25 for a question "
+        "never answered, 0 right after a wrong answer).",
+    )
+    ultimi_7_giorni: list[DayProgress] = Field(
+        default_factory=list, description="The last 7 days (UTC), oldest first."
+    )
 
 
 class Progress(BaseModel):
-    """The caller's graded answers per chapter. `deboli`: the chapters with at least
-    `WEAK_MIN_ANSWERS` answers of which less than `WEAK_BELOW` were right, weakest first."""
+    """The caller's graded answers per chapter (every chapter, zero when never answered).
+    `deboli`: the chapters with at least `WEAK_MIN_ANSWERS` answers of which less than
+    `WEAK_BELOW` were right, weakest first."""
 
     capitoli: list[ChapterProgress]
     risposte: int
     corrette: int
     deboli: list[int]
+    domande: int = Field(default=0, description="Questions in the bank.")
+    viste: int = 0
+    padroneggiate: int = 0
+    quota_corrette: float | None = None
+    prontezza: float = Field(
+        default=0.0,
+        description="Readiness, 0 to 1: the expected share right on a default mock exam "
+        "(the same number of questions from each chapter), the mean of the chapters' "
+        "`prontezza`.",
+    )
+    ultimi_7_giorni: list[DayProgress] = Field(default_factory=list)
 
 
 class ReviewRecord(BaseModel):

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from aircoach import text
 from aircoach.quiz.exam_models import ExamRecord
-from aircoach.quiz.models import Attempt, ChapterStats, ReviewRecord
+from aircoach.quiz.models import Attempt, ChapterStats, DayStats, ReviewRecord
 
 Question = dict[str, Any]
 QuestionKey = tuple[int, int]  # (capitolo, numero)
@@ -68,6 +68,11 @@ class AttemptStore(Protocol):
 
     async def chapter_stats(self, user_id: str) -> list[ChapterStats]:
         """The user's answers and right answers per chapter, in chapter order."""
+        ...
+
+    async def daily_stats(self, user_id: str, since: str) -> list[DayStats]:
+        """The user's answers and right answers per day (the timestamp's first 10
+        characters) and chapter, of the attempts at or after `since` (`YYYY-MM-DD`)."""
         ...
 
     async def recent_attempts(self, user_id: str, limit: int) -> list[Attempt]:

@@ -3,7 +3,8 @@
 
 Grading is deterministic: the answer is read as a letter or an option's text
 (`quiz.answers`) and compared with the key; every graded answer is stored as an attempt.
-Progress is computed from the attempts: per chapter, answers and right answers; a chapter is
+Progress is computed from the attempts (per chapter, answers and right answers, and per day)
+and from the review schedule (distinct questions seen and mastered, readiness); a chapter is
 weak once it has `WEAK_MIN_ANSWERS` answers of which less than `WEAK_BELOW` were right.
 """
 
@@ -14,7 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aircoach.quiz import review
@@ -24,14 +25,19 @@ from aircoach.quiz.models import (
     Attempt,
     Chapter,
     ChapterProgress,
+    ChapterStats,
+    DayProgress,
+    DayStats,
     Progress,
     PublicQuestion,
     ReviewItem,
+    ReviewRecord,
 )
 from aircoach.quiz.ports import AttemptStore, Question, QuestionKey, QuizStore, ReviewStore
 from aircoach.settings import QuizSettings
 
-WEAK_MIN_ANSWERS = 3  # fewer answers say too little about a chapter
+# Two answers: a chapter answered wrong twice shows up early in a session (one says too little).
+WEAK_MIN_ANSWERS = 2
 WEAK_BELOW = 0.6  # share of right answers under which a chapter is weak
 MISSED_WINDOW = 200  # recent attempts looked at for questions still answered wrong
 # The prompt's progress section is a hint, read on every quiz turn: an instance remembers a
@@ -246,13 +252,13 @@ class QuizService:
         if capitolo is not None:
             order = [capitolo]
         else:
-            progress = await self.progress(user_id)
-            share = {c.capitolo: c.corrette / c.risposte for c in progress.capitoli if c.risposte}
+            stats = await self.attempts.chapter_stats(user_id)
+            weak = _weak(stats)
+            share = {s.capitolo: s.corrette / s.risposte for s in stats if s.risposte}
             rest = sorted(
-                (c for c in self.titles if c not in progress.deboli),
-                key=lambda c: (share.get(c, 1.0), c),
+                (c for c in self.titles if c not in weak), key=lambda c: (share.get(c, 1.0), c)
             )
-            order = [*progress.deboli, *rest]
+            order = [*weak, *rest]
         items: list[ReviewItem] = []
         for chapter in order:
             if len(items) >= size:
@@ -267,26 +273,60 @@ class QuizService:
         return items
 
     async def progress(self, user_id: str) -> Progress:
-        stats = await self.attempts.chapter_stats(user_id)
-        weak = [
-            s
-            for s in stats
-            if s.risposte >= WEAK_MIN_ANSWERS and s.corrette / s.risposte < WEAK_BELOW
-        ]
-        weak.sort(key=lambda s: (s.corrette / s.risposte, -s.risposte, s.capitolo))
-        return Progress(
-            capitoli=[
+        """Every chapter's answers, distinct questions seen and mastered, share right,
+        readiness and last 7 days, and the totals. Bounded reads: two aggregations of the
+        attempts, the user's review records (at most one per question of the bank) and the
+        bank's chapter counts."""
+        now = self._now()
+        stats = {s.capitolo: s for s in await self.attempts.chapter_stats(user_id)}
+        counts = await self.questions.chapter_counts()
+        records = await self.reviews.records(user_id)
+        days = [(now.date() - timedelta(days=back)).isoformat() for back in range(6, -1, -1)]
+        daily: dict[tuple[int, str], DayStats] = {
+            (d.capitolo, d.giorno): d for d in await self.attempts.daily_stats(user_id, days[0])
+        }
+        answered: dict[int, list[ReviewRecord]] = {}
+        for record in records:
+            if record.card is not None:
+                answered.setdefault(record.capitolo, []).append(record)
+        chapters = []
+        for capitolo in sorted(set(self.titles) | set(counts) | set(stats)):
+            s = stats.get(capitolo) or ChapterStats(capitolo=capitolo, risposte=0, corrette=0)
+            seen = answered.get(capitolo, [])
+            chapters.append(
                 ChapterProgress(
-                    capitolo=s.capitolo,
-                    titolo=self.title(s.capitolo),
+                    capitolo=capitolo,
+                    titolo=self.title(capitolo),
                     risposte=s.risposte,
                     corrette=s.corrette,
+                    domande=counts.get(capitolo, 0),
+                    viste=len(seen),
+                    padroneggiate=sum(review.mastered(r) for r in seen),
+                    quota_corrette=_share(s.corrette, s.risposte),
+                    prontezza=_readiness(seen, counts.get(capitolo, 0), now),
+                    ultimi_7_giorni=[
+                        _day(day, [d] if (d := daily.get((capitolo, day))) else []) for day in days
+                    ],
                 )
-                for s in stats
+            )
+        in_bank = [c for c in chapters if c.domande]
+        risposte = sum(c.risposte for c in chapters)
+        corrette = sum(c.corrette for c in chapters)
+        return Progress(
+            capitoli=chapters,
+            risposte=risposte,
+            corrette=corrette,
+            deboli=_weak(stats.values()),
+            domande=sum(c.domande for c in chapters),
+            viste=sum(c.viste for c in chapters),
+            padroneggiate=sum(c.padroneggiate for c in chapters),
+            quota_corrette=_share(corrette, risposte),
+            prontezza=round(sum(c.prontezza for c in in_bank) / len(in_bank), 3)
+            if in_bank
+            else 0.0,
+            ultimi_7_giorni=[
+                _day(day, [d for d in daily.values() if d.giorno == day]) for day in days
             ],
-            risposte=sum(s.risposte for s in stats),
-            corrette=sum(s.corrette for s in stats),
-            deboli=[s.capitolo for s in weak],
         )
 
     async def prompt_progress(self, user_id: str) -> Progress:
@@ -324,11 +364,11 @@ def progress_section(progress: Progress) -> str:
     lines = [
         "# Progressi dell'allievo",
         f"- risposte ai quiz: {progress.risposte}, corrette: {progress.corrette} ({share}%)",
+        f"- domande viste: {progress.viste} su {progress.domande}, padroneggiate: "
+        f"{progress.padroneggiate}; prontezza stimata per l'esame: "
+        f"{round(100 * progress.prontezza)}%",
     ]
-    lines += [
-        f"- capitolo {c.capitolo} ({c.titolo}): {c.corrette} corrette su {c.risposte}"
-        for c in progress.capitoli
-    ]
+    # The weak chapters early: what to practise is the first thing a student asks after this.
     titles = {c.capitolo: c.titolo for c in progress.capitoli}
     if progress.deboli:
         weak = ", ".join(f"{c} ({titles[c]})" for c in progress.deboli)
@@ -336,7 +376,55 @@ def progress_section(progress: Progress) -> str:
             f"- capitoli deboli, dal più debole: {weak}. Proponi di ripassarli "
             '(`domanda_teoria` con `modo` = "ripasso").'
         )
+    week = [d for d in progress.ultimi_7_giorni if d.risposte]
+    if week:
+        answers = sum(d.risposte for d in week)
+        right = sum(d.corrette for d in week)
+        lines.append(
+            f"- ultimi 7 giorni: {answers} risposte in {len(week)} "
+            f"{'giorno' if len(week) == 1 else 'giorni'}, "
+            f"{round(100 * right / answers)}% corrette"
+        )
+    lines += [
+        f"- capitolo {c.capitolo} ({c.titolo}): {c.corrette} corrette su {c.risposte}"
+        f", prontezza {round(100 * c.prontezza)}%"
+        for c in progress.capitoli
+        if c.risposte
+    ]
     return "\n".join(lines)
+
+
+def _share(right: int, answers: int) -> float | None:
+    return round(right / answers, 3) if answers else None
+
+
+def _weak(stats: Iterable[ChapterStats]) -> list[int]:
+    """The weak chapters, weakest first (lowest share right, then more answers)."""
+    weak = [
+        s for s in stats if s.risposte >= WEAK_MIN_ANSWERS and s.corrette / s.risposte < WEAK_BELOW
+    ]
+    weak.sort(key=lambda s: (s.corrette / s.risposte, -s.risposte, s.capitolo))
+    return [s.capitolo for s in weak]
+
+
+def _readiness(answered: list[ReviewRecord], questions: int, now: datetime) -> float:
+    """The expected share right on a question drawn from the chapter's bank now."""
+    if not questions:
+        return 0.0
+    known = sum(review.recall(r, now) for r in answered[:questions])
+    unseen = max(0, questions - len(answered)) * review.UNSEEN_RECALL
+    return round((known + unseen) / questions, 3)
+
+
+def _day(giorno: str, stats: list[DayStats]) -> DayProgress:
+    risposte = sum(d.risposte for d in stats)
+    corrette = sum(d.corrette for d in stats)
+    return DayProgress(
+        giorno=giorno,
+        risposte=risposte,
+        corrette=corrette,
+        quota_corrette=_share(corrette, risposte),
+    )
 
 
 def _quote(text: str, limit: int = 40) -> str:

@@ -170,7 +170,11 @@ async def review(
 
 @router.get("/progress", responses=_FAILS)
 async def progress(user: CurrentUser, quiz: Quiz) -> Progress:
-    """The caller's graded answers per chapter (from the quiz API and the chat), the
-    totals, and the weak chapters, weakest first: a chapter is weak once it has at least 3
-    answers of which less than 60% were right."""
+    """The caller's progress, per chapter (every chapter, zero when never answered) and in
+    total: graded answers (from the quiz API, the chat and mock exams) and right answers,
+    the share right, distinct questions seen and mastered (right the last time the review
+    schedule counted), a readiness estimate (the expected share right on a mock exam now,
+    from the FSRS schedule) and the last 7 days (UTC). `deboli`: the weak chapters, weakest
+    first: a chapter is weak once it has at least 2 answers of which less than 60% were
+    right."""
     return await quiz.progress(user.sub)

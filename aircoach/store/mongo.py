@@ -23,7 +23,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from aircoach.errors import StoreUnavailable
 from aircoach.grounding.feedback import Feedback, Voto
-from aircoach.quiz.models import Attempt, ChapterStats
+from aircoach.quiz.models import Attempt, ChapterStats, DayStats
 from aircoach.quiz.ports import QUESTION_FIELDS, Question, QuestionKey, index_terms
 from aircoach.settings import StoreSettings
 from aircoach.text import TERMS_VERSION
@@ -473,6 +473,37 @@ class MongoAttemptStore:
             ChapterStats(capitolo=chapter, risposte=n, corrette=right.get(chapter, 0))
             for chapter, n in sorted(answered.items())
         ]
+
+    async def daily_stats(self, user_id: str, since: str) -> list[DayStats]:
+        # One string key per day and chapter, and `$cond` on `$eq`: the forms every server
+        # that speaks the protocol evaluates (a compound `_id` is not, everywhere).
+        day = {"$substrCP": ["$timestamp", 0, 10]}
+        pipeline: list[dict[str, Any]] = [
+            {"$match": {"userId": user_id, "timestamp": {"$gte": since}}},  # index user_time
+            {
+                "$project": {
+                    "k": {"$concat": [day, "|", {"$toString": "$capitolo"}]},
+                    "right": {"$cond": [{"$eq": ["$corretta", True]}, 1, 0]},
+                }
+            },
+            {"$group": {"_id": "$k", "risposte": {"$sum": 1}, "corrette": {"$sum": "$right"}}},
+        ]
+
+        async def read(c: AsyncCollection) -> list[dict[str, Any]]:
+            return await (await c.aggregate(pipeline)).to_list()
+
+        rows = []
+        for row in await self._db.run(self._name, read):
+            giorno, capitolo = str(row["_id"]).split("|")
+            rows.append(
+                DayStats(
+                    giorno=giorno,
+                    capitolo=int(capitolo),
+                    risposte=int(row["risposte"]),
+                    corrette=int(row["corrette"]),
+                )
+            )
+        return sorted(rows, key=lambda d: (d.giorno, d.capitolo))
 
     async def recent_attempts(self, user_id: str, limit: int) -> list[Attempt]:
         if limit <= 0:

@@ -17,7 +17,7 @@ import anyio
 
 from aircoach.errors import StoreUnavailable
 from aircoach.grounding.feedback import Feedback, Voto
-from aircoach.quiz.models import Attempt, ChapterStats
+from aircoach.quiz.models import Attempt, ChapterStats, DayStats
 from aircoach.quiz.ports import QUESTION_FIELDS, Question, QuestionKey, index_terms
 from aircoach.text import TERMS_VERSION
 from aircoach.text import plan as search_plan
@@ -556,6 +556,18 @@ class SqliteAttemptStore:
             ).fetchall()
         )
         return [ChapterStats(**dict(row)) for row in rows]
+
+    async def daily_stats(self, user_id: str, since: str) -> list[DayStats]:
+        rows = await self._db.run(  # served by the index (userId, timestamp)
+            lambda c: c.execute(
+                "SELECT substr(timestamp, 1, 10) AS giorno, capitolo, COUNT(*) AS risposte, "
+                "SUM(corretta) AS corrette FROM quiz_attempts "
+                "WHERE userId = ? AND timestamp >= ? GROUP BY giorno, capitolo "
+                "ORDER BY giorno, capitolo",
+                (user_id, since),
+            ).fetchall()
+        )
+        return [DayStats(**dict(row)) for row in rows]
 
     async def recent_attempts(self, user_id: str, limit: int) -> list[Attempt]:
         rows = await self._db.run(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aircoach.quiz.bank import chapter_titles, seed_demo_questions
-from aircoach.quiz.models import ChapterProgress
+from aircoach.quiz.models import ChapterProgress, DayProgress
 from aircoach.quiz.service import (
     WEAK_BELOW,
     WEAK_MIN_ANSWERS,
@@ -82,32 +82,78 @@ async def test_progress_counts_per_chapter_and_lists_weak_chapters_weakest_first
     quiz: QuizService,
 ):
     empty = await quiz.progress("alice")
-    assert (empty.capitoli, empty.risposte, empty.corrette, empty.deboli) == ([], 0, 0, [])
-    # Chapter 1: 1 of 3 right (weak). Chapter 5: 0 of 4 right (weaker). Chapter 3: 0 of 2
-    # right, but too few answers to count. Chapter 2: 2 of 3 right (not weak).
+    assert [c.capitolo for c in empty.capitoli] == list(range(1, 11))  # never answered: zero
+    assert {(c.risposte, c.corrette, c.viste, c.padroneggiate) for c in empty.capitoli} == {
+        (0, 0, 0, 0)
+    }
+    assert (empty.risposte, empty.corrette, empty.deboli, empty.quota_corrette) == (0, 0, [], None)
+    assert empty.prontezza == 0.25 and empty.domande == 373  # guessing one of four
+    # Chapter 1: 1 of 3 right (weak). Chapter 5: 0 of 4 right (weaker). Chapter 3: 0 of 1
+    # right, too few answers to count. Chapter 2: 2 of 3 right (not weak).
     for key, right in [(Q11, True), (Q11, False), (Q11, False)]:
         await answer(quiz, "alice", key, right)
     for n in (1, 2, 3, 4):
         await answer(quiz, "alice", (5, n), False)
-    for n in (1, 2):
-        await answer(quiz, "alice", (3, n), False)
+    await answer(quiz, "alice", (3, 1), False)
     for n, right in ((1, True), (2, True), (3, False)):
         await answer(quiz, "alice", (2, n), right)
     await answer(quiz, "bob", Q11, True)
 
     progress = await quiz.progress("alice")
-    assert progress.capitoli == [
-        ChapterProgress(capitolo=1, titolo="Principi di aerodinamica", risposte=3, corrette=1),
-        ChapterProgress(
-            capitolo=2, titolo="Struttura e comandi dell'aeromobile", risposte=3, corrette=2
-        ),
-        ChapterProgress(capitolo=3, titolo="Strumenti di volo", risposte=2, corrette=0),
-        ChapterProgress(capitolo=5, titolo="Meteorologia", risposte=4, corrette=0),
+    answered = {c.capitolo: c for c in progress.capitoli if c.risposte}
+    assert [(c.capitolo, c.titolo, c.risposte, c.corrette) for c in answered.values()] == [
+        (1, "Principi di aerodinamica", 3, 1),
+        (2, "Struttura e comandi dell'aeromobile", 3, 2),
+        (3, "Strumenti di volo", 1, 0),
+        (5, "Meteorologia", 4, 0),
     ]
-    assert (progress.risposte, progress.corrette) == (12, 3)
+    assert len(progress.capitoli) == 10
+    assert (progress.risposte, progress.corrette) == (11, 3)
     assert progress.deboli == [5, 1]
-    assert WEAK_MIN_ANSWERS == 3 and WEAK_BELOW == 0.6  # the rule the README documents
+    assert WEAK_MIN_ANSWERS == 2 and WEAK_BELOW == 0.6  # the rule the docs give
     assert (await quiz.progress("bob")).deboli == []
+
+
+async def test_progress_counts_distinct_questions_seen_and_mastered_and_the_last_week(
+    scheduled_quiz: QuizService, wall
+):
+    quiz = scheduled_quiz
+    # Chapter 1, question 1 three times in a row: three attempts, one question seen; the
+    # repeats within the window move nothing, so it is mastered from the first answer.
+    for right in (True, False, False):
+        await answer(quiz, "alice", Q11, right)
+    wall.advance(days=1)
+    await answer(quiz, "alice", (1, 2), False)
+    await answer(quiz, "alice", (1, 3), True)
+    await answer(quiz, "alice", (1, 3), True)  # a repeat: 3 attempts right of 6
+    week = (await quiz.progress("alice")).ultimi_7_giorni
+    assert [(d.risposte, d.corrette) for d in week][-3:] == [(0, 0), (3, 1), (3, 2)]
+    wall.advance(days=8)  # a week later: these attempts left the last 7 days
+    await answer(quiz, "alice", (4, 1), True)
+    await answer(quiz, "alice", (4, 2), False)
+
+    progress = await quiz.progress("alice")
+    first, fourth = progress.capitoli[0], progress.capitoli[3]
+    assert (first.risposte, first.corrette, first.viste, first.padroneggiate) == (6, 3, 3, 2)
+    assert first.quota_corrette == 0.5 and first.domande > 30
+    assert (fourth.risposte, fourth.viste, fourth.padroneggiate) == (2, 2, 1)
+    assert (progress.viste, progress.padroneggiate, progress.quota_corrette) == (5, 3, 0.5)
+    # Readiness: a question just answered wrong counts 0, one answered right near 1, one
+    # never answered 0.25; the total is the mean of the chapters (an exam takes each alike).
+    untouched = progress.capitoli[1].prontezza
+    assert untouched == 0.25
+    assert 0.25 < fourth.prontezza < 0.3
+    right_now = (1 + 0 + 0.25 * (fourth.domande - 2)) / fourth.domande
+    assert fourth.prontezza == pytest.approx(right_now, abs=0.002)
+    assert progress.prontezza == round(sum(c.prontezza for c in progress.capitoli) / 10, 3)
+
+    week = progress.ultimi_7_giorni
+    assert [d.giorno for d in week][-1] == wall.now.date().isoformat() and len(week) == 7
+    assert [(d.risposte, d.corrette) for d in week] == [(0, 0)] * 6 + [(2, 1)]
+    assert week[-1].quota_corrette == 0.5 and week[0].quota_corrette is None
+    assert [(d.risposte, d.corrette) for d in fourth.ultimi_7_giorni][-1] == (2, 1)
+    assert sum(d.risposte for d in first.ultimi_7_giorni) == 0  # older than a week
+    assert (await quiz.progress("bob")).viste == 0
 
 
 async def test_missed_questions_are_those_whose_latest_answer_was_wrong(quiz: QuizService):
@@ -146,22 +192,40 @@ def test_the_progress_section_is_short_and_names_the_weak_chapters():
         Progress(
             capitoli=[
                 ChapterProgress(
-                    capitolo=1, titolo="Principi di aerodinamica", risposte=4, corrette=3
+                    capitolo=1,
+                    titolo="Principi di aerodinamica",
+                    risposte=4,
+                    corrette=3,
+                    prontezza=0.412,
                 ),
-                ChapterProgress(capitolo=5, titolo="Meteorologia", risposte=4, corrette=1),
+                ChapterProgress(capitolo=2, titolo="Struttura", risposte=0, corrette=0),
+                ChapterProgress(
+                    capitolo=5, titolo="Meteorologia", risposte=4, corrette=1, prontezza=0.2
+                ),
             ],
             risposte=8,
             corrette=4,
             deboli=[5],
+            domande=373,
+            viste=6,
+            padroneggiate=3,
+            prontezza=0.271,
+            ultimi_7_giorni=[
+                DayProgress(giorno="2026-03-01", risposte=2, corrette=0),
+                DayProgress(giorno="2026-03-02", risposte=0, corrette=0),
+                DayProgress(giorno="2026-03-03", risposte=6, corrette=4),
+            ],
         )
     )
     assert section.splitlines() == [
         "# Progressi dell'allievo",
         "- risposte ai quiz: 8, corrette: 4 (50%)",
-        "- capitolo 1 (Principi di aerodinamica): 3 corrette su 4",
-        "- capitolo 5 (Meteorologia): 1 corrette su 4",
+        "- domande viste: 6 su 373, padroneggiate: 3; prontezza stimata per l'esame: 27%",
         "- capitoli deboli, dal più debole: 5 (Meteorologia). Proponi di ripassarli "
         '(`domanda_teoria` con `modo` = "ripasso").',
+        "- ultimi 7 giorni: 8 risposte in 2 giorni, 50% corrette",
+        "- capitolo 1 (Principi di aerodinamica): 3 corrette su 4, prontezza 41%",
+        "- capitolo 5 (Meteorologia): 1 corrette su 4, prontezza 20%",
     ]
 
 

@@ -116,16 +116,28 @@ async def test_answers_are_graded_and_counted_in_progress(api, auth):
     await answer("c", user="bob")
 
     progress = (await api.get("/api/progress", headers=auth("alice"))).json()
-    assert progress == {
-        "capitoli": [
-            {"capitolo": 1, "titolo": "Principi di aerodinamica", "risposte": 3, "corrette": 1}
-        ],
+    first = progress["capitoli"][0]
+    assert {k: first[k] for k in ("capitolo", "titolo", "risposte", "corrette")} == {
+        "capitolo": 1,
+        "titolo": "Principi di aerodinamica",
+        "risposte": 3,
+        "corrette": 1,
+    }
+    # One question answered three times in moments: seen once; its first answer counted.
+    assert (first["viste"], first["padroneggiate"], first["quota_corrette"]) == (1, 1, 0.333)
+    assert [c["capitolo"] for c in progress["capitoli"]] == list(range(1, 11))
+    assert {k: progress[k] for k in ("risposte", "corrette", "deboli", "viste")} == {
         "risposte": 3,
         "corrette": 1,
         "deboli": [1],
+        "viste": 1,
     }
+    assert 0 < progress["prontezza"] < 1 and len(progress["ultimi_7_giorni"]) == 7
+    today = progress["ultimi_7_giorni"][-1]
+    assert (today["risposte"], today["corrette"], today["quota_corrette"]) == (3, 1, 0.333)
     empty = (await api.get("/api/progress", headers=auth("nobody"))).json()
-    assert empty == {"capitoli": [], "risposte": 0, "corrette": 0, "deboli": []}
+    assert (empty["risposte"], empty["corrette"], empty["deboli"], empty["viste"]) == (0, 0, [], 0)
+    assert {c["risposte"] for c in empty["capitoli"]} == {0} and len(empty["capitoli"]) == 10
 
 
 async def test_an_integer_written_as_1_0_is_an_integer(api, auth):
@@ -201,7 +213,9 @@ async def test_answers_graded_in_the_chat_count_in_the_same_progress(
         rest = (await client.post("/api/quiz/answers", json=body, headers=auth())).json()
         assert graded == rest  # the same object from both doors
         progress = (await client.get("/api/progress", headers=auth())).json()
-    assert progress["capitoli"][0]["capitolo"] == 2 and progress["risposte"] == 2
+    answered = [c for c in progress["capitoli"] if c["risposte"]]
+    assert [(c["capitolo"], c["risposte"], c["viste"]) for c in answered] == [(2, 2, 1)]
+    assert progress["risposte"] == 2
     attempts = await app.state.services.attempts.recent_attempts("user-1", 5)
     assert [a.turn_id for a in attempts] == [None, events[-1]["turn_id"]]
 
