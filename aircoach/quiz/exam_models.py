@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from aircoach.quiz.models import (
     MAX_ANSWER_CHARS,
@@ -12,10 +12,17 @@ from aircoach.quiz.models import (
     MAX_NUMBER,
     JsonInt,
     PublicQuestion,
+    json_integer,
 )
 
 MIN_EXAM_QUESTIONS = 5
 MAX_EXAM_QUESTIONS = 60
+# The bounds before the JSON-integer check: so they reach the OpenAPI schema as
+# minimum/maximum (after a validator function they would not), inside a list or a union too.
+ChapterNumber = Annotated[int, Field(ge=1, le=MAX_CHAPTER), BeforeValidator(json_integer)]
+QuestionCount = Annotated[
+    int, Field(ge=MIN_EXAM_QUESTIONS, le=MAX_EXAM_QUESTIONS), BeforeValidator(json_integer)
+]
 
 
 class ExamRecord(BaseModel):
@@ -35,16 +42,14 @@ class ExamRecord(BaseModel):
 class ExamRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    capitoli: list[Annotated[JsonInt, Field(ge=1, le=MAX_CHAPTER)]] | None = Field(
+    capitoli: list[ChapterNumber] | None = Field(
         default=None,
         min_length=1,
         max_length=MAX_CHAPTER,
         description="Chapters to draw from (1..10); default all ten.",
     )
-    domande: JsonInt | None = Field(
+    domande: QuestionCount | None = Field(
         default=None,
-        ge=MIN_EXAM_QUESTIONS,
-        le=MAX_EXAM_QUESTIONS,
         description="How many questions (5..60); default `EXAM_QUESTIONS`.",
     )
 

@@ -15,7 +15,7 @@ MAX_CHAPTER = 10  # the course has ten chapters (quiz.bank.CHAPTERS)
 MAX_NUMBER = 100_000
 
 
-def _json_integer(value: Any) -> Any:
+def json_integer(value: Any) -> Any:
     """A JSON integer (`43` or `43.0`, as JSON Schema's `integer`), never `true` or `"43"`,
     which lax parsing took as numbers."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -23,7 +23,7 @@ def _json_integer(value: Any) -> Any:
     return value
 
 
-JsonInt = Annotated[int, BeforeValidator(_json_integer)]
+JsonInt = Annotated[int, BeforeValidator(json_integer)]
 
 
 class Attempt(BaseModel):
