@@ -76,6 +76,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         redoc_url="/redoc" if public_docs else None,
         openapi_url="/openapi.json" if public_docs else None,
     )
+    # 3.2: the streams describe their events with `itemSchema`, a 3.2 keyword.
+    app.openapi_version = "3.2.0"
     app.state.services = services
     # Inside CORS (added first): a browser client can read the 413 too.
     app.add_middleware(BodyLimit, default=settings.max_body_bytes, settings=settings)

@@ -19,6 +19,7 @@ STAGES = (
     "auth",  # token verification (or the cached result)
     "prompt",  # prompt snapshot, tool switches, the docs' system prompt
     "user_data",  # the user's profile and quiz progress sections
+    "memory",  # the long-term memory: the message's items kept, the relevant ones recalled
     "history",  # freshness read, and the thread's reseed from the store when needed
     "agent_build",  # the turn's models and agent
     "agent_run",  # waiting on the agent: model calls, tool calls, LangGraph itself

@@ -196,6 +196,7 @@ async def test_the_summary_line_says_where_the_turn_spent_its_time(
     stages = {k: v for k, v in summary.items() if k.endswith("_ms") and k != "latency_ms"}
     assert list(stages) == [f"{stage}_ms" for stage in STAGES]
     ran = {k for k, v in stages.items() if v > 0}
+    # `user_data: false`: no profile nor progress sections; the long-term memory still runs.
     assert ran == {f"{stage}_ms" for stage in STAGES} - {"user_data_ms"}
     assert stages["user_data_ms"] == 0
     assert all(v < summary["latency_ms"] + 1 for v in stages.values())

@@ -17,6 +17,12 @@ from aircoach.quiz.models import (
 
 MIN_EXAM_QUESTIONS = 5
 MAX_EXAM_QUESTIONS = 60
+# The bounds before the JSON-integer check: so they reach the OpenAPI schema as
+# minimum/maximum (after a validator function they would not), inside a list or a union too.
+ChapterNumber = Annotated[int, Field(ge=1, le=MAX_CHAPTER), BeforeValidator(json_integer)]
+QuestionCount = Annotated[
+    int, Field(ge=MIN_EXAM_QUESTIONS, le=MAX_EXAM_QUESTIONS), BeforeValidator(json_integer)
+]
 
 
 class ExamRecord(BaseModel):
@@ -36,24 +42,13 @@ class ExamRecord(BaseModel):
 class ExamRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    # The bounds before the integer check: after it, the schema showed them as unknown
-    # `ge`/`le` keys instead of `minimum`/`maximum`, and clients sent values it then refused.
-    capitoli: (
-        list[Annotated[int, Field(ge=1, le=MAX_CHAPTER), BeforeValidator(json_integer)]] | None
-    ) = Field(
+    capitoli: list[ChapterNumber] | None = Field(
         default=None,
         min_length=1,
         max_length=MAX_CHAPTER,
         description="Chapters to draw from (1..10); default all ten.",
     )
-    domande: (
-        Annotated[
-            int,
-            Field(ge=MIN_EXAM_QUESTIONS, le=MAX_EXAM_QUESTIONS),
-            BeforeValidator(json_integer),
-        ]
-        | None
-    ) = Field(
+    domande: QuestionCount | None = Field(
         default=None,
         description="How many questions (5..60); default `EXAM_QUESTIONS`.",
     )

@@ -24,6 +24,10 @@ class ToolResult(_Event):
 
     type: Literal["tool_result"] = "tool_result"
     tool_name: str
+    arguments: dict[str, Any] = Field(
+        description="The arguments the model called the tool with (the AI SDK stream's tool "
+        "`input`)."
+    )
     data: dict[str, Any] = Field(description="An object, never a JSON string.")
     final: bool = Field(
         description="True for a return_direct tool that succeeded: it ends the turn."

@@ -172,7 +172,7 @@ async def _recall(
     if recall is None:
         return "", None
     user = principal.sub
-    with current_stages().timed("user_data"):
+    with current_stages().timed("memory"):
         reply = await recall.reply_to(user, request.query)
         if reply is not None:
             return "", reply
@@ -191,7 +191,7 @@ async def _remember(
     if parts.recall is None:
         return
     conversation = getattr(request, "conversation_id", None) or DEFAULT_CONVERSATION
-    with current_stages().timed("user_data"):
+    with current_stages().timed("memory"):
         await parts.recall.remember(
             principal.sub, request.query, turn_id=turn_id, conversation_id=conversation
         )

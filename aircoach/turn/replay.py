@@ -24,7 +24,11 @@ def replayed_events(turn: Turn, language: Language = DEFAULT_LANGUAGE) -> list[L
     for n, call in enumerate(calls):
         # Only a return_direct tool that ended the turn leaves no text after it.
         final = n == len(calls) - 1 and not turn.system and call.status == "success"
-        events.append(ToolResult(tool_name=call.tool_name, data=call.data, final=final))
+        events.append(
+            ToolResult(
+                tool_name=call.tool_name, arguments=call.arguments, data=call.data, final=final
+            )
+        )
     if turn.system:
         events.append(AgentMessage(content=turn.system))
     for error in replayed_errors(turn, language):

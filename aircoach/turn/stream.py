@@ -96,12 +96,13 @@ def tool_step(message: ToolMessage, asked: _Asked | None, steps: int) -> ToolSte
         data = {"error": message.text}
     else:
         data = {"content": message.text}
-    event = ToolResult(tool_name=name, data=data, final=ends_turn(message))
+    arguments = asked.arguments if asked else {}
+    event = ToolResult(tool_name=name, arguments=arguments, data=data, final=ends_turn(message))
     step = asked.step if asked else max(steps - 1, 0)
     call = ToolCall(
         tool_name=name,
         call_id=message.tool_call_id,
-        arguments=asked.arguments if asked else {},
+        arguments=arguments,
         text=message.text,
         data=data,
         status="error" if failed else "success",

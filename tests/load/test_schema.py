@@ -164,6 +164,10 @@ def _schema(settings, *, answer_letters: bool):
     # FastAPI ignores query parameters it does not know, as HTTP APIs do, and OpenAPI does
     # not declare a closed set of them: do not send made-up ones as "invalid" requests.
     schema.config.generation.update(allow_extra_parameters=False)
+    # An invalid body may also be too large (a `messages` list past its maxItems): the 413
+    # every route documents is a rejection too.
+    rejection = schema.config.checks.negative_data_rejection
+    rejection.expected_statuses = [*rejection.expected_statuses, "413"]
     return schema
 
 

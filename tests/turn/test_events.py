@@ -17,7 +17,7 @@ from tests.scripted_model import call
 
 # Every event's `data` keys, exactly.
 CONTRACT = {
-    "tool_result": {"type", "tool_name", "data", "final"},
+    "tool_result": {"type", "tool_name", "arguments", "data", "final"},
     "agent_message": {"type", "content"},
     "grounding": {"type", "citations", "unverified", "withheld"},
     "error": {"type", "code", "message"},
@@ -75,6 +75,8 @@ def test_the_event_models_are_the_contract():
 
 def test_the_openapi_stream_schema_is_generated_from_the_events(settings):
     schema = create_app(settings).openapi()
+    # `itemSchema` is OpenAPI 3.2's: the document declares the version it uses.
+    assert schema["openapi"] == "3.2.0"
     content = schema["paths"]["/api/stream_query"]["post"]["responses"]["200"]["content"]
     assert content["text/event-stream"]["itemSchema"] == json.loads(json.dumps(sse_item_schema()))
     alternatives = content["text/event-stream"]["itemSchema"]["oneOf"]

@@ -58,8 +58,9 @@ async def test_return_direct_tool_ends_the_run_after_its_result(app, client, aut
     events = await chat(client, auth(), "Dammi una domanda del capitolo 3")
     assert [e["type"] for e in events] == ["tool_result", "done"]
     result = events[0]
-    assert set(result) == {"type", "tool_name", "data", "final"}
+    assert set(result) == {"type", "tool_name", "arguments", "data", "final"}
     assert result["tool_name"] == "domanda_teoria" and result["final"] is True
+    assert result["arguments"] == {"capitolo": 3}  # the model's call, as the AI SDK's input
     assert isinstance(result["data"], dict) and result["data"]["question"]["capitolo"] == 3
     [turn] = await stored(app)
     assert turn.system == "" and turn.tool.tool_name == "domanda_teoria"
@@ -83,6 +84,7 @@ async def test_tool_turn_feeds_the_result_back_to_the_model(settings, auth, tmp_
     assert events[0] == {
         "type": "tool_result",
         "tool_name": "echo",
+        "arguments": {"word": "ciao"},
         "data": {"echo": "ciao"},
         "final": False,
     }
@@ -181,6 +183,6 @@ async def test_offline_model_streams_a_general_answer_word_by_word(client, auth)
 def test_events_are_json_objects_not_strings():
     from aircoach.turn.events import ToolResult
 
-    raw = encode_event(ToolResult(tool_name="x", data={"a": 1}, final=True), 7).decode()
+    raw = encode_event(ToolResult(tool_name="x", arguments={}, data={"a": 1}, final=True), 7).decode()
     assert raw.startswith("event: tool_result\ndata: ") and "\nid: 7\n" in raw
     assert json.loads(raw.split("data: ", 1)[1].split("\n", 1)[0])["data"] == {"a": 1}
