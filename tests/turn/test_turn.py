@@ -183,6 +183,8 @@ async def test_offline_model_streams_a_general_answer_word_by_word(client, auth)
 def test_events_are_json_objects_not_strings():
     from aircoach.turn.events import ToolResult
 
-    raw = encode_event(ToolResult(tool_name="x", arguments={}, data={"a": 1}, final=True), 7).decode()
+    raw = encode_event(
+        ToolResult(tool_name="x", arguments={}, data={"a": 1}, final=True), 7
+    ).decode()
     assert raw.startswith("event: tool_result\ndata: ") and "\nid: 7\n" in raw
     assert json.loads(raw.split("data: ", 1)[1].split("\n", 1)[0])["data"] == {"a": 1}
