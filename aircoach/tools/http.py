@@ -60,6 +60,7 @@ async def call_http_tool(spec: ToolSpec, ctx: ToolContext, **arguments: Any) -> 
     except ConfigError as exc:
         return _failure(spec, str(exc), meta, started)
     payload = {**cap_arguments(arguments, http.caps), **http.fixed}
+    plain = dict(payload)
     if spec.source and ctx.topic:
         # A follow-up searches the conversation's topic first. The model's own arguments
         # stay as they were (the stored call); what was searched goes in `meta`.
@@ -68,23 +69,44 @@ async def call_http_tool(spec: ToolSpec, ctx: ToolContext, **arguments: Any) -> 
             name, payload[name] = expanded
             meta["expanded_query"] = payload[name]
 
-    attempt = 0
-    while True:
-        attempt += 1
-        meta["attempts"] = attempt
-        try:
-            body = await _attempt(spec, url, headers, payload)
-            break
-        except _Failed as failure:
-            if not failure.retryable or attempt > http.retry.retries:
-                return _failure(spec, failure.reason, meta, started)
-            log.warning("[%s] %s, retrying (attempt %d)", spec.name, failure.reason, attempt)
-            await anyio.sleep(http.retry.backoff_s)
+    try:
+        body = await _with_retries(spec, url, headers, payload, meta)
+        items = result_items(body, spec.format)
+        if not items and payload != plain:
+            # The topic added to a follow-up found nothing: search the query as asked.
+            body = await _with_retries(spec, url, headers, plain, meta)
+            items = result_items(body, spec.format)
+            meta.pop("expanded_query", None)
+    except _Failed as failure:
+        return _failure(spec, failure.reason, meta, started)
 
     meta["latency_ms"] = _elapsed_ms(started)
-    items = result_items(body, spec.format)
     data = success_data(items, meta, spec.format, max_bytes=ctx.client_max_bytes)
     return ToolOutput(text=format_result(spec.name, spec.format, body), data=data)
+
+
+async def _with_retries(
+    spec: ToolSpec,
+    url: str,
+    headers: dict[str, str],
+    payload: dict[str, Any],
+    meta: dict[str, Any],
+) -> dict[str, Any]:
+    """The service's answer, retried as the tool's config says; `_Failed` when it gives up.
+    `meta["attempts"]` counts every attempt of the call."""
+    http = spec.http
+    assert http is not None
+    tries = 0
+    while True:
+        tries += 1
+        meta["attempts"] += 1
+        try:
+            return await _attempt(spec, url, headers, payload)
+        except _Failed as failure:
+            if not failure.retryable or tries > http.retry.retries:
+                raise
+            log.warning("[%s] %s, retrying (attempt %d)", spec.name, failure.reason, tries)
+            await anyio.sleep(http.retry.backoff_s)
 
 
 async def _attempt(

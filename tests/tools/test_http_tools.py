@@ -323,3 +323,18 @@ async def test_a_key_in_the_url_never_reaches_the_client_or_the_store(
     )
     assert "S3GRETO" not in response.text and "S3GRETO" not in history.text
     assert history.json()["turns"][0]["tool"]["tool_name"] == "meteo"
+
+
+async def test_a_follow_up_whose_topic_finds_nothing_searches_the_query_as_asked(
+    tool_service, specs, ctx
+):
+    tool_service.plan("/kb", Reply(200, {"results": []}), Reply(200, {"results": [KB_HIT]}))
+    follow_up = replace(ctx, topic=("altimetro",))
+    out = await call_http_tool(specs["kb_search"], follow_up, query="e la densità?")
+    assert out.ok, out.text
+    first, second = tool_service.wait_for_hits("/kb", 2)
+    searched = [hit.json or hit.query for hit in (first, second)]
+    assert "altimetro" in json.dumps(searched[0]) and "altimetro" not in json.dumps(searched[1])
+    assert out.data["meta"]["attempts"] == 2
+    assert "expanded_query" not in out.data["meta"]  # what was searched in the end: the query
+    assert KB_HIT["testo"] in out.text  # the plain search's result reached the model
