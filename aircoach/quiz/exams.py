@@ -29,6 +29,9 @@ from aircoach.quiz.service import QuizService, public
 from aircoach.text import fold
 
 MAX_LISTED = 100
+# A submission with no result after this long stopped half-way (its grading failed): the
+# student may submit again. Grading takes milliseconds; the store's own timeout is seconds.
+UNFINISHED_SUBMISSION_S = 60
 
 
 class ExamNotFound(LookupError):
@@ -120,7 +123,13 @@ class ExamService:
         """Grade the exam once: `InvalidExamAnswers` (nothing graded) for an answer to a
         question not in it or that names no option, `ExamAlreadySubmitted` the second time."""
         exam = await self._own(user_id, exam_id)
-        if exam.consegnato is not None:
+        now = self.quiz.now()
+        if exam.consegnato is not None and (
+            exam.esito is not None
+            or exam.consegnato > review.iso(now - timedelta(seconds=UNFINISHED_SUBMISSION_S))
+        ):
+            # Graded, or being graded now. A submission without a result for longer than
+            # that stopped half-way (the store failed while grading): it is graded again.
             raise ExamAlreadySubmitted(exam_id)
         questions = {
             (int(q["capitolo"]), int(q["numero"])): q
@@ -152,8 +161,7 @@ class ExamService:
             given[key] = answer.risposta
         if problems:
             raise InvalidExamAnswers(problems)
-        now = self.quiz.now()
-        if not await self.exams.claim(user_id, exam_id, review.iso(now)):
+        if not await self.exams.claim(user_id, exam_id, review.iso(now), previous=exam.consegnato):
             raise ExamAlreadySubmitted(exam_id)
         outcomes: list[ExamOutcome] = []
         for key in exam.domande:

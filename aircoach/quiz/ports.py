@@ -115,8 +115,11 @@ class ExamStore(Protocol):
         """The user's exams, newest first."""
         ...
 
-    async def claim(self, user_id: str, exam_id: str, at: str) -> bool:
-        """Mark the exam submitted at `at` unless it already is; whether this call did."""
+    async def claim(
+        self, user_id: str, exam_id: str, at: str, *, previous: str | None = None
+    ) -> bool:
+        """Mark the exam submitted at `at` if its submission time is still `previous` (None:
+        never submitted); whether this call did."""
         ...
 
     async def finish(self, user_id: str, exam_id: str, esito: dict[str, Any]) -> None: ...

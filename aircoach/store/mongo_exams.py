@@ -44,8 +44,10 @@ class MongoExamStore:
 
         return [_record(d) for d in await self._db.run(EXAMS, read)]
 
-    async def claim(self, user_id: str, exam_id: str, at: str) -> bool:
-        query = {"id": exam_id, "userId": user_id, "consegnato": None}
+    async def claim(
+        self, user_id: str, exam_id: str, at: str, *, previous: str | None = None
+    ) -> bool:
+        query = {"id": exam_id, "userId": user_id, "consegnato": previous}
         result = await self._db.run(
             EXAMS, lambda c: c.update_one(query, {"$set": {"consegnato": at}})
         )

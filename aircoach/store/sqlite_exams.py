@@ -61,12 +61,14 @@ class SqliteExamStore:
         )
         return [_record(r) for r in rows]
 
-    async def claim(self, user_id: str, exam_id: str, at: str) -> bool:
+    async def claim(
+        self, user_id: str, exam_id: str, at: str, *, previous: str | None = None
+    ) -> bool:
         cursor = await self._db.run(
             lambda c: c.execute(
                 "UPDATE quiz_exams SET consegnato = ? "
-                "WHERE id = ? AND userId = ? AND consegnato IS NULL",
-                (at, exam_id, user_id),
+                "WHERE id = ? AND userId = ? AND consegnato IS ?",
+                (at, exam_id, user_id, previous),
             )
         )
         return cursor.rowcount == 1

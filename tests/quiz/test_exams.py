@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+from aircoach.errors import StoreUnavailable
 from aircoach.quiz.exam_models import ExamAnswer
-from aircoach.quiz.exams import ExamService
+from aircoach.quiz.exams import UNFINISHED_SUBMISSION_S, ExamAlreadySubmitted, ExamService
 from aircoach.services import build_exam_store
 
 
@@ -25,3 +28,45 @@ async def test_a_late_submission_is_graded_and_marked_late(scheduled_quiz, wall,
     assert (late.in_ritardo, late.punteggio, late.superato) == (True, 1, False)
     # No question repeats across the two exams while the chapters have others.
     assert not {tuple(k) for k in exam.domande} & {tuple(k) for k in late_exam.domande}
+
+
+class _FinishFailsOnce:
+    """The exam store, whose first result write fails (a store outage mid-grading)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.failed = False
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    async def finish(self, user_id, exam_id, esito):
+        if not self.failed:
+            self.failed = True
+            raise StoreUnavailable("store_unavailable")
+        await self.store.finish(user_id, exam_id, esito)
+
+
+async def test_a_submission_that_failed_half_way_can_be_submitted_again(
+    scheduled_quiz, wall, store_settings
+):
+    store = _FinishFailsOnce(build_exam_store(store_settings))
+    exams = ExamService(scheduled_quiz, store)
+    exam, questions = await exams.create("alice", domande=5)
+    first = questions[0]
+    answer = ExamAnswer(
+        capitolo=first["capitolo"], numero=first["numero"], risposta=first["corretta"]
+    )
+    with pytest.raises(StoreUnavailable):
+        await exams.submit("alice", exam.id, [answer], turn_id=None)
+    # Right after, it may still be being graded: a second submission is refused.
+    with pytest.raises(ExamAlreadySubmitted):
+        await exams.submit("alice", exam.id, [answer], turn_id=None)
+    # Later, with no result stored, the student's submission is graded again, once.
+    wall.advance(seconds=UNFINISHED_SUBMISSION_S + 1)
+    graded = await exams.submit("alice", exam.id, [answer], turn_id=None)
+    assert (graded.punteggio, graded.totale) == (1, 5)
+    assert (await store.get("alice", exam.id)).esito == graded.model_dump()
+    wall.advance(seconds=UNFINISHED_SUBMISSION_S + 1)
+    with pytest.raises(ExamAlreadySubmitted):
+        await exams.submit("alice", exam.id, [answer], turn_id=None)
