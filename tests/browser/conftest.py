@@ -91,8 +91,13 @@ class Session:
         expect(self.page.locator("#settings")).to_be_visible()
 
     def ask(self, query: str) -> Any:
-        """Type `query`, send it with Enter; the new turn's element."""
+        """Type `query`, send it with Enter; the new turn's element. Waits until the page
+        takes a message: after a turn's `done` it still refreshes its panels, and a message
+        sent meanwhile stays in the box (a user sees "Invia" disabled)."""
+        from playwright.sync_api import expect
+
         page = self.page
+        expect(page.locator("#send")).to_be_enabled()
         before = page.locator("#turns > li").count()
         page.fill("#query", query)
         page.press("#query", "Enter")
