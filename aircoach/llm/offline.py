@@ -174,6 +174,13 @@ class OfflineChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "aircoach-offline"
 
+    def __repr_args__(self) -> Any:
+        # LangChain hands every model call's callbacks the model's repr (a model that is not
+        # serializable); the default one inspects every field's default, a third of the
+        # model call's own CPU. The name and the tools' names say which model this is.
+        tools = [tool.get("function", {}).get("name") for tool in self.bound_tools]
+        return [("model_name", self.model_name), ("tools", tools)]
+
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
         return self.model_copy(update={"bound_tools": [convert_to_openai_tool(t) for t in tools]})
 

@@ -99,7 +99,7 @@ class QuizService:
         self.titles = dict(titles)
         self._clock = clock
         self._now = now
-        self._recent: OrderedDict[str, tuple[float, Progress]] = OrderedDict()
+        self._recent: OrderedDict[str, tuple[float, Progress | None]] = OrderedDict()
 
     def now(self) -> datetime:
         return self._now()
@@ -277,8 +277,11 @@ class QuizService:
         readiness and last 7 days, and the totals. Bounded reads: two aggregations of the
         attempts, the user's review records (at most one per question of the bank) and the
         bank's chapter counts."""
+        return await self._progress(user_id, await self.attempts.chapter_stats(user_id))
+
+    async def _progress(self, user_id: str, chapter_stats: list[ChapterStats]) -> Progress:
         now = self._now()
-        stats = {s.capitolo: s for s in await self.attempts.chapter_stats(user_id)}
+        stats = {s.capitolo: s for s in chapter_stats}
         counts = await self.questions.chapter_counts()
         records = await self.reviews.records(user_id)
         days = [(now.date() - timedelta(days=back)).isoformat() for back in range(6, -1, -1)]
@@ -329,15 +332,17 @@ class QuizService:
             ],
         )
 
-    async def prompt_progress(self, user_id: str) -> Progress:
-        """`progress` for the system prompt: remembered for PROMPT_PROGRESS_TTL_S, so a
-        conversation does not read the attempts on every turn."""
+    async def prompt_progress(self, user_id: str) -> Progress | None:
+        """`progress` for the system prompt, None for a student who never answered (one read
+        instead of four: most turns of a new user). Remembered for PROMPT_PROGRESS_TTL_S, so
+        a conversation does not read the attempts on every turn."""
         now = self._clock()
         cached = self._recent.get(user_id)
         if cached is not None and cached[0] > now:
             self._recent.move_to_end(user_id)
             return cached[1]
-        progress = await self.progress(user_id)
+        stats = await self.attempts.chapter_stats(user_id)
+        progress = await self._progress(user_id, stats) if stats else None
         self._recent[user_id] = (now + PROMPT_PROGRESS_TTL_S, progress)
         self._recent.move_to_end(user_id)
         while len(self._recent) > PROMPT_PROGRESS_USERS:
@@ -356,9 +361,9 @@ class QuizService:
         ]
 
 
-def progress_section(progress: Progress) -> str:
+def progress_section(progress: Progress | None) -> str:
     """The "Progressi dell'allievo" section of the system prompt; "" without answers."""
-    if not progress.risposte:
+    if progress is None or not progress.risposte:
         return ""
     share = round(100 * progress.corrette / progress.risposte)
     lines = [
