@@ -207,5 +207,5 @@ async def resume_chat(
     return event_stream(
         following,
         headers={**_UI_HEADERS, "X-Turn-ID": held.turn_id},
-        encode=ui_encoder(held.turn_id),
+        encoder=ui_encoder(held.turn_id),
     )

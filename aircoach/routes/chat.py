@@ -144,7 +144,7 @@ async def run_chat(
     if key is not None and body.conversation_id is not None:
         key = f"{body.conversation_id}/{key}"  # no `/` in a message id: keys cannot meet
     admission = await admit(services, user.sub, key)
-    encode = encoder_for(admission.turn_id) if encoder_for is not None else None
+    encoder = encoder_for(admission.turn_id) if encoder_for is not None else None
     headers = {**(headers or {}), TURN_ID_HEADER: admission.turn_id}
     if ignored:
         headers[WARNING_HEADER] = _warning(ignored)
@@ -161,7 +161,7 @@ async def run_chat(
             give_up_s=services.settings.turn_timeout_s,
         )
         if following is not None and body.stream:
-            return event_stream(following, headers=headers, encode=encode)
+            return event_stream(following, headers=headers, encoder=encoder)
         if following is not None:
             async for _ in following:
                 pass
@@ -176,7 +176,7 @@ async def run_chat(
         headers[REPLAYED_HEADER] = "true"
         if body.stream:
             replayed = listed(replayed_events(stored, language))
-            return event_stream(replayed, headers=headers, encode=encode)
+            return event_stream(replayed, headers=headers, encoder=encoder)
         return _json_response(
             headers,
             text=stored.system,
@@ -227,7 +227,7 @@ async def run_chat(
     run = TurnRun(services.turn_log, user_id=user.sub, turn_id=turn.turn_id, on_cancel=turn.cancel)
     events = _released_at_done(turn.events(), release)
     if body.stream:
-        return turn_stream(run, events, headers=headers, encode=encode)
+        return turn_stream(run, events, headers=headers, encoder=encoder)
 
     await run.produce(events)
     errors = [

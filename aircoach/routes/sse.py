@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from fastapi.sse import EventSourceResponse, format_sse_event
@@ -83,26 +83,88 @@ class _Outbox:
         await self._ready.wait()
 
 
-# Turns a turn's numbered events into the bytes of one wire format.
-Encoder = Callable[[AsyncIterator[LoggedEvent]], AsyncGenerator[bytes, None]]
+class Encoder(Protocol):
+    """One wire format of a turn's numbered events, one encoder per response (it may keep
+    state): the bytes that open the stream, each event's bytes (b"" for an event the format
+    leaves out), and the bytes that close it."""
+
+    def opening(self) -> bytes: ...
+
+    def event(self, event: LoggedEvent) -> bytes: ...
+
+    def closing(self) -> bytes: ...
 
 
-async def encoded(events: AsyncIterator[LoggedEvent]) -> AsyncGenerator[bytes, None]:
-    """Each numbered event as its SSE message."""
+class SseEncoder:
+    """Our SSE: each event as its message, nothing around them."""
+
+    def opening(self) -> bytes:
+        return b""
+
+    def event(self, event: LoggedEvent) -> bytes:
+        return encode_sse(event.seq, event.data)
+
+    def closing(self) -> bytes:
+        return b""
+
+
+async def encoded(
+    events: AsyncIterator[LoggedEvent], encoder: Encoder
+) -> AsyncGenerator[bytes, None]:
+    """The stream of `events` (which exist already or come from the store) in `encoder`'s
+    format."""
     stages = current_stages()
+    if opening := encoder.opening():
+        yield opening
     async for event in events:
         with stages.timed("encode"):
-            data = encode_sse(event.seq, event.data)
-        yield data
+            data = encoder.event(event)
+        if data:
+            yield data
+    if closing := encoder.closing():
+        yield closing
+
+
+async def live(run: TurnRun, encoder: Encoder, every_s: float) -> AsyncGenerator[bytes, None]:
+    """A running turn's events as they come: each write carries every event ready by then,
+    and a comment line goes out whenever nothing did for `every_s`, so that proxies and
+    mobile networks keep the connection open while a tool or the model is slow.
+
+    The sender reads the run's events itself, with no task or queue between: one wake-up and
+    one write per burst of events (a model's chunks arrive in bursts), not one each. A client
+    that reads slowly never holds the turn back: the run keeps every event of the turn
+    anyway (for the turn log), and the sender catches up from where it is."""
+    stages = current_stages()
+    if opening := encoder.opening():
+        yield opening
+    sent = 0
+    while True:
+        if sent < len(run.events):
+            batch = run.events[sent:]
+            sent += len(batch)
+            with stages.timed("encode"):
+                data = b"".join(encoder.event(event) for event in batch)
+            if data:
+                yield data
+            continue
+        if run.finished:
+            break
+        # No await since the checks above: the producer cannot add an event unseen.
+        with anyio.move_on_after(every_s) as timer:
+            await run.changed()
+        if timer.cancelled_caught:
+            yield HEARTBEAT
+    if closing := encoder.closing():
+        yield closing
 
 
 async def with_heartbeat(
     chunks: AsyncGenerator[bytes, None], every_s: float
 ) -> AsyncIterator[bytes]:
-    """Send the messages, each write carrying every message ready by then, and a comment line
-    whenever nothing was sent for `every_s`, so that proxies and mobile networks keep the
-    connection open while a tool or the model is slow. The heartbeat's timer runs only while
-    the outbox is empty: while events flow it costs nothing."""
+    """Send the messages of events that come from elsewhere (a follower reads the store),
+    each write carrying every message ready by then, and a comment line whenever nothing was
+    sent for `every_s`. The heartbeat's timer runs only while the outbox is empty: while
+    events flow it costs nothing."""
     outbox = _Outbox(OUTBOX_BYTES)
 
     async def produce() -> None:
@@ -164,10 +226,10 @@ class _TurnStream(_EventStream):
         run: TurnRun,
         events: AsyncGenerator[TurnEvent, None],
         every_s: float,
-        encode: Encoder,
+        encoder: Encoder,
         **kw: object,
     ):
-        super().__init__(with_heartbeat(encode(run.live()), every_s), **kw)  # type: ignore[arg-type]
+        super().__init__(live(run, encoder, every_s), **kw)  # type: ignore[arg-type]
         self.run = run
         self.events = events
 
@@ -187,11 +249,11 @@ def turn_stream(
     every_s: float = HEARTBEAT_S,
     *,
     headers: dict[str, str] | None = None,
-    encode: Encoder | None = None,
+    encoder: Encoder | None = None,
 ) -> EventSourceResponse:
     """The response of a new turn: `events` run to their end through `run`, each one
-    encoded by `encode` (our SSE by default; `aircoach.routes.ui_stream` the AI SDK's)."""
-    return _TurnStream(run, events, every_s, encode or encoded, headers=_headers(headers))
+    encoded by `encoder` (our SSE by default; `aircoach.routes.ui_stream` the AI SDK's)."""
+    return _TurnStream(run, events, every_s, encoder or SseEncoder(), headers=_headers(headers))
 
 
 def event_stream(
@@ -199,10 +261,10 @@ def event_stream(
     every_s: float = HEARTBEAT_S,
     *,
     headers: dict[str, str] | None = None,
-    encode: Encoder | None = None,
+    encoder: Encoder | None = None,
 ) -> EventSourceResponse:
     """The response of events that exist already (a follower, a replay)."""
-    body = with_heartbeat((encode or encoded)(events), every_s)
+    body = with_heartbeat(encoded(events, encoder or SseEncoder()), every_s)
     return _EventStream(body, headers=_headers(headers))
 
 

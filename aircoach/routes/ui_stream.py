@@ -14,10 +14,8 @@ the message metadata (`turn_id`, `prompt_version`, `model`, `context_turns`, `st
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from aircoach.logs import current_stages
 from aircoach.routes.sse import Encoder
 from aircoach.turn.log import LoggedEvent
 
@@ -100,19 +98,22 @@ class _Message:
         return []  # a type this encoder does not know yet: our SSE still carries it
 
 
-def ui_encoder(message_id: str) -> Encoder:
+class UiEncoder:
     """An encoder (`aircoach.routes.sse.Encoder`) of one turn as the UI message stream; the
     assistant message's id is `message_id` (the turn's)."""
 
-    async def encode(events: AsyncIterator[LoggedEvent]) -> AsyncGenerator[bytes, None]:
-        stages = current_stages()
-        message = _Message(message_id)
-        yield b"".join(_chunk(c) for c in message.start())
-        async for event in events:
-            with stages.timed("encode"):
-                data = b"".join(_chunk(c) for c in message.encode(event.data))
-            if data:
-                yield data
-        yield _DONE
+    def __init__(self, message_id: str):
+        self.message = _Message(message_id)
 
-    return encode
+    def opening(self) -> bytes:
+        return b"".join(_chunk(c) for c in self.message.start())
+
+    def event(self, event: LoggedEvent) -> bytes:
+        return b"".join(_chunk(c) for c in self.message.encode(event.data))
+
+    def closing(self) -> bytes:
+        return _DONE
+
+
+def ui_encoder(message_id: str) -> Encoder:
+    return UiEncoder(message_id)

@@ -103,8 +103,14 @@ class TurnRun:
             if self.finished:
                 return
             # No await since the check above: the producer cannot add an event unseen.
-            self._changed = anyio.Event()
-            await self._changed.wait()
+            await self.changed()
+
+    async def changed(self) -> None:
+        """Wait for the next event or the end. Call it with no await since reading `events`
+        and `finished` (else an event may come unseen); one reader at a time (the live
+        connection)."""
+        self._changed = anyio.Event()
+        await self._changed.wait()
 
     def _wake(self) -> None:
         self._changed.set()
