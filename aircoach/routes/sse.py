@@ -102,7 +102,7 @@ class SseEncoder:
         return b""
 
     def event(self, event: LoggedEvent) -> bytes:
-        return encode_sse(event.seq, event.data)
+        return format_sse_event(data_str=event.text, event=event.type, id=str(event.seq))
 
     def closing(self) -> bytes:
         return b""

@@ -59,7 +59,7 @@ class MongoTurnLog:
                 "seq": e.seq,
                 "userId": user_id,
                 "type": e.type,
-                "data": json.dumps(e.data, ensure_ascii=False),
+                "data": e.text,
                 "expires": _date(expires_at),
             }
             for e in events

@@ -97,10 +97,7 @@ class SqliteTurnLog:
     async def append(
         self, user_id: str, turn_id: str, events: Sequence[LoggedEvent], *, expires_at: float
     ) -> None:
-        rows = [
-            (turn_id, e.seq, user_id, e.type, json.dumps(e.data, ensure_ascii=False), expires_at)
-            for e in events
-        ]
+        rows = [(turn_id, e.seq, user_id, e.type, e.text, expires_at) for e in events]
         await self._writing(
             lambda c: c.executemany(
                 "INSERT INTO turn_events VALUES (?, ?, ?, ?, ?, ?) "

@@ -15,8 +15,10 @@ The stores (SQLite, MongoDB) implement `TurnLogStore`; both pass the same contra
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 LOG_TTL_S = 24 * 3600.0
@@ -38,6 +40,11 @@ class LoggedEvent:
     @property
     def type(self) -> str:
         return str(self.data["type"])
+
+    @cached_property
+    def text(self) -> str:
+        """The JSON text of `data`, compact, made once: the log stores it, the SSE sends it."""
+        return json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True)

@@ -255,3 +255,48 @@ def test_extraction_stays_fast_on_a_long_answer():
     # ~45,000 characters; measured ~0.1 s here. The bound only catches a backtracking blow-up.
     assert time.perf_counter() - started < 5
     assert len(found) == 600
+
+
+def _corpus() -> list[str]:
+    """Every string of the grounding tests and their data, the course docs, and each of them
+    upper-cased, lower-cased and with the letters `re.IGNORECASE` also takes for i and s."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).parent
+    texts: list[str] = []
+    for path in root.rglob("*.py"):
+        texts += [
+            node.value
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        ]
+    for path in [*root.rglob("data/*"), *Path("docs").rglob("*.md")]:
+        if path.is_file() and path.suffix in (".json", ".md", ".txt", ".jsonl"):
+            texts.append(path.read_text())
+    variants = [t.upper() for t in texts] + [t.lower() for t in texts]
+    variants += [t.replace("i", "ı").replace("s", "ſ") for t in texts]
+    variants += [t.replace("i", "İ") for t in texts]
+    return texts + variants
+
+
+def test_a_pattern_is_skipped_only_when_it_cannot_match():
+    """`extract` skips a pattern when the text writes none of its words: wherever a pattern
+    matches, in every text the tests and the docs hold (and their case variants), one of its
+    words is there."""
+    from aircoach.grounding.citations import _WORDS, _folded
+
+    matched = 0
+    for text in _corpus():
+        for pattern, (words, cased) in _WORDS.items():
+            if pattern.search(text):
+                matched += 1
+                written = text if cased else _folded(text)
+                assert any(word in written for word in words), (pattern.pattern[:60], text[:200])
+    assert matched > 500  # the corpus does exercise the patterns
+
+
+def test_citations_in_a_long_answer_are_found_as_in_a_short_one():
+    short = "Le minime VMC sono nella SERA.5005(f) e nel Reg. (UE) n. 923/2012, art. 2."
+    long = "Il QNH si imposta in volo. " * 200 + short
+    assert [c.key for c in extract(long)] == [c.key for c in extract(short)]
