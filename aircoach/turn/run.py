@@ -7,11 +7,13 @@ The HTTP layer runs `produce()` in the request's own task group (never in the ba
 serverless nothing may run once the request returns) and reads `live()` to send the events; a
 client that leaves stops reading, and the turn goes on until it ends or its deadline passes.
 
-Writes: pending events are written when `FLUSH_EVENTS` are waiting, by a ticker every
-`TICK_S` while any wait, and all of them with `done`, the last event (the turn yields it only
-after the turn document is stored). Flushes are serialized, so no follower can see `done`
-before an earlier event. The ticker also reads the cancel flag: a cancel reaches the turn
-within about `TICK_S` plus one store read.
+Writes: a ticker writes the pending events every `TICK_S`, and at once when `FLUSH_EVENTS`
+are waiting; the turn itself waits only for the last write, the one with `done` (the turn
+yields `done` only after the turn document is stored). So a log that is slow or down never
+holds the answer back or eats its deadline (`TURN_TIMEOUT_S`): during a store outage every
+write waits `STORE_TIMEOUT_S`. Flushes are serialized, so no follower can see `done` before
+an earlier event. The ticker also reads the cancel flag: a cancel reaches the turn within
+about `TICK_S` plus one store read.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class TurnRun:
         self._written = 0  # events already in the store
         self._flush_lock = anyio.Lock()
         self._changed = anyio.Event()
+        self._backlog = anyio.Event()  # FLUSH_EVENTS are waiting: the ticker goes at once
         self._log_failed = False
 
     async def produce(self, events: AsyncGenerator[_Event, None]) -> None:
@@ -85,8 +88,10 @@ class TurnRun:
                         logged = LoggedEvent(len(self.events) + 1, event.model_dump(mode="json"))
                         self.events.append(logged)
                         self._wake()
-                        if logged.type == "done" or self._pending() >= self.flush_events:
+                        if logged.type == "done":
                             await self._flush()
+                        elif self._pending() >= self.flush_events:
+                            self._backlog.set()  # the ticker writes them now
                 tg.cancel_scope.cancel()  # the ticker
             await self._flush()
         finally:
@@ -121,7 +126,9 @@ class TurnRun:
     async def _tick(self) -> None:
         renewed = self.clock()
         while True:
-            await anyio.sleep(self.tick_s)
+            with anyio.move_on_after(self.tick_s):
+                await self._backlog.wait()
+            self._backlog = anyio.Event()
             if self._pending():
                 await self._flush()
             if self.clock() - renewed >= CLAIM_RENEW_S:

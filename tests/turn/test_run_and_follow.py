@@ -61,6 +61,43 @@ async def test_a_turn_is_written_in_a_few_batches_and_read_back_whole(two):
     assert [e.seq for e in logged] == [e.seq for e in run.events]
 
 
+class _StuckLog:
+    """A turn log whose writes hang until `unstick` (a store in an outage, each write
+    waiting for its timeout)."""
+
+    def __init__(self) -> None:
+        self.unstick = anyio.Event()
+        self.written: list[int] = []
+
+    async def append(self, user_id, turn_id, events, *, expires_at) -> None:
+        with anyio.fail_after(WAIT_S):  # the write fails (the run logs it and goes on)
+            await self.unstick.wait()
+        self.written += [e.seq for e in events]
+
+    async def renew(self, *args, **kw) -> None:
+        pass
+
+    async def cancel_requested(self, turn_id) -> bool:
+        return False
+
+
+async def test_a_log_that_hangs_never_holds_the_turn_back_before_done():
+    """The turn's events reach the connection while every log write hangs: only the write
+    with `done` is waited for (before, the turn waited for the write at every 64th event,
+    and a store outage ate the turn's deadline)."""
+    log = _StuckLog()
+    run = TurnRun(log, user_id="alice", turn_id="t1", tick_s=0.01, flush_events=8)  # type: ignore[arg-type]
+    with anyio.fail_after(WAIT_S):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run.produce, words(100))
+            while not any(e.type == "done" for e in run.events):
+                await run.changed()
+            assert not run.finished  # `done` is out; its write still waits for the log
+            log.unstick.set()
+    assert run.finished and len(run.events) == 101
+    assert sorted(log.written) == list(range(1, 102))
+
+
 async def test_the_turn_goes_on_after_its_reader_leaves(two):
     a, b = two
     run = TurnRun(a, user_id="alice", turn_id="t1")
