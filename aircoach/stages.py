@@ -17,6 +17,7 @@ from aircoach import telemetry
 # The stages of a turn, in the order it meets them; every summary line has each of them.
 STAGES = (
     "auth",  # token verification (or the cached result)
+    "admission",  # idempotency key, quota, and the claim of the conversation's thread
     "prompt",  # prompt snapshot, tool switches, the docs' system prompt
     "user_data",  # the user's profile and quiz progress sections
     "memory",  # the long-term memory: the message's items kept, the relevant ones recalled

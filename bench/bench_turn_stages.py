@@ -4,7 +4,7 @@ tools, persist, encode) over a few hundred turns, each by a new user, in process
 behind httpx's ASGI transport: no sockets), and the process CPU per turn.
 
 Run: `.venv/bin/python bench/bench_turn_stages.py [--turns 300] [--model fixed|offline]
-[--json]`. `fixed` is the trivial model of `bench/fixed_model.py` (a fixed 323-character reply
+[--json] [--peer-request]`; it prints the Markdown table of `docs/performance.md`. `fixed` is the trivial model of `bench/fixed_model.py` (a fixed 323-character reply
 in 44 chunks); `offline` is the offline model (it scores the prompt's passages). Quota off,
 SQLite store, the shipped prompt docs. The stage figures are the ones an operator reads on the
 summary line in production.
@@ -30,6 +30,17 @@ from bench.fixed_model import FixedModels
 from bench.overhead_server import QUERY
 
 WARM_UP = 20
+# The request of the peer benchmark (`../shared/peer-bench`, `bench_ab.py`): the parts it
+# measures, with the switchable tools off.
+PEER_REQUEST = {
+    "query": "Che cos'è il QNH?",
+    "tools": {
+        "domanda_teoria": False,
+        "web_search": False,
+        "kb_search": False,
+        "lex_search": False,
+    },
+}
 
 
 class _Summaries(logging.Handler):
@@ -45,7 +56,9 @@ class _Summaries(logging.Handler):
             self.lines.append(fields)
 
 
-async def _turns(model: str, turns: int, stream: bool) -> tuple[list[dict[str, Any]], float]:
+async def _turns(
+    model: str, turns: int, stream: bool, body: dict[str, Any]
+) -> tuple[list[dict[str, Any]], float]:
     from aircoach.app import create_app
     from aircoach.auth.tokens import DevIssuer
     from aircoach.services import Services
@@ -74,7 +87,7 @@ async def _turns(model: str, turns: int, stream: bool) -> tuple[list[dict[str, A
                 cpu = time.process_time()
             response = await client.post(
                 "/api/stream_query",
-                json={"query": QUERY, "stream": stream},
+                json={**body, "stream": stream},
                 headers={"Authorization": f"Bearer {token}"},
             )
             assert response.status_code == 200, response.text[:300]
@@ -88,19 +101,27 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--model", choices=("fixed", "offline"), default="fixed")
     parser.add_argument("--json", action="store_true", help="stream: false (a JSON answer)")
+    parser.add_argument(
+        "--peer-request",
+        action="store_true",
+        help="the peer benchmark's request (a short question, the switchable tools off)",
+    )
     args = parser.parse_args()
-    lines, cpu_ms = asyncio.run(_turns(args.model, args.turns, stream=not args.json))
+    body = PEER_REQUEST if args.peer_request else {"query": QUERY}
+    lines, cpu_ms = asyncio.run(_turns(args.model, args.turns, not args.json, body))
     assert len(lines) == args.turns, len(lines)
     print(
         f"{args.turns} turns, model {args.model}, {'JSON' if args.json else 'SSE'}, "
-        f"each by a new user, in process (ASGI transport)"
+        f"each by a new user, in process (ASGI transport)\n"
     )
-    print(f"{'stage':<14} {'median ms':>10} {'p95 ms':>10}")
+    # Markdown, as docs/performance.md shows it: paste the table over the one there.
+    print("| part | median ms | p95 ms |")
+    print("|---|---|---|")
     keys = [k for k in lines[0] if k.endswith("_ms")]
     for key in keys:
         values = [float(line[key]) for line in lines]
-        print(f"{key.removesuffix('_ms'):<14} {median(values):>10.2f} {pct(values, 95):>10.2f}")
-    print(f"process CPU per turn (server and in-process client): {cpu_ms:.2f} ms")
+        print(f"| {key.removesuffix('_ms')} | {median(values):.2f} | {pct(values, 95):.2f} |")
+    print(f"| process CPU per turn (server and in-process client) | {cpu_ms:.2f} | |")
 
 
 if __name__ == "__main__":

@@ -143,7 +143,8 @@ async def run_chat(
     thread = conversation_thread(user.sub, body.conversation_id)
     if key is not None and body.conversation_id is not None:
         key = f"{body.conversation_id}/{key}"  # no `/` in a message id: keys cannot meet
-    admission = await admit(services, user.sub, key)
+    with current_stages().timed("admission"):
+        admission = await admit(services, user.sub, key)
     encoder = encoder_for(admission.turn_id) if encoder_for is not None else None
     headers = {**(headers or {}), TURN_ID_HEADER: admission.turn_id}
     if ignored:
@@ -218,9 +219,10 @@ async def run_chat(
             await services.guards.reservations.release(user.sub, admission.key, admission.turn_id)
         raise
     try:
-        await hold_thread(
-            services, user.sub, thread, admission, interrupt=body.if_busy == "interrupt"
-        )
+        with current_stages().timed("admission"):
+            await hold_thread(
+                services, user.sub, thread, admission, interrupt=body.if_busy == "interrupt"
+            )
     except Exception:
         await turn.models.aclose()  # the turn never runs: its model clients close here
         raise

@@ -23,7 +23,7 @@ from tests.helpers import app_with, asgi_client, chat
 from tests.scripted_model import Script, ScriptedChatModel, call, text
 from tests.telemetry.conftest import Traced, traced_app
 
-STAGES = ["auth", "prompt", "user_data", "history", "agent_build"]
+STAGES = ["auth", "admission", "prompt", "user_data", "history", "agent_build"]
 
 
 class _Reporting(ScriptedChatModel):
