@@ -2,8 +2,9 @@
 and the forgiving term search built on them: accents, case and punctuation ignored, singular
 and plural alike, one typo tolerated in a word of five letters or more, best matches first.
 
-Stems are Snowball's Italian stemmer (`snowballstemmer`: maintained, pure Python, no model
-or network), so inflections meet: `impoverire`/`impoverisce`, `virata`/`virate`,
+Stems are Snowball's Italian stemmer (`snowballstemmer`: maintained, no model or network; it
+runs the C stemmers of PyStemmer when installed, as the requirements do, and its own pure
+Python ones otherwise: the same stems, 4x faster), so inflections meet: `impoverire`/`impoverisce`, `virata`/`virate`,
 `portanza`/`portanze`.
 
 A quiz question is indexed under the stems of the words of its text and topic (`terms`, via
