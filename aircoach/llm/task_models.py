@@ -32,6 +32,7 @@ class ProviderTaskModel:
         self.chat_model = chat_model
         self.provider = provider
         self.label = model_label(chat_model)
+        self.tokens: dict[str, int] = {}
 
     async def generate(self, request: StructuredRequest) -> str:
         from langchain_core.messages import HumanMessage, SystemMessage
@@ -56,6 +57,10 @@ class ProviderTaskModel:
                 }
             }
         message = await self.chat_model.ainvoke(messages, **options)
+        usage = getattr(message, "usage_metadata", None)
+        if usage:
+            for name in ("input", "output"):
+                self.tokens[name] = self.tokens.get(name, 0) + int(usage.get(f"{name}_tokens", 0))
         return message.text
 
     async def aclose(self) -> None:

@@ -117,6 +117,14 @@ class _Models:
                 if model is not None:
                     await model.aclose()
 
+    def tokens(self) -> dict[str, int] | None:
+        """The tokens the run's models reported, summed; None when none reported any."""
+        total: dict[str, int] = {}
+        for model in self.opened.values():
+            for name, count in (model.tokens if model is not None else {}).items():
+                total[name] = total.get(name, 0) + count
+        return total or None
+
 
 def _provider(model: StructuredModel) -> str:
     provider = getattr(model, "provider", None)
@@ -246,6 +254,7 @@ class TaskEngine:
                 input_truncated=truncation is not None,
                 input_kept_chars=truncation.kept_chars if truncation else None,
                 input_total_chars=truncation.total_chars if truncation else None,
+                tokens=models.tokens(),
             )
             if doubtful:
                 run = await self._queue_doubtful(run)
@@ -259,7 +268,16 @@ class TaskEngine:
             mode=_mode(opened[0]) if opened else None,
         )
         run = await self._dead_letter(
-            definition, payload, customer, attempts, version, caller, source, latency_ms, origin
+            definition,
+            payload,
+            customer,
+            attempts,
+            version,
+            caller,
+            source,
+            latency_ms,
+            origin,
+            tokens=models.tokens(),
         )
         raise TaskFailed(run)
 
@@ -342,6 +360,8 @@ class TaskEngine:
         source: RunSource,
         latency_ms: float,
         origin: str | None,
+        *,
+        tokens: dict[str, int] | None = None,
     ) -> TaskRun:
         run_id, review_id, created_at = new_id(), new_id(), now_iso()
         item = ReviewItem(
@@ -370,6 +390,7 @@ class TaskEngine:
             review_id=review_id,
             latency_ms=latency_ms,
             origin=origin,
+            tokens=tokens,
         )
         # The review item first: if the run cannot be stored afterwards, the input is still
         # kept for a human, and the caller (503) may retry.

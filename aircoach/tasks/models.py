@@ -52,6 +52,9 @@ class StructuredModel(Protocol):
     label: str
     # Set when the answers are not a language model's: it becomes a warning of every result.
     notice: str | None
+    # `input` and `output` tokens over this model's calls, as its provider reported them
+    # (empty when it reports none).
+    tokens: dict[str, int]
 
     async def generate(self, request: StructuredRequest) -> str:
         """The model's raw answer (to be validated); raises when the call itself fails."""
@@ -73,6 +76,9 @@ class OfflineTaskModel:
 
     label = "offline-rules"
     notice: str | None = OFFLINE_NOTICE
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, int] = {}  # no language model: nothing to count
 
     async def generate(self, request: StructuredRequest) -> str:
         definition, prepared = request.definition, request.prepared

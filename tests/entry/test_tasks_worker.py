@@ -132,6 +132,7 @@ def test_done_messages_are_deleted_and_poison_ones_end_in_the_dlq(sqs, settings)
 
         def __init__(self, scripted):
             self.scripted = scripted
+            self.tokens = {}
 
         async def generate(self, request):
             if request.prepared.payload["subject"] == "boh":

@@ -233,6 +233,7 @@ class CountingModels:
         self.fail_marked = fail_marked  # subjects ending in "!" get an invalid answer
         self.label = "counting"
         self.notice = None
+        self.tokens = {}
 
     async def open(self, which, *, temperature):
         return self if which == "primary" else None

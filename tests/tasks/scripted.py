@@ -16,6 +16,7 @@ class ScriptedTaskModel:
         self.replies = list(replies)
         self.requests: list[StructuredRequest] = []
         self.closed = 0
+        self.tokens: dict[str, int] = {}
 
     async def generate(self, request: StructuredRequest) -> str:
         self.requests.append(request)

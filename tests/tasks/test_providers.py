@@ -51,15 +51,29 @@ async def post(app, auth):
         )
 
 
+async def tokens(app, run_id: str) -> dict[str, int] | None:
+    """The tokens the stored run counts (what `/api/tasks/stats` sums)."""
+    run = await app.state.services.task_stores.runs.get_run(run_id)
+    assert run is not None
+    return run.tokens
+
+
 async def test_gemini_invalid_json_is_retried_with_feedback(
     gemini_api, gemini_settings, auth, triage
 ):
     gemini_api.script(gemini_json('{"topics": [ oops'), gemini_json(answer(triage)))
-    response = await post(app_with(gemini_settings()), auth)
+    app = app_with(gemini_settings())
+    response = await post(app, auth)
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["model"] == "gemini-2.5-flash" and body["warnings"] == []
     assert [(a["stage"], a["ok"]) for a in body["attempts"]] == [("parse", False), (None, True)]
+    # Both calls' usage, as the fake server reported it (120 in, 40 out each).
+    assert await tokens(app, body["run_id"]) == {"input": 240, "output": 80}
+    async with asgi_client(app) as client:
+        stats = await client.get("/api/tasks/stats", headers=auth(permissions=["tasks:review"]))
+    (numbers,) = stats.json()
+    assert (numbers["input_tokens"], numbers["output_tokens"]) == (240, 80)
 
     first, second = gemini_api.requests
     assert first.path == "/v1beta/models/gemini-2.5-flash:generateContent"
@@ -76,10 +90,12 @@ async def test_gemini_invalid_json_is_retried_with_feedback(
 
 async def test_openai_invented_candidate_is_retried(openai_api, model_settings, auth, triage):
     openai_api.script(openai_json(with_invented_candidate(triage)), openai_json(answer(triage)))
-    response = await post(app_with(openai_settings(model_settings, openai_api)), auth)
+    app = app_with(openai_settings(model_settings, openai_api))
+    response = await post(app, auth)
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["model"] == "fake-llama" and body["pipeline_version"]["model"] == "fake-llama"
+    assert await tokens(app, body["run_id"]) == {"input": 240, "output": 80}
     assert body["attempts"][0]["stage"] == "business"
     assert body["attempts"][0]["errors"][0]["code"] == "invented_candidate"
 
@@ -112,7 +128,8 @@ async def test_repeated_failure_shrinks_then_the_fallback_model_answers(
         google_api_key="fake-key",
         gemini_base_url=gemini_api.url,
     )
-    response = await post(app_with(settings), auth)
+    app = app_with(settings)
+    response = await post(app, auth)
     assert response.status_code == 200, response.text
     body = response.json()
     assert [(a["model"], a["shrunk"], a["stage"]) for a in body["attempts"]] == [
@@ -123,6 +140,7 @@ async def test_repeated_failure_shrinks_then_the_fallback_model_answers(
         ("gemini-2.5-flash", True, None),
     ]
     assert body["model"] == body["pipeline_version"]["model"] == "gemini-2.5-flash"
+    assert await tokens(app, body["run_id"]) == {"input": 600, "output": 200}  # five calls
     shrunk = json.loads(openai_api.requests[3].body["messages"][1]["content"])
     assert len(shrunk["candidate_keywords"]) <= 50
     fallback = json.loads(gemini_api.requests[0].body["contents"][0]["parts"][0]["text"])
@@ -153,6 +171,7 @@ async def test_when_the_fallback_fails_too_the_input_goes_to_review(
     assert item.pipeline_version.model == "fake-llama+gemini-2.5-flash"
     run = await app.state.services.task_stores.runs.get_run(body["run_id"])
     assert run is not None and run.status == "dead_letter"
+    assert run.tokens == {"input": 480, "output": 160}  # the four answered calls; not the 503
 
 
 async def test_a_server_error_goes_straight_to_the_fallback_model(
