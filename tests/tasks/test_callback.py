@@ -47,7 +47,11 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
         .not_valid_after(now + datetime.timedelta(hours=1))
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ip_address("127.0.0.1"))]
+                [
+                    x509.DNSName("localhost"),
+                    x509.DNSName("callback.example"),  # a name only the test's resolver knows
+                    x509.IPAddress(ip_address("127.0.0.1")),
+                ]
             ),
             critical=False,
         )
@@ -186,3 +190,38 @@ async def test_a_receiver_that_hangs_costs_the_timeout_only(receiver):
     receiver.hang = True
     assert not await send_callback(_target(receiver, timeout_s=0.5), {"run_id": "r"})
     receiver.release.set()
+
+
+async def test_the_connection_goes_to_the_address_that_was_checked(receiver):
+    """DNS rebinding: the host's name is resolved once, and the connection goes to that
+    address with the name in `Host` and in TLS's SNI (the certificate is checked against the
+    name). A second resolution, which would now answer another address, never happens; and
+    `callback.example` exists for no resolver but this test's, so a client that resolved the
+    name again could not connect at all."""
+    answers = [["127.0.0.1"], ["10.20.30.40"]]
+    asked: list[tuple[str, int]] = []
+
+    async def rebinding(host: str, port: int) -> list[str]:
+        asked.append((host, port))
+        return answers[min(len(asked), len(answers)) - 1]
+
+    target = _target(
+        receiver,
+        url=f"https://callback.example:{receiver.port}/hook?x=1",
+        hosts=("callback.example",),
+        resolver=rebinding,
+    )
+    assert await send_callback(target, {"run_id": "r"})
+    assert asked == [("callback.example", receiver.port)]
+    ((path, headers, body),) = receiver.requests
+    assert path == "/hook?x=1" and headers["Host"] == f"callback.example:{receiver.port}"
+    _verify(headers, body)
+
+
+async def test_a_host_with_any_private_address_is_refused_before_connecting(receiver):
+    async def mixed(host: str, port: int) -> list[str]:
+        return ["93.184.215.14", "127.0.0.1"]
+
+    target = _target(receiver, allow_private=False, resolver=mixed)
+    assert not await send_callback(target, {"run_id": "r"})
+    assert receiver.requests == []
