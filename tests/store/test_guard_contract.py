@@ -71,6 +71,20 @@ async def test_a_released_reservation_frees_the_key_only_for_its_holder(two):
     assert await b.reservations.reserve("alice", "k", "t3", now=T, ttl_s=DAY) is None
 
 
+async def test_forgetting_turns_frees_their_keys_and_only_theirs(two):
+    a, b = two
+    await a.reservations.reserve("alice", "k1", "t1", now=T, ttl_s=DAY)
+    await a.reservations.reserve("alice", "k2", "t2", now=T, ttl_s=DAY)
+    await a.reservations.reserve("bob", "k1", "t1", now=T, ttl_s=DAY)
+    await b.reservations.forget_turns("alice", ["t1", "nope"])
+    assert await a.reservations.reserve("alice", "k1", "t4", now=T, ttl_s=DAY) is None
+    held = await a.reservations.reserve("alice", "k2", "t5", now=T, ttl_s=DAY)
+    assert held is not None and held.turn_id == "t2"
+    held = await a.reservations.reserve("bob", "k1", "t6", now=T, ttl_s=DAY)
+    assert held is not None and held.turn_id == "t1"  # another user's key with the same turn id
+    await b.reservations.forget_turns("alice", [])
+
+
 async def test_a_quota_never_counts_past_its_limit_across_instances(two):
     a, b = two
     hits = await asyncio.gather(

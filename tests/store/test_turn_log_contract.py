@@ -119,3 +119,30 @@ async def test_a_running_turn_renews_its_lease_and_a_lapsed_one_frees_the_thread
     await a.renew("alice", "t1", expires_at=T + 200)  # the old turn's renewal moves nothing
     assert (await a.running("alice", "t3", now=T + 62)) is not None
     assert await a.running("alice", "t1", now=T + 62) is None
+
+
+async def test_the_holder_of_a_thread_is_its_live_claim_only(two):
+    a, b = two
+    assert await b.holder("alice", "main", now=T) is None
+    await a.claim("alice", "main", "t1", now=T, expires_at=T + 60)
+    assert await b.holder("alice", "main", now=T + 1) == RunningTurn("t1", "main", T + 60)
+    assert await b.holder("alice", "other", now=T + 1) is None  # another conversation
+    assert await b.holder("bob", "main", now=T + 1) is None  # another user's thread
+    assert await b.holder("alice", "main", now=T + 61) is None  # the claim lapsed
+    await a.claim("alice", "main", "t2", now=T + 61, expires_at=T + 121)
+    await b.release("alice", "main", "t2")
+    assert await a.holder("alice", "main", now=T + 62) is None
+
+
+async def test_forgetting_turns_drops_their_events_and_only_theirs(two):
+    a, b = two
+    await a.append("alice", "t1", events(1, 3), expires_at=LATER)
+    await a.append("alice", "t2", events(1, 2), expires_at=LATER)
+    await a.append("bob", "t3", events(1, 1), expires_at=LATER)
+    await b.forget("bob", ["t1"])  # another user's turn: nothing happens
+    assert await a.read("alice", "t1") == events(1, 3)
+    await b.forget("alice", ["t1", "nope"])
+    assert await a.read("alice", "t1") == []
+    assert await a.read("alice", "t2") == events(1, 2)
+    assert await a.read("bob", "t3") == events(1, 1)
+    await b.forget("alice", [])  # nothing to forget
