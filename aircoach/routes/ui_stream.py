@@ -6,7 +6,8 @@ Each chunk is one SSE `data:` line of JSON, the stream ends with `data: [DONE]`:
 `text-start`/`text-delta`/`text-end` (a new text part after each tool's result); a tool's
 result as `tool-input-available` + `tool-output-available` (the part `tool-<name>`, its
 output the client data of `tool_result`, never what only the model was given); the
-grounding verdict as a `data-grounding` part; an `error` event as an `error` chunk; `done` as
+grounding verdict as a `data-grounding` part, with the guard's caveat in its `caveat` (never in
+the text parts, which are exactly the stored answer); an `error` event as an `error` chunk; `done` as
 the message metadata (`turn_id`, `prompt_version`, `model`, `context_turns`, `status`),
 `finish-step` and `finish`.
 """
@@ -40,6 +41,9 @@ class _Message:
         self.text_id: str | None = None
         self.parts = 0
         self.failed = False
+        # The grounding verdict, held until the next event: a caveat that follows it goes into
+        # its data part, so that the text parts are exactly the answer that is stored.
+        self.verdict: dict[str, Any] | None = None
 
     def start(self) -> list[dict[str, Any]]:
         return [{"type": "start", "messageId": self.message_id}, {"type": "start-step"}]
@@ -55,6 +59,23 @@ class _Message:
         return f"{self.message_id}-{kind}-{self.parts}"
 
     def encode(self, data: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.verdict is not None:
+            if data["type"] == "agent_message":  # the guard's caveat, right after its verdict
+                return self._grounding(caveat=data["content"])
+            return [*self._grounding(), *self._encode(data)]
+        return self._encode(data)
+
+    def flush(self) -> list[dict[str, Any]]:
+        """What is still held when the stream ends."""
+        return self._grounding() if self.verdict is not None else []
+
+    def _grounding(self, caveat: str | None = None) -> list[dict[str, Any]]:
+        verdict, self.verdict = self.verdict or {}, None
+        if caveat is not None:
+            verdict = {**verdict, "caveat": caveat}
+        return [{"type": "data-grounding", "id": self._next_id("grounding"), "data": verdict}]
+
+    def _encode(self, data: dict[str, Any]) -> list[dict[str, Any]]:
         kind = data["type"]
         if kind == "agent_message":
             chunks: list[dict[str, Any]] = []
@@ -77,8 +98,8 @@ class _Message:
                 {"type": "tool-output-available", "toolCallId": call_id, "output": data["data"]},
             ]
         if kind == "grounding":
-            verdict = {k: v for k, v in data.items() if k != "type"}
-            return [{"type": "data-grounding", "id": self._next_id("grounding"), "data": verdict}]
+            self.verdict = {k: v for k, v in data.items() if k != "type"}
+            return []
         if kind == "error":
             self.failed = True
             return [*self._close_text(), {"type": "error", "errorText": data["message"]}]
@@ -112,7 +133,7 @@ class UiEncoder:
         return b"".join(_chunk(c) for c in self.message.encode(event.data))
 
     def closing(self) -> bytes:
-        return _DONE
+        return b"".join(_chunk(c) for c in self.message.flush()) + _DONE
 
 
 def ui_encoder(message_id: str) -> Encoder:

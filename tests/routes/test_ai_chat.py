@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from aircoach.grounding.guard import caveat
 from tests.helpers import services_of
 from tests.scripted_model import call, text
 
@@ -46,6 +47,28 @@ async def test_a_theory_turn_is_a_text_part_equal_to_the_stored_answer(app, clie
     again = await client.post("/api/chat", json=ui_body("Cos'è la portanza?"), headers=auth())
     assert again.headers["Idempotent-Replayed"] == "true"
     assert "".join(c["delta"] for c in chunks(again.text) if c["type"] == "text-delta") == deltas
+
+
+async def test_the_caveat_goes_with_the_verdict_and_the_text_stays_the_stored_answer(
+    app, client, auth, script
+):
+    """An answer that cites an act no source names: the grounding verdict and its caveat are
+    one `data-grounding` part, and the text parts are exactly the stored answer (our own SSE
+    sends the caveat as an `agent_message` after the verdict)."""
+    answer = "La definizione agevolata è disciplinata dalla Legge 197/2022."
+    script([text(answer)])
+    response = await client.post("/api/chat", json=ui_body("Quale legge?"), headers=auth())
+    assert response.status_code == 200, response.text
+    got = chunks(response.text)
+    deltas = "".join(c["delta"] for c in got if c["type"] == "text-delta")
+    stored = await services_of(app).chats.get_turn("user-1", response.headers["X-Turn-ID"])
+    assert stored is not None and deltas == stored.system == answer
+    (grounding,) = [c for c in got if c["type"] == "data-grounding"]
+    assert grounding["data"]["unverified"] == ["Legge 197/2022"]
+    assert grounding["data"]["caveat"] == caveat(["Legge 197/2022"])
+    kinds = [c["type"] for c in got]
+    last_delta = len(kinds) - 1 - kinds[::-1].index("text-delta")
+    assert last_delta < kinds.index("data-grounding") < kinds.index("finish")
 
 
 async def test_a_quiz_turn_is_a_tool_part_with_its_output_never_the_key(client, auth, script):
