@@ -58,9 +58,12 @@ def mixed_turn() -> list[AIMessage]:
     return [first, second, text("Ecco cosa dice il manuale.")]
 
 
+@pytest.mark.parametrize("conversation", [None, "volo-1"])
 async def test_the_model_sees_the_same_history_warm_and_after_a_reseed(
-    store_settings: Settings, auth, tool_service: FakeToolService
+    store_settings: Settings, auth, tool_service: FakeToolService, conversation: str | None
 ):
+    """In the user's default conversation and in a named one (`conversation_id`), beside a
+    turn of another conversation, which neither instance shows the model."""
     tool_service.plan("/kb", Reply(200, KB_ANSWER))
     settings = store_settings.model_copy(update={"tool_env": tool_urls(tool_service)})
     script = Script(
@@ -71,10 +74,13 @@ async def test_the_model_sees_the_same_history_warm_and_after_a_reseed(
             call("kb_search", query="portanza"),  # an HTTP tool turn
             text("Il manuale spiega la portanza."),
             *mixed_turn(),
+            text("Altro discorso."),  # a turn of another conversation
             text("Ciao!"),  # the warm turn whose input is compared
             text("Ciao di nuovo!"),  # the same turn's input on a cold instance
         ]
     )
+    here = {"conversation_id": conversation} if conversation else {}
+    elsewhere = {"conversation_id": "altra"}
     warm = app_with(settings, models=ScriptedModels(script))
     async with asgi_client(warm) as client:
         for query in (
@@ -83,14 +89,16 @@ async def test_the_model_sees_the_same_history_warm_and_after_a_reseed(
             "Cosa dice il manuale sulla portanza?",
             "Spiegami lo stallo",
         ):
-            await chat(client, auth(), query)
-        await chat(client, auth(), "ciao")
+            await chat(client, auth(), query, **here)
+        await chat(client, auth(), "parliamo d'altro", **elsewhere)
+        await chat(client, auth(), "ciao", **here)
     warm_input = script.calls[-1]
+    assert not any(m.content == "parliamo d'altro" for m in warm_input)
 
     restarted = ObservedChats(build_stores(settings)[0])
     cold = app_with(settings, models=ScriptedModels(script), chats=restarted)
     async with asgi_client(cold) as client:
-        await chat(client, auth(), "ciao")
+        await chat(client, auth(), "ciao", **here)
     cold_input = script.calls[-1]
     script.assert_used()
     assert restarted.reseeds == 1
