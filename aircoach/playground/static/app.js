@@ -357,10 +357,18 @@ function renderAnswer(view) {
   markDoubted(view);
 }
 
+// While an answer arrives the chat takes no other message, and cannot be left: the buttons
+// that would do it are disabled (a click on them is not silently lost).
+function setBusy(busy) {
+  state.busy = busy;
+  $("send").disabled = busy;
+  $("new-chat").disabled = busy;
+  for (const button of $("conversations").querySelectorAll("button")) button.disabled = busy;
+}
+
 async function send(query) {
   if (state.busy || !query.trim()) return;
-  state.busy = true;
-  $("send").disabled = true;
+  setBusy(true);
   clearNotices();
   showView("chat");
   const view = turnView(query);
@@ -375,14 +383,14 @@ async function send(query) {
     });
     view.requestId = response.headers.get("X-Request-ID");
     for await (const event of sseEvents(response)) render(view, event, started);
-    await Promise.all([loadProgress(), loadHistory(true), loadConversations()]);
   } catch (error) {
     view.item.classList.add("turn-failed");
     failed(error);
   } finally {
-    state.busy = false;
-    $("send").disabled = false;
+    setBusy(false);
   }
+  // The panels follow the turn; meanwhile the chat takes the next message or a new chat.
+  Promise.all([loadProgress(), loadHistory(true), loadConversations()]).catch(failed);
   const queued = state.queued;
   state.queued = null;
   if (queued && state.token) send(queued);
@@ -714,6 +722,7 @@ async function loadConversations() {
           class: "secondary conversation",
           "data-conversation": c.id ?? "",
           "aria-current": c.id === state.conversation ? "true" : null,
+          disabled: state.busy ? "" : null,
           onclick: () => switchChat(c.id),
         }, c.label)),
     ),
