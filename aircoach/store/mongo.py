@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import date, datetime
 from typing import Any, TypeVar
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import ConnectionFailure, DuplicateKeyError, PyMongoError
 
 from aircoach.errors import StoreUnavailable
 from aircoach.grounding.feedback import Feedback, Voto
@@ -58,12 +59,30 @@ class MongoClients:
     store: created on first use for the running event loop, and never handed to another
     loop."""
 
-    def __init__(self, settings: StoreSettings):
+    def __init__(self, settings: StoreSettings, *, clock: Callable[[], float] = time.monotonic):
+        """`clock`: monotonic seconds (how long the server counts as unreachable)."""
         if not settings.mongodb_uri:
             raise ValueError("MongoClients needs MONGODB_URI")
         self.settings = settings
+        self.clock = clock
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: AsyncMongoClient | None = None
+        self._unreachable_until = 0.0
+
+    def unreachable(self) -> bool:
+        """Whether an operation timed out reaching the server in the last STORE_TIMEOUT_S:
+        then every operation fails at once instead of each waiting STORE_TIMEOUT_S again
+        (a turn makes a dozen; during an outage they stacked past a minute)."""
+        return self.clock() < self._unreachable_until
+
+    def failed_to_reach(self, exc: Exception) -> None:
+        if not self.unreachable():
+            log.warning(
+                "MongoDB unreachable (%s): store operations fail at once for %ss",
+                type(exc).__name__,
+                self.settings.store_timeout_s,
+            )
+        self._unreachable_until = self.clock() + self.settings.store_timeout_s
 
     def current(self) -> AsyncMongoClient:
         loop = asyncio.get_running_loop()
@@ -145,10 +164,15 @@ class MongoConnection:
         )
 
     async def run(self, name: str, op: Callable[[AsyncCollection], Awaitable[T]]) -> T:
-        """Run `op` on collection `name`; a backend failure becomes `StoreUnavailable`."""
+        """Run `op` on collection `name`; a backend failure becomes `StoreUnavailable`, at
+        once while the server counts as unreachable (`MongoClients.unreachable`)."""
+        if self.clients.unreachable():
+            raise StoreUnavailable()
         try:
             return await op(await self.collection(name))
         except PyMongoError as exc:
+            if isinstance(exc, ConnectionFailure) or getattr(exc, "timeout", False):
+                self.clients.failed_to_reach(exc)
             raise StoreUnavailable() from exc
 
     async def close(self) -> None:

@@ -98,3 +98,43 @@ async def test_a_turn_that_cannot_be_stored_says_so_before_done(
     assert events[-1]["context_turns"] == 1
     history = (await client.get("/api/history", headers=auth())).json()["turns"]
     assert [t["human"] for t in history] == ["domanda tre", "domanda due", "domanda uno"]
+
+
+async def test_after_a_timeout_mongodb_operations_fail_at_once_for_store_timeout_s(settings):
+    """A server that does not answer costs one operation STORE_TIMEOUT_S; the operations after
+    it (a turn makes a dozen) fail at once until that time has passed, then one tries again.
+    Nothing listens on the port: the driver's server selection times out."""
+    from aircoach.errors import StoreUnavailable
+    from aircoach.store.mongo import MongoClients, MongoConnection
+    from tests.loopback import free_port
+
+    now = [1000.0]
+    configured = settings.model_copy(
+        update={"mongodb_uri": f"mongodb://127.0.0.1:{free_port()}", "store_timeout_s": 0.2}
+    )
+    clients = MongoClients(configured, clock=lambda: now[0])
+    connection = MongoConnection(configured, clients=clients, create_indexes=_no_indexes)
+    tried = 0
+
+    async def count(collection):
+        nonlocal tried
+        tried += 1
+        return await collection.find_one({})
+
+    with pytest.raises(StoreUnavailable):
+        await connection.run("chats", count)
+    assert (tried, clients.unreachable()) == (1, True)
+    for _ in range(3):
+        with pytest.raises(StoreUnavailable):
+            await connection.run("chats", count)
+    assert tried == 1  # failed at once, the server not tried again
+    now[0] += 0.3
+    assert not clients.unreachable()
+    with pytest.raises(StoreUnavailable):
+        await connection.run("chats", count)
+    assert tried == 2  # tried again after STORE_TIMEOUT_S
+    await clients.close()
+
+
+async def _no_indexes(db) -> None:
+    return None
