@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import ConnectionFailure, DuplicateKeyError, PyMongoError
+from pymongo.errors import DuplicateKeyError, PyMongoError, ServerSelectionTimeoutError
 
 from aircoach.errors import StoreUnavailable
 from aircoach.grounding.feedback import Feedback, Voto
@@ -70,7 +70,7 @@ class MongoClients:
         self._unreachable_until = 0.0
 
     def unreachable(self) -> bool:
-        """Whether an operation timed out reaching the server in the last STORE_TIMEOUT_S:
+        """Whether an operation found no server to run on in the last STORE_TIMEOUT_S:
         then every operation fails at once instead of each waiting STORE_TIMEOUT_S again
         (a turn makes a dozen; during an outage they stacked past a minute)."""
         return self.clock() < self._unreachable_until
@@ -171,7 +171,10 @@ class MongoConnection:
         try:
             return await op(await self.collection(name))
         except PyMongoError as exc:
-            if isinstance(exc, ConnectionFailure) or getattr(exc, "timeout", False):
+            # Only a server the driver could not select counts: a slow query that ran out of
+            # time says nothing about the others (a network error marks the server unknown,
+            # and the next operation's selection then times out).
+            if isinstance(exc, ServerSelectionTimeoutError):
                 self.clients.failed_to_reach(exc)
             raise StoreUnavailable() from exc
 
