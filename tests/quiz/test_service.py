@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from aircoach.quiz.bank import chapter_titles, seed_demo_questions
@@ -234,36 +236,29 @@ async def test_the_prompt_remembers_progress_briefly_and_forgets_it_on_grading(
 ):
     from aircoach.quiz.service import PROMPT_PROGRESS_TTL_S
 
-    calls = 0
-    read = quiz.attempts.chapter_stats
+    reads: Counter[str] = Counter()
 
-    async def counted(user_id):
-        nonlocal calls
-        calls += 1
-        return await read(user_id)
+    def counted(name, read):
+        async def wrapper(user_id):
+            reads[name] += 1
+            return await read(user_id)
+
+        return wrapper
 
     async def answers() -> int:
         progress = await quiz.prompt_progress("alice")
         return progress.risposte if progress else 0
 
-    reviews = 0
-    records = quiz.reviews.records
-
-    async def counted_reviews(user_id):
-        nonlocal reviews
-        reviews += 1
-        return await records(user_id)
-
-    quiz.attempts.chapter_stats = counted
-    quiz.reviews.records = counted_reviews
+    quiz.attempts.chapter_stats = counted("stats", quiz.attempts.chapter_stats)
+    quiz.reviews.records = counted("reviews", quiz.reviews.records)
     assert await quiz.prompt_progress("alice") is None  # never answered: one read, not four
-    assert await answers() == 0 and calls == 1 and reviews == 0
+    assert await answers() == 0 and reads["stats"] == 1 and reads["reviews"] == 0
     await answer(quiz, "alice", Q11, True)  # graded here: forgotten at once
-    assert await answers() == 1 and calls == 2 and reviews == 1
+    assert await answers() == 1 and reads["stats"] == 2 and reads["reviews"] == 1
     await quiz.attempts.add_attempt(  # graded by another instance: seen after the TTL
         (await quiz.attempts.recent_attempts("alice", 1))[0].model_copy(update={"numero": 2})
     )
     assert await answers() == 1
     clock.advance(PROMPT_PROGRESS_TTL_S + 1)
-    assert await answers() == 2 and calls == 3
+    assert await answers() == 2 and reads["stats"] == 3
     assert (await quiz.progress("alice")).risposte == 2  # the API always reads the store
