@@ -8,8 +8,8 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from contextlib import closing
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,6 +109,26 @@ class ServerProcess:
                 self._process.kill()
                 self._process.wait(10)
         self._process = None
+
+
+@contextmanager
+def two_servers(
+    workdir: Path, env: dict[str, str], mongo_uri: str | None = None
+) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    """Two server processes that share one store, as two instances of a deploy do: the SQLite
+    file in `env`'s `DATA_DIR`, or a fresh database of the MongoDB at `mongo_uri`. No Auth0
+    and no S3 (the dev issuer and the local docs) unless `env` says otherwise."""
+    env = {"AUTH0_DOMAIN": "", "PROMPT_BUCKET": "", "MONGODB_URI": "", **env}
+    if mongo_uri is not None:
+        env |= {"MONGODB_URI": mongo_uri, "MONGODB_DB": f"t{time.time_ns():x}"}
+    a = ServerProcess(workdir / "a", env).start()
+    b = ServerProcess(workdir / "b", env)
+    try:
+        b.start()
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
 
 
 @dataclass

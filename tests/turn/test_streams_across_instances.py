@@ -16,8 +16,7 @@ import httpx
 import pytest
 
 from tests.llm.fakes import FakeModelServer, openai_text
-from tests.load.harness import ServerProcess
-from tests.mongo_server import MongoServer
+from tests.load.harness import ServerProcess, two_servers
 from tests.sse import parse_sse_ids
 
 pytestmark = pytest.mark.integration
@@ -46,23 +45,14 @@ def servers(
         "MODEL_NAME": "fake-llama",
         "MODEL_MAX_RETRIES": "0",
         "MODEL_TIMEOUT_S": "30",
-        "AUTH0_DOMAIN": "",
-        "PROMPT_BUCKET": "",
-        "MONGODB_URI": "",
         "GROUNDING_CAVEAT": "false",
     }
-    if request.param == "mongo":
-        mongo: MongoServer = request.getfixturevalue("mongo_server")
-        env |= {"MONGODB_URI": mongo.uri, "MONGODB_DB": f"t{time.time_ns():x}"}
-    a = ServerProcess(tmp_path / "a", env).start()
-    b = ServerProcess(tmp_path / "b", env)
-    try:
-        b.start()
-        yield a, b
-    finally:
-        model.release.set()
-        a.stop()
-        b.stop()
+    mongo = request.getfixturevalue("mongo_server").uri if request.param == "mongo" else None
+    with two_servers(tmp_path, env, mongo) as pair:
+        try:
+            yield pair
+        finally:
+            model.release.set()  # a reply held back must not keep a server from stopping
 
 
 def read_events(response: httpx.Response, stop_after: int | None = None) -> list[tuple[int, Any]]:
