@@ -146,4 +146,5 @@ async def submit_exam(ctx: ToolContext, id: Any = None, risposte: Any = None) ->
         (int(q["capitolo"]), int(q["numero"])): q
         for q in await exams.quiz.questions.by_keys(exam.domande)
     }
-    return ToolOutput(text=result_text(result, questions), data=result.model_dump(), final=False)
+    data = await exams.quiz.with_progress(ctx.user_id, result.model_dump())
+    return ToolOutput(text=result_text(result, questions), data=data, final=False)

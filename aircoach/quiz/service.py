@@ -10,6 +10,7 @@ weak once it has `WEAK_MIN_ANSWERS` answers of which less than `WEAK_BELOW` were
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections import OrderedDict
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from aircoach.errors import BackendUnavailable
 from aircoach.quiz import review
 from aircoach.quiz.answers import NOT_KNOWN, dont_know, read_answer
 from aircoach.quiz.models import (
@@ -35,6 +37,8 @@ from aircoach.quiz.models import (
 )
 from aircoach.quiz.ports import AttemptStore, Question, QuestionKey, QuizStore, ReviewStore
 from aircoach.settings import QuizSettings
+
+log = logging.getLogger(__name__)
 
 # Two answers: a chapter answered wrong twice shows up early in a session (one says too little).
 WEAK_MIN_ANSWERS = 2
@@ -278,6 +282,18 @@ class QuizService:
         attempts, the user's review records (at most one per question of the bank) and the
         bank's chapter counts."""
         return await self._progress(user_id, await self.attempts.chapter_stats(user_id))
+
+    async def with_progress(self, user_id: str, graded: dict[str, Any]) -> dict[str, Any]:
+        """A grading's client data with the student's progress after it (`progresso`, the
+        object of `GET /api/progress`), so a client updates its view without asking again;
+        without it when the progress cannot be read (the grading is stored, the turn goes
+        on)."""
+        try:
+            progress = await self.progress(user_id)
+        except BackendUnavailable as exc:
+            log.warning("progress after a grading unavailable: sent without it (%s)", exc)
+            return graded
+        return {**graded, "progresso": progress.model_dump()}
 
     async def _progress(self, user_id: str, chapter_stats: list[ChapterStats]) -> Progress:
         now = self._now()

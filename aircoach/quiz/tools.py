@@ -329,7 +329,8 @@ async def verifica_risposta(
     esame: Any = None,
 ) -> ToolOutput:
     """Grade the student's answer to a question against its key and record the attempt;
-    the client gets the grading (the same object as `POST /api/quiz/answers`). With `esame`,
+    the client gets the grading (the same object as `POST /api/quiz/answers`) and the
+    progress after it (`progresso`). With `esame`,
     grade that mock exam's answers ("1a 2b 3c", `quiz.exam_tools`)."""
     if esame is not None:
         return await submit_exam(ctx, esame, risposta)
@@ -341,13 +342,13 @@ async def verifica_risposta(
         answer = str(risposta).strip()
         if len(answer) > MAX_ANSWER_CHARS:
             raise ValueError(f"risposta must be at most {MAX_ANSWER_CHARS} characters")
-        graded = await ctx.need(QuizService).grade(
-            ctx.user_id, chapter, number, answer, turn_id=ctx.turn_id
-        )
+        quiz = ctx.need(QuizService)
+        graded = await quiz.grade(ctx.user_id, chapter, number, answer, turn_id=ctx.turn_id)
     except (ValueError, QuestionNotFound) as exc:
         # InvalidAnswer is a ValueError too: the model asks for an answer that is an option.
         return _failure(exc, "verifica_risposta")
-    return ToolOutput(text=format_grading(graded), data=graded.result.model_dump())
+    data = await quiz.with_progress(ctx.user_id, graded.result.model_dump())
+    return ToolOutput(text=format_grading(graded), data=data)
 
 
 def format_grading(graded: Graded) -> str:

@@ -124,8 +124,8 @@ _STREAM_DOC = {
                     "data": {
                         "type": "string",
                         "description": "A chunk's JSON (`start`, `text-delta`, "
-                        "`tool-output-available`, `data-grounding`, `error`, `finish`...), "
-                        "or `[DONE]` last.",
+                        "`tool-output-available`, `data-grounding`, `data-progress`, `error`, "
+                        "`finish`...), or `[DONE]` last.",
                     }
                 },
             }

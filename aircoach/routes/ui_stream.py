@@ -5,7 +5,8 @@ Each chunk is one SSE `data:` line of JSON, the stream ends with `data: [DONE]`:
 `start` (the message id: the turn's id) and `start-step`; the answer as
 `text-start`/`text-delta`/`text-end` (a new text part after each tool's result); a tool's
 result as `tool-input-available` + `tool-output-available` (the part `tool-<name>`, its
-output the client data of `tool_result`, never what only the model was given); the
+output the client data of `tool_result`, never what only the model was given), and a
+grading's `progresso` (the student's progress after it) also as a `data-progress` part; the
 grounding verdict as a `data-grounding` part, with the guard's caveat in its `caveat` (never in
 the text parts, which are exactly the stored answer); an `error` event as an `error` chunk; `done` as
 the message metadata (`turn_id`, `prompt_version`, `model`, `context_turns`, `status`),
@@ -75,6 +76,13 @@ class _Message:
             verdict = {**verdict, "caveat": caveat}
         return [{"type": "data-grounding", "id": self._next_id("grounding"), "data": verdict}]
 
+    def _progress(self, output: dict[str, Any]) -> list[dict[str, Any]]:
+        """A grading's `progresso` (the student's progress after it) as its own data part."""
+        progress = output.get("progresso")
+        if not isinstance(progress, dict):
+            return []
+        return [{"type": "data-progress", "id": self._next_id("progress"), "data": progress}]
+
     def _encode(self, data: dict[str, Any]) -> list[dict[str, Any]]:
         kind = data["type"]
         if kind == "agent_message":
@@ -96,6 +104,7 @@ class _Message:
                     "input": data.get("arguments", {}),
                 },
                 {"type": "tool-output-available", "toolCallId": call_id, "output": data["data"]},
+                *self._progress(data["data"]),
             ]
         if kind == "grounding":
             self.verdict = {k: v for k, v in data.items() if k != "type"}

@@ -1,6 +1,7 @@
 """The real `ai` npm package (pinned in package.json) under Node talks to a real server on
 loopback: DefaultChatTransport sends, readUIMessageStream assembles a message whose text is
-the stored answer and whose quiz tool part has its output (never the key)."""
+the stored answer, a quiz tool part with its output (never the key), and a grading's tool part
+with the student's progress after it as a `data-progress` part."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.integration
 
 SCRIPT = ROOT / "tests" / "ai_sdk" / "use_chat.mjs"
 ANSWER = "La portanza è la forza che sostiene l'aereo in volo."
+EXPLAINED = "Giusto: la portanza cresce col quadrato della velocità."
 
 
 def node() -> str:
@@ -29,7 +31,14 @@ def node() -> str:
 
 
 async def test_use_chat_assembles_the_stored_answer_and_the_quiz_tool_part(settings, token):
-    script = Script([text(ANSWER), call("domanda_teoria", capitolo=3, numero=1)])
+    script = Script(
+        [
+            text(ANSWER),
+            call("domanda_teoria", capitolo=3, numero=1),
+            call("verifica_risposta", capitolo=3, numero=1, risposta="a"),
+            text(EXPLAINED),
+        ]
+    )
     app = app_with(settings, models=ScriptedModels(script))
     with served(app) as url:
         env = {
@@ -39,6 +48,7 @@ async def test_use_chat_assembles_the_stored_answer_and_the_quiz_tool_part(setti
             "CHAT_ID": "chat-ai-sdk",
             "THEORY_QUESTION": "Che cos'è la portanza?",
             "QUIZ_QUESTION": "Fammi la domanda 1 del capitolo 3",
+            "QUIZ_ANSWER": "la a",
         }
         with anyio.fail_after(120):
             done = await anyio.run_process([node(), str(SCRIPT)], env=env, cwd=ROOT, check=False)
@@ -46,9 +56,10 @@ async def test_use_chat_assembles_the_stored_answer_and_the_quiz_tool_part(setti
     got = json.loads(done.stdout)
     script.assert_used()
 
-    theory, quiz = got["theory"], got["quiz"]
-    stored = await services_of(app).chats.history("user-1", limit=5, conversation="chat-ai-sdk")
-    quiz_turn, theory_turn = stored
+    theory, quiz, grading = got["theory"], got["quiz"], got["grading"]
+    services = services_of(app)
+    stored = await services.chats.history("user-1", limit=5, conversation="chat-ai-sdk")
+    grading_turn, quiz_turn, theory_turn = stored
     assert theory["id"] == theory_turn.turn_id and theory["role"] == "assistant"
     texts = [p["text"] for p in theory["parts"] if p["type"] == "text"]
     assert "".join(texts) == theory_turn.system == ANSWER
@@ -61,4 +72,15 @@ async def test_use_chat_assembles_the_stored_answer_and_the_quiz_tool_part(setti
     assert (question["capitolo"], question["numero"]) == (3, 1)
     assert "corretta" not in json.dumps(part["output"])
     assert quiz_turn.tools[0].data == part["output"]
+
+    (graded,) = [p for p in grading["parts"] if p["type"] == "tool-verifica_risposta"]
+    (progress,) = [p for p in grading["parts"] if p["type"] == "data-progress"]
+    assert graded["output"]["capitolo"] == 3 and "corretta" in graded["output"]
+    assert progress["data"] == graded["output"]["progresso"]
+    assert (
+        progress["data"] == (await (await services.quiz_service()).progress("user-1")).model_dump()
+    )
+    assert progress["data"]["risposte"] == 1
+    texts = [p["text"] for p in grading["parts"] if p["type"] == "text"]
+    assert "".join(texts) == grading_turn.system == EXPLAINED
     assert got["resumed"] is None  # nothing runs in the chat any more: 204

@@ -39,5 +39,8 @@ async function ask(text) {
 
 const theory = await ask(process.env.THEORY_QUESTION);
 const quiz = await ask(process.env.QUIZ_QUESTION);
+const grading = await ask(process.env.QUIZ_ANSWER);
 const resumed = await transport.reconnectToStream({ chatId: CHAT_ID });
-console.log(JSON.stringify({ theory, quiz, resumed: resumed === null ? null : "stream" }));
+console.log(
+  JSON.stringify({ theory, quiz, grading, resumed: resumed === null ? null : "stream" }),
+);

@@ -3,8 +3,11 @@ review, nothing found, every validation error) and verifica_risposta."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from aircoach.errors import StoreUnavailable
 from aircoach.quiz.bank import chapter_titles, seed_demo_questions
 from aircoach.quiz.service import QuizService
 from aircoach.quiz.tools import domanda_teoria, verifica_risposta
@@ -262,17 +265,24 @@ async def test_invalid_new_arguments_become_a_tool_error(ctx, args, message):
 
 
 async def test_grading_in_the_chat_returns_the_rest_object_and_records_the_turn(ctx):
+    quiz = ctx.need(QuizService)
     out = await verifica_risposta(ctx, capitolo=1, numero="1", risposta="la c")
     assert out.ok and out.final
+    progress = out.data.pop("progresso")
     assert out.data == {
         "capitolo": 1,
         "numero": 1,
         "risposta": "c",
         "corretta": True,
         "risposta_corretta": "c",
-        "spiegazione": (await ctx.need(QuizService).question(1, 1))["spiegazione"],
+        "spiegazione": (await quiz.question(1, 1))["spiegazione"],
         "riferimento": "1.2",
     }
+    # The progress after the grading, as GET /api/progress gives it: this answer counted.
+    assert progress == (await quiz.progress("u")).model_dump()
+    assert (progress["risposte"], progress["corrette"]) == (1, 1)
+    first = progress["capitoli"][0]
+    assert (first["capitolo"], first["risposte"], first["corrette"]) == (1, 1, 1)
     assert out.text.splitlines()[:3] == [
         "Esito: risposta CORRETTA (capitolo 1, domanda 1).",
         "Risposta dell'allievo: c) quadruplica",
@@ -282,6 +292,19 @@ async def test_grading_in_the_chat_returns_the_rest_object_and_records_the_turn(
     assert (attempt.turn_id, attempt.corretta) == ("turn-1", True)
     wrong = await verifica_risposta(ctx, capitolo=1, numero=1, risposta="raddoppia")
     assert wrong.data["corretta"] is False and wrong.text.startswith("Esito: risposta SBAGLIATA")
+
+
+async def test_a_progress_that_cannot_be_read_leaves_the_grading_stored_and_sent(ctx):
+    quiz = ctx.need(QuizService)
+
+    async def down(user_id: str) -> Any:
+        raise StoreUnavailable()
+
+    quiz.attempts.chapter_stats = down  # the store fails after the attempt was written
+    out = await verifica_risposta(ctx, capitolo=1, numero=1, risposta="c")
+    assert out.ok and out.data["corretta"] is True and "progresso" not in out.data
+    (attempt,) = await quiz.attempts.recent_attempts("u", 5)
+    assert (attempt.capitolo, attempt.numero, attempt.corretta) == (1, 1, True)
 
 
 @pytest.mark.parametrize(

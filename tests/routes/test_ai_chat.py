@@ -82,6 +82,20 @@ async def test_a_quiz_turn_is_a_tool_part_with_its_output_never_the_key(client, 
     question = tool_out["output"]["question"]
     assert (question["capitolo"], question["numero"]) == (3, 1)
     assert "corretta" not in question and "spiegazione" not in question
+    assert not [c for c in got if c["type"] == "data-progress"]  # nothing was graded
+
+
+async def test_a_grading_sends_the_progress_after_it_as_a_data_part(client, auth, script):
+    script([call("verifica_risposta", capitolo=3, numero=1, risposta="a"), text("Vediamo.")])
+    response = await client.post("/api/chat", json=ui_body("la a"), headers=auth())
+    got = chunks(response.text)
+    kinds = [c["type"] for c in got]
+    (output,) = [c for c in got if c["type"] == "tool-output-available"]
+    (progress,) = [c for c in got if c["type"] == "data-progress"]
+    assert kinds.index("data-progress") == kinds.index("tool-output-available") + 1
+    assert progress["data"] == output["output"]["progresso"]
+    assert progress["data"] == (await client.get("/api/progress", headers=auth())).json()
+    assert progress["data"]["risposte"] == 1
 
 
 async def test_nothing_running_is_204_and_bad_bodies_are_422(client, auth):

@@ -208,11 +208,14 @@ async def test_answers_graded_in_the_chat_count_in_the_same_progress(
     app = app_with(store_settings, models=ScriptedModels(script))
     async with asgi_client(app) as client:
         events = await chat(client, auth(), "la a")
-        graded = events[0]["data"]
+        graded = dict(events[0]["data"])
+        after_chat = graded.pop("progresso")
+        assert after_chat == (await client.get("/api/progress", headers=auth())).json()
         body = {"capitolo": 2, "numero": 1, "risposta": "a"}
         rest = (await client.post("/api/quiz/answers", json=body, headers=auth())).json()
-        assert graded == rest  # the same object from both doors
+        assert graded == rest  # the same grading from both doors; the chat adds the progress
         progress = (await client.get("/api/progress", headers=auth())).json()
+    assert after_chat["risposte"] == 1
     answered = [c for c in progress["capitoli"] if c["risposte"]]
     assert [(c["capitolo"], c["risposte"], c["viste"]) for c in answered] == [(2, 2, 1)]
     assert progress["risposte"] == 2
