@@ -240,7 +240,7 @@ def test_a_slow_panel_refresh_never_holds_the_next_message(settings, session_for
     """After `done` the page refreshes its panels in the background: with the progress request
     held, the chat takes the next message at once, and an option clicked on the quiz card is
     sent (before, the page stayed busy until the panels had loaded, and a click on "Nuova
-    chat" meanwhile was lost)."""
+    chat" meanwhile was lost); the grading's own progress fills the progress panel."""
     held: list[Any] = []
     with served(app_with(settings)) as origin:
         s = session_for(origin)
@@ -254,6 +254,8 @@ def test_a_slow_panel_refresh_never_holds_the_next_message(settings, session_for
         card.locator("button.option").first.click()
         expect(card.locator(".grading .result")).to_be_visible()
         expect(s.page.locator("#turns > li").nth(1).locator(".human")).to_have_text("la a")
+        # The grading's own progress (`progresso`) fills the panel, its request still held.
+        expect(s.page.locator("#progress")).to_contain_text("Risposte: 1")
         s.shot("13-choice-kept-while-settling")
         assert held  # the refresh was still waiting all along
 

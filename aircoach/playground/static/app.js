@@ -434,6 +434,8 @@ function render(view, event, started) {
     case "tool_result": {
       const card = toolCard(event, view);
       if (card) (card.classList.contains("sources") ? view.sources : view.extras).append(card);
+      // A grading carries the progress after it: the panel shows it before the answer ends.
+      if (event.data && event.data.progresso) renderProgress(event.data.progresso);
       break;
     }
     case "error":
@@ -621,7 +623,10 @@ function percent(part, whole) {
 }
 
 async function loadProgress() {
-  const progress = await api("/api/progress");
+  renderProgress(await api("/api/progress"));
+}
+
+function renderProgress(progress) {
   const answered = Object.fromEntries((progress.capitoli || []).map((c) => [c.capitolo, c]));
   const chapters = state.chapters.length ? state.chapters : progress.capitoli || [];
   const box = $("progress");
