@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from aircoach.store.mongo import MongoClients
     from aircoach.tasks.engine import TaskEngine
     from aircoach.tasks.models import TaskModels
+    from aircoach.turn.admission import Gate
     from aircoach.turn.agent import AgentShapes
     from aircoach.turn.memory import Memory
     from aircoach.turn.prepare import TurnParts
@@ -477,6 +478,20 @@ class Services:
             max_items=self.settings.memory_max_items,
             prompt_items=self.settings.memory_prompt_items,
             prompt_chars=self.settings.memory_prompt_chars,
+        )
+
+    @cached_property
+    def gate(self) -> Gate:
+        """What a chat request passes before its turn runs (`aircoach.turn.admission`)."""
+        from aircoach.turn.admission import Gate
+
+        return Gate(
+            guards=self.guards,
+            chats=self.chats,
+            dead_letters=self.dead_letters,
+            turn_log=self.turn_log,
+            settings=self.settings,
+            clock=self.clock,
         )
 
     @cached_property

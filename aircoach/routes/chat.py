@@ -144,7 +144,7 @@ async def run_chat(
     if key is not None and body.conversation_id is not None:
         key = f"{body.conversation_id}/{key}"  # no `/` in a message id: keys cannot meet
     with current_stages().timed("admission"):
-        admission = await admit(services, user.sub, key)
+        admission = await admit(services.gate, user.sub, key)
     encoder = encoder_for(admission.turn_id) if encoder_for is not None else None
     headers = {**(headers or {}), TURN_ID_HEADER: admission.turn_id}
     if ignored:
@@ -221,7 +221,7 @@ async def run_chat(
     try:
         with current_stages().timed("admission"):
             await hold_thread(
-                services, user.sub, thread, admission, interrupt=body.if_busy == "interrupt"
+                services.gate, user.sub, thread, admission, interrupt=body.if_busy == "interrupt"
             )
     except Exception:
         await turn.models.aclose()  # the turn never runs: its model clients close here

@@ -69,7 +69,7 @@ async def create_exam(
     from aircoach.turn.admission import charge
 
     body = body or ExamRequest()
-    await charge(services, user.sub)
+    await charge(services.gate, user.sub)
     exam, questions = await exams.create(user.sub, capitoli=body.capitoli, domande=body.domande)
     return ExamView(
         id=exam.id,

@@ -5,17 +5,21 @@ never run again); a new turn is charged to the user's budget (`QUOTA_TURNS_PER_M
 `turn_in_progress` naming the running turn, whose charge is given back; or, with
 `if_busy: "interrupt"`, the running turn is cancelled and the new one takes the thread). All of
 it is counted in the store so that every instance shares it, and happens before any model
-call. The time is `services.clock` (the composition root's, `time.time` unless it is given
-another)."""
+call. It is given its parts (`Gate`, built by the composition root as `Services.gate`); the
+time is the gate's `clock` (`time.time` unless the composition root is given another)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aircoach.errors import QuotaExceeded, TurnInProgress
-from aircoach.services import Services
-from aircoach.turn.log import CLAIM_LEASE_S
+from aircoach.settings import Settings
+from aircoach.turn.dead_letters import DeadLetters
+from aircoach.turn.guards import GuardStores
+from aircoach.turn.log import CLAIM_LEASE_S, TurnLogStore
+from aircoach.turn.ports import ChatStore
 from aircoach.turn.records import Turn
 from aircoach.turn.turn import new_turn_id
 
@@ -30,6 +34,20 @@ _DAY_S = 86_400
 
 
 @dataclass(frozen=True)
+class Gate:
+    """What admission reads: the reservations and quota counters, where a turn ends up
+    (stored, or spooled while the store is down), the running turns' claims, the quota and
+    turn-timeout settings, and the wall clock."""
+
+    guards: GuardStores
+    chats: ChatStore
+    dead_letters: DeadLetters
+    turn_log: TurnLogStore
+    settings: Settings
+    clock: Callable[[], float]
+
+
+@dataclass(frozen=True)
 class Admission:
     """`replay`: the stored turn to send again; `rejoin`: the running turn to follow; else
     `turn_id` is the new turn's id and `key` (if any) is reserved for it."""
@@ -41,59 +59,59 @@ class Admission:
     charged: tuple[str, ...] = ()  # the quota windows this turn was counted in
 
 
-async def admit(services: Services, user_id: str, key: str | None) -> Admission:
+async def admit(gate: Gate, user_id: str, key: str | None) -> Admission:
     """Replay, rejoin, or reserve and charge; `TurnInProgress` (409) while the first request
     of the same key is between its run and its store write, `QuotaExceeded` (429) when the
     budget is spent. The new turn then claims its thread (`hold_thread`) once it is prepared:
     a request that fails before (the store down) leaves no claim behind."""
     turn_id = new_turn_id()
     if key is not None:
-        found = await _repeated(services, user_id, key, turn_id)
+        found = await _repeated(gate, user_id, key, turn_id)
         if found is not None:
             return found
     try:
-        charged = await charge(services, user_id)
+        charged = await charge(gate, user_id)
     except QuotaExceeded:
         if key is not None:
-            await services.guards.reservations.release(user_id, key, turn_id)
+            await gate.guards.reservations.release(user_id, key, turn_id)
         raise
     return Admission(turn_id, key, charged=tuple(charged))
 
 
 async def hold_thread(
-    services: Services, user_id: str, thread: str, admission: Admission, *, interrupt: bool
+    gate: Gate, user_id: str, thread: str, admission: Admission, *, interrupt: bool
 ) -> None:
     """Claim `thread` for the admitted turn, or `TurnInProgress` (409, naming the running
     turn) with the turn's charge given back and its key released."""
     try:
-        await _claim(services, user_id, thread, admission.turn_id, interrupt=interrupt)
+        await _claim(gate, user_id, thread, admission.turn_id, interrupt=interrupt)
     except TurnInProgress:
         for window in admission.charged:  # a refused busy turn is not charged
-            await services.guards.quotas.refund(user_id, window)
+            await gate.guards.quotas.refund(user_id, window)
         if admission.key is not None:
-            await services.guards.reservations.release(user_id, admission.key, admission.turn_id)
+            await gate.guards.reservations.release(user_id, admission.key, admission.turn_id)
         raise
 
 
-async def _repeated(services: Services, user_id: str, key: str, turn_id: str) -> Admission | None:
+async def _repeated(gate: Gate, user_id: str, key: str, turn_id: str) -> Admission | None:
     """The admission of a repeated key (None: the key is now reserved for `turn_id`)."""
-    reservations = services.guards.reservations
-    now = services.clock()
+    reservations = gate.guards.reservations
+    now = gate.clock()
     held = await reservations.reserve(user_id, key, turn_id, now=now, ttl_s=RESERVATION_TTL_S)
     if held is None:
         return None
-    stored = await services.chats.get_turn(user_id, held.turn_id)
+    stored = await gate.chats.get_turn(user_id, held.turn_id)
     if stored is None:
         # The store refused the first request's turn (an outage): it waits in the spool
         # until a healthy request replays it, and a retry gets it from there.
-        stored = await services.dead_letters.find(user_id, held.turn_id)
+        stored = await gate.dead_letters.find(user_id, held.turn_id)
     if stored is not None:
         log.info("replaying turn %s for %r (client_message_id repeated)", stored.turn_id, user_id)
         return Admission(stored.turn_id, key, replay=stored)
-    if await services.turn_log.running(user_id, held.turn_id, now=now) is not None:
+    if await gate.turn_log.running(user_id, held.turn_id, now=now) is not None:
         log.info("rejoining turn %s for %r (client_message_id repeated)", held.turn_id, user_id)
         return Admission(held.turn_id, key, rejoin=True)
-    stale = now - held.created_at > services.settings.turn_timeout_s + _GRACE_S
+    stale = now - held.created_at > gate.settings.turn_timeout_s + _GRACE_S
     if not stale or not await reservations.take_over(
         user_id, key, held_by=held.turn_id, turn_id=turn_id, now=now, ttl_s=RESERVATION_TTL_S
     ):
@@ -107,25 +125,23 @@ async def _repeated(services: Services, user_id: str, key: str, turn_id: str) ->
     return None
 
 
-async def _ended(services: Services, user_id: str, turn_id: str) -> bool:
+async def _ended(gate: Gate, user_id: str, turn_id: str) -> bool:
     """Whether the turn was stored (or spooled, the store being down): it has ended."""
-    if await services.chats.get_turn(user_id, turn_id) is not None:
+    if await gate.chats.get_turn(user_id, turn_id) is not None:
         return True
-    return await services.dead_letters.find(user_id, turn_id) is not None
+    return await gate.dead_letters.find(user_id, turn_id) is not None
 
 
-async def _claim(
-    services: Services, user_id: str, thread: str, turn_id: str, *, interrupt: bool
-) -> None:
+async def _claim(gate: Gate, user_id: str, thread: str, turn_id: str, *, interrupt: bool) -> None:
     """Make `turn_id` the running turn of `thread` (until its deadline and a grace period,
     should its instance die), or interrupt the running one when asked."""
-    turn_log = services.turn_log
-    now = services.clock()
+    turn_log = gate.turn_log
+    now = gate.clock()
     expires_at = now + CLAIM_LEASE_S  # the running turn renews it (`TurnRun`)
     held = await turn_log.claim(user_id, thread, turn_id, now=now, expires_at=expires_at)
     if held is None:
         return
-    if await _ended(services, user_id, held.turn_id) and await turn_log.take_over(
+    if await _ended(gate, user_id, held.turn_id) and await turn_log.take_over(
         user_id, thread, held_by=held.turn_id, turn_id=turn_id, now=now, expires_at=expires_at
     ):
         # Its release failed (the store was down as it ended): an ended turn holds nothing.
@@ -144,12 +160,12 @@ async def _claim(
     )
 
 
-async def charge(services: Services, user_id: str) -> list[str]:
+async def charge(gate: Gate, user_id: str) -> list[str]:
     """Count one turn in the user's current minute and day, or `QuotaExceeded` with the
     seconds until the window ends in `Retry-After`; the windows counted in."""
-    settings = services.settings
-    quotas = services.guards.quotas
-    now = services.clock()
+    settings = gate.settings
+    quotas = gate.guards.quotas
+    now = gate.clock()
     charged: list[str] = []
     per_minute = settings.quota_turns_per_minute
     if per_minute:
