@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 SCRIPT = ROOT / "tests" / "ai_sdk" / "use_chat.mjs"
 ANSWER = "La portanza è la forza che sostiene l'aereo in volo."
-EXPLAINED = "Giusto: la portanza cresce col quadrato della velocità."
+EXPLAINED = "Vediamo insieme perché la risposta giusta è un'altra."
 
 
 def node() -> str:
