@@ -419,15 +419,14 @@ class Services:
         return cached[1]
 
     async def quiz_service(self) -> QuizService:
-        """The quiz service; its store is loaded with the demo questions on first use when it
-        is empty."""
+        """The quiz service; its store is loaded with the demo questions when it is empty,
+        the first time a question is read (`SeededBank`)."""
         if self._quiz_service is None:
-            from aircoach.quiz.bank import chapter_titles, seed_demo_questions
+            from aircoach.quiz.bank import SeededBank, chapter_titles
             from aircoach.quiz.service import QuizService
 
-            await seed_demo_questions(self.quiz)
             self._quiz_service = QuizService(
-                self.quiz,
+                SeededBank(self.quiz),
                 self.attempts,
                 await chapter_titles(),
                 reviews=self.reviews,

@@ -3,7 +3,9 @@ connection that is not to loopback, and any DNS lookup of a public name."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
+import os
 import socket
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -135,11 +137,19 @@ def data_dir(tmp_path: Path, _dev_key: bytes) -> Path:
     return folder
 
 
+@functools.lru_cache(maxsize=16)
+def _settings_for(environment: tuple[tuple[str, str], ...]) -> Settings:
+    """The settings this environment gives (it is the cache key: every variable but pytest's
+    own). Building them reads a variable per field, about 8 ms; most tests share one."""
+    return Settings(
+        _env_file=None, data_dir=ROOT / ".unused", prompt_docs_dir=ROOT / "prompt_docs", tool_env={}
+    )
+
+
 @pytest.fixture
 def settings(data_dir: Path) -> Settings:
-    return Settings(
-        _env_file=None, data_dir=data_dir, prompt_docs_dir=ROOT / "prompt_docs", tool_env={}
-    )
+    environment = tuple(sorted(i for i in os.environ.items() if i[0] != "PYTEST_CURRENT_TEST"))
+    return _settings_for(environment).model_copy(update={"data_dir": data_dir}, deep=True)
 
 
 @pytest.fixture

@@ -9,11 +9,12 @@ from collections import Counter
 from typing import Any
 
 from aircoach.knowledge.manual import Section, parse_manual
-from aircoach.quiz.bank import CHAPTERS, DEMO_QUESTIONS
+from aircoach.quiz.bank import CHAPTERS, DEMO_QUESTIONS, SeededBank
 from aircoach.quiz.service import public
 from aircoach.store.sqlite import SqliteQuizStore
 from aircoach.text import fold, stem, words
-from tests.helpers import shipped_docs
+from tests.helpers import chat, services_of, shipped_docs
+from tests.scripted_model import call, text
 
 BANK: dict[str, Any] = json.loads(DEMO_QUESTIONS.read_text("utf-8"))
 QUESTIONS: list[dict[str, Any]] = BANK["questions"]
@@ -158,3 +159,24 @@ async def test_a_stored_question_keeps_its_reference_and_clients_do_not_see_it(b
     question = await SqliteQuizStore(bank_file).by_chapter_and_number(3, 7)
     assert question is not None and question["riferimento"] == "3.5"
     assert "riferimento" not in public(question) and "corretta" not in public(question)
+
+
+async def test_the_bank_is_loaded_the_first_time_a_question_is_read(tmp_path):
+    store = SqliteQuizStore(tmp_path / "quiz.sqlite3")
+    bank = SeededBank(store)
+    assert await store.count() == 0  # made, not yet read: nothing loaded
+    question = await bank.by_chapter_and_number(1, 1)
+    assert question is not None and question["testo"] == QUESTIONS[0]["testo"]
+    assert await store.count() == len(QUESTIONS)
+    assert await SeededBank(store).upsert_questions(QUESTIONS[:1]) == 1  # full: no reload
+
+
+async def test_a_theory_turn_never_loads_the_bank_a_quiz_turn_does(app, client, auth, script):
+    quiz = services_of(app).quiz
+    script([text("La portanza dipende dalla velocità.")])
+    assert (await chat(client, auth(), "Che cos'è la portanza?"))[-1]["status"] == "ok"
+    assert await quiz.count() == 0
+    script([call("domanda_teoria", capitolo=2)])
+    events = await chat(client, auth(), "Una domanda del capitolo 2")
+    assert events[0]["data"]["question"]["capitolo"] == 2
+    assert await quiz.count() == len(QUESTIONS)
