@@ -291,7 +291,12 @@ class QuizService:
         try:
             progress = await self.progress(user_id)
         except BackendUnavailable as exc:
-            log.warning("progress after a grading unavailable: sent without it (%s)", exc)
+            reason = exc.__cause__ or exc
+            log.warning(
+                "progress after a grading unavailable: sent without it (%s: %s)",
+                type(reason).__name__,
+                reason,
+            )
             return graded
         return {**graded, "progresso": progress.model_dump()}
 

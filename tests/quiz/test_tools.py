@@ -294,7 +294,7 @@ async def test_grading_in_the_chat_returns_the_rest_object_and_records_the_turn(
     assert wrong.data["corretta"] is False and wrong.text.startswith("Esito: risposta SBAGLIATA")
 
 
-async def test_a_progress_that_cannot_be_read_leaves_the_grading_stored_and_sent(ctx):
+async def test_a_progress_that_cannot_be_read_leaves_the_grading_stored_and_sent(ctx, caplog):
     quiz = ctx.need(QuizService)
 
     async def down(user_id: str) -> Any:
@@ -303,6 +303,7 @@ async def test_a_progress_that_cannot_be_read_leaves_the_grading_stored_and_sent
     quiz.attempts.chapter_stats = down  # the store fails after the attempt was written
     out = await verifica_risposta(ctx, capitolo=1, numero=1, risposta="c")
     assert out.ok and out.data["corretta"] is True and "progresso" not in out.data
+    assert "progress after a grading unavailable" in caplog.text
     (attempt,) = await quiz.attempts.recent_attempts("u", 5)
     assert (attempt.capitolo, attempt.numero, attempt.corretta) == (1, 1, True)
 
