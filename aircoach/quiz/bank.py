@@ -19,12 +19,19 @@ DEMO_QUESTIONS = Path(__file__).parent.parent / "data" / "quiz_questions.json"
 CHAPTERS = range(1, 11)
 
 
+_bank: dict[str, Any] | None = None  # the shipped file, parsed once per process
+
+
 async def _load_bank() -> dict[str, Any]:
-    return json.loads(await anyio.Path(DEMO_QUESTIONS).read_text("utf-8"))
+    global _bank
+    if _bank is None:
+        _bank = json.loads(await anyio.Path(DEMO_QUESTIONS).read_text("utf-8"))
+    return _bank
 
 
 async def load_demo_questions() -> list[Question]:
-    return (await _load_bank())["questions"]
+    """The shipped questions, each a copy: a caller may change what it gets."""
+    return [dict(q) for q in (await _load_bank())["questions"]]
 
 
 async def chapter_titles() -> dict[int, str]:
