@@ -159,8 +159,15 @@ def issuer(data_dir: Path) -> DevIssuer:
 
 @pytest.fixture
 def token(issuer: DevIssuer, settings: Settings) -> Callable[..., str]:
+    """A dev issuer token; the same arguments in one test give the same token, minted once
+    (an RS256 signature costs about a millisecond, and the app verifies each new token)."""
+    minted: dict[str, str] = {}
+
     def mint(sub: str = "user-1", **kwargs: Any) -> str:
-        return issuer.mint(sub, audience=settings.auth0_audience, **kwargs)
+        key = repr((sub, sorted(kwargs.items())))
+        if key not in minted:
+            minted[key] = issuer.mint(sub, audience=settings.auth0_audience, **kwargs)
+        return minted[key]
 
     return mint
 
