@@ -209,10 +209,17 @@ async def send_turn(
 ) -> Outcome:
     started, started_at = time.perf_counter(), time.monotonic()
     headers = {"Authorization": f"Bearer {token}"}
-    async with client.stream(
-        "POST", "/api/stream_query", json={"query": query, **body}, headers=headers
-    ) as response:
-        raw = await response.aread()
+    try:
+        async with client.stream(
+            "POST", "/api/stream_query", json={"query": query, **body}, headers=headers
+        ) as response:
+            raw = await response.aread()
+    except httpx.TimeoutException as exc:
+        # A hang: an outcome that fails `check_clear` naming the request and when it was
+        # sent (status 0), so a failing run says which one; the server's log is in its
+        # workdir.
+        waited = time.perf_counter() - started
+        return Outcome(user, query, 0, "", waited, started_at, body=f"{type(exc).__name__}")
     elapsed = time.perf_counter() - started
     content_type = response.headers.get("content-type", "")
     outcome = Outcome(user, query, response.status_code, content_type, elapsed, started_at)
