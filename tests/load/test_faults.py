@@ -103,7 +103,14 @@ async def test_mongodb_stopped_and_restarted_under_load(
     # with no deadline to speak of; then operations that should succeed get five seconds
     # (hundreds of times a loopback operation), and an outage costs each request as much.
     await _warm_mongodb(restartable_mongo.uri, "load")
-    server = serve(MONGODB_URI=restartable_mongo.uri, MONGODB_DB="load", STORE_TIMEOUT_S="5")
+    # LOG_LEVEL INFO: each turn's summary line (its stages, its request id) is in the server's
+    # log, so a request that takes too long can be found there.
+    server = serve(
+        MONGODB_URI=restartable_mongo.uri,
+        MONGODB_DB="load",
+        STORE_TIMEOUT_S="5",
+        LOG_LEVEL="INFO",
+    )
     async with httpx.AsyncClient(base_url=server.url, timeout=REQUEST_TIMEOUT_S) as client:
         warm = await send_turn(client, "u00", dev_token("u00"), "[u00 #warm] ciao")
     assert warm.answered, warm.describe()
