@@ -298,6 +298,7 @@ class QuizService:
                 reason,
             )
             return graded
+        self._remember(user_id, progress)  # the next turn's prompt needs no read
         return {**graded, "progresso": progress.model_dump()}
 
     async def _progress(self, user_id: str, chapter_stats: list[ChapterStats]) -> Progress:
@@ -364,11 +365,14 @@ class QuizService:
             return cached[1]
         stats = await self.attempts.chapter_stats(user_id)
         progress = await self._progress(user_id, stats) if stats else None
-        self._recent[user_id] = (now + PROMPT_PROGRESS_TTL_S, progress)
+        self._remember(user_id, progress)
+        return progress
+
+    def _remember(self, user_id: str, progress: Progress | None) -> None:
+        self._recent[user_id] = (self._clock() + PROMPT_PROGRESS_TTL_S, progress)
         self._recent.move_to_end(user_id)
         while len(self._recent) > PROMPT_PROGRESS_USERS:
             self._recent.popitem(last=False)
-        return progress
 
     async def missed(self, user_id: str, *, capitolo: int | None = None) -> list[QuestionKey]:
         """Questions whose latest answer (among the recent ones) was wrong, newest first."""

@@ -262,3 +262,21 @@ async def test_the_prompt_remembers_progress_briefly_and_forgets_it_on_grading(
     clock.advance(PROMPT_PROGRESS_TTL_S + 1)
     assert await answers() == 2 and reads["stats"] == 3
     assert (await quiz.progress("alice")).risposte == 2  # the API always reads the store
+
+
+async def test_the_progress_sent_after_a_grading_is_the_next_prompts_without_a_read(
+    quiz: QuizService,
+):
+    await answer(quiz, "alice", Q11, True)
+    data = await quiz.with_progress("alice", {"corretta": True})
+    reads: Counter[str] = Counter()
+    read = quiz.attempts.chapter_stats
+
+    async def counted(user_id):
+        reads["stats"] += 1
+        return await read(user_id)
+
+    quiz.attempts.chapter_stats = counted
+    progress = await quiz.prompt_progress("alice")
+    assert progress is not None and progress.model_dump() == data["progresso"]
+    assert reads["stats"] == 0
