@@ -7,7 +7,6 @@ same grading and the same stored attempt.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
@@ -99,7 +98,7 @@ async def _charge_answer(services: Services, user_id: str) -> None:
     limit = services.settings.quota_answers_per_minute
     if not limit:
         return
-    now = time.time()
+    now = services.clock()
     minute = int(now // 60)
     if not await services.guards.quotas.hit(
         user_id, f"answers:m:{minute}", limit=limit, expires_at=(minute + 2) * 60.0

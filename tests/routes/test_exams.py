@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from aircoach.settings import Settings
+from tests.clock import quota_clock
 from tests.helpers import app_with, asgi_client
 
 PUBLIC = {"capitolo", "numero", "argomento", "difficolta", "testo", "risposte"}
@@ -16,7 +17,7 @@ PUBLIC = {"capitolo", "numero", "argomento", "difficolta", "testo", "risposte"}
 @pytest.fixture
 async def api(store_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     settings = store_settings.model_copy(update={"quota_turns_per_minute": 3})
-    async with asgi_client(app_with(settings)) as client:
+    async with asgi_client(app_with(settings, clock=quota_clock())) as client:
         yield client
 
 

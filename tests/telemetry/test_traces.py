@@ -19,6 +19,7 @@ from aircoach.logs import APP_LOGGER, JsonFormatter
 from aircoach.services import Services
 from aircoach.tasks.contacts import seed_demo_contacts
 from aircoach.telemetry.otel import OtelTelemetry
+from tests.clock import quota_clock
 from tests.helpers import app_with, asgi_client, chat
 from tests.scripted_model import Script, ScriptedChatModel, call, text
 from tests.telemetry.conftest import Traced, traced_app
@@ -152,7 +153,7 @@ async def test_a_task_run_traces_its_attempt_and_counts_its_outcome(settings, au
 
 
 async def test_metric_points_after_a_few_turns(settings, auth):
-    app = app_with(settings.model_copy(update={"quota_turns_per_minute": 3}))
+    app = app_with(settings.model_copy(update={"quota_turns_per_minute": 3}), clock=quota_clock())
     traced = traced_app(app, settings)
     async with asgi_client(app) as client:
         await chat(client, auth(), "Cos'è la densità dell'aria?")

@@ -5,7 +5,6 @@ exceeded, whichever instance answers."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -14,22 +13,16 @@ import httpx
 import pytest
 
 from aircoach.settings import Settings
-from tests.clock import FakeClock
+from tests.clock import FakeClock, quota_clock
 from tests.helpers import app_with, asgi_client
 from tests.scripted_model import Script, ScriptedModels, call, text
 from tests.sse import parse_sse
-
-# Ten seconds into a UTC day (so into a minute too) that has not begun: quota windows of a
-# minute or a day have time left, and the store keeps what expires after it (MongoDB's TTL
-# index drops documents whose expiry is past by the real clock).
-_DAY_S = 86_400
-_START = (time.time() // _DAY_S + 2) * _DAY_S + 10
 
 
 @pytest.fixture
 def wall() -> FakeClock:
     """The instances' wall clock, moved by hand."""
-    return FakeClock(_START)
+    return quota_clock()
 
 
 @pytest.fixture
@@ -152,9 +145,7 @@ async def test_the_quota_holds_across_instances_and_replays_are_free(two, auth):
     refused = next(r for r in responses if r.status_code == 429)
     assert refused.json()["error"] == "quota_exceeded"
     assert refused.json()["message"].startswith("Hai raggiunto il limite di 3 domande al giorno")
-    assert refused.headers["retry-after"] == str(
-        _DAY_S - 10 + 1
-    )  # the day's seconds left, rounded up
+    assert refused.headers["retry-after"] == str(86_400 - 10 + 1)  # the day's seconds left
     # A repeat of an answered message is replayed, not charged; a refused one stays free.
     answered = next(i for i, r in enumerate(responses) if r.status_code == 200)
     replay = await post(b, auth(), client_message_id=f"m{answered}")
