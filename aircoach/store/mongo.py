@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import date, datetime
 from typing import Any, TypeVar
 
+import anyio
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
@@ -39,6 +40,7 @@ _NEWEST_FIRST = [("timestamp", DESCENDING), ("turn_id", DESCENDING)]
 # within a second, whatever the timestamps' format.
 _LATEST_TURNS = [("turn_id", DESCENDING)]
 _BY_CHAPTER = [("capitolo", ASCENDING), ("numero", ASCENDING)]
+_DEADLINE_MARGIN_S = 5.0
 
 
 def json_safe(value: Any) -> Any:
@@ -165,11 +167,19 @@ class MongoConnection:
 
     async def run(self, name: str, op: Callable[[AsyncCollection], Awaitable[T]]) -> T:
         """Run `op` on collection `name`; a backend failure becomes `StoreUnavailable`, at
-        once while the server counts as unreachable (`MongoClients.unreachable`)."""
+        once while the server counts as unreachable (`MongoClients.unreachable`).
+
+        The driver ends each of its operations after STORE_TIMEOUT_S (`timeoutMS`); `op`
+        (at most two of them) is also cancelled at `_deadline_s()`, so an operation the
+        driver does not end costs its request a `StoreUnavailable`, never the request itself
+        (in the MongoDB restart test under load, twice in some twenty runs, one request
+        waited without end)."""
         if self.clients.unreachable():
             raise StoreUnavailable()
         try:
-            return await op(await self.collection(name))
+            collection = await self.collection(name)
+            with anyio.move_on_after(self._deadline_s()):
+                return await op(collection)
         except PyMongoError as exc:
             # Only a server the driver could not select counts: a slow query that ran out of
             # time says nothing about the others (a network error marks the server unknown,
@@ -177,6 +187,17 @@ class MongoConnection:
             if isinstance(exc, ServerSelectionTimeoutError):
                 self.clients.failed_to_reach(exc)
             raise StoreUnavailable() from exc
+        log.warning(
+            "MongoDB %s: an operation the driver did not end in %ss was cancelled",
+            name,
+            self._deadline_s(),
+        )
+        raise StoreUnavailable()
+
+    def _deadline_s(self) -> float:
+        """Two driver operations and a margin: a driver's own timeout, even late on a busy
+        event loop, comes first."""
+        return 2 * self.settings.store_timeout_s + _DEADLINE_MARGIN_S
 
     async def close(self) -> None:
         """Close the shared client of the running loop (the CLI calls this before its loop

@@ -138,3 +138,38 @@ async def test_after_a_timeout_mongodb_operations_fail_at_once_for_store_timeout
 
 async def _no_indexes(db) -> None:
     return None
+
+
+@pytest.mark.integration  # waits out the deadline's margin: about five seconds
+async def test_a_mongodb_operation_the_driver_never_ends_is_cancelled(settings, caplog):
+    """The last line of defence behind the driver's `timeoutMS`: an operation that never ends
+    (here one that waits on nothing) is cancelled, and its request gets `StoreUnavailable`."""
+    import anyio
+
+    from aircoach.errors import StoreUnavailable
+    from aircoach.store.mongo import MongoConnection
+    from tests.loopback import free_port
+
+    configured = settings.model_copy(
+        update={"mongodb_uri": f"mongodb://127.0.0.1:{free_port()}", "store_timeout_s": 0.01}
+    )
+    connection = MongoConnection(configured, create_indexes=_no_indexes)
+    cancelled = False
+
+    async def never_ends(collection) -> None:
+        nonlocal cancelled
+        try:
+            await anyio.Event().wait()
+        except anyio.get_cancelled_exc_class():
+            cancelled = True
+            raise
+
+    with (
+        caplog.at_level(logging.WARNING, logger="aircoach.store.mongo"),
+        pytest.raises(StoreUnavailable),
+        anyio.fail_after(60),  # without the deadline: a hang, that fails here
+    ):
+        await connection.run("chats", never_ends)
+    assert cancelled
+    assert "MongoDB chats: an operation the driver did not end in 5.02s" in caplog.text
+    await connection.close()
