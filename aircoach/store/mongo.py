@@ -103,6 +103,23 @@ class MongoClients:
             self._loop = loop
         return self._client
 
+    async def discard(self, client: AsyncMongoClient) -> None:
+        """Replace `client` after an operation it did not end. Its topology's lock may be
+        stuck: with PyMongo 4.20 on Python 3.11, during a MongoDB restart under load,
+        server selections waited three times their timeout, and once cancelled some found
+        the lock released under them (`RuntimeError: Lock is not acquired`). The next
+        operation gets a new client; the old one gets STORE_TIMEOUT_S to close."""
+        if client is not self._client:
+            return  # another operation has replaced it already
+        self._client = self._loop = None
+        with anyio.move_on_after(self.settings.store_timeout_s) as closing:
+            try:
+                await client.close()
+            except Exception as exc:
+                log.warning("MongoDB: the replaced client failed to close (%r)", exc)
+        if closing.cancel_called:
+            log.warning("MongoDB: the replaced client did not close in time; it is dropped")
+
     async def close(self) -> None:
         """Close the client of the running loop (the CLI calls this before its loop ends)."""
         if self._client is not None and self._loop is asyncio.get_running_loop():
@@ -170,28 +187,35 @@ class MongoConnection:
         once while the server counts as unreachable (`MongoClients.unreachable`).
 
         The driver ends each of its operations after STORE_TIMEOUT_S (`timeoutMS`); `op`
-        (at most two of them) is also cancelled at `_deadline_s()`, so an operation the
-        driver does not end costs its request a `StoreUnavailable`, never the request itself
-        (in the MongoDB restart test under load, twice in some twenty runs, one request
-        waited without end)."""
+        (at most two of them) is also cancelled at `_deadline_s()`, and then the client is
+        replaced (`MongoClients.discard`): an operation the driver does not end costs its
+        request a `StoreUnavailable`, never the request itself."""
         if self.clients.unreachable():
             raise StoreUnavailable()
+        deadline: anyio.CancelScope | None = None
         try:
             collection = await self.collection(name)
-            with anyio.move_on_after(self._deadline_s()):
+            with anyio.move_on_after(self._deadline_s()) as deadline:
                 return await op(collection)
-        except PyMongoError as exc:
-            # Only a server the driver could not select counts: a slow query that ran out of
-            # time says nothing about the others (a network error marks the server unknown,
-            # and the next operation's selection then times out).
-            if isinstance(exc, ServerSelectionTimeoutError):
-                self.clients.failed_to_reach(exc)
-            raise StoreUnavailable() from exc
+        except Exception as exc:
+            if deadline is None or not deadline.cancel_called:
+                if not isinstance(exc, PyMongoError):
+                    raise
+                # Only a server the driver could not select counts: a slow query that ran
+                # out of time says nothing about the others (a network error marks the
+                # server unknown, and the next operation's selection then times out).
+                if isinstance(exc, ServerSelectionTimeoutError):
+                    self.clients.failed_to_reach(exc)
+                raise StoreUnavailable() from exc
+        # Past the deadline: `op` was cancelled, or left an error on its way out (the
+        # driver's lock, released by a task that did not hold it: see `discard`).
         log.warning(
-            "MongoDB %s: an operation the driver did not end in %ss was cancelled",
+            "MongoDB %s: an operation the driver did not end in %ss was cancelled; "
+            "the client is replaced",
             name,
             self._deadline_s(),
         )
+        await self.clients.discard(collection.database.client)
         raise StoreUnavailable()
 
     def _deadline_s(self) -> float:

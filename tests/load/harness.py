@@ -3,6 +3,7 @@ every load and fault test shares (a full answer or a clear error; answered turns
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -209,17 +210,26 @@ async def send_turn(
 ) -> Outcome:
     started, started_at = time.perf_counter(), time.monotonic()
     headers = {"Authorization": f"Bearer {token}"}
-    try:
-        async with client.stream(
-            "POST", "/api/stream_query", json={"query": query, **body}, headers=headers
-        ) as response:
-            raw = await response.aread()
-    except httpx.TimeoutException as exc:
-        # A hang: an outcome that fails `check_clear` naming the request and when it was
-        # sent (status 0), so a failing run says which one; the server's log is in its
-        # workdir.
+    received: list[bytes] = []
+    # A hang is an outcome that fails `check_clear` (status 0) naming the request, when it was
+    # sent and what came of it, so a failing run says which one (the server's log is in its
+    # workdir): no response within REQUEST_TIMEOUT_S, or a stream that has not ended by then
+    # (the heartbeat keeps a stuck stream's reads alive, so httpx's timeout never fires).
+    with anyio.move_on_after(REQUEST_TIMEOUT_S) as deadline:
+        try:
+            async with client.stream(
+                "POST", "/api/stream_query", json={"query": query, **body}, headers=headers
+            ) as response:
+                async for chunk in response.aiter_bytes():
+                    received.append(chunk)
+        except httpx.TimeoutException as exc:
+            waited = time.perf_counter() - started
+            return Outcome(user, query, 0, "", waited, started_at, body=type(exc).__name__)
+    raw = b"".join(received)
+    if deadline.cancelled_caught:
         waited = time.perf_counter() - started
-        return Outcome(user, query, 0, "", waited, started_at, body=f"{type(exc).__name__}")
+        got = raw[-1000:].decode(errors="replace")
+        return Outcome(user, query, 0, "", waited, started_at, body=f"no end; the last: {got!r}")
     elapsed = time.perf_counter() - started
     content_type = response.headers.get("content-type", "")
     outcome = Outcome(user, query, response.status_code, content_type, elapsed, started_at)
@@ -227,7 +237,7 @@ async def send_turn(
         outcome.events = parse_sse(raw.decode())
     else:
         try:
-            outcome.body = response.json()
+            outcome.body = json.loads(raw)
         except ValueError:
             outcome.body = raw.decode(errors="replace")
     return outcome
