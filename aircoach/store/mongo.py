@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -18,6 +19,7 @@ from datetime import date, datetime
 from typing import Any, TypeVar
 
 import anyio
+import pymongo
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
@@ -41,6 +43,17 @@ _NEWEST_FIRST = [("timestamp", DESCENDING), ("turn_id", DESCENDING)]
 _LATEST_TURNS = [("turn_id", DESCENDING)]
 _BY_CHAPTER = [("capitolo", ASCENDING), ("numero", ASCENDING)]
 _DEADLINE_MARGIN_S = 5.0
+_DRIVER_DIR = os.path.dirname(pymongo.__file__) + os.sep
+
+
+def _raised_in_driver(exc: BaseException) -> bool:
+    """Whether `exc` was raised by PyMongo's own code (its innermost frame is there)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_filename.startswith(_DRIVER_DIR)
 
 
 def json_safe(value: Any) -> Any:
@@ -187,36 +200,38 @@ class MongoConnection:
         once while the server counts as unreachable (`MongoClients.unreachable`).
 
         The driver ends each of its operations after STORE_TIMEOUT_S (`timeoutMS`); `op`
-        (at most two of them) is also cancelled at `_deadline_s()`, and then the client is
-        replaced (`MongoClients.discard`): an operation the driver does not end costs its
-        request a `StoreUnavailable`, never the request itself."""
+        (at most two of them) is also cancelled at `_deadline_s()`. A client that did not
+        end an operation, or that failed inside the driver with an error that is not one of
+        its `PyMongoError`s, is replaced (`MongoClients.discard`): either way the request
+        gets a `StoreUnavailable`, never a hang or a 500."""
         if self.clients.unreachable():
             raise StoreUnavailable()
+        client = self.clients.current()
         deadline: anyio.CancelScope | None = None
+        failure: Exception | None = None
         try:
             collection = await self.collection(name)
             with anyio.move_on_after(self._deadline_s()) as deadline:
                 return await op(collection)
         except Exception as exc:
-            if deadline is None or not deadline.cancel_called:
-                if not isinstance(exc, PyMongoError):
-                    raise
+            late = deadline is not None and deadline.cancel_called
+            if not late and isinstance(exc, PyMongoError):
                 # Only a server the driver could not select counts: a slow query that ran
                 # out of time says nothing about the others (a network error marks the
                 # server unknown, and the next operation's selection then times out).
                 if isinstance(exc, ServerSelectionTimeoutError):
                     self.clients.failed_to_reach(exc)
                 raise StoreUnavailable() from exc
-        # Past the deadline: `op` was cancelled, or left an error on its way out (the
-        # driver's lock, released by a task that did not hold it: see `discard`).
-        log.warning(
-            "MongoDB %s: an operation the driver did not end in %ss was cancelled; "
-            "the client is replaced",
-            name,
-            self._deadline_s(),
-        )
-        await self.clients.discard(collection.database.client)
-        raise StoreUnavailable()
+            if not late and not _raised_in_driver(exc):
+                raise  # ours: a 500 that its traceback explains
+            failure = exc
+        if deadline is not None and deadline.cancel_called:
+            what = f"an operation the driver did not end in {self._deadline_s()}s was cancelled"
+        else:
+            what = f"the driver failed ({failure!r})"
+        log.warning("MongoDB %s: %s; the client is replaced", name, what)
+        await self.clients.discard(client)
+        raise StoreUnavailable() from failure
 
     def _deadline_s(self) -> float:
         """Two driver operations and a margin: a driver's own timeout, even late on a busy

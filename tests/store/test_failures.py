@@ -186,3 +186,32 @@ async def test_a_mongodb_operation_the_driver_never_ends_is_cancelled_and_its_cl
     with pytest.raises(RuntimeError, match="a bug of ours"):  # before the deadline: a 500
         await connection.run("chats", fails)
     await connection.close()
+
+
+async def test_an_error_inside_the_driver_that_is_not_its_own_replaces_the_client(settings, caplog):
+    """PyMongo 4.20 on Python 3.11, in a MongoDB restart under load: `RuntimeError: Lock is not
+    acquired` from its topology lock, before any deadline. The request gets `StoreUnavailable`
+    (a 503, not a 500) and the next operation a new client, since that lock stays broken."""
+    from pymongo._asyncio_lock import Lock
+
+    from aircoach.errors import StoreUnavailable
+    from aircoach.store.mongo import MongoConnection
+    from tests.loopback import free_port
+
+    configured = settings.model_copy(
+        update={"mongodb_uri": f"mongodb://127.0.0.1:{free_port()}", "store_timeout_s": 5.0}
+    )
+    connection = MongoConnection(configured, create_indexes=_no_indexes)
+    broken = connection.clients.current()
+
+    async def releases_a_free_lock(collection) -> None:
+        Lock().release()  # the driver's code raises it, as it did under load
+
+    with (
+        caplog.at_level(logging.WARNING, logger="aircoach.store.mongo"),
+        pytest.raises(StoreUnavailable),
+    ):
+        await connection.run("chats", releases_a_free_lock)
+    assert "MongoDB chats: the driver failed (RuntimeError('Lock is not acquired'))" in caplog.text
+    assert connection.clients.current() is not broken
+    await connection.close()
