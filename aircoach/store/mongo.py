@@ -199,6 +199,14 @@ class MongoConnection:
         """Run `op` on collection `name`; a backend failure becomes `StoreUnavailable`, at
         once while the server counts as unreachable (`MongoClients.unreachable`).
 
+        `op` is shielded from the caller's cancellation (a client that left, a turn's
+        deadline, a ticker stopped): a cancelled caller waits for it, and the cancellation
+        comes after. PyMongo 4.20 on Python 3.11 swallows a cancellation now and then (an
+        operation returns normally in a task that was cancelled; `asyncio.wait_for` of 3.11
+        loses it), and under load the connection pool or the topology's lock was left
+        waiting without end; on 3.12 none was seen. So an operation also never stops
+        halfway (a `find` and its `delete_many`).
+
         The driver ends each of its operations after STORE_TIMEOUT_S (`timeoutMS`); `op`
         (at most two of them) is also cancelled at `_deadline_s()`. A client that did not
         end an operation, or that failed inside the driver with an error that is not one of
@@ -210,9 +218,10 @@ class MongoConnection:
         deadline: anyio.CancelScope | None = None
         failure: Exception | None = None
         try:
-            collection = await self.collection(name)
-            with anyio.move_on_after(self._deadline_s()) as deadline:
-                return await op(collection)
+            with anyio.CancelScope(shield=True):
+                collection = await self.collection(name)
+                with anyio.move_on_after(self._deadline_s()) as deadline:
+                    return await op(collection)
         except Exception as exc:
             late = deadline is not None and deadline.cancel_called
             if not late and isinstance(exc, PyMongoError):

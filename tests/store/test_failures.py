@@ -215,3 +215,31 @@ async def test_an_error_inside_the_driver_that_is_not_its_own_replaces_the_clien
     assert "MongoDB chats: the driver failed (RuntimeError('Lock is not acquired'))" in caplog.text
     assert connection.clients.current() is not broken
     await connection.close()
+
+
+async def test_a_cancelled_caller_waits_for_its_mongodb_operation_to_end(settings):
+    """A store operation is never cancelled from outside: PyMongo on Python 3.11 swallows a
+    cancellation now and then, and an operation stopped halfway may leave half a write.
+    The caller's cancellation comes once the operation has ended."""
+    import anyio
+
+    from aircoach.store.mongo import MongoConnection
+    from tests.loopback import free_port
+
+    configured = settings.model_copy(update={"mongodb_uri": f"mongodb://127.0.0.1:{free_port()}"})
+    connection = MongoConnection(configured, create_indexes=_no_indexes)
+    started, release = anyio.Event(), anyio.Event()
+    ended = []
+
+    async def op(collection) -> None:
+        started.set()
+        await release.wait()
+        ended.append("op")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(connection.run, "chats", op)
+        await started.wait()
+        tg.cancel_scope.cancel()  # the caller leaves while the operation is in flight
+        release.set()
+    assert ended == ["op"]
+    await connection.close()
