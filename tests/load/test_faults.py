@@ -87,7 +87,7 @@ async def _warm_mongodb(uri: str, db: str) -> None:
 
 
 async def _healthy(url: str) -> dict:
-    async with httpx.AsyncClient(base_url=url, timeout=5) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=REQUEST_TIMEOUT_S) as client:
         response = await client.get("/api/health")
     assert response.status_code == 200, response.text
     return response.json()

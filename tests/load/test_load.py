@@ -10,7 +10,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.load.harness import check_clear, check_stored, figures, run_load, sqlite_turns
+from tests.load.harness import (
+    REQUEST_TIMEOUT_S,
+    check_clear,
+    check_stored,
+    figures,
+    run_load,
+    sqlite_turns,
+)
 
 pytestmark = [pytest.mark.load, pytest.mark.integration]
 
@@ -71,7 +78,7 @@ async def test_thousand_turns_fifty_users(serve, dev_token, data_dir: Path):
         assert all(t["tool"] for t in quiz_turns), f"{user}: a quiz turn lost its tool result"
 
     # The API serves the same history, newest first.
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+    async with httpx.AsyncClient(base_url=server.url, timeout=REQUEST_TIMEOUT_S) as client:
         for user in users[:: USERS // 5]:
             page = await client.get(
                 "/api/history",
