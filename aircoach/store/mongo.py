@@ -46,6 +46,10 @@ _DEADLINE_MARGIN_S = 5.0
 _DRIVER_DIR = os.path.dirname(pymongo.__file__) + os.sep
 
 
+def _expired(deadline: anyio.CancelScope | None) -> bool:
+    return deadline is not None and deadline.cancel_called
+
+
 def _raised_in_driver(exc: BaseException) -> bool:
     """Whether `exc` was raised by PyMongo's own code (its innermost frame is there)."""
     tb = exc.__traceback__
@@ -117,15 +121,17 @@ class MongoClients:
         return self._client
 
     async def discard(self, client: AsyncMongoClient) -> None:
-        """Replace `client` after an operation it did not end. Its topology's lock may be
-        stuck: with PyMongo 4.20 on Python 3.11, during a MongoDB restart under load,
-        server selections waited three times their timeout, and once cancelled some found
-        the lock released under them (`RuntimeError: Lock is not acquired`). The next
-        operation gets a new client; the old one gets STORE_TIMEOUT_S to close."""
+        """Replace `client`, which left an operation waiting past its deadline or failed
+        inside the driver (see `MongoConnection.run`): its pool or topology may stay stuck.
+        The next operation gets a new client; the old one gets STORE_TIMEOUT_S to close,
+        shielded like every operation."""
         if client is not self._client:
             return  # another operation has replaced it already
         self._client = self._loop = None
-        with anyio.move_on_after(self.settings.store_timeout_s) as closing:
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(self.settings.store_timeout_s) as closing,
+        ):
             try:
                 await client.close()
             except Exception as exc:
@@ -200,18 +206,16 @@ class MongoConnection:
         once while the server counts as unreachable (`MongoClients.unreachable`).
 
         `op` is shielded from the caller's cancellation (a client that left, a turn's
-        deadline, a ticker stopped): a cancelled caller waits for it, and the cancellation
-        comes after. PyMongo 4.20 on Python 3.11 swallows a cancellation now and then (an
-        operation returns normally in a task that was cancelled; `asyncio.wait_for` of 3.11
-        loses it), and under load the connection pool or the topology's lock was left
-        waiting without end; on 3.12 none was seen. So an operation also never stops
-        halfway (a `find` and its `delete_many`).
+        deadline, a stopped ticker): the caller waits for it, then is cancelled. So an
+        operation never stops halfway (a `find` and its `delete_many`), and the driver never
+        sees a cancellation: PyMongo 4.20 on Python 3.11 loses one now and then (3.11's
+        `asyncio.wait_for`), and its pool then kept operations waiting past any timeout.
 
-        The driver ends each of its operations after STORE_TIMEOUT_S (`timeoutMS`); `op`
-        (at most two of them) is also cancelled at `_deadline_s()`. A client that did not
-        end an operation, or that failed inside the driver with an error that is not one of
-        its `PyMongoError`s, is replaced (`MongoClients.discard`): either way the request
-        gets a `StoreUnavailable`, never a hang or a 500."""
+        It is bounded too: the driver ends each of its operations after STORE_TIMEOUT_S
+        (`timeoutMS`), and `op` (at most two of them) is cancelled at `_deadline_s()`. A
+        client that did not end `op` by then, or that failed inside the driver with an
+        error that is not a `PyMongoError`, is replaced (`MongoClients.discard`). Either
+        way the caller gets a `StoreUnavailable`, never a hang or a 500."""
         if self.clients.unreachable():
             raise StoreUnavailable()
         client = self.clients.current()
@@ -223,18 +227,18 @@ class MongoConnection:
                 with anyio.move_on_after(self._deadline_s()) as deadline:
                     return await op(collection)
         except Exception as exc:
-            late = deadline is not None and deadline.cancel_called
-            if not late and isinstance(exc, PyMongoError):
-                # Only a server the driver could not select counts: a slow query that ran
-                # out of time says nothing about the others (a network error marks the
-                # server unknown, and the next operation's selection then times out).
-                if isinstance(exc, ServerSelectionTimeoutError):
-                    self.clients.failed_to_reach(exc)
-                raise StoreUnavailable() from exc
-            if not late and not _raised_in_driver(exc):
-                raise  # ours: a 500 that its traceback explains
+            if not _expired(deadline):
+                if isinstance(exc, PyMongoError):
+                    # Only a server the driver could not select counts: a slow query that
+                    # ran out of time says nothing about the others (a network error marks
+                    # the server unknown, and the next operation's selection then times out).
+                    if isinstance(exc, ServerSelectionTimeoutError):
+                        self.clients.failed_to_reach(exc)
+                    raise StoreUnavailable() from exc
+                if not _raised_in_driver(exc):
+                    raise  # ours: a 500 that its traceback explains
             failure = exc
-        if deadline is not None and deadline.cancel_called:
+        if _expired(deadline):
             what = f"an operation the driver did not end in {self._deadline_s()}s was cancelled"
         else:
             what = f"the driver failed ({failure!r})"
