@@ -287,3 +287,19 @@ async def test_the_api_docs_are_public_unless_switched_off(settings, client):
             assert (await c.get(path)).status_code == 404
         assert (await c.get("/api/health")).status_code == 200
     assert "/api/stream_query" in hidden.openapi()["paths"]  # still built for tooling
+
+
+def test_every_app_serves_the_route_modules_own_routes(settings):
+    """The routes are built once per process, in their modules: an app adds them as they are.
+    FastAPI's `include_router` wraps them again for each app and, on its first request,
+    rebuilds every route's parameters and models (a third of the unit suite's CPU), then
+    checks the routers' versions on every request."""
+    from fastapi.routing import APIRoute
+
+    from aircoach.routes import chat, quiz
+
+    first, second = app_with(settings), app_with(settings)
+    for app in (first, second):
+        assert chat.router.routes[0] in app.routes and quiz.router.routes[-1] in app.routes
+        assert all(r.__class__.__name__ != "_IncludedRouter" for r in app.routes)
+        assert sum(isinstance(r, APIRoute) for r in app.routes) >= 40
