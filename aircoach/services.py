@@ -280,6 +280,12 @@ def build_dead_letters(settings: Settings) -> DeadLetters:
     return DeadLetters(spool)
 
 
+def _course_knowledge() -> CourseKnowledge:
+    from aircoach.knowledge.library import CourseKnowledge
+
+    return CourseKnowledge()
+
+
 def _configured_task_models(settings: Settings) -> TaskModels:
     from aircoach.llm.task_models import ConfiguredTaskModels
 
@@ -305,6 +311,8 @@ class Services:
     exams: ExamStore  # mock exams
     clock: Callable[[], float] = time.time  # wall-clock seconds: quota windows, reservations
     memory_items: MemoryStore | None = None  # long-term memory; None: none kept
+    # the course index (manual and quiz explanations) behind the embedded `kb_search`
+    knowledge: CourseKnowledge = field(default_factory=_course_knowledge)
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
     _quiz_service: QuizService | None = field(default=None, repr=False)
@@ -330,6 +338,7 @@ class Services:
         exams: ExamStore | None = None,
         clock: Callable[[], float] = time.time,
         memory_items: MemoryStore | None = None,
+        knowledge: CourseKnowledge | None = None,
     ) -> Services:
         """The parts the settings say, except those given. Every MongoDB store shares one
         client."""
@@ -357,6 +366,7 @@ class Services:
             exams=exams or build_exam_store(settings, clients=clients),
             clock=clock,
             memory_items=memory_items or build_memory_store(settings, clients=clients),
+            knowledge=knowledge or _course_knowledge(),
         )
 
     @cached_property
@@ -369,13 +379,6 @@ class Services:
             self.settings.code_version,
             review_below=self.settings.task_review_below,
         )
-
-    @cached_property
-    def knowledge(self) -> CourseKnowledge:
-        """The course index (manual and quiz explanations) behind the embedded `kb_search`."""
-        from aircoach.knowledge.library import CourseKnowledge
-
-        return CourseKnowledge()
 
     @cached_property
     def memory(self) -> Memory:

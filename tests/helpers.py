@@ -16,6 +16,7 @@ import httpx
 from fastapi import FastAPI
 
 from aircoach.app import create_app
+from aircoach.knowledge.library import CourseKnowledge
 from aircoach.services import Services
 from aircoach.settings import ROOT, Settings
 from tests.sse import parse_sse
@@ -41,9 +42,16 @@ def _validated_once(
     return check
 
 
+# One course index per test process, as one per server process: it is built for a manual's
+# version and rebuilt when that changes, so apps with other docs still get theirs.
+_KNOWLEDGE = CourseKnowledge()
+
+
 def app_with(settings: Settings, **parts: Any) -> FastAPI:
     """An app whose services are the settings' defaults except `parts` (see `Services.build`).
-    Its prompt store validates docs as the app's does, once per process for the same docs."""
+    Its prompt store validates docs as the app's does, once per process for the same docs;
+    its course index is the process's."""
+    parts.setdefault("knowledge", _KNOWLEDGE)
     services = Services.build(settings, **parts)
     prompts = services.prompts
     if "prompts" not in parts and prompts.validate is not None:

@@ -134,7 +134,10 @@ class _Sqlite:
             try:
                 conn.row_factory = sqlite3.Row
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript(self.schema)
+                # As `_connect`'s; and the schema in one transaction: each statement of a
+                # script is its own commit otherwise.
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(f"BEGIN;\n{self.schema}\nCOMMIT;")
                 if self.migrate is not None:
                     self.migrate(conn)
                 return conn
