@@ -280,12 +280,6 @@ def build_dead_letters(settings: Settings) -> DeadLetters:
     return DeadLetters(spool)
 
 
-def _course_knowledge() -> CourseKnowledge:
-    from aircoach.knowledge.library import CourseKnowledge
-
-    return CourseKnowledge()
-
-
 def _configured_task_models(settings: Settings) -> TaskModels:
     from aircoach.llm.task_models import ConfiguredTaskModels
 
@@ -311,8 +305,7 @@ class Services:
     exams: ExamStore  # mock exams
     clock: Callable[[], float] = time.time  # wall-clock seconds: quota windows, reservations
     memory_items: MemoryStore | None = None  # long-term memory; None: none kept
-    # the course index (manual and quiz explanations) behind the embedded `kb_search`
-    knowledge: CourseKnowledge = field(default_factory=_course_knowledge)
+    _knowledge: CourseKnowledge | None = field(default=None, repr=False)
     _tools: tuple[str, ToolRegistry] | None = field(default=None, repr=False)
     _tasks: tuple[tuple[Any, ...], TaskCatalog] | None = field(default=None, repr=False)
     _quiz_service: QuizService | None = field(default=None, repr=False)
@@ -366,7 +359,7 @@ class Services:
             exams=exams or build_exam_store(settings, clients=clients),
             clock=clock,
             memory_items=memory_items or build_memory_store(settings, clients=clients),
-            knowledge=knowledge or _course_knowledge(),
+            _knowledge=knowledge,
         )
 
     @cached_property
@@ -379,6 +372,17 @@ class Services:
             self.settings.code_version,
             review_below=self.settings.task_review_below,
         )
+
+    @property
+    def knowledge(self) -> CourseKnowledge:
+        """The course index (manual and quiz explanations) behind the embedded `kb_search`:
+        the one given to `build`, else made on first use (a process that never searches
+        never imports it)."""
+        if self._knowledge is None:
+            from aircoach.knowledge.library import CourseKnowledge
+
+            self._knowledge = CourseKnowledge()
+        return self._knowledge
 
     @cached_property
     def memory(self) -> Memory:
