@@ -16,7 +16,6 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import anyio
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from aircoach.grounding.citations import extract
@@ -26,12 +25,15 @@ from aircoach.grounding.models import GroundingPolicy, GroundingResult
 from aircoach.grounding.style import Stile, covered_points, covered_section, style_section
 from aircoach.grounding.web import with_web_sources
 from aircoach.prompts.keys import docs_under, docs_version, is_system_prompt_doc
+from aircoach.threads import Threads
 from aircoach.turn.records import ToolCall
 
 MANUAL_AREA = "manual"
 _DOCS_CACHE_SIZE = 2  # the current docs and the ones being replaced
 _docs_cache: OrderedDict[str, ContextIndex] = OrderedDict()
 _docs_lock = threading.Lock()
+# The checks run here, off the loop (CPU-bound, so more threads than cores would not help).
+_threads = Threads("grounding", limit=2)
 
 CITE_ONLY_CONTEXT = (
     "## Citazioni\n"
@@ -157,7 +159,7 @@ class TurnGrounding:
                 return sent, GroundingResult(citations=[], unverified=[], withheld=left_out)
             return sent, verdict.model_copy(update={"withheld": left_out})
 
-        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        return await _threads.run(run, abandon_on_cancel=True)
 
     @property
     def topic(self) -> list[str]:
@@ -205,7 +207,7 @@ class TurnGrounding:
             context = self.context(calls)
             return check(answer, context, self.question), context
 
-        result, context = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        result, context = await _threads.run(run, abandon_on_cancel=True)
         if result is not None and result.unverified and self.web_search_url:
             result = await with_web_sources(result, self.web_search_url)
         return result, context

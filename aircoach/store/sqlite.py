@@ -13,14 +13,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import anyio
-
 from aircoach.errors import StoreUnavailable
 from aircoach.grounding.feedback import Feedback, Voto
 from aircoach.quiz.models import Attempt, ChapterStats, DayStats
 from aircoach.quiz.ports import QUESTION_FIELDS, Question, QuestionKey, index_terms
 from aircoach.text import TERMS_VERSION
 from aircoach.text import plan as search_plan
+from aircoach.threads import Threads
 from aircoach.turn.records import ConversationSummary, Turn
 
 T = TypeVar("T")
@@ -28,6 +27,10 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 _SETUP_WAIT_S = 30.0  # how long a new file's set-up waits for the others setting it up
+
+# Every SQLite operation of the process runs in one of these. SQLite has one writer at a time,
+# and two cores have little use for more readers; each thread keeps a connection per store.
+_threads = Threads("sqlite", limit=4)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chats (
@@ -167,7 +170,7 @@ class _Sqlite:
                 raise
 
         try:
-            return await anyio.to_thread.run_sync(work)
+            return await _threads.run(work)
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable() from exc
 
