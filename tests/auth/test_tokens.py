@@ -3,11 +3,13 @@ token's expiry, and forgets within its TTL."""
 
 from __future__ import annotations
 
+import base64
 import time
 
+import jwt
 import pytest
 
-from aircoach.auth.tokens import DevIssuer, TokenVerifier
+from aircoach.auth.tokens import DevIssuer, TokenVerifier, unverified_header
 from aircoach.errors import AuthError
 from aircoach.settings import DEV_ISSUER
 from tests.clock import FakeClock
@@ -90,3 +92,59 @@ def test_the_challenge_header_is_printable_ascii_and_bounded():
     assert '\\"' not in challenge and quoted.headers["WWW-Authenticate"].endswith(
         "error_description=\"invalid token: a 'b' ? c\""
     )
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _malformed(issuer: DevIssuer) -> dict[str, str]:
+    """Tokens that are not JWTs, each broken in one place (the header is read first, alone)."""
+    header, payload, signature = issuer.mint("u", audience=AUDIENCE).split(".")
+    return {
+        "not base64 header": f"!!!!.{payload}.{signature}",
+        "header not JSON": f"{_b64(b'not json')}.{payload}.{signature}",
+        "header a JSON list": f"{_b64(b'[1, 2]')}.{payload}.{signature}",
+        "header nested past the recursion limit": f"{_b64(b'[' * 100_000)}.{payload}.{signature}",
+        "no dots": header,
+        "one dot": f"{header}.{payload}",
+        "junk in the payload": f"{header}.{payload[:-4]}!!!!.{signature}",
+        "junk in the signature": f"{header}.{payload}.{signature[:-4]}!!!!",
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "not base64 header",
+        "header not JSON",
+        "header a JSON list",
+        "header nested past the recursion limit",
+        "no dots",
+        "one dot",
+        "junk in the payload",
+        "junk in the signature",
+    ],
+)
+async def test_a_token_that_does_not_decode_is_malformed(setup, case):
+    issuer, _keys, _clock, verifier = setup
+    with pytest.raises(AuthError) as refused:
+        await verifier.verify(_malformed(issuer)[case])
+    assert refused.value.key == "malformed_token"
+    assert refused.value.status == 401
+
+
+async def test_a_well_formed_token_with_another_signature_is_invalid_not_malformed(setup):
+    issuer, _keys, _clock, verifier = setup
+    header, payload, signature = issuer.mint("u", audience=AUDIENCE).split(".")
+    other = issuer.mint("someone-else", audience=AUDIENCE).split(".")[2]
+    with pytest.raises(AuthError) as refused:
+        await verifier.verify(f"{header}.{payload}.{other}")
+    assert refused.value.key == "token_invalid"
+
+
+def test_the_header_read_before_the_key_is_the_tokens_header(setup):
+    issuer, _keys, _clock, _verifier = setup
+    token = issuer.mint("u", audience=AUDIENCE)
+    assert unverified_header(token) == jwt.get_unverified_header(token)
+    assert unverified_header(token)["kid"] == issuer.kid
