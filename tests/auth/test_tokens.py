@@ -136,7 +136,7 @@ async def test_a_token_that_does_not_decode_is_malformed(setup, case):
 
 async def test_a_well_formed_token_with_another_signature_is_invalid_not_malformed(setup):
     issuer, _keys, _clock, verifier = setup
-    header, payload, signature = issuer.mint("u", audience=AUDIENCE).split(".")
+    header, payload, _signature = issuer.mint("u", audience=AUDIENCE).split(".")
     other = issuer.mint("someone-else", audience=AUDIENCE).split(".")[2]
     with pytest.raises(AuthError) as refused:
         await verifier.verify(f"{header}.{payload}.{other}")
