@@ -42,11 +42,11 @@ _CLOSING = re.compile(r"\s\([^()]*(?:\([^()]*\)[^()]*)*\)\s*$")
 _COVERED_SHARE = 0.6  # of a sentence's words a covered point must hold to count as said
 
 
-def resolved_style(requested: Stile | None, prompt: str) -> Stile | None:
-    """The request's `stile`, else the profile's, else None."""
+def resolved_style(requested: Stile | None, profile: str) -> Stile | None:
+    """The request's `stile`, else the one in the prompt's profile section, else None."""
     if requested is not None:
         return requested
-    found = _PROFILE_STYLE.search(prompt)
+    found = _PROFILE_STYLE.search(profile)
     return "breve" if found and found[1].lower() == "breve" else "dettagliato" if found else None
 
 

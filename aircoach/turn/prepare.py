@@ -72,7 +72,9 @@ async def prepare_turn(
     stages = current_stages()
     enabled = registry.enabled(request.tools)
     log.info("%s", registry.log_line(request.tools))
-    system_prompt = await _system_prompt(parts, principal, request, registry, snapshot, enabled)
+    system_prompt, profile = await _system_prompt(
+        parts, principal, request, registry, snapshot, enabled
+    )
     turn_id = turn_id or new_turn_id()
     remembered, reply = await _recall(parts, principal, request, turn_id)
     if remembered:
@@ -125,7 +127,7 @@ async def prepare_turn(
             policy=settings.grounding_mode,
             history_limit=settings.history_limit,
             base_prompt=system_prompt,
-            style=resolved_style(request.stile, system_prompt),
+            style=resolved_style(request.stile, profile),
             web_search_url=f"{settings.tool_env['SEARXNG_URL'].rstrip('/')}/search"
             if settings.grounding_web_check and settings.tool_env.get("SEARXNG_URL")
             else None,
@@ -204,14 +206,15 @@ async def _system_prompt(
     registry: ToolRegistry,
     snapshot: PromptSnapshot,
     enabled: list[ToolSpec],
-) -> str:
+) -> tuple[str, str]:
     """The docs' prompt, the sources-off warning when it applies, the user's profile and the
-    features' sections (the quiz progress), fetched side by side. None of them ever fails the
-    turn; the version (and thread) stays the docs' one."""
+    features' sections (the quiz progress), fetched side by side; and the profile's section
+    alone (where a student's `stile` is). None of them ever fails the turn; the version (and
+    thread) stays the docs' one."""
     with current_stages().timed("prompt"):
         prompt = registry.system_prompt(with_citation_rule(snapshot.text), enabled)
     if not request.user_data:
-        return prompt
+        return prompt, ""
     settings = parts.settings
     sections = [""] * (1 + len(parts.sections))
 
@@ -231,7 +234,7 @@ async def _system_prompt(
             tg.start_soon(profile)
             for n, section in enumerate(parts.sections, start=1):
                 tg.start_soon(feature, n, section)
-    return "\n\n".join([prompt, *(section for section in sections if section)])
+    return "\n\n".join([prompt, *(section for section in sections if section)]), sections[0]
 
 
 def memory_thread_id(user_id: str, conversation_id: str | None, version: str) -> str:
