@@ -10,23 +10,29 @@ import socket
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import pytest
-from fastapi import FastAPI
 
-from aircoach.auth.tokens import DevIssuer
-from aircoach.llm.factory import ConfiguredModels
-from aircoach.settings import ROOT, Settings
 from tests.clock import FakeClock
-from tests.helpers import app_with, asgi_client
 from tests.mongo_server import (  # noqa: F401 (fixtures)
     mongo_server,
     restartable_mongo,
     store_settings,
 )
-from tests.scripted_model import Script, ScriptedModels
+
+# The app, its models, the auth issuer and the settings are imported in the fixtures that use
+# them, not here (nor in `tests.mongo_server` and the `pytest_plugins`): under xdist the
+# controlling process loads these files before it starts the workers and never runs a test,
+# and these imports (FastAPI, LangChain, the app: about 2.5 s) made every worker start that
+# much later.
+if TYPE_CHECKING:
+    import httpx
+    from fastapi import FastAPI
+
+    from aircoach.auth.tokens import DevIssuer
+    from aircoach.settings import Settings
+    from tests.scripted_model import Script
 
 # Fixtures of fake backends: Auth0 tenant (`tests.fake_auth0`); S3 via moto: `aws_env`, `s3`,
 # `moto_server`, `s3_server` (`tests.s3`).
@@ -124,6 +130,8 @@ def clock() -> FakeClock:
 @pytest.fixture(scope="session")
 def _dev_key(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """One dev issuer key for the session: generating RSA keys is the slowest part of setup."""
+    from aircoach.auth.tokens import DevIssuer
+
     issuer = DevIssuer(tmp_path_factory.mktemp("dev-key"))
     issuer.private_key  # noqa: B018 - generates and writes the key
     return issuer.key_path.read_bytes()
@@ -141,6 +149,8 @@ def data_dir(tmp_path: Path, _dev_key: bytes) -> Path:
 def _settings_for(environment: tuple[tuple[str, str], ...]) -> Settings:
     """The settings this environment gives (it is the cache key: every variable but pytest's
     own). Building them reads a variable per field, about 8 ms; most tests share one."""
+    from aircoach.settings import ROOT, Settings
+
     return Settings(
         _env_file=None, data_dir=ROOT / ".unused", prompt_docs_dir=ROOT / "prompt_docs", tool_env={}
     )
@@ -154,6 +164,8 @@ def settings(data_dir: Path) -> Settings:
 
 @pytest.fixture
 def issuer(data_dir: Path) -> DevIssuer:
+    from aircoach.auth.tokens import DevIssuer
+
     return DevIssuer(data_dir)
 
 
@@ -192,16 +204,22 @@ class ModelSlot:
 
 @pytest.fixture
 def models(settings: Settings) -> ModelSlot:
+    from aircoach.llm.factory import ConfiguredModels
+
     return ModelSlot(ConfiguredModels(settings))
 
 
 @pytest.fixture
 def app(settings: Settings, models: ModelSlot) -> FastAPI:
+    from tests.helpers import app_with
+
     return app_with(settings, models=models)
 
 
 @pytest.fixture
 async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    from tests.helpers import asgi_client
+
     async with asgi_client(app) as c:
         yield c
 
@@ -210,6 +228,8 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 def script(models: ModelSlot) -> Iterator[Callable[[list[Any]], Script]]:
     """Give the app a scripted model: `script([call(...), text(...)])`. Fails the test if a
     reply is left unused."""
+    from tests.scripted_model import Script, ScriptedModels
+
     scripts: list[Script] = []
 
     def use(replies: list[Any]) -> Script:
