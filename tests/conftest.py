@@ -260,19 +260,43 @@ _BACKEND_FIXTURES = {
 }
 
 
-# Folders and modules whose every test carries these markers (their `pytestmark`), by path
-# under tests/. When `-m` deselects those markers they are not even imported: `make test-unit`
-# never loads Hypothesis, schemathesis, Playwright or the servers' harness. A run that
-# collects them (`make test`) checks that each of their tests does carry the markers.
+# Folders and modules whose every test carries exactly these of our markers (by their
+# `pytestmark`, or `integration` by a backend fixture above), by path under tests/. When `-m`
+# deselects those markers they are not even imported: `make test-unit` never loads Hypothesis,
+# schemathesis, Playwright, the servers' harness or the modules of integration tests alone. A
+# run that collects them (`make test`) checks that each of their tests carries these markers
+# and no other of ours, so `-m` selects a file's tests all or none.
 _MARKED_PATHS = {
     "load": ("load", "integration"),
     "browser": ("browser", "integration"),
     "abuse": ("integration",),
+    "ai_sdk": ("integration",),
+    "clients": ("integration",),
+    "deploy": ("integration",),
     "grounding/test_end_to_end.py": ("integration",),
+    "grounding/test_web_check.py": ("integration",),
     "llm/test_disconnect.py": ("integration",),
+    "llm/test_failures.py": ("integration",),
+    "llm/test_gemini.py": ("integration",),
+    "llm/test_lambda.py": ("integration",),
+    "llm/test_openai.py": ("integration",),
+    "llm/test_turn_timeout.py": ("integration",),
+    "memory/test_memory_across_instances.py": ("integration",),
+    "prompts/test_publish.py": ("integration",),
+    "prompts/test_reload.py": ("integration",),
+    "prompts/test_s3.py": ("integration",),
+    "store/test_one_client.py": ("integration",),
+    "store/test_sqlite_sharing.py": ("integration",),
+    "tasks/test_callback.py": ("integration",),
+    "tasks/test_providers.py": ("integration",),
+    "telemetry/test_export.py": ("integration",),
     "tools/test_http_tools.py": ("integration",),
+    "turn/test_streams_across_instances.py": ("integration",),
+    "turn/test_user_data.py": ("integration",),
+    "turn/test_warm_cold.py": ("integration",),
     "test_server.py": ("integration",),
 }
+_OUR_MARKERS = ("integration", "load", "browser")
 _TESTS = Path(__file__).resolve().parent
 
 
@@ -309,9 +333,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
         key = _marked_path(item.path)
         if key is not None:
-            missing = [m for m in _MARKED_PATHS[key] if item.get_closest_marker(m) is None]
-            if missing:
+            marked = {m for m in _OUR_MARKERS if item.get_closest_marker(m) is not None}
+            if marked != set(_MARKED_PATHS[key]):
                 raise pytest.UsageError(
-                    f"{item.nodeid} is not marked {missing}, yet tests/conftest.py "
-                    f"_MARKED_PATHS[{key!r}] says every test there is"
+                    f"{item.nodeid} is marked {sorted(marked)}, yet tests/conftest.py "
+                    f"_MARKED_PATHS[{key!r}] says every test there is {_MARKED_PATHS[key]}"
                 )
