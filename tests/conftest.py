@@ -4,6 +4,7 @@ connection that is not to loopback, and any DNS lookup of a public name."""
 from __future__ import annotations
 
 import functools
+import gc
 import ipaddress
 import os
 import socket
@@ -37,6 +38,20 @@ if TYPE_CHECKING:
 # Fixtures of fake backends: Auth0 tenant (`tests.fake_auth0`); S3 via moto: `aws_env`, `s3`,
 # `moto_server`, `s3_server` (`tests.s3`).
 pytest_plugins = ["tests.fake_auth0", "tests.s3"]
+
+# The cyclic garbage collector, tuned for a test process: it imports the app once (FastAPI,
+# LangChain, pydantic: about 230,000 objects that live as long as the process), then builds
+# and drops hundreds of apps. At the default threshold (700 allocations) it ran about 2,700
+# times in a unit run on one process, 2.4 s of its 42 s of CPU, re-scanning the imported
+# objects at every full pass. Ten times fewer young collections, and the objects alive after
+# collection moved out of its reach (`gc.freeze`): about 1 s. Garbage is still collected,
+# only in larger batches.
+gc.set_threshold(7000, 10, 10)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    gc.freeze()
+
 
 _LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "testserver", "t"}
 
