@@ -46,8 +46,14 @@ chromium:
 			|| echo "could not install chromium: tests/browser will fail (or set CHROMIUM_PATH)"; \
 	fi
 
+# The unit tests' temporary files (a SQLite database or two and a key per test: about 3,000
+# files, 80 MB a run; pytest keeps the last three runs) go to /dev/shm when it has a GiB free:
+# on a disk, creating them and deleting an old run's cost about 4 s of a run's 50 s on one
+# core. `make test-unit TEST_TMPDIR=` keeps them in the usual place.
+TEST_TMPDIR ?= $(shell df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 && $$4 > 1048576 { print "/dev/shm" }')
+
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -m "not integration"
+	$(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR) )$(BIN)/python -m pytest -n 2 -m "not integration"
 
 test-stress: $(STAMP)
 	bash .ci/stress

@@ -13,21 +13,26 @@ from collections.abc import Iterator
 from functools import cache
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
-from jwt.algorithms import RSAAlgorithm
 
-from aircoach.settings import Settings
 from tests.loopback import LoopbackServer, QuietHandler
+
+# PyJWT, cryptography and the settings are imported where used: tests/conftest.py loads this
+# file as a plugin in every process, the xdist controller included (see there).
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from aircoach.settings import Settings
 
 
 @cache
 def rsa_key(index: int) -> rsa.RSAPrivateKey:
     """Keys are slow to generate, so the whole session shares a small pool."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
@@ -74,6 +79,8 @@ class FakeTenant:
             "auth0_mgmt_client_id": self.client_id,
             "auth0_mgmt_client_secret": self.client_secret,
         }
+        from aircoach.settings import Settings
+
         return Settings(_env_file=None, **{**values, **overrides})
 
     # --- keys and tokens ---
@@ -115,6 +122,8 @@ class FakeTenant:
     ) -> str:
         kid = kid or self.signing_kid
         key = key or self.keys[kid]
+        import jwt
+
         return jwt.encode(
             self.claims(sub, **claims),
             key,
@@ -123,6 +132,8 @@ class FakeTenant:
         )
 
     def jwks(self) -> dict[str, Any]:
+        from jwt.algorithms import RSAAlgorithm
+
         keys = []
         for kid, key in self.keys.items():
             jwk = RSAAlgorithm.to_jwk(key.public_key(), as_dict=True)

@@ -3,6 +3,8 @@ as a client sees it, and a private copy of the prompt docs."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import socket
 import threading
@@ -169,7 +171,14 @@ def served(app: FastAPI, *, receipt_timeout_s: float = 30.0) -> Iterator[str]:
 
 
 def load_serverless_yml() -> dict[str, Any]:
-    """serverless.yml as data; CloudFormation tags (`!GetAtt X.Arn`) become `{tag: value}`."""
+    """serverless.yml as data; CloudFormation tags (`!GetAtt X.Arn`) become `{tag: value}`.
+    Parsed once per process (PyYAML's pure-Python loader: about 60 ms); each caller gets its
+    own copy."""
+    return copy.deepcopy(_parsed_serverless_yml())
+
+
+@functools.cache
+def _parsed_serverless_yml() -> dict[str, Any]:
     import yaml
 
     class Loader(yaml.SafeLoader):

@@ -11,12 +11,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from aircoach.settings import Settings
 from tests.loopback import free_port
+
+if TYPE_CHECKING:
+    from aircoach.settings import Settings
 
 _START_TIMEOUT_S = 15.0
 

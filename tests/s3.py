@@ -11,12 +11,14 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from aircoach.settings import ROOT, Settings
 from tests.loopback import free_port
+
+if TYPE_CHECKING:  # imported where used: tests/conftest.py loads this file (see there)
+    from aircoach.settings import Settings
 
 BUCKET = "aircoach-prompts"
 PREFIX = "prompt_docs/"
@@ -75,6 +77,8 @@ def make_bucket(client: Any, *, versioned: bool = True, docs: Path | None = None
     client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
     if versioned:
         client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    from aircoach.settings import ROOT
+
     root = docs or ROOT / "prompt_docs"
     for path in sorted(root.rglob("*")):
         if path.is_file():
@@ -94,6 +98,8 @@ def s3_settings(data_dir: Path, **overrides: Any) -> Settings:
         "update_docs_secret": "s3cret",
     }
     values.update(overrides)
+    from aircoach.settings import Settings
+
     return Settings(_env_file=None, **values)
 
 
