@@ -162,12 +162,19 @@ class _Sqlite:
                 conn = self._local.conn = self._connect()
             try:
                 with conn:  # one transaction per operation
-                    return op(conn)
+                    result = op(conn)
             except sqlite3.Error:
                 # A connection in an unknown state is not reused: the next one starts clean.
                 self._local.conn = None
                 conn.close()
                 raise
+            if isinstance(result, sqlite3.Cursor):
+                # A cursor holds a statement of this thread's connection: it is closed here,
+                # by its thread (its `rowcount` stays readable). Left for the loop's thread to
+                # drop, it was reset there while this thread ran the same cached statement
+                # again: "bad parameter or other API misuse".
+                result.close()
+            return result
 
         try:
             return await _threads.run(work)
