@@ -131,9 +131,13 @@ def task_versions(contents: Mapping[str, str]) -> dict[str, str]:
     return folder_versions(contents, TASKS_AREA)
 
 
+def canonical_json(schema: Mapping[str, Any]) -> str:
+    """One text per schema, whatever its keys' order or spacing."""
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def schema_hash(schema: Mapping[str, Any]) -> str:
-    canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+    return hashlib.sha256(canonical_json(schema).encode()).hexdigest()[:12]
 
 
 def read_json(where: str, files: Mapping[str, str], filename: str) -> Any:
@@ -189,8 +193,7 @@ def load_task(folder: str, files: dict[str, str], kinds: Mapping[str, TaskKind])
 def _check_schema(where: str, schema: Any) -> None:
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise ConfigError(f'{where}: the output schema must be an object schema ("type": "object")')
-    canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    if problem := _schema_problem(canonical):
+    if problem := _schema_problem(canonical_json(schema)):
         raise ConfigError(f"{where}: invalid JSON Schema at {problem}")
 
 
