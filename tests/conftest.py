@@ -289,6 +289,7 @@ _MARKED_PATHS = {
     "clients": ("integration",),
     "deploy": ("integration",),
     "grounding/test_end_to_end.py": ("integration",),
+    "grounding/test_guard_cost.py": ("integration",),
     "grounding/test_web_check.py": ("integration",),
     "llm/test_disconnect.py": ("integration",),
     "llm/test_failures.py": ("integration",),

@@ -27,6 +27,7 @@ def _vocabulary() -> set[str]:
     return vocabulary
 
 
+@pytest.mark.integration  # the whole vocabulary through both stemmers: 0.8 s, grows with the repo
 def test_the_c_and_the_python_stemmer_give_the_same_stems():
     vocabulary = _vocabulary()
     assert len(vocabulary) > 4000  # the course manual, the prompt docs, the quiz bank, docs/

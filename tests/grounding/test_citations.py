@@ -280,6 +280,7 @@ def _corpus() -> list[str]:
     return texts + variants
 
 
+@pytest.mark.integration  # every text of the repo, five ways: 1.7 s, and it grows with the repo
 def test_a_pattern_is_skipped_only_when_it_cannot_match():
     """`extract` skips a pattern when the text writes none of its words: wherever a pattern
     matches, in every text the tests and the docs hold (and their case variants), one of its

@@ -17,6 +17,9 @@ from aircoach.grounding.models import GroundingResult
 from tests.helpers import app_with, asgi_client, chat
 from tests.scripted_model import Script, ScriptedModels, text
 
+# CPU timed over 300 KB answers, and a turn that waits out a 2 s deadline: 4 s of a unit run.
+pytestmark = pytest.mark.integration
+
 DENSE = (
     "Secondo l'art. 1, comma 231 della L. 199/2025 e il SERA.5005(f), vedi anche FCL.210.A e "
     "il Reg. (UE) 923/2012, comma 3, lettera a). "

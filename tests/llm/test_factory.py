@@ -33,6 +33,7 @@ def test_provider_resolution(values, provider):
     assert _settings(**values).resolved_model_provider == provider
 
 
+@pytest.mark.integration  # imports the Gemini SDK (about 0.6 s)
 def test_gemini_client_options():
     model = build_model(
         _settings(google_api_key="k", model_timeout_s=7, model_base_url="http://127.0.0.1:9"), []
@@ -44,6 +45,7 @@ def test_gemini_client_options():
     assert model.base_url == "http://127.0.0.1:9"
 
 
+@pytest.mark.integration  # imports the OpenAI SDK (about 0.9 s)
 def test_openai_client_options_for_ollama():
     settings = _settings(
         model_provider="openai",

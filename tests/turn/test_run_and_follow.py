@@ -169,13 +169,16 @@ async def test_a_turn_that_ended_without_done_ends_its_followers_as_interrupted(
     # No claim: its instance was frozen when its response ended.
     with anyio.fail_after(WAIT_S):
         followed = [
-            e async for e in follow(b, "alice", "t1", ended=ended_interrupted, give_up_s=WAIT_S)
+            e
+            async for e in follow(
+                b, "alice", "t1", ended=ended_interrupted, poll_s=0.01, give_up_s=WAIT_S
+            )
         ]
     assert [(e.seq, e.type) for e in followed] == [(1, "agent_message"), (2, "done")]
     assert followed[-1].data["status"] == "interrupted"
-    assert [e async for e in follow(b, "bob", "t1", ended=ended_interrupted, give_up_s=1)] == [
-        LoggedEvent(1, {"type": "done", "status": "interrupted"})
-    ]
+    assert [
+        e async for e in follow(b, "bob", "t1", ended=ended_interrupted, poll_s=0.01, give_up_s=1)
+    ] == [LoggedEvent(1, {"type": "done", "status": "interrupted"})]
 
 
 async def test_a_cancel_from_another_instance_stops_the_turn(two):
