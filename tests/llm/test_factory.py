@@ -64,6 +64,7 @@ def test_openai_client_options_for_ollama():
     assert build_model(settings, []).http_async_client is not client
 
 
+@pytest.mark.integration  # builds a Gemini fallback: imports its SDK (about 0.6 s)
 def test_fallback_parses_provider_and_tagged_name():
     assert ModelRef.parse("openai:llama3.1:8b") == ModelRef("openai", "llama3.1:8b")
     assert ModelRef.parse("offline") == ModelRef("offline")
