@@ -12,8 +12,8 @@ The request head is bounded too: once more than `MAX_HEADER_BYTES` have arrived 
 head's end, the client gets `400` and the connection is closed (the parser would otherwise
 buffer an endless header).
 
-httptools (llhttp, in C) rather than uvicorn's default h11: the same chat request cost 2 % (SSE)
-and 6 % (JSON) more server CPU on h11 (docs/performance.md).
+httptools (llhttp, in C) rather than uvicorn's default h11: on h11 the same chat request cost
+about 6 % more server CPU (docs/performance.md).
 
 On Lambda and Vercel the platform receives the request; this is for `serve` (a laptop, a
 container, the Lambda Web Adapter).
@@ -33,19 +33,14 @@ log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 16 * 1024
 
 _TIMEOUT_TEXT = b"The request was not received in time."
+# Written raw: there is no whole request for the app to answer.
+_TIMEOUT_RESPONSE = (
+    b"HTTP/1.1 408 Request Timeout\r\n"
+    b"content-type: text/plain; charset=utf-8\r\n"
+    b"content-length: %d\r\n"
+    b"connection: close\r\n\r\n%s" % (len(_TIMEOUT_TEXT), _TIMEOUT_TEXT)
+)
 _TOO_LARGE_TEXT = "The request head is too large."
-
-
-def _raw_response(status: bytes, text: bytes) -> bytes:
-    """A complete response written straight to the transport, before or without a request
-    the app could answer."""
-    return (
-        b"HTTP/1.1 %s\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
-        b"connection: close\r\n\r\n%s" % (status, len(text), text)
-    )
-
-
-_TIMEOUT_RESPONSE = _raw_response(b"408 Request Timeout", _TIMEOUT_TEXT)
 
 
 class ReceiptDeadlineProtocol(HttpToolsProtocol):
