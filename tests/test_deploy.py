@@ -211,6 +211,29 @@ def test_the_bundle_check_accepts_the_app_and_installed_files_only():
     assert "notes.txt: neither the app's nor an installed distribution's" in found
 
 
+def test_the_bundle_ships_bytecode_for_the_runtime_beside_each_module_and_no_other():
+    recorded = {"fastapi/__init__.py"}
+    compiled = [
+        "aircoach/app.py",
+        "aircoach/__pycache__/app.cpython-312.pyc",
+        "fastapi/__init__.py",
+        "fastapi/__pycache__/__init__.cpython-312.pyc",
+    ]
+    assert bundle.problems(compiled, recorded) == []
+    assert bundle.uncompiled(compiled) == []
+    stray = [
+        "aircoach/__pycache__/app.cpython-311.pyc",  # the host's Python: useless on Lambda
+        "aircoach/__pycache__/gone.cpython-312.pyc",  # its module is not in the zip
+        "aircoach/app.cpython-312.pyc",  # not in __pycache__
+    ]
+    found = bundle.problems(["aircoach/app.py", *stray], recorded)
+    assert [line.split(":")[0] for line in found] == stray
+    assert bundle.uncompiled(["aircoach/app.py", "aircoach/other.py", *compiled[2:]]) == [
+        "aircoach/app.py",
+        "aircoach/other.py",
+    ]
+
+
 def test_the_bundle_check_wants_an_executable_entry_script():
     def info(name: str, mode: int) -> zipfile.ZipInfo:
         entry = zipfile.ZipInfo(name)

@@ -7,11 +7,8 @@ subprocess), as `make bundle` does: these tests are integration tests."""
 from __future__ import annotations
 
 import fcntl
-import glob
 import os
-import shutil
 import stat
-import subprocess
 import time
 import zipfile
 from pathlib import Path
@@ -24,29 +21,11 @@ from deploy import bundle
 NODE_BIN = ROOT / "node_modules" / ".bin"
 
 
-def python312() -> Path:
-    """The real python3.12 binary: from PATH or pyenv's versions. A pyenv shim will not do: put
-    first on PATH as `python3`, it would run pyenv's global version instead."""
-    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    candidates = [shutil.which("python3.12")]
-    candidates += sorted(glob.glob(str(pyenv_root / "versions" / "3.12*" / "bin" / "python3.12")))
-    for candidate in filter(None, candidates):
-        asked = subprocess.run(
-            [candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 12), sys.executable)"],
-            capture_output=True,
-            text=True,
-        )
-        is_312, _, executable = asked.stdout.strip().partition(" ")
-        if asked.returncode == 0 and is_312 == "True":
-            return Path(executable)
-    raise AssertionError("python3.12 is not installed (not on PATH, not in pyenv): Lambda runs it")
-
-
 @pytest.fixture(scope="session")
 def python312_first(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A PATH whose `python3` is python3.12, as on Lambda's python3.12 runtime."""
     folder = tmp_path_factory.mktemp("python312-bin")
-    (folder / "python3").symlink_to(python312())
+    (folder / "python3").symlink_to(bundle.python312())
     return f"{folder}{os.pathsep}/usr/local/bin{os.pathsep}/usr/bin{os.pathsep}/bin"
 
 
