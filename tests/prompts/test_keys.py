@@ -72,6 +72,27 @@ async def test_local_source_reads_sub_folders_and_skips_hidden_files(tmp_path: P
     assert await source.read_doc(nested) == ("Classifica l'e-mail.", nested)
 
 
+async def test_a_local_doc_read_gives_the_text_its_listed_etag_names(tmp_path: Path):
+    """The listing hashes every file; a read of the same etag gives those bytes (the file
+    is not opened again, so an edit in between cannot pair new text with the old etag), and
+    a read of another etag (a listing older than the last) reads the file."""
+    doc = tmp_path / "00_ruolo.md"
+    doc.write_bytes(b"Sei un istruttore.\r\nRispondi in italiano.\rFine.")
+    source = LocalDocSource(tmp_path)
+    [first] = await source.list_docs()
+    doc.write_text("Cambiato dopo l'elenco.")
+    # As Path.read_text gives it: universal newlines.
+    assert await source.read_doc(first) == (
+        "Sei un istruttore.\nRispondi in italiano.\nFine.",
+        first,
+    )
+    [second] = await source.list_docs()
+    assert second.etag != first.etag
+    assert await source.read_doc(second) == ("Cambiato dopo l'elenco.", second)
+    doc.write_text("Di nuovo.")
+    assert await source.read_doc(first) == ("Di nuovo.", first)  # not the last listing's
+
+
 async def test_a_task_edit_is_served_with_the_prompt_version_unchanged(clock):
     source = MemorySource(DOCS)
     store = PromptStore(source, ttl_s=60, clock=clock)
