@@ -52,8 +52,9 @@ class LocalDocSource:
         self.folder = folder
         # The bytes the last listing read (it hashes every file for its etag), by key: a
         # read of the same etag takes them instead of opening the file again in a thread of
-        # its own (a load was 21 thread hops for 20 docs, 17 ms of CPU; now one). Replaced
-        # whole at each listing: never more than the folder holds.
+        # its own. A load was 21 thread hops for 20 docs, 17 ms of CPU on a new event loop
+        # (whose first hops start anyio's worker threads); now one hop, 5 ms. Replaced whole
+        # at each listing: never more than the folder holds.
         self._listed: dict[str, tuple[str, bytes]] = {}
 
     async def list_docs(self) -> list[DocInfo]:
