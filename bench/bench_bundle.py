@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_coldstart import INVOKE
 from bench.common import median
-from deploy.bundle import ZIP, build, python312
+from deploy.bundle import ZIP, build, python312, unzip_as_lambda
 from tests.lambda_events import chat_event
 
 ROUNDS = 5
@@ -53,8 +53,7 @@ def cold_start() -> None:
 
     with tempfile.TemporaryDirectory(prefix="aircoach-bundle-") as tmp:
         shipped, bare = Path(tmp) / "shipped", Path(tmp) / "without-bytecode"
-        with zipfile.ZipFile(ZIP) as bundle:
-            bundle.extractall(shipped)
+        unzip_as_lambda(ZIP, shipped)
         shutil.copytree(shipped, bare, ignore=shutil.ignore_patterns("__pycache__"))
         data_dir = Path(tmp) / "data"
         settings = Settings(_env_file=None, data_dir=data_dir)

@@ -189,6 +189,17 @@ def _is_elf(path: Path) -> bool:
         return file.read(4) == b"\x7fELF"
 
 
+def unzip_as_lambda(archive: Path, folder: Path) -> Path:
+    """Extract like Lambda does: with each file's mode from the zip (zipfile drops it)."""
+    with zipfile.ZipFile(archive) as zipped:
+        for info in zipped.infolist():
+            path = Path(zipped.extract(info, folder))
+            mode = info.external_attr >> 16
+            if not info.is_dir() and mode:
+                path.chmod(stat.S_IMODE(mode))
+    return folder
+
+
 def _runtime_requirements() -> str:
     lines = (ROOT / "requirements.txt").read_text().splitlines()
     return "\n".join(line for line in lines if not _names_one_of(line, RUNTIME_PROVIDED)) + "\n"

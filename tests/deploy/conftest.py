@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-import stat
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -43,17 +41,6 @@ def lambda_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
             bundle.build(target)
             print(f"\nbuilt the Lambda bundle in {time.monotonic() - started:.0f} s")
     return target
-
-
-def unzip_as_lambda(archive: Path, folder: Path) -> Path:
-    """Extract like Lambda does: with each file's mode from the zip (zipfile drops it)."""
-    with zipfile.ZipFile(archive) as zipped:
-        for info in zipped.infolist():
-            path = Path(zipped.extract(info, folder))
-            mode = info.external_attr >> 16
-            if not info.is_dir() and mode:
-                path.chmod(stat.S_IMODE(mode))
-    return folder
 
 
 def npm_tool(name: str) -> Path:

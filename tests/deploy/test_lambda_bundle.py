@@ -18,7 +18,6 @@ import httpx
 import pytest
 
 from deploy import bundle
-from tests.deploy.conftest import unzip_as_lambda
 from tests.fake_auth0 import FakeTenant
 from tests.llm.fakes import FakeModelServer, openai_text
 from tests.loopback import free_port
@@ -33,7 +32,7 @@ def test_a_cold_start_compiles_no_module_of_the_bundle(lambda_bundle, python312_
     """Lambda's /var/task is read-only: a module without its python3.12 bytecode would be
     compiled again, in memory, at every cold start. Both entries (the Mangum handler and the
     server run.sh starts) and a turn's modules are read from the shipped bytecode."""
-    task_root = unzip_as_lambda(lambda_bundle, tmp_path / "task")
+    task_root = bundle.unzip_as_lambda(lambda_bundle, tmp_path / "task")
     environment = {
         "PATH": python312_first,
         "PYTHONPATH": str(task_root),
@@ -93,7 +92,7 @@ def function(
     openai_api: FakeModelServer,
 ) -> Iterator[str]:
     """run.sh started as the Web Adapter starts it; yields the URL it serves once healthy."""
-    task_root = unzip_as_lambda(lambda_bundle, tmp_path / "task")
+    task_root = bundle.unzip_as_lambda(lambda_bundle, tmp_path / "task")
     port = free_port()
     environment = {
         "PATH": python312_first,
