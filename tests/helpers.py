@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
 import socket
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,27 +22,6 @@ from aircoach.services import Services
 from aircoach.settings import ROOT, Settings
 from tests.sse import parse_sse
 
-# Docs this test process has validated, by tool-module allowlist and content: checking the
-# shipped docs (tools.json, each task's JSON Schema) costs about 30 ms, and most tests serve
-# those same docs. Only a success is remembered: docs that fail are checked every time.
-_VALIDATED: set[tuple[tuple[str, ...], str]] = set()
-
-
-def _validated_once(
-    validate: Callable[[Mapping[str, str]], object], modules: tuple[str, ...]
-) -> Callable[[Mapping[str, str]], None]:
-    def check(contents: Mapping[str, str]) -> None:
-        digest = hashlib.sha256()
-        for key in sorted(contents):
-            digest.update(f"{len(key)}:{key}{len(contents[key])}:{contents[key]}".encode())
-        seen = (modules, digest.hexdigest())
-        if seen not in _VALIDATED:
-            validate(contents)
-            _VALIDATED.add(seen)
-
-    return check
-
-
 # One course index per test process, as one per server process: it is built for a manual's
 # version and rebuilt when that changes, so apps with other docs still get theirs.
 _KNOWLEDGE = CourseKnowledge()
@@ -51,14 +29,9 @@ _KNOWLEDGE = CourseKnowledge()
 
 def app_with(settings: Settings, **parts: Any) -> FastAPI:
     """An app whose services are the settings' defaults except `parts` (see `Services.build`).
-    Its prompt store validates docs as the app's does, once per process for the same docs;
-    its course index is the process's."""
+    Its course index is the process's."""
     parts.setdefault("knowledge", _KNOWLEDGE)
-    services = Services.build(settings, **parts)
-    prompts = services.prompts
-    if "prompts" not in parts and prompts.validate is not None:
-        prompts.validate = _validated_once(prompts.validate, tuple(settings.python_tool_modules))
-    return create_app(services=services)
+    return create_app(services=Services.build(settings, **parts))
 
 
 def services_of(app: FastAPI) -> Services:

@@ -15,12 +15,13 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aircoach.errors import ConfigError
+from aircoach.json_schema import canonical_json, schema_problem
 from aircoach.prompts.keys import docs_version, folder_versions
 
 if TYPE_CHECKING:
@@ -131,11 +132,6 @@ def task_versions(contents: Mapping[str, str]) -> dict[str, str]:
     return folder_versions(contents, TASKS_AREA)
 
 
-def canonical_json(schema: Mapping[str, Any]) -> str:
-    """One text per schema, whatever its keys' order or spacing."""
-    return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def schema_hash(schema: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(schema).encode()).hexdigest()[:12]
 
@@ -193,21 +189,8 @@ def load_task(folder: str, files: dict[str, str], kinds: Mapping[str, TaskKind])
 def _check_schema(where: str, schema: Any) -> None:
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise ConfigError(f'{where}: the output schema must be an object schema ("type": "object")')
-    if problem := _schema_problem(canonical_json(schema)):
+    if problem := schema_problem(schema):
         raise ConfigError(f"{where}: invalid JSON Schema at {problem}")
-
-
-@lru_cache(maxsize=64)
-def _schema_problem(canonical: str) -> str | None:
-    """Where and why a schema (as canonical JSON) is not valid JSON Schema, or None. Cached:
-    checking one costs about 16 ms, and every docs load checks every task's schema again."""
-    from jsonschema import Draft202012Validator, SchemaError
-
-    try:
-        Draft202012Validator.check_schema(json.loads(canonical))
-    except SchemaError as exc:
-        return f"{'/'.join(str(p) for p in exc.absolute_path) or '(root)'}: {exc.message}"
-    return None
 
 
 # --- the code half of a task: what its kind provides -------------------------------------

@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from aircoach.errors import ConfigError
+from aircoach.json_schema import schema_problem
 from aircoach.settings import (
     DEFAULT_PYTHON_TOOL_MODULES,
     ROOT,
@@ -234,13 +235,9 @@ class ToolSpec(_Strict):
             raise ValueError('must be a JSON Schema with "type": "object"')
         if not isinstance(parameters.get("properties", {}), dict):
             raise ValueError('"properties" must be an object')
-        from jsonschema import Draft202012Validator, SchemaError
-
         # Checked at load: the model's arguments are validated against it on every call.
-        try:
-            Draft202012Validator.check_schema(parameters)
-        except SchemaError as exc:
-            raise ValueError(f"not a valid JSON Schema: {exc.message[:200]}") from None
+        if problem := schema_problem(parameters):
+            raise ValueError(f"not a valid JSON Schema: {problem[:200]}")
         return parameters
 
     @field_validator("python", "embedded")

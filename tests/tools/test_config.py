@@ -121,6 +121,11 @@ def _set(tool: str, path: str, value: Any):
         (_set("lex_search", "format.max_results", 0), "tool 'lex_search': format.max_results:"),
         (_set("kb_search", "parameters", {"type": "string"}), "tool 'kb_search': parameters:"),
         (
+            _set("kb_search", "parameters.properties.q", {"type": "strin"}),
+            "tool 'kb_search': parameters: Value error, not a valid JSON Schema: "
+            "properties/q/type: 'strin' is not valid",
+        ),
+        (
             _set("domanda_teoria", "python", "aircoach.quiz.tools:nope"),
             "tool 'domanda_teoria': python: Value error, cannot import 'aircoach.quiz.tools:nope'",
         ),
@@ -175,6 +180,15 @@ def test_invalid_config_is_rejected_naming_tool_and_field(change, expected):
         parse_tools_config(_mutated(change))
     assert str(error.value).startswith("tools.json: ")
     assert expected in str(error.value)
+
+
+def test_a_schema_refused_once_is_refused_on_every_later_load():
+    # The meta-schema check is kept per schema text (aircoach.json_schema): what it keeps for a
+    # bad schema must be the refusal, not a pass.
+    bad = _mutated(_set("kb_search", "parameters.properties.q", {"type": "strin"}))
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="properties/q/type: 'strin' is not valid"):
+            parse_tools_config(bad)
 
 
 def test_the_allowed_variables_pass():
