@@ -1,3 +1,6 @@
-from aircoach.app import create_app
+from aircoach.entry.startup import starting
 
-app = create_app()
+with starting():  # the imports and the app, without the cyclic GC (aircoach/entry/startup.py)
+    from aircoach.app import create_app
+
+    app = create_app()

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from mangum import Mangum
-
-from aircoach.app import create_app
+from aircoach.entry.startup import starting
 from aircoach.errors import ConfigError
 from aircoach.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from mangum import Mangum
 
 # API Gateway's integration timeout (HTTP API: 30 s, not adjustable).
 GATEWAY_TIMEOUT_S = 30.0
@@ -38,9 +40,15 @@ def check_gateway_timeout(settings: Settings, environ: Mapping[str, str] = os.en
 
 
 def _handler() -> Mangum:
-    settings = get_settings()
-    check_gateway_timeout(settings)
-    return Mangum(create_app(settings), lifespan="off")
+    # The imports and the app, without the cyclic GC (aircoach/entry/startup.py).
+    with starting():
+        from mangum import Mangum
+
+        from aircoach.app import create_app
+
+        settings = get_settings()
+        check_gateway_timeout(settings)
+        return Mangum(create_app(settings), lifespan="off")
 
 
 handler = _handler()

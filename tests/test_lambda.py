@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from mangum import Mangum
 
@@ -27,6 +29,7 @@ def test_the_deployed_entry_points_build_the_app(monkeypatch, tmp_path, issuer, 
     monkeypatch.setenv("DATA_DIR", str(settings.data_dir))
     module = importlib.import_module("functions.chat")
     module = importlib.reload(module)
+    assert gc.isenabled()  # paused while the app was built (aircoach/entry/startup.py), on again
     token = issuer.mint("entry-user", audience=settings.auth0_audience)
     response = module.handler(chat_event(token, "Dammi una domanda del capitolo 1"), {})
     assert (
@@ -34,6 +37,7 @@ def test_the_deployed_entry_points_build_the_app(monkeypatch, tmp_path, issuer, 
     )
     vercel = importlib.reload(importlib.import_module("api.index"))
     assert "/api/stream_query" in vercel.app.openapi()["paths"]
+    assert gc.isenabled()
 
 
 def test_the_gateway_handler_refuses_a_turn_cap_the_gateway_would_cut(settings):
@@ -65,5 +69,6 @@ def test_the_gateway_entry_does_not_start_on_lambda_with_the_default_cap(monkeyp
     monkeypatch.setenv("LOG_FORMAT", "text")  # JSON would stop app logs reaching caplog later
     with pytest.raises(ConfigError, match="TURN_TIMEOUT_S=45"):
         importlib.reload(functions.chat)
+    assert gc.isenabled()  # a refused start leaves the collector on
     monkeypatch.setenv("TURN_TIMEOUT_S", "25")
     assert importlib.reload(functions.chat).handler is not None

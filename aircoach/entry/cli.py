@@ -28,12 +28,16 @@ def _port() -> int:
 
 
 def _serve(args: argparse.Namespace) -> None:
-    from aircoach.app import create_app
-    from aircoach.entry.server import serve
+    from aircoach.entry.startup import starting
 
     port = args.port or _port()
-    settings = get_settings()
-    app = create_app(settings)
+    # The imports and the app, without the cyclic GC (aircoach/entry/startup.py).
+    with starting():
+        from aircoach.app import create_app
+        from aircoach.entry.server import serve
+
+        settings = get_settings()
+        app = create_app(settings)
     if settings.uses_dev_issuer:
         print(
             "Dev token issuer on. Get a token with:\n"
