@@ -1,6 +1,20 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from aircoach.entry.startup import starting
 
-with starting():  # the imports and the app, without the cyclic GC (aircoach/entry/startup.py)
-    from aircoach.app import create_app
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
-    app = create_app()
+
+def _app() -> FastAPI:
+    # The imports and the app, without the cyclic GC (aircoach/entry/startup.py).
+    with starting():
+        from aircoach.app import create_app
+
+        return create_app()
+
+
+# At the top level: Vercel's builder finds the entry by this assignment.
+app = _app()

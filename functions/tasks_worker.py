@@ -1,8 +1,19 @@
 """AWS Lambda entry for SQS events: task runs at scale (partial batch failure reporting)."""
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
 from aircoach.entry.startup import starting
 
-with starting():  # the imports and the worker, without the cyclic GC (aircoach/entry/startup.py)
-    from aircoach.entry.tasks_worker import worker_from_environment
 
-    handler = worker_from_environment().handle
+def _handler() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    # The imports and the worker, without the cyclic GC (aircoach/entry/startup.py).
+    with starting():
+        from aircoach.entry.tasks_worker import worker_from_environment
+
+        return worker_from_environment().handle
+
+
+handler = _handler()
