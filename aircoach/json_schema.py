@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+MAX_CHARS = 200  # of a refusal's path and of its message
+
 
 def canonical_json(schema: Mapping[str, Any]) -> str:
     """One text per schema, whatever its keys' order or spacing."""
@@ -31,5 +33,9 @@ def _problem(canonical: str) -> str | None:
     try:
         Draft202012Validator.check_schema(json.loads(canonical))
     except SchemaError as exc:
-        return f"{'/'.join(str(p) for p in exc.absolute_path) or '(root)'}: {exc.message}"
+        where = "/".join(str(p) for p in exc.absolute_path)[:MAX_CHARS] or "(root)"
+        message = exc.message  # may quote the offending part of the schema: bounded
+        if len(message) > MAX_CHARS:
+            message = message[:MAX_CHARS] + "..."
+        return f"{where}: {message}"
     return None

@@ -237,7 +237,7 @@ class ToolSpec(_Strict):
             raise ValueError('"properties" must be an object')
         # Checked at load: the model's arguments are validated against it on every call.
         if problem := schema_problem(parameters):
-            raise ValueError(f"not a valid JSON Schema: {problem[:200]}")
+            raise ValueError(f"not a valid JSON Schema: {problem}")
         return parameters
 
     @field_validator("python", "embedded")
