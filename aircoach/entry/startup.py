@@ -4,8 +4,10 @@ Importing FastAPI, LangChain and the app allocates about 300,000 objects that li
 the process. At Python's default thresholds the collector runs about 400 times meanwhile, and
 each of its full passes walks everything imported so far: about 300 ms of a 3.7 s Lambda cold
 start (docs/performance.md). Each entry builds its app inside `starting()`; what exists at the
-end is frozen (`gc.freeze`: never scanned again, never freed, as it is never garbage), and the
-collector resumes for what the requests allocate.
+end is frozen and the collector resumes for what the requests allocate. `gc.freeze` only takes
+objects out of the collector's scans: one whose last reference goes is still freed, and only a
+cycle among start-up objects that later becomes garbage would stay (they live as long as the
+process anyway).
 """
 
 from __future__ import annotations
