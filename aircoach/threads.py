@@ -1,10 +1,12 @@
 """Short blocking calls off the event loop: a few long-lived threads fed by one queue.
 
-A turn makes nine such calls (eight SQLite operations, the citation check). Through
-`anyio.to_thread.run_sync` each cost about 177 us of CPU on one pinned core (a capacity
-limiter, a cancel scope, a future chained to a future, an idle-thread reaper); through this
-queue about 96 us (70 us for a call its caller may abandon): a turn 16.0 -> 15.3 ms of CPU in
-process. The threads start at the first call, `limit` of them, and live as long as the
+A turn makes eight or nine such calls (eight SQLite operations; the citation check of an
+answer that cites something or is long). Through `anyio.to_thread.run_sync` each cost about
+177 us of CPU on one pinned core (a capacity limiter, a cancel scope, a future chained to a
+future, an idle-thread reaper); through this queue about 96 us (70 us for a call its caller
+may abandon): a turn 16.0 -> 15.3 ms of CPU in process. On a faster machine (2026-11-26
+night) a call costs 36 us pinned to one core, and about 110 us when the thread wakes on
+the other core. The threads start at the first call, `limit` of them, and live as long as the
 process: nothing is started at import, and their number is bounded.
 """
 

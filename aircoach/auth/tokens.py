@@ -196,12 +196,18 @@ class DevIssuer:
     def health(self) -> dict[str, object]:
         return {"source": "dev-issuer", "status": "ok", "key_loaded": self._private_key is not None}
 
+    @functools.cached_property
+    def public_key(self) -> rsa.RSAPublicKey:
+        """One key object for every check, as the Auth0 verifier keeps its keys: a new one
+        per token cost its check about 20 us more."""
+        return self.private_key.public_key()
+
     async def key_for(self, kid: str | None) -> Any:
         if self._private_key is None:
             await anyio.to_thread.run_sync(lambda: self.private_key)
         if kid != self.kid:
             raise AuthError("not_dev_issuer")
-        return self.private_key.public_key()
+        return self.public_key
 
     def mint(
         self,
