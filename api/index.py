@@ -2,14 +2,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aircoach.entry.startup import starting
+from aircoach.startup import starting
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
 
 def _app() -> FastAPI:
-    # The imports and the app, without the cyclic GC (aircoach/entry/startup.py).
+    # The imports and the app, without the cyclic GC (aircoach/startup.py).
     with starting():
         from aircoach.app import create_app
 

@@ -13,9 +13,9 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from aircoach.entry.startup import starting
 from aircoach.errors import ConfigError
 from aircoach.settings import Settings, get_settings
+from aircoach.startup import starting
 
 if TYPE_CHECKING:
     from mangum import Mangum
@@ -40,7 +40,7 @@ def check_gateway_timeout(settings: Settings, environ: Mapping[str, str] = os.en
 
 
 def _handler() -> Mangum:
-    # The imports and the app, without the cyclic GC (aircoach/entry/startup.py).
+    # The imports and the app, without the cyclic GC (aircoach/startup.py).
     with starting():
         from mangum import Mangum
 

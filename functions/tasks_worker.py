@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aircoach.entry.startup import starting
+from aircoach.startup import starting
 
 
 def _handler() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    # The imports and the worker, without the cyclic GC (aircoach/entry/startup.py).
+    # The imports and the worker, without the cyclic GC (aircoach/startup.py).
     with starting():
         from aircoach.entry.tasks_worker import worker_from_environment
 

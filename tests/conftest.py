@@ -47,7 +47,7 @@ pytest_plugins = ["tests.fake_auth0", "tests.s3"]
 # collection moved out of its reach (`gc.freeze`): about 1 s. Garbage is still collected,
 # only in larger batches.
 # Collection only imports, so the collector is off until the tests run, as the app's entries
-# do at start-up (aircoach/entry/startup.py): 0.3 s of each worker's 4.8 s of collection.
+# do at start-up (aircoach/startup.py): 0.3 s of each worker's 4.8 s of collection.
 gc.set_threshold(7000, 10, 10)
 gc.disable()
 

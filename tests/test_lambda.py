@@ -29,7 +29,7 @@ def test_the_deployed_entry_points_build_the_app(monkeypatch, tmp_path, issuer, 
     monkeypatch.setenv("DATA_DIR", str(settings.data_dir))
     module = importlib.import_module("functions.chat")
     module = importlib.reload(module)
-    assert gc.isenabled()  # paused while the app was built (aircoach/entry/startup.py), on again
+    assert gc.isenabled()  # paused while the app was built (aircoach/startup.py), on again
     token = issuer.mint("entry-user", audience=settings.auth0_audience)
     response = module.handler(chat_event(token, "Dammi una domanda del capitolo 1"), {})
     assert (

@@ -28,10 +28,10 @@ def _port() -> int:
 
 
 def _serve(args: argparse.Namespace) -> None:
-    from aircoach.entry.startup import starting
+    from aircoach.startup import starting
 
     port = args.port or _port()
-    # The imports and the app, without the cyclic GC (aircoach/entry/startup.py).
+    # The imports and the app, without the cyclic GC (aircoach/startup.py).
     with starting():
         from aircoach.app import create_app
         from aircoach.entry.server import serve

@@ -29,6 +29,7 @@ from aircoach.models import (
 )
 from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, unavailable
 from aircoach.routes.sse import sse_item_schema
+from aircoach.startup import first_import
 from aircoach.turn.answer import FALLBACK_ANSWER, json_answer
 from aircoach.turn.events import Done, TurnEvent
 from aircoach.turn.log import listed
@@ -127,11 +128,13 @@ async def run_chat(
 ) -> Response:
     """The one turn pipeline of both chat routes: replay, rejoin or run the turn, streamed
     with the encoder `encoder_for(turn_id)` gives (our SSE when None), or as JSON."""
+    # Imported by the first chat, not at start-up, so that the routes which never chat
+    # (health) never import LangGraph; with the collector paused (aircoach/startup.py).
+    first_import("aircoach.turn.prepare")
     with current_stages().timed("prompt"):
         snapshot = await services.prompts.current()
         registry = services.tools_for(snapshot)
     ignored = _ignored_switches(body, registry)
-    # Imported here so that the routes which never chat (health) never import LangGraph.
     from aircoach.routes.sse import event_stream, turn_stream
     from aircoach.turn.admission import admit, hold_thread
     from aircoach.turn.conversations import conversation_thread

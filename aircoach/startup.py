@@ -4,7 +4,9 @@ Importing FastAPI, LangChain and the app allocates about 300,000 objects that li
 the process. At Python's default thresholds the collector runs about 400 times meanwhile, and
 each of its full passes walks everything imported so far: about 300 ms of a 3.7 s Lambda cold
 start (docs/performance.md). Each entry builds its app inside `starting()`; what exists at the
-end is frozen and the collector resumes for what the requests allocate. `gc.freeze` only takes
+end is frozen and the collector resumes for what the requests allocate. The modules that the
+app leaves to its first chat (LangGraph, LangChain: the routes that never chat stay cheap)
+are imported the same way, by `first_import`. `gc.freeze` only takes
 objects out of the collector's scans: one whose last reference goes is still freed, and only a
 cycle among start-up objects that later becomes garbage would stay (they live as long as the
 process anyway).
@@ -13,6 +15,8 @@ process anyway).
 from __future__ import annotations
 
 import gc
+import importlib
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -30,3 +34,14 @@ def starting() -> Iterator[None]:
         gc.freeze()
         if was_enabled:
             gc.enable()
+
+
+def first_import(module: str) -> None:
+    """Import `module`, unless this process has already, with the collector paused as
+    `starting()` does: for what a first request imports (the turn's LangGraph and LangChain,
+    about 0.8 s). Whatever the process holds at that moment is frozen with it, the objects of
+    the requests in flight included; they are still freed when their last reference goes."""
+    if module in sys.modules:
+        return
+    with starting():
+        importlib.import_module(module)
