@@ -100,6 +100,7 @@ async def test_a_turn_that_cannot_be_stored_says_so_before_done(
     assert [t["human"] for t in history] == ["domanda tre", "domanda due", "domanda uno"]
 
 
+@pytest.mark.integration  # waits out the driver's server selection twice (about 1 s)
 async def test_after_a_timeout_mongodb_operations_fail_at_once_for_store_timeout_s(settings):
     """A server that does not answer costs one operation STORE_TIMEOUT_S; the operations after
     it (a turn makes a dozen) fail at once until that time has passed, then one tries again.
