@@ -6,10 +6,10 @@ each of its full passes walks everything imported so far: about 300 ms of a 3.7 
 start (docs/performance.md). Each entry builds its app inside `starting()`; what exists at the
 end is frozen and the collector resumes for what the requests allocate. The modules that the
 app leaves to its first chat (LangGraph, LangChain: the routes that never chat stay cheap)
-are imported the same way, by `first_import`. `gc.freeze` only takes
-objects out of the collector's scans: one whose last reference goes is still freed, and only a
-cycle among start-up objects that later becomes garbage would stay (they live as long as the
-process anyway).
+are imported the same way, by `first_import`. `gc.freeze` only takes objects out of the
+collector's scans: one whose last reference goes is still freed, and only a cycle among
+start-up objects that later becomes garbage would stay (they live as long as the process
+anyway).
 """
 
 from __future__ import annotations

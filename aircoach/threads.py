@@ -5,8 +5,8 @@ answer that cites something or is long). Through `anyio.to_thread.run_sync` each
 177 us of CPU on one pinned core (a capacity limiter, a cancel scope, a future chained to a
 future, an idle-thread reaper); through this queue about 96 us (70 us for a call its caller
 may abandon): a turn 16.0 -> 15.3 ms of CPU in process. On a faster machine (2026-11-26
-night) a call costs 36 us pinned to one core, and about 110 us when the thread wakes on
-the other core. The threads start at the first call, `limit` of them, and live as long as the
+night) a call costs 36 us pinned to one core, and about 110 us when the thread wakes on the
+other core. The threads start at the first call, `limit` of them, and live as long as the
 process: nothing is started at import, and their number is bounded.
 """
 

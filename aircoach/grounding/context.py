@@ -200,9 +200,10 @@ class TurnGrounding:
         self, answer: str, calls: Sequence[ToolCall]
     ) -> tuple[GroundingResult | None, ContextIndex]:
         """The verdict on `answer` and the context it was checked against (off the loop,
-        but for a short answer that cites nothing, which ends on it). Cancelling the wait (the turn's deadline) returns at once; the worker thread finishes
-        its check and is dropped (the check is linear in the answer, whose length the model's
-        `MODEL_MAX_OUTPUT_TOKENS` bounds)."""
+        but for a short answer that cites nothing, which ends on it). Cancelling the wait (the
+        turn's deadline) returns at once; the worker thread finishes its check and is dropped
+        (the check is linear in the answer, whose length the model's `MODEL_MAX_OUTPUT_TOKENS`
+        bounds)."""
 
         def run() -> tuple[GroundingResult | None, ContextIndex]:
             if not extract(answer):  # most answers cite nothing: no context to build
