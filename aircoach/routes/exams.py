@@ -28,6 +28,7 @@ from aircoach.quiz.exams import (
 )
 from aircoach.quiz.models import PublicQuestion
 from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
+from aircoach.startup import first_import
 
 router = APIRouter(prefix="/api", tags=["exams"], route_class=CheckedJsonRoute)
 
@@ -65,7 +66,8 @@ async def create_exam(
     (`EXAM_PASS_MARK`, 0.75). Questions come without their key. Counts as one chat turn in
     the caller's quota."""
     # Imported here: the admission module brings LangGraph, which routes that never chat
-    # (health) must not import.
+    # (health) must not import; the first time with the collector paused (aircoach/startup.py).
+    first_import("aircoach.turn.admission")
     from aircoach.turn.admission import charge
 
     body = body or ExamRequest()
