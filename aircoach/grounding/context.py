@@ -205,14 +205,18 @@ class TurnGrounding:
         (the check is linear in the answer, whose length the model's `MODEL_MAX_OUTPUT_TOKENS`
         bounds)."""
 
+        # Most answers cite nothing: then there is no context to build. A short answer is
+        # looked at here, a long one in the thread.
+        short = len(answer) <= INLINE_EXTRACT_CHARS
+        if short and not extract(answer):
+            return None, ContextIndex()
+
         def run() -> tuple[GroundingResult | None, ContextIndex]:
-            if not extract(answer):  # most answers cite nothing: no context to build
+            if not short and not extract(answer):
                 return None, ContextIndex()
             context = self.context(calls)
             return check(answer, context, self.question), context
 
-        if len(answer) <= INLINE_EXTRACT_CHARS and not extract(answer):
-            return None, ContextIndex()
         result, context = await _threads.run(run, abandon_on_cancel=True)
         if result is not None and result.unverified and self.web_search_url:
             result = await with_web_sources(result, self.web_search_url)
