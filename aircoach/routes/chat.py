@@ -5,11 +5,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import aclosing
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import anyio
 from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
@@ -31,7 +29,6 @@ from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, una
 from aircoach.routes.sse import sse_item_schema
 from aircoach.startup import first_import
 from aircoach.turn.answer import FALLBACK_ANSWER, json_answer
-from aircoach.turn.events import Done, TurnEvent
 from aircoach.turn.log import listed
 from aircoach.turn.records import ToolRecord
 
@@ -194,19 +191,6 @@ async def run_chat(
             request_id=current_request_id() or "",
         )
 
-    released = False
-
-    async def release() -> None:
-        nonlocal released
-        if not released:
-            released = True
-            try:
-                with anyio.CancelScope(shield=True):
-                    await services.turn_log.release(user.sub, thread, admission.turn_id)
-            except Exception:
-                # The claim expires by itself (TURN_TIMEOUT_S + 60 s): the turn still ends.
-                log.warning("turn %s: its thread claim was not released", admission.turn_id)
-
     try:
         turn = await prepare_turn(
             services.turn_parts,
@@ -230,7 +214,8 @@ async def run_chat(
         await turn.models.aclose()  # the turn never runs: its model clients close here
         raise
     run = TurnRun(services.turn_log, user_id=user.sub, turn_id=turn.turn_id, on_cancel=turn.cancel)
-    events = _released_at_done(turn.events(), release)
+    # The run frees the thread with its last write (`TurnRun.produce`).
+    events = turn.events()
     if body.stream:
         return turn_stream(run, events, headers=headers, encoder=encoder)
 
@@ -256,22 +241,6 @@ async def run_chat(
         if turn.checked
         else None,
     )
-
-
-async def _released_at_done(
-    events: AsyncGenerator[TurnEvent, None], release: Callable[[], Awaitable[None]]
-) -> AsyncGenerator[TurnEvent, None]:
-    """The turn's events; its thread is freed once the turn is stored, just before `done`
-    goes out, so a client that read `done` can send its next message at once (and on every
-    other way out)."""
-    try:
-        async with aclosing(events):
-            async for event in events:
-                if isinstance(event, Done):
-                    await release()
-                yield event
-    finally:
-        await release()
 
 
 def _json_response(

@@ -76,6 +76,14 @@ class MongoTurnLog:
         if docs:
             await self._db.run(EVENTS, op)
 
+    async def finish(
+        self, user_id: str, turn_id: str, events: Sequence[LoggedEvent], *, expires_at: float
+    ) -> None:
+        # Two collections, two writes (no transaction outside a replica set): the events
+        # first, so that no other request can start on the thread before `done` is logged.
+        await self.append(user_id, turn_id, events, expires_at=expires_at)
+        await self._db.run(RUNNING, lambda c: c.delete_one({"userId": user_id, "turn_id": turn_id}))
+
     async def read(
         self, user_id: str, turn_id: str, *, after: int = 0, limit: int = 500
     ) -> list[LoggedEvent]:

@@ -69,6 +69,19 @@ def _write(c: sqlite3.Connection) -> sqlite3.Connection:
     return c
 
 
+def _insert(
+    c: sqlite3.Connection,
+    user_id: str,
+    turn_id: str,
+    events: Sequence[LoggedEvent],
+    expires_at: float,
+) -> None:
+    c.executemany(
+        "INSERT INTO turn_events VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (turn_id, seq) DO NOTHING",
+        [(turn_id, e.seq, user_id, e.type, e.text, expires_at) for e in events],
+    )
+
+
 def _claim_of(row: sqlite3.Row) -> RunningTurn:
     return RunningTurn(row["turn_id"], row["thread"], row["expires_at"], bool(row["cancel"]))
 
@@ -97,14 +110,18 @@ class SqliteTurnLog:
     async def append(
         self, user_id: str, turn_id: str, events: Sequence[LoggedEvent], *, expires_at: float
     ) -> None:
-        rows = [(turn_id, e.seq, user_id, e.type, e.text, expires_at) for e in events]
-        await self._writing(
-            lambda c: c.executemany(
-                "INSERT INTO turn_events VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (turn_id, seq) DO NOTHING",
-                rows,
+        await self._writing(lambda c: _insert(c, user_id, turn_id, events, expires_at))
+
+    async def finish(
+        self, user_id: str, turn_id: str, events: Sequence[LoggedEvent], *, expires_at: float
+    ) -> None:
+        def op(c: sqlite3.Connection) -> None:
+            _insert(c, user_id, turn_id, events, expires_at)
+            c.execute(
+                "DELETE FROM running_turns WHERE userId = ? AND turn_id = ?", (user_id, turn_id)
             )
-        )
+
+        await self._writing(op)
 
     async def read(
         self, user_id: str, turn_id: str, *, after: int = 0, limit: int = 500

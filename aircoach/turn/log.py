@@ -65,6 +65,13 @@ class TurnLogStore(Protocol):
         once)."""
         ...
 
+    async def finish(
+        self, user_id: str, turn_id: str, events: Sequence[LoggedEvent], *, expires_at: float
+    ) -> None:
+        """The turn's last write: add `events` (as `append`; none is fine) and free the thread
+        the turn still holds, if it holds one, in one transaction where the store has them."""
+        ...
+
     async def read(
         self, user_id: str, turn_id: str, *, after: int = 0, limit: int = 500
     ) -> list[LoggedEvent]:

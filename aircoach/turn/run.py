@@ -77,24 +77,30 @@ class TurnRun:
         self._changed = anyio.Event()
         self._backlog = anyio.Event()  # FLUSH_EVENTS are waiting: the ticker goes at once
         self._log_failed = False
+        self._freed = False  # the last write went through: the thread is free
 
     async def produce(self, events: AsyncGenerator[_Event, None]) -> None:
-        """Run `events` to their end: number each, keep it, write the log, wake the reader."""
+        """Run `events` to their end: number each, keep it, write the log, wake the reader.
+        The last write also frees the turn's thread: with `done`, before the reader sees it
+        (a client that read `done` may send its next message at once), or when the events
+        end any other way."""
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._tick)
                 async with aclosing(events):
                     async for event in events:
                         logged = LoggedEvent(len(self.events) + 1, event.model_dump(mode="json"))
+                        if logged.type == "done":
+                            await self._flush(last=True, ending=logged)
+                            continue
                         self.events.append(logged)
                         self._wake()
-                        if logged.type == "done":
-                            await self._flush()
-                        elif self._pending() >= self.flush_events:
+                        if self._pending() >= self.flush_events:
                             self._backlog.set()  # the ticker writes them now
                 tg.cancel_scope.cancel()  # the ticker
-            await self._flush()
         finally:
+            with anyio.CancelScope(shield=True):
+                await self._flush(last=True)  # after `done`'s, only if that one failed
             self.finished = True
             self._wake()
 
@@ -156,25 +162,40 @@ class TurnRun:
             log.warning("turn %s: cancel flag unreadable", self.turn_id, exc_info=True)
             return False
 
-    async def _flush(self) -> None:
-        """Write what is pending. A log that fails does not fail the turn (the turn itself
-        is stored apart): followers then see fewer events, and the failure is logged once."""
+    async def _flush(self, *, last: bool = False, ending: LoggedEvent | None = None) -> None:
+        """Write what is pending; `last`: the turn's last write, which frees its thread too
+        (once); `ending` (`done`) is written with it and only then added to the events, so
+        that a client that reads `done` finds its thread free. A log that fails does not fail
+        the turn (the turn itself is stored apart): followers then see fewer events, the
+        failure is logged once, and a thread left held frees itself when its claim lapses
+        (`CLAIM_LEASE_S`)."""
         async with self._flush_lock:
             batch = self.events[self._written :]
-            if not batch:
+            if ending is not None:
+                batch.append(ending)
+            last = last and not self._freed
+            if not batch and not last:
                 return
+            expires_at = self.clock() + LOG_TTL_S
             try:
                 with anyio.CancelScope(shield=True):
-                    await self.store.append(
-                        self.user_id,
-                        self.turn_id,
-                        batch,
-                        expires_at=self.clock() + LOG_TTL_S,
-                    )
+                    if last:
+                        await self.store.finish(
+                            self.user_id, self.turn_id, batch, expires_at=expires_at
+                        )
+                    else:
+                        await self.store.append(
+                            self.user_id, self.turn_id, batch, expires_at=expires_at
+                        )
             except Exception:
                 if not self._log_failed:
                     log.warning("turn %s: turn log write failed", self.turn_id, exc_info=True)
                 self._log_failed = True
-                return
-            self._written += len(batch)
-            self.writes += 1
+            else:
+                self._written += len(batch)
+                self._freed = self._freed or last
+                self.writes += 1
+            finally:
+                if ending is not None:
+                    self.events.append(ending)
+                    self._wake()

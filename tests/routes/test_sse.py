@@ -88,6 +88,9 @@ class _Log:
     async def append(self, *args: Any, **kw: Any) -> None:
         pass
 
+    async def finish(self, *args: Any, **kw: Any) -> None:
+        pass
+
     async def renew(self, *args: Any, **kw: Any) -> None:
         pass
 

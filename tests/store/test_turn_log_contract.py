@@ -65,6 +65,26 @@ async def test_one_running_turn_per_thread_until_released_or_expired(two):
     assert await b.claim("alice", "main", "t7", now=T + 64, expires_at=T + 124) is None
 
 
+async def test_a_turns_last_write_logs_its_events_and_frees_only_its_own_thread(two):
+    a, b = two
+    await a.claim("alice", "main", "t1", now=T, expires_at=T + 60)
+    await a.claim("alice", "other", "t2", now=T, expires_at=T + 60)
+    await a.append("alice", "t1", events(1, 2), expires_at=LATER)
+    await b.finish("alice", "t1", events(3, 4), expires_at=LATER)
+    assert await a.read("alice", "t1") == events(1, 4)
+    assert await a.holder("alice", "main", now=T + 1) is None  # free for the next message
+    assert await a.holder("alice", "other", now=T + 1) == RunningTurn("t2", "other", T + 60)
+    await b.finish("alice", "t1", events(3, 4), expires_at=LATER)  # written twice: kept once
+    await b.finish("bob", "t2", [], expires_at=LATER)  # not bob's turn: nothing happens
+    assert await a.read("alice", "t1") == events(1, 4)
+    assert await a.holder("alice", "other", now=T + 1) == RunningTurn("t2", "other", T + 60)
+    # A turn whose thread was taken over (`if_busy: "interrupt"`) frees nothing when it ends.
+    await a.take_over("alice", "other", held_by="t2", turn_id="t3", now=T + 1, expires_at=T + 61)
+    await b.finish("alice", "t2", [], expires_at=LATER)
+    held = await a.holder("alice", "other", now=T + 2)
+    assert held is not None and held.turn_id == "t3"
+
+
 async def test_concurrent_claims_have_one_winner(two):
     a, b = two
     results = await asyncio.gather(

@@ -68,11 +68,16 @@ class _StuckLog:
     def __init__(self) -> None:
         self.unstick = anyio.Event()
         self.written: list[int] = []
+        self.freed = False
 
     async def append(self, user_id, turn_id, events, *, expires_at) -> None:
         with anyio.fail_after(WAIT_S):  # the write fails (the run logs it and goes on)
             await self.unstick.wait()
         self.written += [e.seq for e in events]
+
+    async def finish(self, user_id, turn_id, events, *, expires_at) -> None:
+        await self.append(user_id, turn_id, events, expires_at=expires_at)
+        self.freed = True
 
     async def renew(self, *args, **kw) -> None:
         pass
@@ -82,20 +87,55 @@ class _StuckLog:
 
 
 async def test_a_log_that_hangs_never_holds_the_turn_back_before_done():
-    """The turn's events reach the connection while every log write hangs: only the write
-    with `done` is waited for (before, the turn waited for the write at every 64th event,
-    and a store outage ate the turn's deadline)."""
+    """The turn's events reach the connection while every log write hangs: only the last
+    write, the one with `done` that also frees the thread, is waited for, so that a client
+    that reads `done` may send its next message at once (before, the turn waited for the
+    write at every 64th event, and a store outage ate the turn's deadline)."""
     log = _StuckLog()
     run = TurnRun(log, user_id="alice", turn_id="t1", tick_s=0.01, flush_events=8)  # type: ignore[arg-type]
+    read: list[LoggedEvent] = []
+    words_read = anyio.Event()
+
+    async def reader() -> None:
+        async for event in run.live():
+            read.append(event)
+            if len(read) == 100:
+                words_read.set()
+
     with anyio.fail_after(WAIT_S):
         async with anyio.create_task_group() as tg:
             tg.start_soon(run.produce, words(100))
-            while not any(e.type == "done" for e in run.events):
-                await run.changed()
-            assert not run.finished  # `done` is out; its write still waits for the log
+            tg.start_soon(reader)
+            await words_read.wait()  # every word reaches the reader while the writes hang
+            await anyio.wait_all_tasks_blocked()
+            assert len(run.events) == len(read) == 100  # `done` waits for its write
+            assert not log.freed
             log.unstick.set()
-    assert run.finished and len(run.events) == 101
-    assert sorted(log.written) == list(range(1, 102))
+    assert run.finished and texts(read) == [f"parola{i} " for i in range(100)] + ["done"]
+    assert sorted(log.written) == list(range(1, 102)) and log.freed
+
+
+async def test_a_turn_stopped_before_done_logs_what_it_said_and_frees_its_thread(two):
+    a, b = two
+    now = time.time()
+    await a.claim("alice", "main", "t1", now=now, expires_at=now + 60)
+    run = TurnRun(a, user_id="alice", turn_id="t1")
+    said = anyio.Event()
+
+    async def endless() -> AsyncGenerator[Word | Done, None]:
+        yield Word(content="inizio ")
+        said.set()
+        await anyio.sleep_forever()
+        yield Done()
+
+    with anyio.fail_after(WAIT_S):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run.produce, endless())
+            await said.wait()
+            tg.cancel_scope.cancel()  # the instance shuts down
+    assert run.finished
+    assert texts(await b.read("alice", "t1")) == ["inizio "]
+    assert await b.holder("alice", "main", now=time.time()) is None
 
 
 async def test_the_turn_goes_on_after_its_reader_leaves(two):
