@@ -188,7 +188,15 @@ class TurnRun:
                             self.user_id, self.turn_id, batch, expires_at=expires_at
                         )
             except Exception:
-                if not self._log_failed:
+                if last:  # at most twice: with `done`, and once more as the run ends
+                    log.warning(
+                        "turn %s: the turn log's last write failed; its thread stays claimed "
+                        "until the claim lapses (CLAIM_LEASE_S=%gs)",
+                        self.turn_id,
+                        CLAIM_LEASE_S,
+                        exc_info=not self._log_failed,
+                    )
+                elif not self._log_failed:
                     log.warning("turn %s: turn log write failed", self.turn_id, exc_info=True)
                 self._log_failed = True
             else:

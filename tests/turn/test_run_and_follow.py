@@ -115,6 +115,23 @@ async def test_a_log_that_hangs_never_holds_the_turn_back_before_done():
     assert sorted(log.written) == list(range(1, 102)) and log.freed
 
 
+class _DownLog(_StuckLog):
+    """A turn log whose every write fails at once (a store that refuses connections)."""
+
+    async def append(self, user_id, turn_id, events, *, expires_at) -> None:
+        raise ConnectionError("store down")
+
+
+async def test_a_log_that_is_down_still_ends_the_turn_and_says_the_thread_stays_claimed(caplog):
+    run = TurnRun(_DownLog(), user_id="alice", turn_id="t1")  # type: ignore[arg-type]
+    with anyio.fail_after(WAIT_S):
+        await run.produce(words(3))
+    assert run.finished and texts(run.events) == ["parola0 ", "parola1 ", "parola2 ", "done"]
+    lines = [r.getMessage() for r in caplog.records if "last write failed" in r.getMessage()]
+    assert len(lines) == 2  # with `done`, and once more as the run ends
+    assert "stays claimed until the claim lapses (CLAIM_LEASE_S=30s)" in lines[0]
+
+
 async def test_a_turn_stopped_before_done_logs_what_it_said_and_frees_its_thread(two):
     a, b = two
     now = time.time()
