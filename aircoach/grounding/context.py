@@ -206,16 +206,17 @@ class TurnGrounding:
         bounds)."""
 
         # Most answers cite nothing: then there is no context to build. A short answer is
-        # looked at here, a long one in the thread.
-        short = len(answer) <= INLINE_EXTRACT_CHARS
-        if short and not extract(answer):
+        # looked at here, a long one in the thread; either way its citations are found once.
+        found = extract(answer) if len(answer) <= INLINE_EXTRACT_CHARS else None
+        if found == []:
             return None, ContextIndex()
 
         def run() -> tuple[GroundingResult | None, ContextIndex]:
-            if not short and not extract(answer):
+            cited = extract(answer) if found is None else found
+            if not cited:
                 return None, ContextIndex()
             context = self.context(calls)
-            return check(answer, context, self.question), context
+            return check(answer, context, self.question, found=cited), context
 
         result, context = await _threads.run(run, abandon_on_cancel=True)
         if result is not None and result.unverified and self.web_search_url:

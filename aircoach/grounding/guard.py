@@ -193,12 +193,20 @@ def distinct(citations: Sequence[Citation]) -> list[Citation]:
     return list(first.values())
 
 
-def check(answer: str, context: ContextIndex, question: str = "") -> GroundingResult | None:
+def check(
+    answer: str,
+    context: ContextIndex,
+    question: str = "",
+    *,
+    found: list[Citation] | None = None,
+) -> GroundingResult | None:
     """The verdict on every citation of `answer` (each key once); None when it cites nothing.
-    `question`: what the answer answers (a sentence's subject may be there). Linear in the
-    answer: the extraction is, and each of the at most `MAX_CITATIONS` citations reads a
-    bounded sentence."""
-    found = extract(answer)
+    `question`: what the answer answers (a sentence's subject may be there); `found`: the
+    answer's citations when the caller has extracted them already. Linear in the answer: the
+    extraction is, and each of the at most `MAX_CITATIONS` citations reads a bounded
+    sentence."""
+    if found is None:
+        found = extract(answer)
     citations = distinct(found)[:MAX_CITATIONS]
     if not citations:
         return None
