@@ -64,8 +64,8 @@ def _memory() -> None:
     """No long-term memory read or written."""
     from aircoach.turn import prepare
 
-    async def recall(*args: Any, **kwargs: Any) -> tuple[str, None]:
-        return "", None
+    async def recall(*args: Any, **kwargs: Any) -> str:
+        return ""
 
     async def remember(*args: Any, **kwargs: Any) -> None:
         return None

@@ -74,11 +74,14 @@ class UserMemory:
             return 0
         return len(items)
 
-    async def reply_to(self, user_id: str, message: str) -> str | None:
-        """When `message` asks to forget: clear the user's memory and the coach's answer
-        (in Italian, also when the store failed); None for any other message."""
-        if not asks_to_forget(message):
-            return None
+    def asks_to_forget(self, message: str) -> bool:
+        """Whether `message` asks the coach to forget (a turn that clears the memory, with
+        `forget`'s answer instead of the agent's)."""
+        return asks_to_forget(message)
+
+    async def forget(self, user_id: str) -> str:
+        """Clear the user's memory on their request in the chat: the coach's answer (in
+        Italian, also when the store failed)."""
         try:
             removed = await self.store.clear(user_id)
         except Exception as exc:

@@ -78,7 +78,8 @@ async def prepare_turn(
         parts, principal, request, registry, snapshot, enabled
     )
     turn_id = turn_id or new_turn_id()
-    remembered, reply = await _recall(parts, principal, request, turn_id)
+    forgetting = parts.recall is not None and parts.recall.asks_to_forget(request.query)
+    remembered = "" if forgetting else await _recall(parts, principal, request)
     if remembered:
         system_prompt = f"{system_prompt}\n\n{remembered}"
     ctx = ToolContext(
@@ -109,7 +110,7 @@ async def prepare_turn(
         agent = agent_for(system_prompt)
         thread_id = memory_thread_id(principal.sub, request.conversation_id, snapshot.version)
         thread = ThreadView()
-        if request.chat_history and reply is None:
+        if request.chat_history and not forgetting:
             with stages.timed("history"):
                 held = await _load_history(
                     parts, agent, thread_id, principal.sub, request.conversation_id
@@ -119,8 +120,6 @@ async def prepare_turn(
             thread = ThreadView.of(state.values.get("messages", []), settings.history_limit)
         else:
             memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
-        if reply is None:
-            await _remember(parts, principal, request, turn_id)
         grounding = TurnGrounding(
             docs=snapshot.contents,
             thread=thread,
@@ -161,37 +160,40 @@ async def prepare_turn(
         language=language,
         turn_id=turn_id,
         grounding=grounding,
-        reply=reply,
+        begin=partial(_memory_step, parts, principal, request, turn_id, forgetting=forgetting),
     )
 
 
-async def _recall(
-    parts: TurnParts, principal: Principal, request: TurnRequest, turn_id: str
-) -> tuple[str, str | None]:
-    """The "Memoria dell'utente" section for this question (unless `use_memory_retrieval` is
-    false) and, for a request to forget, the coach's reply instead of the agent's (a turn apart
-    from the thread, which the next turn reseeds from the store). A memory that fails never
-    fails the turn."""
-    recall = parts.recall
-    if recall is None:
-        return "", None
-    user = principal.sub
+async def _recall(parts: TurnParts, principal: Principal, request: TurnRequest) -> str:
+    """The "Memoria dell'utente" section for this question ("" when `use_memory_retrieval` is
+    false or no memory is kept). A memory that fails never fails the turn."""
+    if parts.recall is None or not getattr(request, "use_memory_retrieval", True):
+        return ""
+    # Topics of the turns the model sees in its history are left out.
+    recent = parts.settings.history_limit if request.chat_history else 0
     with current_stages().timed("memory"):
-        reply = await recall.reply_to(user, request.query)
-        if reply is not None:
-            return "", reply
-        if not getattr(request, "use_memory_retrieval", True):
-            return "", None
-        # Topics of the turns the model sees in its history are left out.
-        recent = parts.settings.history_limit if request.chat_history else 0
-        return await recall.section(user, request.query, skip_recent_topics=recent), None
+        return await parts.recall.section(principal.sub, request.query, skip_recent_topics=recent)
+
+
+async def _memory_step(
+    parts: TurnParts, principal: Principal, request: TurnRequest, turn_id: str, *, forgetting: bool
+) -> str | None:
+    """What the turn does to the memory, first thing once it runs (it holds its thread then,
+    so a request refused as busy changes nothing): keep what the message says, before
+    anything streams, so it is stored whatever happens to the answer; or, for a request to
+    forget, clear the memory and return the coach's reply, which is then the answer (a turn
+    apart from the thread, which the next turn reseeds from the store)."""
+    if forgetting and parts.recall is not None:
+        with current_stages().timed("memory"):
+            return await parts.recall.forget(principal.sub)
+    await _remember(parts, principal, request, turn_id)
+    return None
 
 
 async def _remember(
     parts: TurnParts, principal: Principal, request: TurnRequest, turn_id: str
 ) -> None:
-    """Keep what the message says, once the turn is ready to run: before anything streams,
-    so it is stored whatever happens to the answer."""
+    """Keep what the message says about the student."""
     if parts.recall is None:
         return
     conversation = getattr(request, "conversation_id", None) or DEFAULT_CONVERSATION

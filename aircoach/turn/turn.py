@@ -10,7 +10,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol
@@ -107,7 +107,10 @@ class ChatTurn:
     stages: Stages = field(default_factory=current_stages)
     cancelled: bool = False  # someone stopped it (`cancel`): stored `interrupted`
     _waiting: anyio.CancelScope | None = field(default=None, repr=False)  # the wait for the agent
-    reply: str | None = None  # the coach's fixed answer, the agent not run (memory cleared)
+    # Awaited first once the turn runs, which is once it holds its thread (a request refused as
+    # busy never gets here): the memory's write, or a request to forget and the coach's reply
+    # to it, which is then the answer and the agent is not run.
+    begin: Callable[[], Awaitable[str | None]] | None = None
 
     def cancel(self) -> None:
         """Stop the turn (a cancel from any instance, or a newer message that interrupts it):
@@ -173,9 +176,10 @@ class ChatTurn:
     async def events(self) -> AsyncGenerator[TurnEvent, None]:
         ended_by_tool = False
         try:
+            reply = await self.begin() if self.begin is not None else None
             stream = (
-                _said(self.reply)
-                if self.reply is not None
+                _said(reply)
+                if reply is not None
                 else agent_events(
                     self.agent,
                     self.request.query,

@@ -249,3 +249,23 @@ async def test_deleting_a_conversation_forgets_the_memory_it_gave(client, auth, 
     assert [(i["conversation_id"], i["text"]) for i in await memory_of(client, auth)] == [
         ("altimetria", "Ha chiesto: Cos'è il QNH?")
     ]
+
+
+@pytest.mark.parametrize(
+    "message", ["Studio per il VDS e ho l'esame a marzo", "Dimentica quello che ti ho detto"]
+)
+async def test_a_request_refused_while_its_conversation_is_busy_changes_no_memory(
+    app, client, auth, script, message
+):
+    script([text("Ok.")])
+    await chat(client, auth(), "faccio fatica con la meteo")
+    kept = await memory_of(client, auth)
+    turn_log = services_of(app).turn_log
+    now = services_of(app).clock()
+    # Another turn of the default conversation runs (on some instance): the message is refused.
+    assert await turn_log.claim("user-1", "user-1", "t-other", now=now, expires_at=now + 30) is None
+    response = await client.post("/api/stream_query", json={"query": message}, headers=auth())
+    assert response.status_code == 409, response.text
+    assert response.json()["turn_id"] == "t-other"
+    # Neither a new item nor a forgotten one: the memory changes only when a turn runs.
+    assert await memory_of(client, auth) == kept
