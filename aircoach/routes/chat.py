@@ -133,7 +133,7 @@ async def run_chat(
         registry = services.tools_for(snapshot)
     ignored = _ignored_switches(body, registry)
     from aircoach.routes.sse import event_stream, turn_stream
-    from aircoach.turn.admission import admit, hold_thread
+    from aircoach.turn.admission import admit, give_back, hold_thread
     from aircoach.turn.conversations import conversation_thread
     from aircoach.turn.prepare import prepare_turn
     from aircoach.turn.rejoin import turn_events
@@ -202,8 +202,7 @@ async def run_chat(
             turn_id=admission.turn_id,
         )
     except Exception:
-        if admission.key is not None:  # nothing ran: a retry may run it
-            await services.guards.reservations.release(user.sub, admission.key, admission.turn_id)
+        await give_back(services.gate, user.sub, admission)  # nothing ran: a retry may run it
         raise
     try:
         with current_stages().timed("admission"):

@@ -2,8 +2,9 @@
 `client_message_id` finds the turn it started (replayed if stored, rejoined if still running,
 never run again); a new turn is charged to the user's budget (`QUOTA_TURNS_PER_MINUTE`,
 `QUOTA_TURNS_PER_DAY`); and it claims its thread, which one turn runs at a time (409
-`turn_in_progress` naming the running turn, whose charge is given back; or, with
-`if_busy: "interrupt"`, the running turn is cancelled and the new one takes the thread). All of
+`turn_in_progress` naming the running turn; or, with `if_busy: "interrupt"`, the running turn
+is cancelled and the new one takes the thread). A turn that does not run after all (refused as
+busy, or failed while it was prepared) is given back its charge and its key (`give_back`). All of
 it is counted in the store so that every instance shares it, and happens before any model
 call. It is given its parts (`Gate`, built by the composition root as `Services.gate`); the
 time is the gate's `clock` (`time.time` unless the composition root is given another)."""
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from aircoach.errors import QuotaExceeded, TurnInProgress
 from aircoach.settings import Settings
@@ -82,15 +84,39 @@ async def hold_thread(
     gate: Gate, user_id: str, thread: str, admission: Admission, *, interrupt: bool
 ) -> None:
     """Claim `thread` for the admitted turn, or `TurnInProgress` (409, naming the running
-    turn) with the turn's charge given back and its key released."""
+    turn); a turn that does not get its thread is given back (`give_back`)."""
     try:
         await _claim(gate, user_id, thread, admission.turn_id, interrupt=interrupt)
-    except TurnInProgress:
-        for window in admission.charged:  # a refused busy turn is not charged
-            await gate.guards.quotas.refund(user_id, window)
-        if admission.key is not None:
-            await gate.guards.reservations.release(user_id, admission.key, admission.turn_id)
+    except Exception:
+        await give_back(gate, user_id, admission)
         raise
+
+
+async def give_back(gate: Gate, user_id: str, admission: Admission) -> None:
+    """Undo the admission of a turn that will not run (refused as busy, or failed while it was
+    prepared: the store down): its charge is refunded and its key released, so that the
+    client's retry runs it and costs one turn. What the store cannot take back is logged; the
+    request's own error is the one the client gets."""
+    quotas, reservations = gate.guards.quotas, gate.guards.reservations
+    undo = [
+        (f"charge ({window})", partial(quotas.refund, user_id, window))
+        for window in admission.charged
+    ]
+    if admission.key is not None:
+        undo.append(
+            ("key", partial(reservations.release, user_id, admission.key, admission.turn_id))
+        )
+    for what, step in undo:
+        try:
+            await step()
+        except Exception:
+            log.warning(
+                "turn %s for %r did not run and its %s could not be given back",
+                admission.turn_id,
+                user_id,
+                what,
+                exc_info=True,
+            )
 
 
 async def _repeated(gate: Gate, user_id: str, key: str, turn_id: str) -> Admission | None:

@@ -12,9 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
+from aircoach.errors import StoreUnavailable
+from aircoach.services import build_guard_stores, open_stores
 from aircoach.settings import Settings
+from aircoach.turn.guards import GuardStores
+from aircoach.turn.ports import ChatStore
 from tests.clock import FakeClock, quota_clock
-from tests.helpers import app_with, asgi_client
+from tests.helpers import app_with, asgi_client, services_of
 from tests.scripted_model import Script, ScriptedModels, call, text
 from tests.sse import parse_sse
 
@@ -169,3 +173,78 @@ async def test_the_minute_quota_answers_429_with_the_seconds_left(two, auth, wal
     assert refused.headers["retry-after"] == "21"  # the minute's 20 s left, rounded up
     wall.advance(20)  # the next minute: a new budget
     assert (await post(b, auth(), query="tre")).status_code == 200
+
+
+class _HistoryDownOnce:
+    """The chat store, with its first history read failing (the store briefly down)."""
+
+    def __init__(self, chats: ChatStore):
+        self.chats = chats
+        self.failed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.chats, name)
+
+    async def latest_turn_ids(self, *args: Any, **kwargs: Any) -> list[str]:
+        if not self.failed:
+            self.failed = True
+            raise StoreUnavailable()
+        return await self.chats.latest_turn_ids(*args, **kwargs)
+
+
+async def test_a_request_that_fails_before_its_turn_runs_is_not_charged(settings, auth, wall):
+    settings = settings.model_copy(update={"quota_turns_per_minute": 1, "quota_turns_per_day": 50})
+    stores = open_stores(settings)
+    app = app_with(
+        settings,
+        models=ScriptedModels(Script([text("Eccomi.")])),
+        clock=wall,
+        chats=_HistoryDownOnce(stores.chats),
+        quiz=stores.quiz,
+        attempts=stores.attempts,
+    )
+    async with asgi_client(app) as client:
+        down = await post(client, auth(), client_message_id="m1")
+        assert down.status_code == 503 and down.json()["error"] == "store_unavailable"
+        # The same message again, within the minute: neither its key nor the minute's one
+        # turn was used up by the request that never ran.
+        again = await post(client, auth(), client_message_id="m1")
+        assert again.status_code == 200, again.text
+        assert "idempotent-replayed" not in again.headers
+        assert parse_sse(again.text)[-1]["status"] == "ok"
+        assert (await post(client, auth(), query="ancora")).status_code == 429
+
+
+@pytest.mark.parametrize("refunds", ["work", "fail"])
+async def test_a_message_refused_as_busy_is_not_charged_and_its_key_stays_free(
+    settings, auth, wall, caplog, refunds
+):
+    settings = settings.model_copy(update={"quota_turns_per_minute": 1, "quota_turns_per_day": 50})
+    guards = build_guard_stores(settings)
+    if refunds == "fail":
+        quotas = guards.quotas
+
+        class _Quotas:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(quotas, name)
+
+            async def refund(self, user_id: str, window: str) -> None:
+                raise StoreUnavailable()
+
+        guards = GuardStores(reservations=guards.reservations, quotas=_Quotas())  # type: ignore[arg-type]
+    app = app_with(
+        settings, models=ScriptedModels(Script([text("Eccomi.")])), clock=wall, guards=guards
+    )
+    turn_log = services_of(app).turn_log
+    await turn_log.claim("user-1", "user-1", "t-other", now=wall(), expires_at=wall() + 30)
+    async with asgi_client(app) as client:
+        busy = await post(client, auth(), client_message_id="m1")
+        # The client gets the 409 whether or not the store could take the charge back.
+        assert busy.status_code == 409 and busy.json()["turn_id"] == "t-other"
+        await turn_log.release("user-1", "user-1", "t-other")
+        again = await post(client, auth(), client_message_id="m1")
+    if refunds == "work":
+        assert again.status_code == 200, again.text
+    else:  # the key was released; the minute's one turn stayed charged, and the log says so
+        assert again.status_code == 429
+        assert "did not run and its charge (" in caplog.text
