@@ -12,9 +12,8 @@ time is the gate's `clock` (`time.time` unless the composition root is given ano
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 from aircoach.errors import QuotaExceeded, TurnInProgress
 from aircoach.settings import Settings
@@ -65,17 +64,17 @@ async def admit(gate: Gate, user_id: str, key: str | None) -> Admission:
     """Replay, rejoin, or reserve and charge; `TurnInProgress` (409) while the first request
     of the same key is between its run and its store write, `QuotaExceeded` (429) when the
     budget is spent. The new turn then claims its thread (`hold_thread`) once it is prepared:
-    a request that fails before (the store down) leaves no claim behind."""
+    a request that fails before (the store down) leaves no claim behind, and one refused here
+    (429, or 503 when the quota store fails) leaves its key free and no count behind."""
     turn_id = new_turn_id()
     if key is not None:
         found = await _repeated(gate, user_id, key, turn_id)
         if found is not None:
             return found
     try:
-        charged = await charge(gate, user_id)
-    except QuotaExceeded:
-        if key is not None:
-            await gate.guards.reservations.release(user_id, key, turn_id)
+        charged = await charge(gate, user_id)  # all windows or none
+    except Exception:
+        await give_back(gate, user_id, Admission(turn_id, key))
         raise
     return Admission(turn_id, key, charged=tuple(charged))
 
@@ -97,24 +96,29 @@ async def give_back(gate: Gate, user_id: str, admission: Admission) -> None:
     prepared: the store down): its charge is refunded and its key released, so that the
     client's retry runs it and costs one turn. What the store cannot take back is logged; the
     request's own error is the one the client gets."""
-    quotas, reservations = gate.guards.quotas, gate.guards.reservations
-    undo = [
-        (f"charge ({window})", partial(quotas.refund, user_id, window))
-        for window in admission.charged
-    ]
+    await _refund(gate, user_id, admission.charged)
     if admission.key is not None:
-        undo.append(
-            ("key", partial(reservations.release, user_id, admission.key, admission.turn_id))
-        )
-    for what, step in undo:
         try:
-            await step()
+            await gate.guards.reservations.release(user_id, admission.key, admission.turn_id)
         except Exception:
             log.warning(
-                "turn %s for %r did not run and its %s could not be given back",
+                "turn %s for %r did not run and its key could not be released",
                 admission.turn_id,
                 user_id,
-                what,
+                exc_info=True,
+            )
+
+
+async def _refund(gate: Gate, user_id: str, windows: Sequence[str]) -> None:
+    """Give back one count in each of `windows`; a store that cannot is logged, not raised."""
+    for window in windows:
+        try:
+            await gate.guards.quotas.refund(user_id, window)
+        except Exception:
+            log.warning(
+                "quota: a count of %r in window %s could not be given back",
+                user_id,
+                window,
                 exc_info=True,
             )
 
@@ -188,39 +192,46 @@ async def _claim(gate: Gate, user_id: str, thread: str, turn_id: str, *, interru
 
 async def charge(gate: Gate, user_id: str) -> list[str]:
     """Count one turn in the user's current minute and day, or `QuotaExceeded` with the
-    seconds until the window ends in `Retry-After`; the windows counted in."""
-    settings = gate.settings
-    quotas = gate.guards.quotas
-    now = gate.clock()
+    seconds until the window ends in `Retry-After`; the windows counted in. All or nothing: a
+    refusal, or a store failure, gives back the windows already counted."""
     charged: list[str] = []
-    per_minute = settings.quota_turns_per_minute
-    if per_minute:
-        minute = int(now // 60)
-        if not await quotas.hit(
-            user_id, f"m:{minute}", limit=per_minute, expires_at=(minute + 2) * 60.0
-        ):
-            retry = max(1, int((minute + 1) * 60 - now) + 1)
-            _refused(user_id, "minute", per_minute)
-            raise QuotaExceeded(
-                "quota_per_minute",
-                limit=per_minute,
-                retry_after=retry,
-                headers={"Retry-After": str(retry)},
-            )
-        charged.append(f"m:{minute}")
-    per_day = settings.quota_turns_per_day
-    if per_day:
-        day = int(now // _DAY_S)
-        if not await quotas.hit(
-            user_id, f"d:{day}", limit=per_day, expires_at=(day + 2) * float(_DAY_S)
-        ):
-            for window in charged:
-                await quotas.refund(user_id, window)
-            retry = max(1, int((day + 1) * _DAY_S - now) + 1)
-            _refused(user_id, "day", per_day)
-            raise QuotaExceeded("quota_per_day", limit=per_day, headers={"Retry-After": str(retry)})
-        charged.append(f"d:{day}")
+    try:
+        for window, limit, name, ends_at, expires_at in _windows(gate):
+            if not await gate.guards.quotas.hit(
+                user_id, window, limit=limit, expires_at=expires_at
+            ):
+                retry = max(1, int(ends_at - gate.clock()) + 1)
+                _refused(user_id, name, limit)
+                raise QuotaExceeded(
+                    f"quota_per_{name}",
+                    limit=limit,
+                    retry_after=retry,  # the day's message does not say it
+                    headers={"Retry-After": str(retry)},
+                )
+            charged.append(window)
+    except Exception:
+        await _refund(gate, user_id, charged)
+        raise
     return charged
+
+
+def _windows(gate: Gate) -> list[tuple[str, int, str, float, float]]:
+    """The quota windows a turn is counted in now: (key, limit, name, end, expiry), the
+    minute's first."""
+    settings = gate.settings
+    now = gate.clock()
+    windows = []
+    if per_minute := settings.quota_turns_per_minute:
+        minute = int(now // 60)
+        windows.append(
+            (f"m:{minute}", per_minute, "minute", (minute + 1) * 60.0, (minute + 2) * 60.0)
+        )
+    if per_day := settings.quota_turns_per_day:
+        day = int(now // _DAY_S)
+        windows.append(
+            (f"d:{day}", per_day, "day", (day + 1) * float(_DAY_S), (day + 2) * float(_DAY_S))
+        )
+    return windows
 
 
 def _refused(user_id: str, window: str, limit: int) -> None:

@@ -247,4 +247,78 @@ async def test_a_message_refused_as_busy_is_not_charged_and_its_key_stays_free(
         assert again.status_code == 200, again.text
     else:  # the key was released; the minute's one turn stayed charged, and the log says so
         assert again.status_code == 429
-        assert "did not run and its charge (" in caplog.text
+        assert "could not be given back" in caplog.text
+
+
+def _guards_with(settings: Settings, **broken: str) -> GuardStores:
+    """The settings' guard stores, with the methods named (`quotas="hit"`,
+    `reservations="release"`, `quotas="refund"`) failing as a store that is down; `hit`
+    fails once, on the day's window, after the minute's was counted."""
+    guards = build_guard_stores(settings)
+    failed: list[str] = []
+
+    class Broken:
+        def __init__(self, store: Any, method: str | None):
+            self.store, self.method = store, method
+
+        def __getattr__(self, name: str) -> Any:
+            if name != self.method:
+                return getattr(self.store, name)
+
+            async def fail(*args: Any, **kwargs: Any) -> Any:
+                if name == "hit" and (failed or not args[1].startswith("d:")):
+                    return await self.store.hit(*args, **kwargs)
+                failed.append(name)
+                raise StoreUnavailable()
+
+            return fail
+
+    return GuardStores(
+        reservations=Broken(guards.reservations, broken.get("reservations")),  # type: ignore[arg-type]
+        quotas=Broken(guards.quotas, broken.get("quotas")),  # type: ignore[arg-type]
+    )
+
+
+async def test_a_quota_store_that_fails_while_counting_keeps_no_count_and_no_key(
+    settings, auth, wall
+):
+    settings = settings.model_copy(update={"quota_turns_per_minute": 1, "quota_turns_per_day": 50})
+    app = app_with(
+        settings,
+        models=ScriptedModels(Script([text("Eccomi.")])),
+        clock=wall,
+        guards=_guards_with(settings, quotas="hit"),
+    )
+    async with asgi_client(app) as client:
+        down = await post(client, auth(), client_message_id="m1")
+        assert down.status_code == 503 and down.json()["error"] == "store_unavailable"
+        # The store is back: the same message runs now, within the same minute, as the
+        # minute's one turn (the minute's count taken before the failure was given back).
+        again = await post(client, auth(), client_message_id="m1")
+        assert again.status_code == 200, again.text
+        assert (await post(client, auth(), query="ancora")).status_code == 429
+
+
+@pytest.mark.parametrize(
+    ("limits", "broken"),
+    [
+        ({"quota_turns_per_minute": 1}, {"reservations": "release"}),
+        ({"quota_turns_per_minute": 5, "quota_turns_per_day": 1}, {"quotas": "refund"}),
+    ],
+)
+async def test_over_quota_is_a_429_even_when_giving_back_fails(
+    settings, auth, wall, caplog, limits, broken
+):
+    settings = settings.model_copy(update=limits)
+    app = app_with(
+        settings,
+        models=ScriptedModels(Script([text("uno")])),
+        clock=wall,
+        guards=_guards_with(settings, **broken),
+    )
+    async with asgi_client(app) as client:
+        assert (await post(client, auth())).status_code == 200
+        refused = await post(client, auth(), query="due", client_message_id="m2")
+    assert refused.status_code == 429 and refused.json()["error"] == "quota_exceeded"
+    assert int(refused.headers["retry-after"]) > 5  # the window's end, not a 503's retry
+    assert "could not be" in caplog.text
