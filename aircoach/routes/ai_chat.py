@@ -201,6 +201,7 @@ async def resume_chat(
         after=0,
         language=language,
         give_up_s=services.settings.turn_timeout_s,
+        caveats=services.settings.grounding_caveat,
     )
     if following is None:
         return Response(status_code=204)

@@ -137,7 +137,7 @@ async def run_chat(
     from aircoach.turn.conversations import conversation_thread
     from aircoach.turn.prepare import prepare_turn
     from aircoach.turn.rejoin import turn_events
-    from aircoach.turn.replay import replayed_errors, replayed_events
+    from aircoach.turn.replay import replayed_caveat, replayed_errors, replayed_events
     from aircoach.turn.run import TurnRun
 
     thread = conversation_thread(user.sub, body.conversation_id)
@@ -160,6 +160,7 @@ async def run_chat(
             after=0,
             language=language,
             give_up_s=services.settings.turn_timeout_s,
+            caveats=services.settings.grounding_caveat,
         )
         if following is not None and body.stream:
             return event_stream(following, headers=headers, encoder=encoder)
@@ -175,13 +176,15 @@ async def run_chat(
     if admission.replay is not None:
         stored = admission.replay
         headers[REPLAYED_HEADER] = "true"
+        caveats = services.settings.grounding_caveat
         if body.stream:
-            replayed = listed(replayed_events(stored, language))
+            replayed = listed(replayed_events(stored, language, caveats=caveats))
             return event_stream(replayed, headers=headers, encoder=encoder)
         return _json_response(
             headers,
             text=stored.system,
             tool=stored.tool,
+            caveat=replayed_caveat(stored, caveats=caveats),
             turn_id=stored.turn_id,
             prompt_version=stored.prompt_version,
             model=stored.model,
@@ -189,6 +192,10 @@ async def run_chat(
             status=stored.status,
             errors=replayed_errors(stored, language),
             request_id=current_request_id() or "",
+            # Whether the answer was a second one is not stored: a replay says false.
+            grounding=ResponseGrounding(**stored.grounding.model_dump())
+            if stored.grounding
+            else None,
         )
 
     try:

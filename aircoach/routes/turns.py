@@ -106,6 +106,7 @@ async def turn_events_stream(
         after=after,
         language=language,
         give_up_s=services.settings.turn_timeout_s,
+        caveats=services.settings.grounding_caveat,
     )
     if events is None:
         raise NotFound("turn_not_found", turn_id=turn_id)

@@ -27,13 +27,15 @@ async def turn_events(
     after: int,
     language: Language,
     give_up_s: float,
+    caveats: bool,
 ) -> AsyncIterator[LoggedEvent] | None:
-    """The events numbered above `after`, to the turn's `done`."""
+    """The events numbered above `after`, to the turn's `done` (`caveats`: GROUNDING_CAVEAT,
+    for a turn rebuilt from the store)."""
 
     async def ended(seq: int) -> dict[str, Any]:
         stored = await chats.get_turn(user_id, turn_id)
         if stored is not None:
-            return replayed_events(stored, language)[-1].data
+            return replayed_events(stored, language, caveats=caveats)[-1].data
         done = Done(
             status="interrupted",
             turn_id=turn_id,
@@ -50,4 +52,4 @@ async def turn_events(
     stored = await chats.get_turn(user_id, turn_id)
     if stored is None:
         return None
-    return listed([e for e in replayed_events(stored, language) if e.seq > after])
+    return listed([e for e in replayed_events(stored, language, caveats=caveats) if e.seq > after])

@@ -2,23 +2,30 @@
 expired): the events and JSON a client got the first time, built from the client data only
 (never a tool's `text`), without running the model.
 
-A turn that did not end `ok` never passes for a whole answer: its replay carries an `error`
-event (`turn_incomplete`) before `done`, whose `status` is the stored one. The client sends the
-question again, with a new `client_message_id`, for a new answer."""
+The citation guard's stored verdict comes back with it (the `grounding` event, and the caveat
+after it when a citation is unverified and `GROUNDING_CAVEAT` is on), so that a retried answer
+never shows a citation without the warning the first one had. A turn that did not end `ok`
+never passes for a whole answer: its replay carries an `error` event (`turn_incomplete`) before
+`done`, whose `status` is the stored one. The client sends the question again, with a new
+`client_message_id`, for a new answer."""
 
 from __future__ import annotations
 
 from aircoach.errors import TurnIncomplete
+from aircoach.grounding.guard import caveat
 from aircoach.logs import current_request_id
 from aircoach.messages import DEFAULT_LANGUAGE, Language
-from aircoach.turn.events import AgentMessage, Done, ErrorEvent, ToolResult, TurnEvent
+from aircoach.turn.events import AgentMessage, Done, ErrorEvent, Grounding, ToolResult, TurnEvent
 from aircoach.turn.log import LoggedEvent
 from aircoach.turn.records import Turn
 
 
-def replayed_events(turn: Turn, language: Language = DEFAULT_LANGUAGE) -> list[LoggedEvent]:
-    """`tool_result`s, the answer in one `agent_message`, an `error` if the turn did not end
-    `ok`, then `done` (`context_turns` is not stored: 0), numbered from 1."""
+def replayed_events(
+    turn: Turn, language: Language = DEFAULT_LANGUAGE, *, caveats: bool
+) -> list[LoggedEvent]:
+    """`tool_result`s, the answer in one `agent_message`, the guard's `grounding` (and, with
+    `caveats`, the caveat's `agent_message` for an unverified citation), an `error` if the
+    turn did not end `ok`, then `done` (`context_turns` is not stored: 0), numbered from 1."""
     events: list[TurnEvent] = []
     calls = turn.tools
     for n, call in enumerate(calls):
@@ -31,6 +38,10 @@ def replayed_events(turn: Turn, language: Language = DEFAULT_LANGUAGE) -> list[L
         )
     if turn.system:
         events.append(AgentMessage(content=turn.system))
+    if turn.grounding is not None:
+        events.append(Grounding(**turn.grounding.model_dump()))
+        if note := replayed_caveat(turn, caveats=caveats):
+            events.append(AgentMessage(content=note))
     for error in replayed_errors(turn, language):
         events.append(ErrorEvent(code=error["code"], message=error["message"]))
     events.append(
@@ -52,3 +63,11 @@ def replayed_errors(turn: Turn, language: Language = DEFAULT_LANGUAGE) -> list[d
         return []
     error = TurnIncomplete()
     return [{"code": error.code, "message": error.message_in(language)}]
+
+
+def replayed_caveat(turn: Turn, *, caveats: bool) -> str:
+    """The note sent after the stored answer the first time: "" unless a citation was
+    unverified and `caveats` (GROUNDING_CAVEAT) is on."""
+    if not caveats or turn.grounding is None or not turn.grounding.unverified:
+        return ""
+    return caveat(turn.grounding)

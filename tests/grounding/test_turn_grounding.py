@@ -14,10 +14,12 @@ from langchain_core.messages import AIMessage, SystemMessage
 
 from aircoach.grounding.context import ThreadView
 from aircoach.grounding.guard import caveat
+from aircoach.grounding.models import GroundingResult
 from aircoach.settings import Settings
 from aircoach.turn.memory import messages_from_turns
 from tests.helpers import ObservedChats, app_with, asgi_client, chat, copy_prompt_docs
 from tests.scripted_model import Script, ScriptedModels, call, text
+from tests.sse import parse_sse
 from tests.tools.conftest import tool_urls
 from tests.tools.fake_service import FakeToolService, Reply
 
@@ -268,3 +270,33 @@ async def test_what_an_earlier_turns_tool_said_is_context(settings, auth, kb):
     # A tool text the model was shown verifies; when the history is not shown, it does not.
     assert by_type(shown, "grounding")["citations"][0]["verified"] is True
     assert by_type(hidden, "grounding")["unverified"] == ["Regolamento (UE) 2018/1139"]
+
+
+@pytest.mark.parametrize("caveats", [True, False])
+async def test_a_retried_answer_keeps_its_verdict_and_its_caveat(settings, auth, caveats):
+    settings = settings.model_copy(
+        update={"grounding_policy": "caveat", "grounding_caveat": caveats}
+    )
+    cited = "Secondo la SERA.5010 la visibilità minima in volo VFR è di 5 km sotto FL 100."
+    app = app_with(settings, models=ScriptedModels(Script([text(cited)])))
+    body = {"query": "visibilità minima VFR?", "stream": False, "client_message_id": "m-1"}
+    async with asgi_client(app) as client:
+        first = (await client.post("/api/stream_query", json=body, headers=auth())).json()
+        again = await client.post("/api/stream_query", json=body, headers=auth())
+        streamed = await client.post(
+            "/api/stream_query", json={**body, "stream": True}, headers=auth()
+        )
+    assert first["grounding"]["unverified"] == ["SERA.5010"]
+    note = caveat(GroundingResult(**first["grounding"])) if caveats else ""
+    assert first["answer"] == cited + note
+    # The JSON replay: the same answer, the same verdict and caveat.
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.json()["answer"] == first["answer"]
+    assert again.json()["grounding"] == first["grounding"]
+    # The streamed replay: the answer, the verdict, then the caveat, as the live stream.
+    events = parse_sse(streamed.text)
+    assert [e["type"] for e in events] == ["agent_message", "grounding"] + (
+        ["agent_message"] if caveats else []
+    ) + ["done"]
+    assert events[1]["unverified"] == ["SERA.5010"]
+    assert "".join(e["content"] for e in events if e["type"] == "agent_message") == first["answer"]
