@@ -14,7 +14,6 @@ from fastapi.responses import Response
 
 from aircoach.bodies import json_body_openapi
 from aircoach.deps import ChatMessage, CurrentUser, RequestLanguage, ServicesDep
-from aircoach.errors import TurnInProgress
 from aircoach.grounding.models import ResponseGrounding
 from aircoach.logs import current_request_id, current_stages
 from aircoach.models import (
@@ -133,7 +132,13 @@ async def run_chat(
         registry = services.tools_for(snapshot)
     ignored = _ignored_switches(body, registry)
     from aircoach.routes.sse import event_stream, turn_stream
-    from aircoach.turn.admission import admit, give_back, hold_thread
+    from aircoach.turn.admission import (
+        admit,
+        finished_turn,
+        give_back,
+        hold_thread,
+        in_progress,
+    )
     from aircoach.turn.conversations import conversation_thread
     from aircoach.turn.prepare import prepare_turn
     from aircoach.turn.rejoin import turn_events
@@ -167,11 +172,9 @@ async def run_chat(
         if following is not None:
             async for _ in following:
                 pass
-        rejoined = await services.chats.get_turn(user.sub, admission.turn_id)
+        rejoined = await finished_turn(services.gate, user.sub, admission.turn_id)
         if rejoined is None:
-            raise TurnInProgress(
-                "turn_in_progress", message_id=key or "", fields={"turn_id": admission.turn_id}
-            )
+            raise in_progress(key or "", admission.turn_id)
         admission = dataclasses.replace(admission, replay=rejoined)
     if admission.replay is not None:
         stored = admission.replay

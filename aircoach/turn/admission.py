@@ -130,11 +130,7 @@ async def _repeated(gate: Gate, user_id: str, key: str, turn_id: str) -> Admissi
     held = await reservations.reserve(user_id, key, turn_id, now=now, ttl_s=RESERVATION_TTL_S)
     if held is None:
         return None
-    stored = await gate.chats.get_turn(user_id, held.turn_id)
-    if stored is None:
-        # The store refused the first request's turn (an outage): it waits in the spool
-        # until a healthy request replays it, and a retry gets it from there.
-        stored = await gate.dead_letters.find(user_id, held.turn_id)
+    stored = await finished_turn(gate, user_id, held.turn_id)
     if stored is not None:
         log.info("replaying turn %s for %r (client_message_id repeated)", stored.turn_id, user_id)
         return Admission(stored.turn_id, key, replay=stored)
@@ -145,14 +141,28 @@ async def _repeated(gate: Gate, user_id: str, key: str, turn_id: str) -> Admissi
     if not stale or not await reservations.take_over(
         user_id, key, held_by=held.turn_id, turn_id=turn_id, now=now, ttl_s=RESERVATION_TTL_S
     ):
-        raise TurnInProgress(
-            "turn_in_progress",
-            message_id=key,
-            fields={"turn_id": held.turn_id},
-            headers={"Retry-After": str(_IN_PROGRESS_RETRY_S)},
-        )
+        raise in_progress(key, held.turn_id)
     log.warning("turn %s for %r never stored: its repeat takes over", held.turn_id, user_id)
     return None
+
+
+async def finished_turn(gate: Gate, user_id: str, turn_id: str) -> Turn | None:
+    """The user's turn once it has ended: stored, or, when the store refused it (an outage),
+    waiting in the spool until a healthy request replays it; None before either."""
+    stored = await gate.chats.get_turn(user_id, turn_id)
+    if stored is None:
+        stored = await gate.dead_letters.find(user_id, turn_id)
+    return stored
+
+
+def in_progress(key: str, turn_id: str) -> TurnInProgress:
+    """409 for a repeated key whose turn is between its run and its store write: retry soon."""
+    return TurnInProgress(
+        "turn_in_progress",
+        message_id=key,
+        fields={"turn_id": turn_id},
+        headers={"Retry-After": str(_IN_PROGRESS_RETRY_S)},
+    )
 
 
 async def _ended(gate: Gate, user_id: str, turn_id: str) -> bool:

@@ -9,17 +9,18 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from aircoach.errors import StoreUnavailable
-from aircoach.services import build_guard_stores, open_stores
+from aircoach.services import build_guard_stores, build_turn_log, open_stores
 from aircoach.settings import Settings
 from aircoach.turn.guards import GuardStores
 from aircoach.turn.ports import ChatStore
 from tests.clock import FakeClock, quota_clock
 from tests.helpers import app_with, asgi_client, services_of
-from tests.scripted_model import Script, ScriptedModels, call, text
+from tests.scripted_model import Script, ScriptedChatModel, ScriptedModels, call, text
 from tests.sse import parse_sse
 
 
@@ -322,3 +323,69 @@ async def test_over_quota_is_a_429_even_when_giving_back_fails(
     assert refused.status_code == 429 and refused.json()["error"] == "quota_exceeded"
     assert int(refused.headers["retry-after"]) > 5  # the window's end, not a 503's retry
     assert "could not be" in caplog.text
+
+
+async def test_a_json_repeat_that_joined_a_turn_the_store_refused_gets_it_from_the_spool(
+    settings, auth
+):
+    started, release = anyio.Event(), anyio.Event()
+
+    class Held(ScriptedChatModel):
+        async def _astream(self, *args: Any, **kwargs: Any) -> Any:
+            started.set()
+            await release.wait()
+            async for chunk in super()._astream(*args, **kwargs):
+                yield chunk
+
+    class HeldModels(ScriptedModels):
+        async def models_for(self, tools: list[Any]) -> list[Any]:
+            return [Held(script=self.script)]
+
+    stores = open_stores(settings)
+    real, log = stores.chats, build_turn_log(settings)
+    joined = anyio.Event()
+
+    class RefusesTheTurn:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        async def append_turn(self, turn: Any) -> Any:
+            raise StoreUnavailable()  # the store is down for the turn's write
+
+    class Followed:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(log, name)
+
+        async def read(self, *args: Any, **kwargs: Any) -> Any:
+            joined.set()  # only a client that follows the turn reads its log
+            return await log.read(*args, **kwargs)
+
+    app = app_with(
+        settings,
+        models=HeldModels(Script([text("La risposta.")])),
+        chats=RefusesTheTurn(),
+        quiz=stores.quiz,
+        attempts=stores.attempts,
+        turn_log=Followed(),
+    )
+    body = {"query": "ciao", "client_message_id": "k"}
+    async with asgi_client(app) as client, anyio.create_task_group() as tg:
+        first: list[httpx.Response] = []
+
+        async def send_first() -> None:
+            first.append(await post(client, auth(), **body))
+
+        async def let_it_end_once_joined() -> None:
+            await joined.wait()
+            release.set()
+
+        tg.start_soon(send_first)
+        await started.wait()
+        tg.start_soon(let_it_end_once_joined)
+        # The same message while its turn runs, as JSON: it joins the turn, whose store write
+        # then fails; the turn waits in the spool, and the repeat gets it from there.
+        repeat = await post(client, auth(), **body, stream=False)
+    assert repeat.status_code == 200, repeat.text
+    assert repeat.headers["idempotent-replayed"] == "true"
+    assert repeat.json()["answer"] == "La risposta."
+    assert [e["type"] for e in parse_sse(first[0].text)][-2:] == ["error", "done"]
