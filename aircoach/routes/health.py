@@ -21,15 +21,18 @@ _PROBE_USER = "__health__"
 async def health(services: ServicesDep) -> dict[str, Any]:
     """Liveness, and the state of every dependency: the token keys (Auth0's cache: fresh, age,
     last error), the store (one cheap read), the prompt, the model configured, the dead-letter
-    spool. Imports no agent code and shows no secret (no URI, key or token)."""
+    spool (as this instance last used it). Imports no agent code and shows no secret (no URI,
+    key or token; a failure is named by its class)."""
     settings = services.settings
     auth = services.verifier.keys.health()
     prompt = services.prompts.health()
     store = await _probe_store(services)
+    dead_letters = services.dead_letters.health()
     failing = (
         auth["status"] in ("degraded", "unavailable")
         or prompt["status"] in ("degraded", "unavailable")
         or store["status"] != "ok"
+        or dead_letters["status"] != "ok"
     )
     offline = settings.resolved_model_provider == "offline"
     return {
@@ -43,7 +46,7 @@ async def health(services: ServicesDep) -> dict[str, Any]:
             "name": None if offline else settings.model_name,
             "fallback": settings.model_fallback,
         },
-        "dead_letters": services.dead_letters.health(),
+        "dead_letters": dead_letters,
     }
 
 

@@ -1,11 +1,13 @@
 """The dead-letter spools (`aircoach.turn.dead_letters.TurnSpool`): S3 under
 `DEADLETTER_BUCKET`/`DEADLETTER_PREFIX`, shared by every instance, or one file per turn under
 `DATA_DIR/deadletter` (on Lambda/Vercel that is `/tmp`: it survives only as long as the
-instance, so a bucket is the production choice). Blocking work (boto3, file I/O) runs in
-worker threads."""
+instance, so a bucket is the production choice). An entry that is not a turn is moved aside
+to `quarantine/` in the same place, out of the replay's listing, for an operator to inspect.
+Blocking work (boto3, file I/O) runs in worker threads."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from aircoach.turn.records import Turn
 log = logging.getLogger(__name__)
 
 _SUFFIX = ".json"
+QUARANTINE = "quarantine/"
 
 
 class FileSpool:
@@ -43,11 +46,21 @@ class FileSpool:
     async def delete(self, key: str) -> None:
         await anyio.to_thread.run_sync(lambda: (self.folder / key).unlink(missing_ok=True))
 
+    async def quarantine(self, key: str) -> None:
+        await anyio.to_thread.run_sync(self._quarantine, key)
+
     async def find(self, turn_id: str) -> Turn | None:
         try:
             return await self.get(f"{turn_id}{_SUFFIX}")
         except FileNotFoundError:
             return None
+
+    def _quarantine(self, key: str) -> None:
+        aside = self.folder / QUARANTINE
+        aside.mkdir(exist_ok=True, mode=0o700)
+        # Missing: another instance moved it first.
+        with contextlib.suppress(FileNotFoundError):
+            (self.folder / key).replace(aside / key)
 
     def _put(self, turn: Turn) -> None:
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -97,11 +110,21 @@ class S3Spool:
 
     async def keys(self, limit: int) -> list[str]:
         def list_keys() -> list[str]:
-            page = self.client.list_objects_v2(
-                Bucket=self.bucket, Prefix=self.prefix, MaxKeys=limit
+            # S3 counts the quarantine/ folder and objects that are not entries in `MaxKeys`:
+            # pages go on until `limit` entries, so none of them holds the oldest slots.
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket,
+                Prefix=self.prefix,
+                Delimiter="/",
+                PaginationConfig={"PageSize": limit},
             )
-            keys = (obj["Key"][len(self.prefix) :] for obj in page.get("Contents", []))
-            return [key for key in keys if key.endswith(_SUFFIX) and "/" not in key]
+            keys: list[str] = []
+            for page in pages:
+                names = (obj["Key"][len(self.prefix) :] for obj in page.get("Contents", []))
+                keys += (name for name in names if name.endswith(_SUFFIX))
+                if len(keys) >= limit:
+                    break
+            return keys[:limit]
 
         return await anyio.to_thread.run_sync(list_keys)
 
@@ -118,12 +141,34 @@ class S3Spool:
             lambda: self.client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
         )
 
+    async def quarantine(self, key: str) -> None:
+        from botocore.exceptions import ClientError
+
+        def move() -> None:
+            try:
+                self.client.copy_object(
+                    Bucket=self.bucket,
+                    Key=f"{self.prefix}{QUARANTINE}{key}",
+                    CopySource={"Bucket": self.bucket, "Key": self.prefix + key},
+                )
+            except ClientError as exc:
+                if not _missing(exc):
+                    raise
+                return  # another instance moved it first
+            self.client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
+
+        await anyio.to_thread.run_sync(move)
+
     async def find(self, turn_id: str) -> Turn | None:
         from botocore.exceptions import ClientError
 
         try:
             return await self.get(f"{turn_id}{_SUFFIX}")
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            if _missing(exc):
                 return None
             raise
+
+
+def _missing(exc: Any) -> bool:
+    return exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404")

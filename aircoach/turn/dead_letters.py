@@ -6,6 +6,8 @@ without a bucket, one file per turn under `DATA_DIR/deadletter` (on Lambda/Verce
 `/tmp`: it survives only as long as the instance, so a bucket is the production choice).
 Entries are named by turn id, so they replay oldest first, and replaying is idempotent: the
 store keeps one turn per turn id, and an entry is deleted only once the store has the turn.
+An entry that is not a turn (spooled by a version with another schema, or damaged) is moved
+aside to the spool's quarantine, so it never holds a slot of the next replays.
 
 Blocking work (boto3, file I/O) runs in worker threads. Nothing runs in the background: the
 replay happens inside a request, after that request's own turn was stored.
@@ -41,6 +43,10 @@ class TurnSpool(Protocol):
 
     async def delete(self, key: str) -> None: ...
 
+    async def quarantine(self, key: str) -> None:
+        """Move the entry out of the listing, where an operator can still read it."""
+        ...
+
     async def find(self, turn_id: str) -> Turn | None:
         """The spooled turn of that id, or None when it is not spooled."""
         ...
@@ -66,8 +72,11 @@ class DeadLetters:
         self.clock = clock
         self.spooled = 0  # by this process
         self.replayed = 0
+        self.quarantined = 0
         self.pending: int | None = None  # as of the last look; None before any
+        # Class names only: health shows them, and an error's text may carry a URL or a path.
         self.last_error: str | None = None
+        self.spool_error: str | None = None  # the spool's last operation failed
         self._dirty = False
         self._looked_at = float("-inf")
         self._replaying = False
@@ -77,14 +86,16 @@ class DeadLetters:
         try:
             await self.spool.put(turn)
         except Exception as exc:
-            self.last_error = f"{type(exc).__name__}: {exc}"
+            self._failed(exc, spool=True)
             log.error(
-                "dead-letter spool (%s) refused turn %s: %s",
+                "dead-letter spool (%s) refused turn %s: %s: %s",
                 self.spool.kind,
                 turn.turn_id,
-                self.last_error,
+                type(exc).__name__,
+                exc,
             )
             return False
+        self.spool_error = None
         self.spooled += 1
         self._dirty = True
         return True
@@ -99,7 +110,8 @@ class DeadLetters:
         if self._replaying or not self.due:
             return 0
         self._replaying = True
-        moved = 0
+        moved = set_aside = 0
+        in_store = False  # whether a failure is the store's (the spool is fine) or the spool's
         try:
             self._dirty, self._looked_at = False, self.clock()
             keys = await self.spool.keys(self.batch)
@@ -107,25 +119,43 @@ class DeadLetters:
                 try:
                     turn = await self.spool.get(key)
                 except ValidationError as exc:
-                    log.error("dead letter %r is not a turn, left in place: %s", key, exc)
+                    await self.spool.quarantine(key)
+                    set_aside += 1
+                    # The key only: the entry holds a user's question and answer.
+                    first = exc.errors(include_input=False, include_url=False)[0]
+                    log.warning(
+                        "dead letter %r is not a turn (%d errors, first %s at %r): moved to "
+                        "the spool's quarantine (%s)",
+                        key,
+                        exc.error_count(),
+                        first["type"],
+                        ".".join(map(str, first["loc"])),
+                        self.spool.kind,
+                    )
                     continue
+                in_store = True
                 await chats.append_turn(turn)
+                in_store = False
                 await self.spool.delete(key)
                 moved += 1
-            self.pending = len(keys) - moved
-            self._dirty = moved == self.batch  # more may wait: the next request goes on
+            self.pending = len(keys) - moved - set_aside
+            self.spool_error = None
+            # A full batch: more may wait, the next request goes on.
+            self._dirty = len(keys) == self.batch
         except Exception as exc:
-            self.last_error = f"{type(exc).__name__}: {exc}"
+            self._failed(exc, spool=not in_store)
             self._dirty = True
             log.warning(
-                "dead-letter replay stopped after %d turns (%s): %s",
+                "dead-letter replay stopped after %d turns (%s): %s: %s",
                 moved,
                 self.spool.kind,
-                self.last_error,
+                type(exc).__name__,
+                exc,
             )
         finally:
             self._replaying = False
             self.replayed += moved
+            self.quarantined += set_aside
         if moved:
             log.info("dead letters replayed into the store: %d turns (%s)", moved, self.spool.kind)
         return moved
@@ -137,18 +167,35 @@ class DeadLetters:
         try:
             turn = await self.spool.find(turn_id)
         except Exception as exc:
+            # An entry that is not a turn is no spool outage: the replay moves it aside.
+            self._failed(exc, spool=not isinstance(exc, ValidationError))
             log.warning(
-                "dead-letter spool (%s) unreadable for turn %s: %s", self.spool.kind, turn_id, exc
+                "dead-letter spool (%s) unreadable for turn %s: %s: %s",
+                self.spool.kind,
+                turn_id,
+                type(exc).__name__,
+                exc,
             )
             return None
+        self.spool_error = None
         return turn if turn is not None and turn.userId == user_id else None
 
     def health(self) -> dict[str, object]:
-        """For `/api/health`: what this process knows, without touching the spool."""
+        """For `/api/health`: what this process knows, without touching the spool.
+        `unavailable` while the spool's last operation here failed (a turn the store refuses
+        now is lost), until one succeeds; `last_error` stays, the class of the last failure
+        of the spool or of a replay."""
         return {
             "spool": self.spool.kind,
+            "status": "unavailable" if self.spool_error else "ok",
             "spooled": self.spooled,
             "replayed": self.replayed,
+            "quarantined": self.quarantined,
             "pending": self.pending,
             "last_error": self.last_error,
         }
+
+    def _failed(self, exc: Exception, *, spool: bool) -> None:
+        self.last_error = type(exc).__name__
+        if spool:
+            self.spool_error = self.last_error

@@ -9,8 +9,12 @@ import pytest
 
 from aircoach.auth.auth0 import Auth0KeySource
 from aircoach.auth.tokens import TokenVerifier
-from tests.helpers import app_with, asgi_client
+from aircoach.store.spool import FileSpool
+from aircoach.turn.dead_letters import DeadLetters
+from aircoach.turn.records import Turn
+from tests.helpers import app_with, asgi_client, services_of
 from tests.loopback import free_port
+from tests.s3 import s3_settings
 
 
 async def test_a_healthy_laptop(client):
@@ -23,8 +27,10 @@ async def test_a_healthy_laptop(client):
     assert body["model"] == {"provider": "offline", "name": None, "fallback": None}
     assert body["dead_letters"] == {
         "spool": "file",
+        "status": "ok",
         "spooled": 0,
         "replayed": 0,
+        "quarantined": 0,
         "pending": None,
         "last_error": None,
     }
@@ -104,3 +110,66 @@ async def test_auth0_key_cache_fresh_age_and_last_error(tenant, data_dir, clock)
     assert (auth["status"], auth["keys"], auth["fresh"]) == ("degraded", 1, False)
     assert auth["age_s"] == keys.max_age_s + 5 and "503" in auth["last_error"]
     assert body["status"] == "degraded"
+
+
+def a_turn(turn_id: str) -> Turn:
+    return Turn(
+        userId="user-1",
+        human="domanda",
+        system="risposta",
+        timestamp="2026-11-22T10:00:00+00:00",
+        prompt_version="v1",
+        model="scripted",
+        thread_id="user-1:vv1",
+        turn_id=turn_id,
+    )
+
+
+async def test_a_spool_that_refuses_turns_is_degraded_and_named_by_class(settings, data_dir):
+    """Turns the store refuses are being lost: health says so, without the spool's path."""
+    folder = data_dir / "spool-behind-a-file"
+    folder.write_text("a file where the spool folder should be")
+    app = app_with(settings, dead_letters=DeadLetters(FileSpool(folder)))
+    dead_letters = services_of(app).dead_letters
+    async with asgi_client(app) as client:
+        assert not await dead_letters.keep(a_turn("0001"))
+        failing = (await client.get("/api/health")).json()
+        folder.unlink()
+        assert await dead_letters.keep(a_turn("0002"))
+        healed = (await client.get("/api/health")).json()
+    assert failing["status"] == "degraded"
+    assert failing["dead_letters"]["status"] == "unavailable"
+    assert failing["dead_letters"]["last_error"] in ("FileExistsError", "NotADirectoryError")
+    assert str(data_dir) not in json.dumps(failing)
+    assert (healed["status"], healed["dead_letters"]["status"]) == ("ok", "ok")
+    assert healed["dead_letters"]["last_error"] == failing["dead_letters"]["last_error"]
+
+
+async def test_an_unreachable_s3_spool_shows_neither_its_url_nor_its_bucket(aws_env, data_dir):
+    settings = s3_settings(
+        data_dir,
+        prompt_bucket=None,
+        deadletter_bucket="private-spool-bucket",
+        aws_endpoint_url=f"http://127.0.0.1:{free_port()}",  # nothing listens: refused
+    )
+    app = app_with(settings)
+    async with asgi_client(app) as client:
+        assert not await services_of(app).dead_letters.keep(a_turn("0001"))
+        body = (await client.get("/api/health")).json()
+    assert body["status"] == "degraded"
+    spool = body["dead_letters"]
+    assert (spool["spool"], spool["status"]) == ("s3", "unavailable")
+    assert spool["last_error"] == "EndpointConnectionError"
+    assert "private-spool-bucket" not in json.dumps(body) and "127.0.0.1" not in json.dumps(body)
+
+
+async def test_entries_moved_to_the_quarantine_are_counted(settings, data_dir, auth):
+    folder = settings.deadletter_folder
+    folder.mkdir(parents=True)
+    (folder / "0000.json").write_text('{"userId": "user-1"}')
+    async with asgi_client(app_with(settings)) as client:
+        assert (await client.get("/api/history", headers=auth())).status_code == 200
+        body = (await client.get("/api/health")).json()
+    assert body["status"] == "ok"  # the spool works; the count asks an operator to look
+    assert (body["dead_letters"]["quarantined"], body["dead_letters"]["pending"]) == (1, 0)
+    assert (folder / "quarantine" / "0000.json").exists()

@@ -165,14 +165,55 @@ async def test_a_long_backlog_drains_in_batches(settings, data_dir):
     assert len(await services.chats.history("user-1", limit=10, before=None)) == 5
 
 
-async def test_an_unreadable_entry_is_left_in_place(settings, data_dir, caplog):
-    spool = FileSpool(data_dir / "spool")
-    (data_dir / "spool").mkdir()
-    (data_dir / "spool" / "0000.json").write_text("{not json")
+async def test_a_full_batch_of_entries_that_are_not_turns_does_not_block_the_replay(
+    settings, data_dir, caplog: pytest.LogCaptureFixture
+):
+    """Twenty entries an older version spooled (no longer valid turns) sort first: they are
+    moved to the quarantine, each logged once by key, and the valid turn behind them is
+    replayed by the next look; no look reads more than a batch."""
+    folder = data_dir / "spool"
+    folder.mkdir()
+    unreadable = [f"0000{n:02d}.json" for n in range(20)]
+    for name in unreadable[:-1]:
+        (folder / name).write_text('{"userId": "user-1", "human": "segreto dello studente"}')
+    (folder / unreadable[-1]).write_text("{not json")
+    spool = FileSpool(folder)
     await spool.put(a_turn("0001"))
-    assert await DeadLetters(spool).replay(Services.build(settings).chats) == 1
-    assert (data_dir / "spool" / "0000.json").exists()
-    assert "dead letter '0000.json' is not a turn" in caplog.text
+    chats = Services.build(settings).chats
+    dead_letters = DeadLetters(spool)
+    with caplog.at_level(logging.INFO, logger="aircoach.turn.dead_letters"):
+        assert await dead_letters.replay(chats) == 0  # one batch: the 20 unreadable ones
+        assert await spool.keys(100) == ["0001.json"]
+        assert dead_letters.due  # a full batch: more may wait
+        assert await dead_letters.replay(chats) == 1
+        assert not dead_letters.due
+        assert await dead_letters.replay(chats) == 0
+    assert [t.turn_id for t in await chats.history("user-1", limit=5, before=None)] == ["0001"]
+    assert sorted(p.name for p in (folder / "quarantine").iterdir()) == unreadable
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [m.split()[2] for m in warnings] == [repr(name) for name in unreadable]
+    assert all("moved to the spool's quarantine" in m for m in warnings)
+    assert "segreto" not in caplog.text  # the key, never the content
+    health = dead_letters.health()
+    assert (health["quarantined"], health["replayed"], health["pending"]) == (20, 1, 0)
+    assert (health["status"], health["last_error"]) == ("ok", None)
+
+
+async def test_an_s3_entry_that_is_not_a_turn_moves_to_the_quarantine_folder(s3, data_dir):
+    settings = s3_settings(data_dir, deadletter_bucket=BUCKET, deadletter_prefix="deadletter/")
+    services = Services.build(settings)
+    spool = services.dead_letters.spool
+    s3.client.put_object(Bucket=BUCKET, Key="deadletter/0000.json", Body=b'{"userId": "x"}')
+    await spool.put(a_turn("r001"))  # sorts after "quarantine/": its objects take no slot
+    dead_letters = DeadLetters(spool, batch=1)
+    assert await dead_letters.replay(services.chats) == 0
+    assert await dead_letters.replay(services.chats) == 1
+    assert await dead_letters.replay(services.chats) == 0
+    assert [k for k in s3.all_keys() if k.startswith("deadletter/")] == [
+        "deadletter/quarantine/0000.json"
+    ]
+    assert await spool.keys(10) == []
+    assert dead_letters.health()["quarantined"] == 1
 
 
 def test_without_a_bucket_the_spool_is_a_folder_of_the_data_dir(settings):
