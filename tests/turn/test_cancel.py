@@ -15,7 +15,9 @@ from fastapi import FastAPI
 from langchain_core.outputs import ChatGenerationChunk
 from pydantic import Field
 
+from aircoach.errors import TurnInProgress
 from aircoach.settings import Settings
+from aircoach.turn.conversations import ConversationEraser
 from tests.helpers import app_with, asgi_client, services_of
 from tests.scripted_model import Script, ScriptedChatModel, text
 
@@ -139,3 +141,43 @@ async def test_a_delete_during_the_rewrite_leaves_nothing_of_the_conversation(
     assert listed.json()["conversations"] == []
     (body,) = answers
     assert body["status"] == "interrupted", body
+
+
+async def test_a_delete_whose_turn_does_not_stop_removes_nothing(
+    settings: Settings, auth: Callable[..., dict[str, str]]
+):
+    """A running turn that has not let go of the conversation when the delete stops waiting
+    (its store write slow, its instance stuck) could still store itself afterwards: the delete
+    is then refused with its id, and removes nothing."""
+    script = Script([text("Risposta uno")])
+    app = app_with(settings, models=_SlowRewrites(script, _Gate()))
+    me = auth()
+    services = services_of(app)
+    async with asgi_client(app) as client:
+        body = await _ask_json(client, me, conversation_id="c3")
+        assert body["status"] == "ok", body
+        now = services.clock()
+        # A turn of c3 runs somewhere and never lets go of it.
+        thread = "conversation:c3"
+        held = await services.turn_log.claim(
+            "user-1", thread, "t-stuck", now=now, expires_at=now + 30
+        )
+        assert held is None
+        eraser = ConversationEraser(
+            chats=services.chats,
+            turn_log=services.turn_log,
+            reservations=services.guards.reservations,
+            memory=services.memory,
+            clock=services.clock,
+            cancel_wait_s=0.3,
+        )
+        try:
+            await eraser.erase("user-1", "c3")
+        except TurnInProgress as exc:
+            refused = exc
+        else:
+            raise AssertionError("the delete went ahead while the turn still ran")
+        assert refused.status == 409 and refused.fields == {"turn_id": "t-stuck"}
+        assert await services.turn_log.cancel_requested("t-stuck")
+        history = await client.get("/api/history?conversation_id=c3", headers=me)
+        assert [t["human"] for t in history.json()["turns"]] == ["Visibilità minima VFR?"]
