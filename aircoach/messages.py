@@ -240,6 +240,12 @@ CATALOGUE: dict[str, Text] = {
         en="The previous message (turn {turn_id}) is still being answered: wait for it, or "
         'cancel it, or send with if_busy "interrupt".',
     ),
+    "conversation_busy": Text(
+        it="La conversazione ha ancora una risposta in corso (turno {turn_id}) che si sta "
+        "fermando: riprova a eliminarla tra qualche secondo.",
+        en="The conversation still has an answer in progress (turn {turn_id}) that is "
+        "stopping: retry the delete in a few seconds.",
+    ),
     "turn_finished": Text(
         it="Il turno {turn_id} è già concluso: non c'è niente da annullare.",
         en="Turn {turn_id} has ended already: there is nothing to cancel.",

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.errors import NotFound
-from aircoach.models import ErrorBody
+from aircoach.models import ErrorBody, TurnInProgressBody
 from aircoach.routes.responses import INVALID_BODY, UNAUTHORIZED, unavailable
 from aircoach.turn.conversations import (
     CONVERSATION_ID_PATTERN,
@@ -65,17 +65,24 @@ async def list_conversations(
     responses={
         **UNAUTHORIZED,
         404: {"model": ErrorBody, "description": "The caller has no such conversation."},
+        409: {
+            "model": TurnInProgressBody,
+            "description": "`turn_in_progress`: the conversation's running turn (`turn_id`) "
+            "was asked to stop but still ran 10 s later; nothing was removed. Retry after "
+            "`Retry-After` seconds.",
+        },
         **unavailable("auth_unavailable", "store_unavailable"),
     },
 )
 async def delete_conversation(
     conversation_id: ConversationId, user: CurrentUser, services: ServicesDep
 ) -> Response:
-    """Delete one of the caller's conversations: its running turn is cancelled first, then
-    its turns, their event log and idempotency records, its quiz state (held in its turns)
-    and the memory derived from it are removed, from the store and from this instance's
-    memory (the other instances rebuild theirs from the store on its next turn). 404 for an
-    unknown id."""
+    """Delete one of the caller's conversations: its running turn is cancelled first and the
+    delete waits until it has stopped and stored what it had; then its turns, their event
+    log and idempotency records, its quiz state (held in its turns) and the memory derived
+    from it are removed, from the store and from this instance's memory (the other instances
+    rebuild theirs from the store on its next turn). 404 for an unknown id; 409 (nothing
+    removed) when the running turn has not stopped within 10 s."""
     await services.dead_letters.replay(services.chats)
     eraser = ConversationEraser(
         chats=services.chats,

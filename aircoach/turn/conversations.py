@@ -1,7 +1,12 @@
 """A user's conversations: the claim key of a conversation's running turn, and what deleting
 a conversation removes (its running turn cancelled first, then its turns, its event log, its
 idempotency records, its threads in this process's memory, and whatever the features that
-keep per-conversation data registered as forgetters: the long-term memory derived from it)."""
+keep per-conversation data registered as forgetters: the long-term memory derived from it).
+
+A delete removes nothing while a turn of the conversation still runs: a turn frees its thread
+only after its store write, so once the thread is free no turn of the conversation can store
+itself later and bring it back. A turn that does not let go within `cancel_wait_s` (10 s) of
+its cancel (a store slow to take its write) makes the delete a 409 the client retries."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from aircoach.errors import TurnInProgress
 from aircoach.turn.guards import ReservationStore
 from aircoach.turn.log import TurnLogStore
 from aircoach.turn.ports import ChatStore
@@ -23,10 +29,11 @@ log = logging.getLogger(__name__)
 
 CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 MAX_CONVERSATION_ID = 64
-# How long a delete waits for the conversation's cancelled turn to stop (it checks its cancel
-# flag about once a second) before removing what it stored.
+# How long a delete waits for the conversation's cancelled turn to stop (it reads its cancel
+# flag every `TICK_S` and stops within about a second) before it gives up.
 _CANCEL_WAIT_S = 10.0
 _CANCEL_POLL_S = 0.25
+_BUSY_RETRY_S = 2
 
 # Removes what a feature keeps of (user_id, conversation_id); it must not fail when there is
 # nothing to remove.
@@ -49,10 +56,12 @@ class ConversationEraser:
     memory: Memory | None
     clock: Callable[[], float]
     forgetters: Sequence[ConversationForgetter] = ()
+    cancel_wait_s: float = _CANCEL_WAIT_S
 
     async def erase(self, user_id: str, conversation_id: str) -> bool:
         """Delete the user's conversation: False when there was none (nothing stored, nothing
-        running)."""
+        running); `TurnInProgress` (nothing removed) when its running turn, cancelled, has
+        not let go of the conversation within `cancel_wait_s`."""
         running = await self._stop_running(user_id, conversation_id)
         turn_ids = await self.chats.delete_conversation(user_id, conversation_id)
         if turn_ids:
@@ -68,17 +77,31 @@ class ConversationEraser:
         return bool(turn_ids) or running is not None
 
     async def _stop_running(self, user_id: str, conversation_id: str) -> str | None:
-        """Cancel the conversation's running turn and wait (bounded) until it has let go of
-        the conversation, so that its stored turn is removed too; its id, or None."""
+        """Cancel the conversation's running turn and wait until it has let go of the
+        conversation (after its store write), so that its stored turn is removed too; its id,
+        or None. `TurnInProgress` when it still holds the conversation after
+        `cancel_wait_s`."""
         thread = conversation_thread(user_id, conversation_id)
         held = await self.turn_log.holder(user_id, thread, now=self.clock())
         if held is None:
             return None
         await self.turn_log.request_cancel(user_id, held.turn_id, now=self.clock())
-        with anyio.move_on_after(_CANCEL_WAIT_S):
+        with anyio.move_on_after(self.cancel_wait_s):
             # Another instance may run it: its claim in the store is all there is to watch.
             while True:
                 if await self.turn_log.holder(user_id, thread, now=self.clock()) is None:
-                    break
+                    return held.turn_id
                 await anyio.sleep(_CANCEL_POLL_S)
-        return held.turn_id
+        log.warning(
+            "conversation %r of %r not deleted: its turn %s did not stop in %gs",
+            conversation_id,
+            user_id,
+            held.turn_id,
+            self.cancel_wait_s,
+        )
+        raise TurnInProgress(
+            "conversation_busy",
+            turn_id=held.turn_id,
+            fields={"turn_id": held.turn_id},
+            headers={"Retry-After": str(_BUSY_RETRY_S)},
+        )

@@ -10,7 +10,8 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol
@@ -47,7 +48,7 @@ log = logging.getLogger(__name__)
 
 
 class TurnCancelled(Exception):
-    """The turn was stopped on request while it waited for the agent."""
+    """The turn was stopped on request while it waited for a model, a tool or a search."""
 
 
 class TurnRequest(Protocol):
@@ -106,15 +107,16 @@ class ChatTurn:
     caveat: str = ""  # the note sent after the answer when a citation is unverified
     stages: Stages = field(default_factory=current_stages)
     cancelled: bool = False  # someone stopped it (`cancel`): stored `interrupted`
-    _waiting: anyio.CancelScope | None = field(default=None, repr=False)  # the wait for the agent
+    _waiting: anyio.CancelScope | None = field(default=None, repr=False)  # see `_wait`
     # Awaited first once the turn runs, which is once it holds its thread (a request refused as
     # busy never gets here): the memory's write, or a request to forget and the coach's reply
     # to it, which is then the answer and the agent is not run.
     begin: Callable[[], Awaitable[str | None]] | None = None
 
     def cancel(self) -> None:
-        """Stop the turn (a cancel from any instance, or a newer message that interrupts it):
-        the agent's current wait ends now, and the turn stores what it has."""
+        """Stop the turn (a cancel from any instance, a newer message that interrupts it, a
+        delete of its conversation): its current wait on the agent, the citation guard or the
+        rewrite ends now, and the turn stores what it has."""
         self.cancelled = True
         if self._waiting is not None:
             self._waiting.cancel()
@@ -193,15 +195,13 @@ class ChatTurn:
                     # The deadline covers each wait for the agent, never our own `yield`
                     # (a cancel scope must not span a yield of this generator).
                     waited = time.perf_counter()
-                    with anyio.CancelScope(deadline=deadline) as budget:
-                        self._waiting = budget
-                        if self.cancelled:
-                            budget.cancel()
-                        event = await anext(stream, None)
-                    self._waiting = None
-                    self.stages.add("agent_run", time.perf_counter() - waited)
+                    try:
+                        with self._wait(deadline) as budget:
+                            event = await anext(stream, None)
+                    finally:
+                        self.stages.add("agent_run", time.perf_counter() - waited)
                     if budget.cancelled_caught:
-                        raise TurnCancelled() if self.cancelled else TurnTimeout()
+                        raise TurnTimeout()
                     if event is None:
                         break
                     if isinstance(event, ToolStep):
@@ -213,8 +213,7 @@ class ChatTurn:
                         self.answer.append(event.content)
                         yield event
             except TurnCancelled:
-                self.status = "interrupted"
-                log.info("turn %s for %r cancelled", self.turn_id, self.principal.sub)
+                self._interrupted("the agent")
             except TurnTimeout as exc:
                 self.status = "error"
                 log.warning(
@@ -261,6 +260,27 @@ class ChatTurn:
             await self.models.aclose()
             log_fields(log, "turn", self.summary())
 
+    @contextmanager
+    def _wait(self, deadline: float) -> Iterator[anyio.CancelScope]:
+        """One wait of the turn on a model, a tool or a search: it ends at `deadline` (the
+        caller reads the scope's `cancelled_caught`), or at once with `TurnCancelled` when the
+        turn is cancelled (`cancel`), also before it began. Never around a `yield` of
+        `events()`: a cancel scope must not span one."""
+        with anyio.CancelScope(deadline=deadline) as scope:
+            self._waiting = scope
+            if self.cancelled:
+                scope.cancel()
+            try:
+                yield scope
+            finally:
+                self._waiting = None
+        if scope.cancelled_caught and self.cancelled:
+            raise TurnCancelled()
+
+    def _interrupted(self, phase: str) -> None:
+        self.status = "interrupted"
+        log.info("turn %s for %r cancelled in %s", self.turn_id, self.principal.sub, phase)
+
     def _error(self, exc: Exception) -> ErrorEvent:
         """The `error` event of a failure, in the request's language (any failure that is not
         ours to name is the model's: `model_unavailable`)."""
@@ -276,27 +296,31 @@ class ChatTurn:
         The guard runs within the turn's deadline (`TURN_TIMEOUT_S`): past it, the turn ends
         as when the agent runs past it (`error`, the answer kept, no verdict). A rewrite, and
         the check of the rewritten answer, that would end past it leave the first answer and
-        its verdict."""
+        its verdict. A cancel ends the turn `interrupted` with the answer it had (the first
+        one, during a rewrite) and no verdict."""
         guard = self.grounding
         if guard is None or self.status != "ok" or not self.text.strip():
             return
         try:
             with self.stages.timed("grounding"):
-                with anyio.move_on_after(_left(deadline)) as budget:
+                with self._wait(deadline) as budget:
                     result, context = await guard.check(self.text, self.tools)
                 if budget.cancelled_caught:
                     raise TurnTimeout()
                 if result and result.unverified and guard.regenerate and not self.request.stream:
-                    with anyio.move_on_after(_left(deadline)):
+                    with self._wait(deadline):
                         rewritten = await self._rewrite(guard, result, context)
                         if rewritten:
                             checked = await guard.check(rewritten, self.tools)
                             self.answer, self.regenerated = [rewritten], True
                             result, context = checked
                 if result and result.unverified and guard.withhold and not self.request.stream:
-                    with anyio.move_on_after(_left(deadline)):
+                    with self._wait(deadline):
                         kept, result = await guard.withheld(self.text, result, self.tools)
                         self.answer, self.withheld = [kept], True
+        except TurnCancelled:
+            self._interrupted("the citation guard")
+            return
         except TurnTimeout as exc:
             self.status = "error"
             log.warning(
@@ -373,10 +397,6 @@ class ChatTurn:
 
 async def _said(reply: str) -> AsyncGenerator[AgentMessage, None]:
     yield AgentMessage(content=reply)
-
-
-def _left(deadline: float) -> float:
-    return max(deadline - anyio.current_time(), 0)
 
 
 def _ms_since(started: float) -> int:
