@@ -585,6 +585,16 @@ class Settings(
         )
 
     @model_validator(mode="after")
+    def _web_check_has_its_service(self) -> Settings:
+        # Without the service the check was skipped in silence: the operator asked for it.
+        if self.grounding_web_check and not self.tool_env.get("SEARXNG_URL"):
+            raise ConfigError(
+                "GROUNDING_WEB_CHECK=true needs SEARXNG_URL (the web_search service it searches "
+                "through): set SEARXNG_URL, or GROUNDING_WEB_CHECK=false"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _dead_letters_stay_out_of_the_docs(self) -> Settings:
         # The docs listing reads every key under PROMPT_PREFIX: a spooled turn there would
         # become a prompt doc (and change prompt_version); and the replay would read docs.

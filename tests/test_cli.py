@@ -102,6 +102,7 @@ def test_chat_says_in_one_line_that_nothing_listens(monkeypatch, data_dir, capsy
         ("STORE", "mongodb", "error: STORE=mongodb needs MONGODB_URI"),
         ("PORT", "eighty", "error: PORT must be a port number (1-65535)"),
         ("LOG_LEVEL", "verbose", "error: LOG_LEVEL must be one of DEBUG, INFO, WARNING"),
+        ("GROUNDING_WEB_CHECK", "true", "error: GROUNDING_WEB_CHECK=true needs SEARXNG_URL"),
     ],
 )
 def test_a_configuration_error_is_one_line_naming_the_setting(

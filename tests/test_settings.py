@@ -147,6 +147,15 @@ def test_an_unknown_log_level_is_a_configuration_error(monkeypatch):
         Settings(_env_file=None)
 
 
+def test_the_web_check_needs_its_search_service(monkeypatch):
+    monkeypatch.setenv("GROUNDING_WEB_CHECK", "true")
+    monkeypatch.delenv("SEARXNG_URL", raising=False)
+    with pytest.raises(ConfigError, match=r"^GROUNDING_WEB_CHECK=true needs SEARXNG_URL"):
+        Settings(_env_file=None)
+    monkeypatch.setenv("SEARXNG_URL", "http://127.0.0.1:8888")
+    assert Settings(_env_file=None).grounding_web_check
+
+
 def test_env_example_documents_every_setting():
     documented = (ROOT / ".env.example").read_text()
     variables = [name.upper() for name in Settings.model_fields if name != "tool_env"]
