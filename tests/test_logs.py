@@ -114,6 +114,28 @@ def test_without_handlers_the_root_gets_ours(settings, pristine_logging, capsys)
     )
 
 
+def test_the_task_worker_logs_like_the_http_entries(
+    monkeypatch, data_dir, pristine_logging, capsys
+):
+    """The SQS worker called basicConfig, which does nothing on Lambda (the runtime's handler
+    is there): its INFO lines were lost, and none was JSON."""
+    from aircoach.entry.tasks_worker import worker_from_environment
+
+    monkeypatch.chdir(data_dir)  # no .env
+    monkeypatch.setenv("DATA_DIR", str(data_dir))
+    monkeypatch.setenv("LOG_FORMAT", "json")
+    monkeypatch.setenv("LOG_LEVEL", "INFO")
+    worker_from_environment()
+    logging.getLogger("aircoach.tasks.engine").info("task_run status=ok")
+    lines = [
+        line for line in json_lines(capsys.readouterr().err) if line["msg"] == "task_run status=ok"
+    ]
+    assert [(line["logger"], line["level"]) for line in lines] == [
+        ("aircoach.tasks.engine", "INFO")
+    ]
+    assert pristine_logging.records == []  # not wrapped or repeated by the runtime's handler
+
+
 @pytest.mark.parametrize(
     ("given", "echoed"),
     [
