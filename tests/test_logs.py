@@ -140,7 +140,9 @@ def test_the_task_worker_logs_like_the_http_entries(
     ("given", "echoed"),
     [
         ("abc-123", "abc-123"),
-        ("x" * 200, None),  # too long: replaced, never echoed
+        ("-trace/7+=:.", "-trace/7+=:."),  # any character of the documented alphabet first
+        ("x" * 128, "x" * 128),
+        ("x" * 129, None),  # too long: replaced, never echoed
         ("two words", None),
         ('"><script>', None),
     ],
