@@ -9,12 +9,13 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pytest
 from mangum import Mangum
 
 from aircoach.logs import APP_LOGGER, configure_logging
 from aircoach.stages import STAGES
-from tests.helpers import app_with, asgi_client
+from tests.helpers import app_with, asgi_client, served
 from tests.lambda_events import chat_event, response_body
 from tests.scripted_model import Script, ScriptedModels, call, text
 from tests.sse import parse_sse
@@ -134,6 +135,28 @@ def test_the_task_worker_logs_like_the_http_entries(
         ("aircoach.tasks.engine", "INFO")
     ]
     assert pristine_logging.records == []  # not wrapped or repeated by the runtime's handler
+
+
+@pytest.mark.integration  # a real uvicorn server on loopback
+def test_under_serve_uvicorns_own_lines_are_json_too(settings, pristine_logging, capsys):
+    """uvicorn's default logging config gave its loggers handlers of their own: its lifecycle
+    and access lines were plain text in JSON mode."""
+    logging.getLogger().handlers.clear()  # a plain process, as under `serve`
+    app = app_with(settings.model_copy(update={"log_format": "json"}))
+    with served(app, log_level="info") as url:
+        response = httpx.get(
+            f"{url}/api/health?access_token=s3cr3t", headers={"X-Request-ID": "req-serve.1"}
+        )
+    assert response.status_code == 200
+    err = capsys.readouterr().err
+    lines = json_lines(err)
+    assert len(lines) == len(err.strip().splitlines())  # nothing but JSON objects
+    (access,) = [line for line in lines if line["logger"] == "uvicorn.access"]
+    assert (
+        access["request_id"] == "req-serve.1" and "GET /api/health?access_token=" in access["msg"]
+    )
+    assert "s3cr3t" not in err
+    assert any(line["logger"] == "uvicorn.error" for line in lines)  # "Started server process"
 
 
 @pytest.mark.parametrize(
