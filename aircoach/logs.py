@@ -40,7 +40,7 @@ REQUEST_ID_HEADER = "X-Request-ID"
 
 # What a caller may choose as a request id: short, printable, no spaces or quotes. Anything
 # else is ignored (never echoed), and the request gets an id of ours.
-_SANE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+=-]{0,127}")
+_SANE_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,12 @@ def open_stores(settings: StoreSettings, *, clients: MongoClients | None = None)
     from aircoach.store.sqlite import SqliteAttemptStore, SqliteChatStore, SqliteQuizStore
 
     path = settings.sqlite_file
-    return Stores(SqliteChatStore(path), SqliteQuizStore(path), SqliteAttemptStore(path))
+    wait = settings.store_timeout_s
+    return Stores(
+        SqliteChatStore(path, timeout_s=wait),
+        SqliteQuizStore(path, timeout_s=wait),
+        SqliteAttemptStore(path, timeout_s=wait),
+    )
 
 
 def build_stores(settings: StoreSettings) -> tuple[ChatStore, QuizStore]:
@@ -151,7 +156,12 @@ def build_task_stores(
     )
 
     path = settings.sqlite_file
-    return TaskStores(SqliteTaskRunStore(path), SqliteReviewQueue(path), SqliteContactStore(path))
+    wait = settings.store_timeout_s
+    return TaskStores(
+        SqliteTaskRunStore(path, timeout_s=wait),
+        SqliteReviewQueue(path, timeout_s=wait),
+        SqliteContactStore(path, timeout_s=wait),
+    )
 
 
 def build_guard_stores(
@@ -172,7 +182,10 @@ def build_guard_stores(
     from aircoach.store.sqlite_guards import SqliteQuotaStore, SqliteReservationStore
 
     path = settings.sqlite_file
-    return GuardStores(SqliteReservationStore(path), SqliteQuotaStore(path))
+    wait = settings.store_timeout_s
+    return GuardStores(
+        SqliteReservationStore(path, timeout_s=wait), SqliteQuotaStore(path, timeout_s=wait)
+    )
 
 
 def build_review_store(
@@ -188,7 +201,7 @@ def build_review_store(
         )
     from aircoach.store.sqlite_review import SqliteReviewStore
 
-    return SqliteReviewStore(settings.sqlite_file)
+    return SqliteReviewStore(settings.sqlite_file, timeout_s=settings.store_timeout_s)
 
 
 def build_exam_store(settings: StoreSettings, *, clients: MongoClients | None = None) -> ExamStore:
@@ -202,7 +215,7 @@ def build_exam_store(settings: StoreSettings, *, clients: MongoClients | None = 
         )
     from aircoach.store.sqlite_exams import SqliteExamStore
 
-    return SqliteExamStore(settings.sqlite_file)
+    return SqliteExamStore(settings.sqlite_file, timeout_s=settings.store_timeout_s)
 
 
 def build_turn_log(settings: StoreSettings, *, clients: MongoClients | None = None) -> TurnLogStore:
@@ -219,7 +232,8 @@ def build_turn_log(settings: StoreSettings, *, clients: MongoClients | None = No
     # A file of its own beside the chats': a turn writes its log three or four times, and
     # SQLite has one writer per file, so the log does not queue behind the turns' own writes.
     path = settings.sqlite_file
-    return SqliteTurnLog(path.with_name(f"{path.stem}-turns{path.suffix}"))
+    log_file = path.with_name(f"{path.stem}-turns{path.suffix}")
+    return SqliteTurnLog(log_file, timeout_s=settings.store_timeout_s)
 
 
 def build_memory_store(
@@ -235,7 +249,7 @@ def build_memory_store(
         )
     from aircoach.store.sqlite_memory import SqliteMemoryStore
 
-    return SqliteMemoryStore(settings.sqlite_file)
+    return SqliteMemoryStore(settings.sqlite_file, timeout_s=settings.store_timeout_s)
 
 
 def build_prompt_source(settings: PromptSettings) -> PromptSource:

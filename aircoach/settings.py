@@ -12,6 +12,7 @@ names (`AUTH0_DOMAIN`, `MONGODB_URI`, ...): every field's name is its variable's
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -111,6 +112,17 @@ class ServerSettings(_Group):
     # platform's function timeout minus the store's: the turn is stored after the cap.
     turn_timeout_s: float = Field(default=45.0, gt=0)
 
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _a_logging_level(cls, value: object) -> object:
+        # Checked here, or a typo (`verbose`) was a traceback from logging at start-up.
+        if not isinstance(value, str):
+            return value
+        level = logging.getLevelNamesMapping().get(value.strip().upper())
+        if level is None:
+            raise ConfigError("LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        return logging.getLevelName(level)  # WARN -> WARNING, FATAL -> CRITICAL
+
     @property
     def resolved_log_format(self) -> str:
         if self.log_format:
@@ -209,11 +221,10 @@ class AuthSettings(_Group):
             )
         if self.auth0_domain and "/" in self.auth0_domain:
             raise ConfigError(
-                f"AUTH0_DOMAIN={self.auth0_domain!r} must be a host name such as "
-                "'tenant.eu.auth0.com', without a path"
+                "AUTH0_DOMAIN must be a host name such as 'tenant.eu.auth0.com', without a path"
             )
         if self.auth0_base_url and not self.auth0_base_url.startswith(("https://", "http://")):
-            raise ConfigError(f"AUTH0_BASE_URL={self.auth0_base_url!r} must be an http(s) URL")
+            raise ConfigError("AUTH0_BASE_URL must be an http(s) URL")
         if bool(self.auth0_mgmt_client_id) != bool(self.auth0_mgmt_client_secret):
             raise ConfigError(
                 "set both AUTH0_MGMT_CLIENT_ID and AUTH0_MGMT_CLIENT_SECRET, or neither"
@@ -332,8 +343,8 @@ class ModelSettings(_Group):
         provider, _, name = value.strip().partition(":")
         if provider not in MODEL_PROVIDERS or (provider != "offline" and not name):
             raise ConfigError(
-                f"MODEL_FALLBACK {value!r} must be 'offline' or 'PROVIDER:MODEL' with "
-                f"PROVIDER one of {MODEL_PROVIDERS}, e.g. 'openai:gpt-4o-mini'"
+                "MODEL_FALLBACK must be 'offline' or 'PROVIDER:MODEL' with PROVIDER one of "
+                f"{MODEL_PROVIDERS}, e.g. 'openai:gpt-4o-mini'"
             )
         return value.strip()
 
@@ -411,9 +422,8 @@ class GroundingSettings(_Group):
             and self.grounding_regenerate != (self.grounding_policy == "regenerate")
         ):
             raise ConfigError(
-                f"GROUNDING_POLICY={self.grounding_policy!r} and "
-                f"GROUNDING_REGENERATE={self.grounding_regenerate} disagree; set only "
-                "GROUNDING_POLICY"
+                "GROUNDING_POLICY and GROUNDING_REGENERATE disagree (GROUNDING_REGENERATE=true "
+                "means GROUNDING_POLICY=regenerate); set only GROUNDING_POLICY"
             )
         return self
 
@@ -490,7 +500,7 @@ class TelemetrySettings(_Group):
     @classmethod
     def _endpoint_is_a_url(cls, value: str | None) -> str | None:
         if value and not value.startswith(("https://", "http://")):
-            raise ConfigError(f"OTEL_EXPORTER_OTLP_ENDPOINT={value!r} must be an http(s) URL")
+            raise ConfigError("OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s) URL")
         return value
 
 
@@ -575,6 +585,16 @@ class Settings(
         )
 
     @model_validator(mode="after")
+    def _web_check_has_its_service(self) -> Settings:
+        # Without the service the check was skipped in silence: the operator asked for it.
+        if self.grounding_web_check and not self.tool_env.get("SEARXNG_URL"):
+            raise ConfigError(
+                "GROUNDING_WEB_CHECK=true needs SEARXNG_URL (the web_search service it searches "
+                "through): set SEARXNG_URL, or GROUNDING_WEB_CHECK=false"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _dead_letters_stay_out_of_the_docs(self) -> Settings:
         # The docs listing reads every key under PROMPT_PREFIX: a spooled turn there would
         # become a prompt doc (and change prompt_version); and the replay would read docs.
@@ -582,8 +602,8 @@ class Settings(
             spool, docs = self.deadletter_prefix, self.prompt_prefix
             if spool.startswith(docs) or docs.startswith(spool):
                 raise ConfigError(
-                    f"DEADLETTER_PREFIX={spool!r} and PROMPT_PREFIX={docs!r} overlap in bucket "
-                    f"{self.deadletter_bucket!r}: use a folder outside the prompt docs"
+                    "DEADLETTER_PREFIX and PROMPT_PREFIX overlap in the same bucket "
+                    "(DEADLETTER_BUCKET = PROMPT_BUCKET): use a folder outside the prompt docs"
                 )
         return self
 

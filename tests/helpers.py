@@ -110,7 +110,9 @@ class ObservedChats:
 
 
 @contextmanager
-def served(app: FastAPI, *, receipt_timeout_s: float = 30.0) -> Iterator[str]:
+def served(
+    app: FastAPI, *, receipt_timeout_s: float = 30.0, log_level: str = "warning"
+) -> Iterator[str]:
     """`app` behind a real uvicorn server on a free loopback port, in a thread, configured
     as `serve` configures it (receipt deadline, header limit); its URL. uvicorn is imported
     here: only integration tests serve."""
@@ -125,7 +127,7 @@ def served(app: FastAPI, *, receipt_timeout_s: float = 30.0) -> Iterator[str]:
             app,
             receipt_timeout_s=receipt_timeout_s,
             lifespan="off",
-            log_level="warning",
+            log_level=log_level,
             timeout_graceful_shutdown=1,
         )
     )

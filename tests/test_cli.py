@@ -100,7 +100,9 @@ def test_chat_says_in_one_line_that_nothing_listens(monkeypatch, data_dir, capsy
         ("HISTORY_LIMIT", "-1", "error: HISTORY_LIMIT: Input should be greater than or equal"),
         ("CORS_ORIGINS", '["http://a', "error: CORS_ORIGINS: Value error, not a valid JSON list"),
         ("STORE", "mongodb", "error: STORE=mongodb needs MONGODB_URI"),
-        ("PORT", "eighty", "error: PORT='eighty' must be a port number"),
+        ("PORT", "eighty", "error: PORT must be a port number (1-65535)"),
+        ("LOG_LEVEL", "verbose", "error: LOG_LEVEL must be one of DEBUG, INFO, WARNING"),
+        ("GROUNDING_WEB_CHECK", "true", "error: GROUNDING_WEB_CHECK=true needs SEARXNG_URL"),
     ],
 )
 def test_a_configuration_error_is_one_line_naming_the_setting(
@@ -118,13 +120,44 @@ def test_a_configuration_error_is_one_line_naming_the_setting(
     assert "Traceback" not in message
 
 
-def test_a_secret_is_never_echoed_in_a_configuration_error(monkeypatch, data_dir):
+@pytest.mark.parametrize(
+    ("settings", "line"),
+    [
+        ({"AUTH_LEEWAY_S": "s3cr3t-value"}, "error: AUTH_LEEWAY_S:"),
+        ({"AUTH0_DOMAIN": "user:s3cr3t@tenant.eu.auth0.com/x"}, "error: AUTH0_DOMAIN must"),
+        ({"AUTH0_BASE_URL": "ftp://user:s3cr3t@tenant.example"}, "error: AUTH0_BASE_URL must"),
+        ({"MODEL_FALLBACK": "s3cr3t"}, "error: MODEL_FALLBACK must"),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318/?key=s3cr3t"},
+            "error: OTEL_EXPORTER_OTLP_ENDPOINT must",
+        ),
+        (
+            {"GROUNDING_POLICY": "withhold", "GROUNDING_REGENERATE": "true"},
+            "error: GROUNDING_POLICY and GROUNDING_REGENERATE disagree",
+        ),
+        (
+            {
+                "PROMPT_BUCKET": "s3cr3t-bucket",
+                "DEADLETTER_BUCKET": "s3cr3t-bucket",
+                "DEADLETTER_PREFIX": "prompt_docs/s3cr3t/",
+            },
+            "error: DEADLETTER_PREFIX and PROMPT_PREFIX overlap",
+        ),
+        ({"LOG_LEVEL": "s3cr3t"}, "error: LOG_LEVEL must"),
+        ({"PORT": "s3cr3t"}, "error: PORT must"),
+    ],
+)
+def test_a_configuration_error_names_the_setting_never_its_value(
+    monkeypatch, data_dir, settings, line
+):
     from aircoach.__main__ import main
 
     monkeypatch.setenv("DATA_DIR", str(data_dir))
     monkeypatch.chdir(data_dir)
-    monkeypatch.setenv("AUTH_LEEWAY_S", "s3cr3t-value")
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
     with pytest.raises(SystemExit) as exited:
-        main(["token", "--sub", "x"])
-    assert str(exited.value.code).startswith("error: AUTH_LEEWAY_S:")
-    assert "s3cr3t" not in str(exited.value.code)
+        main(["chat"])
+    message = str(exited.value.code)
+    assert message.startswith(line) and "\n" not in message
+    assert "s3cr3t" not in message and "withhold" not in message

@@ -9,12 +9,13 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pytest
 from mangum import Mangum
 
 from aircoach.logs import APP_LOGGER, configure_logging
 from aircoach.stages import STAGES
-from tests.helpers import app_with, asgi_client
+from tests.helpers import app_with, asgi_client, served
 from tests.lambda_events import chat_event, response_body
 from tests.scripted_model import Script, ScriptedModels, call, text
 from tests.sse import parse_sse
@@ -114,11 +115,57 @@ def test_without_handlers_the_root_gets_ours(settings, pristine_logging, capsys)
     )
 
 
+def test_the_task_worker_logs_like_the_http_entries(
+    monkeypatch, data_dir, pristine_logging, capsys
+):
+    """The SQS worker called basicConfig, which does nothing on Lambda (the runtime's handler
+    is there): its INFO lines were lost, and none was JSON."""
+    from aircoach.entry.tasks_worker import worker_from_environment
+
+    monkeypatch.chdir(data_dir)  # no .env
+    monkeypatch.setenv("DATA_DIR", str(data_dir))
+    monkeypatch.setenv("LOG_FORMAT", "json")
+    monkeypatch.setenv("LOG_LEVEL", "INFO")
+    worker_from_environment()
+    logging.getLogger("aircoach.tasks.engine").info("task_run status=ok")
+    lines = [
+        line for line in json_lines(capsys.readouterr().err) if line["msg"] == "task_run status=ok"
+    ]
+    assert [(line["logger"], line["level"]) for line in lines] == [
+        ("aircoach.tasks.engine", "INFO")
+    ]
+    assert pristine_logging.records == []  # not wrapped or repeated by the runtime's handler
+
+
+@pytest.mark.integration  # a real uvicorn server on loopback
+def test_under_serve_uvicorns_own_lines_are_json_too(settings, pristine_logging, capsys):
+    """uvicorn's default logging config gave its loggers handlers of their own: its lifecycle
+    and access lines were plain text in JSON mode."""
+    logging.getLogger().handlers.clear()  # a plain process, as under `serve`
+    app = app_with(settings.model_copy(update={"log_format": "json"}))
+    with served(app, log_level="info") as url:
+        response = httpx.get(
+            f"{url}/api/health?access_token=s3cr3t", headers={"X-Request-ID": "req-serve.1"}
+        )
+    assert response.status_code == 200
+    err = capsys.readouterr().err
+    lines = json_lines(err)
+    assert len(lines) == len(err.strip().splitlines())  # nothing but JSON objects
+    (access,) = [line for line in lines if line["logger"] == "uvicorn.access"]
+    assert (
+        access["request_id"] == "req-serve.1" and "GET /api/health?access_token=" in access["msg"]
+    )
+    assert "s3cr3t" not in err
+    assert any(line["logger"] == "uvicorn.error" for line in lines)  # "Started server process"
+
+
 @pytest.mark.parametrize(
     ("given", "echoed"),
     [
         ("abc-123", "abc-123"),
-        ("x" * 200, None),  # too long: replaced, never echoed
+        ("-trace/7+=:.", "-trace/7+=:."),  # any character of the documented alphabet first
+        ("x" * 128, "x" * 128),
+        ("x" * 129, None),  # too long: replaced, never echoed
         ("two words", None),
         ('"><script>', None),
     ],

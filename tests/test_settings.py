@@ -101,7 +101,7 @@ def test_serverless_reads_no_dotenv_and_logs_json(monkeypatch, tmp_path, variabl
     [("prompt_docs/", "prompt_docs/deadletter/"), ("", "deadletter/"), ("docs/", "docs")],
 )
 def test_dead_letters_may_not_share_the_docs_folder(prompt_prefix, deadletter_prefix):
-    with pytest.raises(ConfigError, match=r"DEADLETTER_PREFIX=.*overlap"):
+    with pytest.raises(ConfigError, match=r"DEADLETTER_PREFIX and PROMPT_PREFIX overlap"):
         Settings(
             _env_file=None,
             prompt_bucket="b",
@@ -133,6 +133,27 @@ def test_bad_values_name_the_setting(monkeypatch):
     monkeypatch.setenv("HISTORY_LIMIT", "-1")
     with pytest.raises(ValueError, match="history_limit"):
         Settings(_env_file=None)
+
+
+@pytest.mark.parametrize(("given", "level"), [("debug", "DEBUG"), (" Warn ", "WARNING")])
+def test_log_level_takes_a_logging_level_in_any_case(monkeypatch, given, level):
+    monkeypatch.setenv("LOG_LEVEL", given)
+    assert Settings(_env_file=None).log_level == level
+
+
+def test_an_unknown_log_level_is_a_configuration_error(monkeypatch):
+    monkeypatch.setenv("LOG_LEVEL", "verbose")
+    with pytest.raises(ConfigError, match=r"^LOG_LEVEL must be one of DEBUG, INFO, WARNING"):
+        Settings(_env_file=None)
+
+
+def test_the_web_check_needs_its_search_service(monkeypatch):
+    monkeypatch.setenv("GROUNDING_WEB_CHECK", "true")
+    monkeypatch.delenv("SEARXNG_URL", raising=False)
+    with pytest.raises(ConfigError, match=r"^GROUNDING_WEB_CHECK=true needs SEARXNG_URL"):
+        Settings(_env_file=None)
+    monkeypatch.setenv("SEARXNG_URL", "http://127.0.0.1:8888")
+    assert Settings(_env_file=None).grounding_web_check
 
 
 def test_env_example_documents_every_setting():

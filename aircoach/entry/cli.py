@@ -23,7 +23,7 @@ def _port() -> int:
     if not raw:
         return DEFAULT_PORT
     if not raw.isdigit() or not 0 < int(raw) < 65536:
-        sys.exit(f"error: PORT={raw[:20]!r} must be a port number (1-65535)")
+        sys.exit("error: PORT must be a port number (1-65535)")
     return int(raw)
 
 

@@ -120,7 +120,11 @@ def receipt_deadline_protocol(timeout_s: float) -> type[ReceiptDeadlineProtocol]
 
 
 def server_config(app: Any, *, receipt_timeout_s: float, **options: Any) -> uvicorn.Config:
-    """uvicorn's config for `app` with the receipt deadline and the header limit."""
+    """uvicorn's config for `app` with the receipt deadline and the header limit. uvicorn's
+    own lines (lifecycle, one access line per request) go through the app's logging
+    (aircoach.logs): uvicorn's default config gave them handlers of their own, plain text even
+    with LOG_FORMAT=json."""
+    options.setdefault("log_config", None)
     return uvicorn.Config(app, http=receipt_deadline_protocol(receipt_timeout_s), **options)
 
 

@@ -202,12 +202,13 @@ def _failures(ids: list[str]) -> dict[str, Any]:
 
 def worker_from_environment() -> SqsTaskWorker:
     """The worker of the Lambda entry: settings from the environment, logging set up."""
+    from aircoach.logs import configure_logging
     from aircoach.settings import get_settings
 
     settings = get_settings()
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    # As the HTTP entries do: on Lambda the runtime's handler is already on the root logger,
+    # where basicConfig did nothing and the INFO lines were lost.
+    configure_logging(settings)
     recorder = None
     if settings.telemetry_enabled:
         from aircoach.telemetry.otel import OtelTelemetry

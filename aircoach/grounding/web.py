@@ -1,8 +1,8 @@
 """The optional web check of unverified citations (`GROUNDING_WEB_CHECK`, off by default).
 
-When it is on and the `web_search` tool's service is configured (`SEARXNG_URL`), each
-unverified citation (at most `MAX_SEARCHES`) is searched on the official domains only
-(`OFFICIAL_DOMAINS`: EUR-Lex, Normattiva, EASA, ENAC). A result counts when its address is on
+When it is on (it needs the `web_search` tool's service, `SEARXNG_URL`: the settings refuse
+it without), each unverified citation (at most `MAX_SEARCHES`) is searched on the official
+domains only (`OFFICIAL_DOMAINS`: EUR-Lex, Normattiva, EASA, ENAC). A result counts when its address is on
 one of those domains; it `confirms` the citation when its title or snippet cites the same
 key. The result is a `source` of the citation in the grounding event, for the student and the
 instructor to open: never trusted blindly, it does not make the citation verified.

@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 
 _SETUP_WAIT_S = 30.0  # how long a new file's set-up waits for the others setting it up
 
+# How long an operation waits for another connection's write lock before it fails
+# (StoreUnavailable): STORE_TIMEOUT_S, whose default this is.
+BUSY_TIMEOUT_S = 5.0
+
 # Every SQLite operation of the process runs in one of these. SQLite has one writer at a time,
 # and two cores have little use for more readers; each thread keeps a connection per store.
 _threads = Threads("sqlite", limit=4)
@@ -97,8 +101,11 @@ class _Sqlite:
         path: Path,
         schema: str = _SCHEMA,
         migrate: Callable[[sqlite3.Connection], None] | None = None,
+        *,
+        timeout_s: float = BUSY_TIMEOUT_S,
     ):
         self.path = path
+        self.timeout_s = timeout_s
         self.schema = schema
         # Brings a file an earlier version made up to date (the chat and quiz schema's).
         self.migrate = migrate
@@ -108,7 +115,7 @@ class _Sqlite:
         self._local = threading.local()  # this worker thread's connection
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=5.0)
+        conn = sqlite3.connect(self.path, timeout=self.timeout_s)
         conn.row_factory = sqlite3.Row
         # With WAL, NORMAL never corrupts the file and skips an fsync per commit; a power cut
         # may lose the last commits. This is the embedded default, not the production store.
@@ -133,7 +140,7 @@ class _Sqlite:
         is tried again for a few seconds (once per process and store; in a worker thread)."""
         deadline = time.monotonic() + _SETUP_WAIT_S
         while True:
-            conn = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False)
+            conn = sqlite3.connect(self.path, timeout=self.timeout_s, check_same_thread=False)
             try:
                 conn.row_factory = sqlite3.Row
                 conn.execute("PRAGMA journal_mode=WAL")
@@ -294,8 +301,8 @@ def _turn_from_row(row: sqlite3.Row) -> Turn:
 
 
 class SqliteChatStore:
-    def __init__(self, path: Path):
-        self._db = _Sqlite(path, migrate=_migrate)
+    def __init__(self, path: Path, *, timeout_s: float = BUSY_TIMEOUT_S):
+        self._db = _Sqlite(path, migrate=_migrate, timeout_s=timeout_s)
 
     async def append_turn(self, turn: Turn) -> None:
         row = turn.model_dump()
@@ -432,8 +439,8 @@ class SqliteChatStore:
 
 
 class SqliteQuizStore:
-    def __init__(self, path: Path):
-        self._db = _Sqlite(path, migrate=_migrate)
+    def __init__(self, path: Path, *, timeout_s: float = BUSY_TIMEOUT_S):
+        self._db = _Sqlite(path, migrate=_migrate, timeout_s=timeout_s)
 
     async def count(self) -> int:
         return await self._db.run(lambda c: c.execute("SELECT COUNT(*) FROM quiz").fetchone()[0])
@@ -546,8 +553,8 @@ class SqliteQuizStore:
 
 
 class SqliteAttemptStore:
-    def __init__(self, path: Path):
-        self._db = _Sqlite(path, migrate=_migrate)
+    def __init__(self, path: Path, *, timeout_s: float = BUSY_TIMEOUT_S):
+        self._db = _Sqlite(path, migrate=_migrate, timeout_s=timeout_s)
 
     async def add_attempt(self, attempt: Attempt) -> None:
         row = attempt.model_dump()

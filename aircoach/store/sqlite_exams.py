@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from aircoach.quiz.exam_models import ExamRecord
-from aircoach.store.sqlite import _Sqlite
+from aircoach.store.sqlite import BUSY_TIMEOUT_S, _Sqlite
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS quiz_exams (
@@ -29,8 +29,8 @@ def _record(row: sqlite3.Row) -> ExamRecord:
 
 
 class SqliteExamStore:
-    def __init__(self, path: Path):
-        self._db = _Sqlite(path, schema=_SCHEMA)
+    def __init__(self, path: Path, *, timeout_s: float = BUSY_TIMEOUT_S):
+        self._db = _Sqlite(path, schema=_SCHEMA, timeout_s=timeout_s)
 
     async def create(self, exam: ExamRecord) -> None:
         doc = json.dumps(exam.model_dump(), ensure_ascii=False)

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from aircoach.store.sqlite import _Sqlite
+from aircoach.store.sqlite import BUSY_TIMEOUT_S, _Sqlite
 from aircoach.turn.guards import Reservation
 
 _SCHEMA = """
@@ -30,8 +30,8 @@ CREATE TABLE IF NOT EXISTS quotas (
 
 
 class SqliteReservationStore:
-    def __init__(self, path: Path):
-        self._db = _Sqlite(path, schema=_SCHEMA)
+    def __init__(self, path: Path, *, timeout_s: float = BUSY_TIMEOUT_S):
+        self._db = _Sqlite(path, schema=_SCHEMA, timeout_s=timeout_s)
 
     async def reserve(
         self, user_id: str, key: str, turn_id: str, *, now: float, ttl_s: float
@@ -84,8 +84,8 @@ class SqliteReservationStore:
 
 
 class SqliteQuotaStore:
-    def __init__(self, path: Path):
-        self._db = _Sqlite(path, schema=_SCHEMA)
+    def __init__(self, path: Path, *, timeout_s: float = BUSY_TIMEOUT_S):
+        self._db = _Sqlite(path, schema=_SCHEMA, timeout_s=timeout_s)
 
     async def hit(self, user_id: str, window: str, *, limit: int, expires_at: float) -> bool:
         def op(c: sqlite3.Connection) -> bool:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from aircoach.memory.ports import SINGLE_KINDS, MemoryItem, NewItem, new_item_id
-from aircoach.store.sqlite import _Sqlite
+from aircoach.store.sqlite import BUSY_TIMEOUT_S, _Sqlite
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memory (
@@ -27,8 +27,8 @@ _FIELDS = "id, conversation_id, kind, text, created_at, turn_id"
 
 
 class SqliteMemoryStore:
-    def __init__(self, path: Path):
-        self._db = _Sqlite(path, schema=_SCHEMA)
+    def __init__(self, path: Path, *, timeout_s: float = BUSY_TIMEOUT_S):
+        self._db = _Sqlite(path, schema=_SCHEMA, timeout_s=timeout_s)
 
     async def add(self, user_id: str, items: Sequence[NewItem], *, keep: int) -> None:
         def op(c: sqlite3.Connection) -> None:

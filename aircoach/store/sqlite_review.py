@@ -11,7 +11,7 @@ from typing import Any
 
 from aircoach.quiz.models import ReviewRecord
 from aircoach.quiz.ports import QuestionKey
-from aircoach.store.sqlite import _Sqlite
+from aircoach.store.sqlite import BUSY_TIMEOUT_S, _Sqlite
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS quiz_reviews (
@@ -39,8 +39,8 @@ def _record(row: sqlite3.Row) -> ReviewRecord:
 
 
 class SqliteReviewStore:
-    def __init__(self, path: Path):
-        self._db = _Sqlite(path, schema=_SCHEMA)
+    def __init__(self, path: Path, *, timeout_s: float = BUSY_TIMEOUT_S):
+        self._db = _Sqlite(path, schema=_SCHEMA, timeout_s=timeout_s)
 
     async def get(self, user_id: str, key: QuestionKey) -> ReviewRecord | None:
         row = await self._db.run(

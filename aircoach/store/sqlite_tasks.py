@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from aircoach.store.sqlite import _Sqlite
+from aircoach.store.sqlite import BUSY_TIMEOUT_S, _Sqlite
 from aircoach.tasks.ports import Claim, QueueStats, RunFilter, RunStats
 from aircoach.tasks.records import (
     Contact,
@@ -88,8 +88,8 @@ def _json(model: TaskRun | ReviewItem | Contact, *, exclude: tuple[str, ...] = (
 
 
 class SqliteTaskRunStore:
-    def __init__(self, path: Path):
-        self._db = _Sqlite(path, schema=_SCHEMA, migrate=_migrate)
+    def __init__(self, path: Path, *, timeout_s: float = BUSY_TIMEOUT_S):
+        self._db = _Sqlite(path, schema=_SCHEMA, migrate=_migrate, timeout_s=timeout_s)
 
     async def insert_run(self, run: TaskRun) -> None:
         facts = run_facts(run)
@@ -260,8 +260,8 @@ def _item(row: sqlite3.Row) -> ReviewItem:
 
 
 class SqliteReviewQueue:
-    def __init__(self, path: Path):
-        self._db = _Sqlite(path, schema=_SCHEMA, migrate=_migrate)
+    def __init__(self, path: Path, *, timeout_s: float = BUSY_TIMEOUT_S):
+        self._db = _Sqlite(path, schema=_SCHEMA, migrate=_migrate, timeout_s=timeout_s)
 
     async def enqueue(self, item: ReviewItem) -> None:
         row = (item.review_id, item.task, item.status, _json(item, exclude=_RESOLUTION))
@@ -346,8 +346,8 @@ class SqliteReviewQueue:
 
 
 class SqliteContactStore:
-    def __init__(self, path: Path):
-        self._db = _Sqlite(path, schema=_SCHEMA, migrate=_migrate)
+    def __init__(self, path: Path, *, timeout_s: float = BUSY_TIMEOUT_S):
+        self._db = _Sqlite(path, schema=_SCHEMA, migrate=_migrate, timeout_s=timeout_s)
 
     async def upsert_contacts(self, contacts: list[Contact]) -> int:
         rows = [(contact.key, _json(contact)) for contact in contacts]

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from aircoach.store.sqlite import _Sqlite
+from aircoach.store.sqlite import BUSY_TIMEOUT_S, _Sqlite
 from aircoach.turn.log import LoggedEvent, RunningTurn
 
 _SCHEMA = """
@@ -94,8 +94,8 @@ def _ask_to_stop(c: sqlite3.Connection, turn_id: str, expires_at: float) -> None
 
 
 class SqliteTurnLog:
-    def __init__(self, path: Path):
-        self._db = _Sqlite(path, schema=_SCHEMA)
+    def __init__(self, path: Path, *, timeout_s: float = BUSY_TIMEOUT_S):
+        self._db = _Sqlite(path, schema=_SCHEMA, timeout_s=timeout_s)
         self._lock = _writer_lock(path)
 
     async def _writing(self, op: Callable[[sqlite3.Connection], T]) -> T:

@@ -57,7 +57,7 @@ def test_todays_settings_map_onto_the_policy(monkeypatch, env, mode):
 def test_a_policy_that_contradicts_the_old_switch_is_refused(monkeypatch):
     monkeypatch.setenv("GROUNDING_POLICY", "withhold")
     monkeypatch.setenv("GROUNDING_REGENERATE", "true")
-    with pytest.raises(ConfigError, match="GROUNDING_POLICY='withhold' and GROUNDING_REGENERATE"):
+    with pytest.raises(ConfigError, match="GROUNDING_POLICY and GROUNDING_REGENERATE disagree"):
         GroundingSettings(_env_file=None)
 
 

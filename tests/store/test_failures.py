@@ -100,6 +100,28 @@ async def test_a_turn_that_cannot_be_stored_says_so_before_done(
     assert [t["human"] for t in history] == ["domanda tre", "domanda due", "domanda uno"]
 
 
+async def test_an_sqlite_call_waits_for_a_write_lock_at_most_store_timeout_s(settings):
+    """SQLite's wait for another connection's write lock is STORE_TIMEOUT_S (it was 5 s
+    whatever the setting): then the call fails as a store failure, and works again once the
+    lock is gone."""
+    from aircoach.errors import StoreUnavailable
+    from aircoach.services import open_stores
+    from tests.store.test_contract import make_turn
+
+    chats = open_stores(settings.model_copy(update={"store_timeout_s": 0.05})).chats
+    await chats.append_turn(make_turn("u", 1))  # the file made (its set-up waits on its own)
+    with closing(sqlite3.connect(settings.sqlite_file, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # another writer holds the file until we roll back
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            await chats.append_turn(make_turn("u", 2))
+        waited = time.monotonic() - started
+        other.execute("ROLLBACK")
+    assert waited < 4.0  # far above 0.05 s, far below the 5 s it used to wait
+    await chats.append_turn(make_turn("u", 2))
+    assert [t.human for t in await chats.recent_turns("u", 5)] == ["domanda 1", "domanda 2"]
+
+
 @pytest.mark.integration  # waits out the driver's server selection twice (about 1 s)
 async def test_after_a_timeout_mongodb_operations_fail_at_once_for_store_timeout_s(settings):
     """A server that does not answer costs one operation STORE_TIMEOUT_S; the operations after
