@@ -16,7 +16,7 @@ from pydantic import (
 
 from aircoach.grounding.models import ResponseGrounding
 from aircoach.tools.registry import MAX_TOOLS
-from aircoach.turn.conversations import CONVERSATION_ID_PATTERN, MAX_CONVERSATION_ID
+from aircoach.turn.conversations import ConversationIdText
 from aircoach.turn.records import ToolRecord, ToolUse, Turn, TurnFields, TurnStatus
 
 # A tool name's longest form (`ToolSpec.name`).
@@ -68,13 +68,11 @@ class MessageRequest(BaseModel):
         description="The client's id of this message (or the `Idempotency-Key` header): a "
         "repeat within 24 h gets the stored turn instead of a second one.",
     )
-    conversation_id: str | None = Field(
+    conversation_id: ConversationIdText | None = Field(
         default=None,
-        max_length=MAX_CONVERSATION_ID,
-        pattern=CONVERSATION_ID_PATTERN,
         description="The client's conversation (the AI SDK's chat `id`): history, memory, "
         "quiz state and the one running turn are per conversation. None: the user's default "
-        "conversation.",
+        "conversation (so no client's conversation is called `default`).",
     )
     use_memory_retrieval: bool = True
     use_rag_v3_retrieval: bool | None = Field(

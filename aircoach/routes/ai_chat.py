@@ -25,7 +25,7 @@ from aircoach.routes.chat import run_chat
 from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, unavailable
 from aircoach.routes.ui_stream import UI_STREAM_HEADER, UI_STREAM_VERSION, ui_encoder
 from aircoach.tools.registry import MAX_TOOLS
-from aircoach.turn.conversations import CONVERSATION_ID_PATTERN, MAX_CONVERSATION_ID
+from aircoach.turn.conversations import ConversationIdText
 
 router = APIRouter(prefix="/api", tags=["chat"])
 
@@ -50,11 +50,7 @@ class UIChatRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    id: str = Field(
-        max_length=MAX_CONVERSATION_ID,
-        pattern=CONVERSATION_ID_PATTERN,
-        description="The chat's id: its `conversation_id`.",
-    )
+    id: ConversationIdText = Field(description="The chat's id: its `conversation_id`.")
     messages: list[UIMessage] = Field(min_length=1, max_length=MAX_UI_MESSAGES)
     trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
     messageId: str | None = Field(default=None, max_length=MAX_CLIENT_MESSAGE_ID)
@@ -178,7 +174,7 @@ async def ai_chat(
     response_class=Response,
 )
 async def resume_chat(
-    chat_id: Annotated[str, Path(max_length=MAX_CONVERSATION_ID, pattern=CONVERSATION_ID_PATTERN)],
+    chat_id: Annotated[ConversationIdText, Path()],
     user: CurrentUser,
     services: ServicesDep,
     language: RequestLanguage,

@@ -13,21 +13,14 @@ from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.errors import NotFound
 from aircoach.models import ErrorBody, TurnInProgressBody
 from aircoach.routes.responses import INVALID_BODY, UNAUTHORIZED, unavailable
-from aircoach.turn.conversations import (
-    CONVERSATION_ID_PATTERN,
-    MAX_CONVERSATION_ID,
-    ConversationEraser,
-)
+from aircoach.turn.conversations import ConversationEraser, ConversationIdText
 from aircoach.turn.records import ConversationSummary
 
 router = APIRouter(prefix="/api", tags=["conversations"])
 
 ConversationId = Annotated[
-    str,
+    ConversationIdText,
     Path(
-        min_length=1,
-        max_length=MAX_CONVERSATION_ID,
-        pattern=CONVERSATION_ID_PATTERN,
         description="The client's conversation id (`conversation_id` of the chat request).",
     ),
 ]

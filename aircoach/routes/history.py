@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.models import HistoryPage, HistoryTurn
 from aircoach.routes.responses import INVALID_BODY, UNAUTHORIZED, unavailable
-from aircoach.turn.conversations import CONVERSATION_ID_PATTERN, MAX_CONVERSATION_ID
+from aircoach.turn.conversations import ConversationIdText
 
 router = APIRouter(prefix="/api", tags=["meta"])
 
@@ -89,10 +89,8 @@ async def history(
         ),
     ] = None,
     conversation_id: Annotated[
-        str | None,
+        ConversationIdText | None,
         Query(
-            max_length=MAX_CONVERSATION_ID,
-            pattern=CONVERSATION_ID_PATTERN,
             description="Only this conversation's turns (else every conversation's).",
         ),
     ] = None,

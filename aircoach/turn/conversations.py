@@ -13,11 +13,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
+from pydantic import AfterValidator, Field, StringConstraints
+from pydantic_core import PydanticCustomError
 
 from aircoach.errors import TurnInProgress
+from aircoach.memory.ports import DEFAULT_CONVERSATION
 from aircoach.turn.guards import ReservationStore
 from aircoach.turn.log import TurnLogStore
 from aircoach.turn.ports import ChatStore
@@ -29,6 +32,10 @@ log = logging.getLogger(__name__)
 
 CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 MAX_CONVERSATION_ID = 64
+# The name the long-term memory gives the default conversation (a request without an id): a
+# client's conversation of that name would share its memory, and deleting it would forget
+# the default conversation's too. No client id may take it.
+RESERVED_CONVERSATION_ID = DEFAULT_CONVERSATION
 # How long a delete waits for the conversation's cancelled turn to stop (it reads its cancel
 # flag every `TICK_S` and stops within about a second) before it gives up.
 _CANCEL_WAIT_S = 10.0
@@ -38,6 +45,28 @@ _BUSY_RETRY_S = 2
 # Removes what a feature keeps of (user_id, conversation_id); it must not fail when there is
 # nothing to remove.
 ConversationForgetter = Callable[[str, str], Awaitable[None]]
+
+
+def _not_reserved(conversation_id: str) -> str:
+    if conversation_id == RESERVED_CONVERSATION_ID:
+        raise PydanticCustomError(
+            "conversation_id_reserved",
+            f"{RESERVED_CONVERSATION_ID!r} names the default conversation (send no id for "
+            "it): choose another id",
+        )
+    return conversation_id
+
+
+# A client's conversation id, wherever one is accepted (a body field, a path or query
+# parameter): the pattern, and never the reserved name (said in the schema too).
+ConversationIdText = Annotated[
+    str,
+    StringConstraints(
+        min_length=1, max_length=MAX_CONVERSATION_ID, pattern=CONVERSATION_ID_PATTERN
+    ),
+    Field(json_schema_extra={"not": {"const": RESERVED_CONVERSATION_ID}}),
+    AfterValidator(_not_reserved),
+]
 
 
 def conversation_thread(user_id: str, conversation_id: str | None) -> str:

@@ -189,3 +189,52 @@ async def test_a_malformed_conversation_id_is_422(client, auth, conversation_id)
     )
     assert response.status_code == 422
     assert ["body", "conversation_id"] in [e["loc"] for e in response.json()["detail"]]
+
+
+async def test_default_names_no_client_conversation(client, auth, script):
+    """The default conversation's memory is tagged `default`: a client's conversation of that
+    name would share it, and deleting it would erase the default conversation's memory."""
+    script([text("Il QNH è la pressione al livello del mare.")])
+    me = auth()
+    await chat(client, me, "Studio per il VDS. Cos'è il QNH?")  # the default conversation
+    memory = (await client.get("/api/memory", headers=me)).json()["items"]
+    assert len(memory) == 2
+
+    refused = [
+        (
+            "conversation_id",
+            await client.post(
+                "/api/stream_query",
+                json={"query": "Come si legge un METAR?", "conversation_id": "default"},
+                headers=me,
+            ),
+        ),
+        ("conversation_id", await client.delete("/api/conversations/default", headers=me)),
+        ("conversation_id", await client.get("/api/history?conversation_id=default", headers=me)),
+        (
+            "id",
+            await client.post(
+                "/api/chat",
+                json={
+                    "id": "default",
+                    "messages": [
+                        {"id": "m", "role": "user", "parts": [{"type": "text", "text": "x"}]}
+                    ],
+                },
+                headers=me,
+            ),
+        ),
+        ("chat_id", await client.get("/api/chat/default/stream", headers=me)),
+    ]
+    for field, response in refused:
+        assert response.status_code == 422, response.text
+        body = response.json()
+        assert body["message"] == f"La richiesta non è valida: controlla il campo {field!r}."
+        assert body["detail"][0]["type"] == "conversation_id_reserved"
+
+    # Nothing was stored, nothing was forgotten.
+    assert (await client.get("/api/memory", headers=me)).json()["items"] == memory
+    turns = (await client.get("/api/history", headers=me)).json()["turns"]
+    assert [t["human"] for t in turns] == ["Studio per il VDS. Cos'è il QNH?"]
+    # An id that only starts like it is a client's id as any other.
+    assert (await client.delete("/api/conversations/defaults", headers=me)).status_code == 404
