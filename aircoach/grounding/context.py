@@ -26,7 +26,7 @@ from aircoach.grounding.style import Stile, covered_points, covered_section, sty
 from aircoach.grounding.web import with_web_sources
 from aircoach.prompts.keys import docs_under, docs_version, is_system_prompt_doc
 from aircoach.threads import Threads
-from aircoach.turn.records import ToolCall
+from aircoach.turn.records import ToolCall, turn_of_question
 
 MANUAL_AREA = "manual"
 _DOCS_CACHE_SIZE = 2  # the current docs and the ones being replaced
@@ -90,9 +90,10 @@ def _docs_index(contents: Mapping[str, str]) -> ContextIndex:
 
 @dataclass(frozen=True)
 class ThreadView:
-    """What the model is shown of the earlier turns: the student's questions, the texts the
-    tools gave the model and the model's answers (what was already covered)."""
+    """What the model is shown of the earlier turns: their ids, the student's questions, the
+    texts the tools gave the model and the model's answers (what was already covered)."""
 
+    turn_ids: list[str] = field(default_factory=list)
     questions: list[str] = field(default_factory=list)
     tool_texts: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
@@ -106,8 +107,10 @@ class ThreadView:
             if history_limit > 0 and starts
             else []
         )
+        questions = [m for m in shown if isinstance(m, HumanMessage)]
         return cls(
-            questions=[m.text for m in shown if isinstance(m, HumanMessage)],
+            turn_ids=[t for m in questions if (t := turn_of_question(m.id)) is not None],
+            questions=[m.text for m in questions],
             tool_texts=[
                 m.text for m in shown if isinstance(m, ToolMessage) and m.status != "error"
             ],

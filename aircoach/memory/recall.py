@@ -9,7 +9,7 @@ course search) and by recency; the student's goal and exam date are always relev
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from aircoach.memory.extract import MAX_MESSAGE_CHARS, asks_to_forget, facts
 from aircoach.memory.ports import MAX_ITEM_CHARS, MemoryItem, NewItem
@@ -95,19 +95,17 @@ def relevant(
     question: str,
     *,
     max_items: int,
-    skip_recent_topics: int = 0,
+    shown_turns: Collection[str] = (),
 ) -> list[MemoryItem]:
     """The items worth showing for `question`, best first: facts about the student, and
-    topics that share a term with it. `items` come newest first; the newest
-    `skip_recent_topics` topics are left out (the model sees those turns in its history)."""
+    topics that share a term with it. `items` come newest first; the topics of
+    `shown_turns` (the ids of the turns the model sees in its history) are left out."""
     asked = set(terms(question))
     scored: list[tuple[float, int, MemoryItem]] = []
-    topics_seen = 0
     for rank, item in enumerate(items):
         recency = _RECENCY_WEIGHT / (1 + rank)
         if item.kind == "topic":
-            topics_seen += 1
-            if topics_seen <= skip_recent_topics:
+            if item.turn_id in shown_turns:
                 continue
             shared = len(asked & _item_terms(item.text))
             if not shared:

@@ -5,6 +5,7 @@ never fails the turn: it is logged, and the turn goes on without it."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -38,17 +39,18 @@ class UserMemory:
         """Every item kept for the user, newest first (`GET /api/memory`)."""
         return await self.store.items(user_id, limit=self.max_items)
 
-    async def section(self, user_id: str, question: str, *, skip_recent_topics: int = 0) -> str:
-        """The "Memoria dell'utente" section for this question; "" when nothing is relevant
+    async def section(
+        self, user_id: str, question: str, *, shown_turns: Collection[str] = ()
+    ) -> str:
+        """The "Memoria dell'utente" section for this question, without the topics of
+        `shown_turns` (the turns the model sees in its history); "" when nothing is relevant
         or the store cannot be read."""
         try:
             items = await self.store.items(user_id, limit=self.max_items)
         except Exception as exc:
             _warn("read", user_id, exc)
             return ""
-        chosen = relevant(
-            items, question, max_items=self.prompt_items, skip_recent_topics=skip_recent_topics
-        )
+        chosen = relevant(items, question, max_items=self.prompt_items, shown_turns=shown_turns)
         return memory_section(chosen, max_chars=self.prompt_chars)
 
     async def remember(

@@ -24,7 +24,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
 from aircoach.turn.ports import ChatStore
-from aircoach.turn.records import ToolCall, Turn
+from aircoach.turn.records import ToolCall, Turn, question_message_id
 
 if TYPE_CHECKING:
     from aircoach.turn.agent import TurnAgent
@@ -55,7 +55,7 @@ def messages_from_turns(turns: list[Turn]) -> list[BaseMessage]:
     from their single `tool` (its data as capped JSON: they kept no model text)."""
     messages: list[BaseMessage] = []
     for turn in turns:
-        messages.append(HumanMessage(turn.human, id=f"{turn.turn_id}-h"))
+        messages.append(HumanMessage(turn.human, id=question_message_id(turn.turn_id)))
         calls = turn.tools or _legacy_calls(turn)
         written = 0
         for step, group in itertools.groupby(calls, key=lambda c: c.step):

@@ -79,9 +79,6 @@ async def prepare_turn(
     )
     turn_id = turn_id or new_turn_id()
     forgetting = parts.recall is not None and parts.recall.asks_to_forget(request.query)
-    remembered = "" if forgetting else await _recall(parts, principal, request)
-    if remembered:
-        system_prompt = f"{system_prompt}\n\n{remembered}"
     ctx = ToolContext(
         user_id=principal.sub,
         env=settings.tool_env,
@@ -107,7 +104,7 @@ async def prepare_turn(
             )
 
     try:
-        agent = agent_for(system_prompt)
+        agent = agent_for(system_prompt)  # to read the thread; the prompt is built on it
         thread_id = memory_thread_id(principal.sub, request.conversation_id, snapshot.version)
         thread = ThreadView()
         if request.chat_history and not forgetting:
@@ -120,6 +117,9 @@ async def prepare_turn(
             thread = ThreadView.of(state.values.get("messages", []), settings.history_limit)
         else:
             memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
+        remembered = "" if forgetting else await _recall(parts, principal, request, thread)
+        if remembered:
+            system_prompt = f"{system_prompt}\n\n{remembered}"
         grounding = TurnGrounding(
             docs=snapshot.contents,
             thread=thread,
@@ -133,9 +133,10 @@ async def prepare_turn(
             if settings.grounding_web_check and settings.tool_env.get("SEARXNG_URL")
             else None,
         )
-        if grounding.shaped:
-            # Same thread, a prompt with the style asked for and, on a follow-up, the concise
-            # prefix, what was covered, and tools that search the conversation's topic first.
+        if grounding.shaped or remembered:
+            # Same thread, a prompt with the memory section, the style asked for and, on a
+            # follow-up, the concise prefix, what was covered, and tools that search the
+            # conversation's topic first.
             agent = agent_for(
                 grounding.prompt, tuple(grounding.topic) if grounding.followup else ()
             )
@@ -164,15 +165,18 @@ async def prepare_turn(
     )
 
 
-async def _recall(parts: TurnParts, principal: Principal, request: TurnRequest) -> str:
+async def _recall(
+    parts: TurnParts, principal: Principal, request: TurnRequest, thread: ThreadView
+) -> str:
     """The "Memoria dell'utente" section for this question ("" when `use_memory_retrieval` is
-    false or no memory is kept). A memory that fails never fails the turn."""
+    false or no memory is kept), without the topics of the turns the model sees in its history
+    (`thread`). A memory that fails never fails the turn."""
     if parts.recall is None or not getattr(request, "use_memory_retrieval", True):
         return ""
-    # Topics of the turns the model sees in its history are left out.
-    recent = parts.settings.history_limit if request.chat_history else 0
     with current_stages().timed("memory"):
-        return await parts.recall.section(principal.sub, request.query, skip_recent_topics=recent)
+        return await parts.recall.section(
+            principal.sub, request.query, shown_turns=frozenset(thread.turn_ids)
+        )
 
 
 async def _memory_step(

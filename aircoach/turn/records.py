@@ -83,3 +83,19 @@ class Turn(TurnFields):
     only `tool`."""
 
     tools: list[ToolCall] = Field(default_factory=list)
+
+
+# A turn's question in the model's thread (its human message), live or rebuilt from the store,
+# has the turn's id with this suffix: the thread tells which turns it holds.
+_QUESTION_SUFFIX = "-h"
+
+
+def question_message_id(turn_id: str) -> str:
+    return f"{turn_id}{_QUESTION_SUFFIX}"
+
+
+def turn_of_question(message_id: str | None) -> str | None:
+    """The turn whose question has this message id; None for another message."""
+    if message_id and message_id.endswith(_QUESTION_SUFFIX):
+        return message_id[: -len(_QUESTION_SUFFIX)]
+    return None

@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
 from aircoach.turn.agent import TurnAgent, ends_turn
 from aircoach.turn.events import AgentMessage, ToolResult
-from aircoach.turn.records import ToolCall
+from aircoach.turn.records import ToolCall, question_message_id
 
 
 @dataclass(frozen=True)
@@ -37,15 +37,16 @@ class _Asked:
 
 
 async def agent_events(
-    agent: TurnAgent, query: str, *, thread_id: str, stream: bool = True
+    agent: TurnAgent, query: str, *, thread_id: str, turn_id: str, stream: bool = True
 ) -> AsyncIterator[AgentMessage | ToolStep]:
     """Run the agent on `query` in thread `thread_id` and yield what the client sees: with
     `stream`, the answer as it is written; without (a JSON turn, read only at its end), each
-    model call's text once the call has ended. The model streams from its provider either
+    model call's text once the call has ended. The question keeps turn `turn_id`'s id in the
+    thread, as in a thread rebuilt from the store. The model streams from its provider either
     way (the configured clients are built with `streaming=True`): what `stream=False` saves
     is LangGraph's per-chunk callback, queue and hand-off, and ours."""
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
-    payload = {"messages": [{"role": "user", "content": query}]}
+    payload = {"messages": [HumanMessage(query, id=question_message_id(turn_id))]}
     written = 0  # characters of the answer streamed so far
     steps = 0  # model calls that have ended
     asked: dict[str, _Asked] = {}  # tool call id -> the call, until its result arrives

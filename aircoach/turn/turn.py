@@ -186,6 +186,7 @@ class ChatTurn:
                     self.agent,
                     self.request.query,
                     thread_id=self.recorder.memory_thread,
+                    turn_id=self.turn_id,
                     stream=self.request.stream,
                 )
             )

@@ -76,14 +76,22 @@ def test_relevant_items_share_a_term_with_the_question_and_facts_always_count():
     ]
 
 
-def test_topics_the_history_window_shows_are_left_out():
+def test_topics_of_the_turns_the_history_shows_are_left_out():
     kept = items(
         ("topic", "Ha chiesto: il QNH in crociera"),
         ("topic", "Ha chiesto: il QNH in decollo"),
+        ("goal", "Studia per: VDS"),
         ("topic", "Ha chiesto: il QNH in atterraggio"),
     )
-    chosen = relevant(kept, "qnh", max_items=5, skip_recent_topics=2)
-    assert [i.text for i in chosen] == ["Ha chiesto: il QNH in atterraggio"]
+    for n, item in enumerate(kept):
+        item.turn_id = f"t{n}"
+    # Only the turns shown, newest or not; a fact of a shown turn stays.
+    chosen = relevant(kept, "qnh", max_items=5, shown_turns={"t1", "t2"})
+    assert [i.text for i in chosen] == [
+        "Ha chiesto: il QNH in crociera",
+        "Ha chiesto: il QNH in atterraggio",
+        "Studia per: VDS",
+    ]
 
 
 def test_the_section_is_bounded_in_characters_with_whole_lines():

@@ -68,6 +68,43 @@ async def test_topics_the_history_shows_are_not_repeated(client, auth, script):
     assert "- Studia per: VDS" in prompt and "Ha chiesto" not in prompt
 
 
+async def test_a_conversation_leaves_out_only_the_topics_it_shows(settings, auth, models, script):
+    s = script([text("uno"), text("due"), text("tre")])
+    a, b = app_with(settings, models=models), app_with(settings, models=models)
+    async with asgi_client(a) as on_a, asgi_client(b) as on_b:
+        await chat(on_a, auth(), "Cos'è il QNH?")
+        # A new conversation shows the model no history: the default one's topic comes back.
+        events = await chat(on_a, auth(), "mi rispieghi il QNH?", conversation_id="nuova")
+        assert events[-1]["context_turns"] == 0
+        assert "- Ha chiesto: Cos'è il QNH?" in system_prompt(s)
+        # The default conversation on an instance that rebuilds it from the store: its own
+        # turn is in the history, the other conversation's topic is not.
+        events = await chat(on_b, auth(), "e il QNH in crociera?")
+        assert events[-1]["context_turns"] == 1
+        prompt = system_prompt(s)
+        assert "- Ha chiesto: mi rispieghi il QNH?" in prompt
+        assert "Cos'è il QNH?" not in prompt
+
+
+async def test_a_topic_pushed_out_of_the_history_by_small_talk_comes_back(
+    settings, auth, models, script
+):
+    s = script([text("uno"), text("due"), text("tre"), text("quattro"), text("cinque")])
+    settings = settings.model_copy(update={"history_limit": 2})
+    async with asgi_client(app_with(settings, models=models)) as client:
+        await chat(client, auth(), "Cos'è il QNH?")
+        await chat(client, auth(), "ok grazie")  # small talk: no topic
+        await chat(client, auth(), "perfetto")
+        await chat(client, auth(), "e il QNH in avvicinamento?")
+        shown = " ".join(m.text for m in s.calls[-1][1:])
+        assert "Cos'è il QNH?" not in shown  # out of the two turns of history...
+        assert "- Ha chiesto: Cos'è il QNH?" in system_prompt(s)  # ...so the memory has it
+        await chat(client, auth(), "e il QNH in crociera?")
+        prompt = system_prompt(s)
+        assert "- Ha chiesto: Cos'è il QNH?" in prompt
+        assert "- Ha chiesto: e il QNH in avvicinamento?" not in prompt  # in the history
+
+
 async def test_use_memory_retrieval_false_leaves_the_section_out_and_still_remembers(
     client, auth, script
 ):

@@ -36,6 +36,12 @@ class Instance:
         messages: list[BaseMessage] = self.script.calls[-1]
         return "\n".join(str(m.content) for m in messages)
 
+    def history(self) -> str:
+        """The turns the model was shown on its last call, without the system prompt (whose
+        long-term memory section is the user's, across conversations)."""
+        messages: list[BaseMessage] = self.script.calls[-1][1:]
+        return "\n".join(str(m.content) for m in messages)
+
 
 @pytest.fixture(params=["sqlite", "mongo"])
 def shared_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
@@ -67,23 +73,23 @@ async def test_two_conversations_on_two_instances_keep_their_own_history_and_mem
     await a.ask(me, "Domanda predefinita", "Risposta predefinita")
 
     await b.ask(me, "Domanda alfa due", "Risposta alfa due", conversation_id="alfa")
-    shown = b.shown()
+    shown = b.history()
     assert "Domanda alfa uno" in shown and "Risposta alfa uno" in shown
     assert "beta" not in shown and "predefinita" not in shown
 
     await a.ask(me, "Domanda beta due", "Risposta beta due", conversation_id="beta")
-    shown = a.shown()
+    shown = a.history()
     assert "Domanda beta uno" in shown and "Risposta beta uno" in shown
     assert "alfa" not in shown and "predefinita" not in shown
 
     # The default conversation (no id: today's clients) keeps its own history.
     await b.ask(me, "Altra domanda predefinita", "Altra risposta")
-    shown = b.shown()
+    shown = b.history()
     assert "Domanda predefinita" in shown and "alfa" not in shown and "beta" not in shown
 
     # Warm on A now (it answered alfa's first turn, B the second): A reseeds from the store.
     await a.ask(me, "Domanda alfa tre", "Risposta alfa tre", conversation_id="alfa")
-    shown = a.shown()
+    shown = a.history()
     assert "Risposta alfa uno" in shown and "Risposta alfa due" in shown
     assert "beta" not in shown
 
