@@ -174,6 +174,29 @@ async def test_bad_answers_are_refused_and_nothing_is_stored(api, auth, body, st
     assert progress["risposte"] == 0
 
 
+@pytest.mark.parametrize(
+    ("said", "letter"),
+    [
+        ("la c è giusta", "c"),
+        ("c è la risposta giusta", "c"),
+        ("la b è corretta", "b"),
+        ("sono sicuro: c", "c"),
+    ],
+)
+async def test_a_letter_said_in_a_sentence_is_graded(api, auth, said, letter):
+    body = {"capitolo": 1, "numero": 1, "risposta": said}
+    response = await api.post("/api/quiz/answers", json=body, headers=auth())
+    assert response.status_code == 200, response.text
+    assert response.json()["risposta"] == letter
+
+
+async def test_two_different_letters_are_not_one_answer(api, auth):
+    body = {"capitolo": 1, "numero": 1, "risposta": "a o c?"}
+    response = await api.post("/api/quiz/answers", json=body, headers=auth())
+    assert response.status_code == 422
+    assert [err["loc"] for err in response.json()["detail"]] == [["body", "risposta"]]
+
+
 async def test_a_letter_that_is_not_an_option_says_which_are(api, auth):
     body = {"capitolo": 1, "numero": 1, "risposta": "E"}
     (error,) = (await api.post("/api/quiz/answers", json=body, headers=auth())).json()["detail"]
