@@ -275,6 +275,27 @@ async def test_answers_sent_past_the_minute_budget_are_refused_and_not_counted(
     assert invalid.status_code == 422
 
 
+async def test_answers_to_a_missing_question_do_not_spend_the_budget(
+    store_settings: Settings, auth
+):
+    limit = 2
+    settings = store_settings.model_copy(update={"quota_answers_per_minute": limit})
+    missing = {"capitolo": 1, "numero": 999, "risposta": "a"}
+    real = {"capitolo": 1, "numero": 1, "risposta": "la c"}
+    async with asgi_client(app_with(settings, clock=quota_clock())) as api:
+        lost = [
+            await api.post("/api/quiz/answers", json=missing, headers=auth())
+            for _ in range(limit + 1)
+        ]
+        graded = [
+            await api.post("/api/quiz/answers", json=real, headers=auth()) for _ in range(limit)
+        ]
+        over = await api.post("/api/quiz/answers", json=real, headers=auth())
+    assert [r.status_code for r in lost] == [404] * (limit + 1)
+    assert [r.status_code for r in graded] == [200] * limit
+    assert over.status_code == 429
+
+
 async def test_review_lists_what_was_answered_wrong_without_the_key(api, auth):
     body = {"capitolo": 6, "numero": 2, "risposta": "a"}  # its key is another letter
     graded = await api.post("/api/quiz/answers", json=body, headers=auth())
