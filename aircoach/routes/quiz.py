@@ -70,7 +70,8 @@ async def questions(
             min_length=3,
             max_length=200,
             description="Forgiving search: accents, case, punctuation, plurals and one typo "
-            "per word of five letters or more do not matter; best matches first.",
+            "(a letter missing, extra or wrong, or two swapped) per word typed with five "
+            "letters or more do not matter; best matches first.",
         ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=50)] = 20,

@@ -72,6 +72,18 @@ async def test_one_question_without_the_key_or_404(api, auth):
 
 
 @pytest.mark.parametrize(
+    ("right", "typo"),
+    [("incidenza", "incidynza"), ("comunica", "comnuica"), ("certificato", "certifiacto")],
+)
+async def test_a_search_word_with_one_typo_finds_what_the_word_finds(api, auth, right, typo):
+    def search(testo):
+        return api.get("/api/quiz/questions", params={"testo": testo}, headers=auth())
+
+    found = (await search(right)).json()["items"]
+    assert found and (await search(typo)).json()["items"] == found
+
+
+@pytest.mark.parametrize(
     ("path", "field"),
     [
         ("/api/quiz/questions?capitolo=0", "capitolo"),
