@@ -1,6 +1,7 @@
 """Text helpers shared by the features (core): `fold`, `words` and `stem` for Italian text,
 and the forgiving term search built on them: accents, case and punctuation ignored, singular
-and plural alike, one typo tolerated in a word of five letters or more, best matches first.
+and plural alike, one typo tolerated in a word typed with five letters or more, best matches
+first.
 
 Stems are Snowball's Italian stemmer (`snowballstemmer`: maintained, no model or network; it
 runs the C stemmers of PyStemmer when installed, as the requirements do, and its own pure
@@ -11,8 +12,8 @@ A quiz question is indexed under the stems of the words of its text and topic (`
 `aircoach.quiz.ports.index_terms`); the stores keep them next to the question (a table of terms in SQLite, an indexed array in
 MongoDB) and look up the terms a query plan asks for, so the cost of a search grows with the
 matches, not with the bank. Typos are handled on the query side: a word's stem is looked up
-together with every string one edit away from it (a few hundred indexed keys), which keeps
-the index as small as the text itself. Pure functions, no I/O: both stores rank with the same
+together with the stems of every string one edit away from the word as typed (a few hundred
+indexed keys), which keeps the index as small as the text itself. Pure functions, no I/O: both stores rank with the same
 code.
 """
 
@@ -105,6 +106,15 @@ def typo_stems(word: str) -> frozenset[str]:
     return frozenset(stem(w) for w in inserted | deleted) - {stem(word)}
 
 
+def typo_terms(word: str) -> frozenset[str]:
+    """The stems of every string one edit from the folded `word`: the words a student who
+    typed `word` may have meant, as the index holds them. The edit is undone on the typed word,
+    before stemming, so a typo anywhere meets the stem of the word meant, whatever the stemmer
+    makes of the typo (`incidynza` -> `incidenza` -> `incident`, while `incidynza` stems to
+    `incidynz`, two edits from it). Not cached: a few hundred strings a word."""
+    return frozenset(_stemmer().stemWords(list(one_edit_away(word))))
+
+
 @dataclass(frozen=True)
 class _WordPlan:
     exact: str
@@ -153,12 +163,13 @@ class SearchPlan:
 
 def plan(text: str) -> SearchPlan:
     """The search plan of a query: its meaningful words (at most MAX_QUERY_WORDS), each as
-    its stem plus, for words of FUZZY_MIN_LETTERS letters or more, every one-edit variant."""
+    its stem plus, for words of FUZZY_MIN_LETTERS letters or more, the stems of the words one
+    typo from it (`typo_terms`)."""
     planned: list[_WordPlan] = []
     for word in dict.fromkeys(words(text)):
         exact = stem(word)
         fuzzy = (
-            frozenset(one_edit_away(exact) | typo_stems(word)) - {exact}
+            typo_terms(word) - {exact}
             if len(word) >= FUZZY_MIN_LETTERS and not word.isdigit()
             else frozenset()
         )

@@ -9,28 +9,37 @@ from collections.abc import Mapping
 
 from aircoach.text import fold, words
 
-# Words around a letter that do not change which letter it is ("secondo me è la b").
+# Words around a letter that do not change which letter it is ("secondo me è la b",
+# "sono sicuro: c", "la c è giusta").
 _FILLERS_TEXT = """
-    a allora beh boh che corretta credo dico direi e ecco ehm esatta forse giusta il io l la
-    lettera mah me mi ok okay opzione penso per proprio quella questa risponderei rispondo
-    risposta sara scelgo secondo sembra si sia sicuramente uhm
+    a allora beh boh che corretta corretto credo dico direi dunque e ecco ehm esatta esatto
+    forse giusta giusto il io l la lettera mah me mi mia ok okay opzione penso per proprio
+    quella questa quindi risponderei rispondo risposta sara scelgo secondo sembra si sia
+    sicura sicuramente sicuro sono uhm
 """
 _FILLERS = frozenset(_FILLERS_TEXT.split())
 _TOKEN = re.compile(r"[a-z0-9]+")
+# "è" folds to "e", also the conjunction "and": beside another letter it is that word, not a
+# letter ("la c è giusta" is c). Alone it is the letter e (not an option of the bank's a-d
+# questions: the grader says so).
+_VERB_OR_AND = "e"
 _MIN_OPTION_CHARS = 3
 _OPTION_WORDS_SHARE = 2 / 3
 
 
 def read_letter(text: str) -> str | None:
-    """The letter a short answer names (`"è la b"` -> `"b"`), whether or not it is an
-    option; None when the text is not a letter answer."""
+    """The letter a short answer names (`"è la b"`, `"la c è giusta"` -> the letter),
+    whether or not it is an option; None when the text is not a letter answer, or names two
+    different letters (`"a o c?"`)."""
     tokens = _TOKEN.findall(fold(text))
-    letters = [i for i, token in enumerate(tokens) if len(token) == 1 and token.isalpha()]
-    if not letters:
+    letters = {token for token in tokens if len(token) == 1 and token.isalpha()}
+    if len(letters) > 1:
+        letters.discard(_VERB_OR_AND)
+    if len(letters) != 1:
         return None
-    last = letters[-1]
-    if all(token in _FILLERS for i, token in enumerate(tokens) if i != last):
-        return tokens[last]
+    (letter,) = letters
+    if all(token in _FILLERS or token == letter for token in tokens):
+        return letter
     return None
 
 

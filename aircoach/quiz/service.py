@@ -140,6 +140,13 @@ class QuizService:
         """Grade an answer against the key and store the attempt. Raises `QuestionNotFound`,
         or `InvalidAnswer` when the answer names no option (nothing is stored then)."""
         question = await self.question(capitolo, numero)
+        return await self.grade_question(user_id, question, risposta, turn_id=turn_id)
+
+    async def grade_question(
+        self, user_id: str, question: Question, risposta: str, *, turn_id: str | None
+    ) -> Graded:
+        """`grade` for a question already looked up (`question`)."""
+        capitolo, numero = int(question["capitolo"]), int(question["numero"])
         options: dict[str, str] = question.get("risposte", {})
         valid = ", ".join(sorted(options))
         letter = NOT_KNOWN if dont_know(risposta) else read_answer(risposta, options)

@@ -70,7 +70,8 @@ async def questions(
             min_length=3,
             max_length=200,
             description="Forgiving search: accents, case, punctuation, plurals and one typo "
-            "per word of five letters or more do not matter; best matches first.",
+            "(a letter missing, extra or wrong, or two swapped) per word typed with five "
+            "letters or more do not matter; best matches first.",
         ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=50)] = 20,
@@ -133,12 +134,14 @@ async def answer(
     a letter (any case; "la c" and "risposta: c" too) or the text of an option; a letter
     that is not an option, or a text that is none of them, is a 422 naming `risposta`. Each
     answer that passes validation (graded, or refused as no option) counts in the caller's
-    `QUOTA_ANSWERS_PER_MINUTE`."""
-    await _charge_answer(services, user.sub)
+    `QUOTA_ANSWERS_PER_MINUTE`; an answer to a question that does not exist (404) does not."""
     try:
-        graded = await quiz.grade(user.sub, body.capitolo, body.numero, body.risposta, turn_id=None)
+        question = await quiz.question(body.capitolo, body.numero)
     except QuestionNotFound as exc:
         raise _not_found(exc) from None
+    await _charge_answer(services, user.sub)
+    try:
+        graded = await quiz.grade_question(user.sub, question, body.risposta, turn_id=None)
     except InvalidAnswer as exc:
         raise RequestValidationError(
             [

@@ -31,6 +31,14 @@ OPTIONS = {
         ("lettera b", "b"),
         ("e", "e"),  # a letter, though not an option here: the grader says so
         ("la e", "e"),
+        # "è" (folded to "e", also the conjunction) beside a letter is a word, not a letter
+        ("la c è giusta", "c"),
+        ("c è la risposta giusta", "c"),
+        ("la b è corretta", "b"),
+        ("la b e' corretta", "b"),
+        ("sono sicuro: c", "c"),
+        ("la risposta giusta è la d", "d"),
+        ("c, la c", "c"),  # the same letter twice
     ],
 )
 def test_letters_however_written(text, letter):
@@ -61,6 +69,10 @@ def test_options_by_their_text(text, letter):
         "non lo so",
         "raddoppia o quadruplica",  # two options: not one answer
         "c e poi d",
+        "a o c?",  # two different letters: not one answer
+        "la a o la c",
+        "b e c",
+        "la c è giusta, la a",
         "",
         "   ",
     ],

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from aircoach.quiz.ports import index_terms
-from aircoach.text import EXACT, FUZZY, MAX_QUERY_WORDS, one_edit_away, plan, stem, words
+from aircoach.text import (
+    EXACT,
+    FUZZY,
+    FUZZY_MIN_LETTERS,
+    MAX_QUERY_WORDS,
+    one_edit_away,
+    plan,
+    stem,
+    words,
+)
 
 
 def test_words_fold_accents_case_and_punctuation_and_drop_stopwords():
@@ -54,6 +63,32 @@ def test_plan_tolerates_typos_only_in_words_of_five_letters_or_more():
     assert plan("1013").terms == ["1013"]
     assert not plan("della sulla")
     assert len(plan(" ".join(f"parola{i}" for i in range(20))).words) == MAX_QUERY_WORDS
+
+
+def _typos(word: str) -> set[str]:
+    """Every letter missing and every two letters swapped; one wrong and one extra letter at
+    each place (a fixed letter: every letter would make the test slow, not stronger)."""
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    return (
+        {a + b[1:] for a, b in splits if b}
+        | {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+        | {a + ("y" if b[0] != "y" else "k") + b[1:] for a, b in splits if b}
+        | {a + "x" + b for a, b in splits}
+    ) - {word}
+
+
+@pytest.mark.parametrize(
+    "word", ["incidenza", "comunica", "certificato", "altimetro", "portanza", "resistenza"]
+)
+def test_a_typo_anywhere_in_the_typed_word_reaches_the_stem_meant(word):
+    # The edit is undone on the typed word, not on its stem: a typo in the ending changes
+    # what the stemmer cuts ("incidynza" stems to "incidynz", two edits from "incident").
+    missed = [
+        typo
+        for typo in sorted(_typos(word))
+        if len(typo) >= FUZZY_MIN_LETTERS and stem(word) not in plan(typo).terms
+    ]
+    assert missed == []
 
 
 def test_scores_rank_exact_words_above_typos_and_more_words_above_fewer():

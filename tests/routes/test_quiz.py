@@ -72,6 +72,18 @@ async def test_one_question_without_the_key_or_404(api, auth):
 
 
 @pytest.mark.parametrize(
+    ("right", "typo"),
+    [("incidenza", "incidynza"), ("comunica", "comnuica"), ("certificato", "certifiacto")],
+)
+async def test_a_search_word_with_one_typo_finds_what_the_word_finds(api, auth, right, typo):
+    def search(testo):
+        return api.get("/api/quiz/questions", params={"testo": testo}, headers=auth())
+
+    found = (await search(right)).json()["items"]
+    assert found and (await search(typo)).json()["items"] == found
+
+
+@pytest.mark.parametrize(
     ("path", "field"),
     [
         ("/api/quiz/questions?capitolo=0", "capitolo"),
@@ -174,6 +186,29 @@ async def test_bad_answers_are_refused_and_nothing_is_stored(api, auth, body, st
     assert progress["risposte"] == 0
 
 
+@pytest.mark.parametrize(
+    ("said", "letter"),
+    [
+        ("la c è giusta", "c"),
+        ("c è la risposta giusta", "c"),
+        ("la b è corretta", "b"),
+        ("sono sicuro: c", "c"),
+    ],
+)
+async def test_a_letter_said_in_a_sentence_is_graded(api, auth, said, letter):
+    body = {"capitolo": 1, "numero": 1, "risposta": said}
+    response = await api.post("/api/quiz/answers", json=body, headers=auth())
+    assert response.status_code == 200, response.text
+    assert response.json()["risposta"] == letter
+
+
+async def test_two_different_letters_are_not_one_answer(api, auth):
+    body = {"capitolo": 1, "numero": 1, "risposta": "a o c?"}
+    response = await api.post("/api/quiz/answers", json=body, headers=auth())
+    assert response.status_code == 422
+    assert [err["loc"] for err in response.json()["detail"]] == [["body", "risposta"]]
+
+
 async def test_a_letter_that_is_not_an_option_says_which_are(api, auth):
     body = {"capitolo": 1, "numero": 1, "risposta": "E"}
     (error,) = (await api.post("/api/quiz/answers", json=body, headers=auth())).json()["detail"]
@@ -250,6 +285,27 @@ async def test_answers_sent_past_the_minute_budget_are_refused_and_not_counted(
     assert progress["risposte"] == len(graded)  # a refused answer is no attempt
     assert other.status_code == 200  # the budget is the user's
     assert invalid.status_code == 422
+
+
+async def test_answers_to_a_missing_question_do_not_spend_the_budget(
+    store_settings: Settings, auth
+):
+    limit = 2
+    settings = store_settings.model_copy(update={"quota_answers_per_minute": limit})
+    missing = {"capitolo": 1, "numero": 999, "risposta": "a"}
+    real = {"capitolo": 1, "numero": 1, "risposta": "la c"}
+    async with asgi_client(app_with(settings, clock=quota_clock())) as api:
+        lost = [
+            await api.post("/api/quiz/answers", json=missing, headers=auth())
+            for _ in range(limit + 1)
+        ]
+        graded = [
+            await api.post("/api/quiz/answers", json=real, headers=auth()) for _ in range(limit)
+        ]
+        over = await api.post("/api/quiz/answers", json=real, headers=auth())
+    assert [r.status_code for r in lost] == [404] * (limit + 1)
+    assert [r.status_code for r in graded] == [200] * limit
+    assert over.status_code == 429
 
 
 async def test_review_lists_what_was_answered_wrong_without_the_key(api, auth):

@@ -45,6 +45,15 @@ async def test_ask_restart_then_answer_is_graded_against_the_key(store_settings:
     assert (progress["risposte"], progress["corrette"]) == (2, 1)
 
 
+async def test_a_letter_in_a_sentence_is_graded_in_the_chat(client, auth):
+    await chat(client, auth(), "Dammi la domanda 1 del capitolo 1")  # the offline model
+    events = await chat(client, auth(), "la c è giusta")
+    grading = events[0]
+    assert grading["tool_name"] == "verifica_risposta"
+    assert (grading["data"]["risposta"], grading["data"]["corretta"]) == ("c", True)
+    assert "Esito: risposta CORRETTA" in answer_text(events)
+
+
 async def test_no_response_carries_the_key_before_the_answer_is_graded(settings: Settings, auth):
     async with asgi_client(app_with(settings)) as client:
         bodies = []
