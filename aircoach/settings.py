@@ -609,8 +609,15 @@ class Settings(
 
 
 def get_settings() -> Settings:
-    """Build settings from the environment; the entry points call this once per app."""
-    return Settings()
+    """Build settings from the environment; the entry points call this once per app. A
+    configuration error is one `ConfigError` naming each setting at fault, raised without its
+    cause: a platform that logs a failed start's traceback (Lambda, Vercel) then logs no value
+    (pydantic's error quotes the input, which may be a secret)."""
+    try:
+        return Settings()
+    except (ValidationError, SettingsError) as exc:
+        line = startup_error(exc)
+    raise ConfigError(line or "the settings cannot be read")
 
 
 def startup_error(exc: BaseException) -> str | None:

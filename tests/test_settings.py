@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import traceback
+
 import pytest
 
 from aircoach.errors import ConfigError
-from aircoach.settings import ROOT, Settings
+from aircoach.settings import ROOT, Settings, get_settings
 
 
 def test_embedded_defaults_need_no_environment(tmp_path):
@@ -225,3 +227,14 @@ def test_list_settings_take_json_or_comma_separated_values(monkeypatch, value, e
 def test_python_tool_modules_take_comma_separated_packages(monkeypatch):
     monkeypatch.setenv("PYTHON_TOOL_MODULES", "aircoach, my_tools")
     assert Settings(_env_file=None).python_tool_modules == ("aircoach", "my_tools")
+
+
+def test_an_entry_that_fails_on_its_settings_logs_no_value(monkeypatch):
+    """Lambda and Vercel log the traceback of a failed start: it names the setting, and
+    neither its message nor its chain quotes the value (which may be a secret)."""
+    monkeypatch.setenv("AUTH_LEEWAY_S", "s3cr3t-value")
+    with pytest.raises(ConfigError) as raised:
+        get_settings()
+    printed = "".join(traceback.format_exception(raised.value))
+    assert "AUTH_LEEWAY_S" in str(raised.value)
+    assert "s3cr3t-value" not in printed
