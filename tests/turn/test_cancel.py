@@ -24,8 +24,10 @@ from tests.scripted_model import Script, ScriptedChatModel, text
 # Cites a regulation nothing in the turn's context holds: the JSON answer is rewritten.
 UNVERIFIED = "Secondo SERA.5010 la visibilità minima in volo VFR è di 5 km sotto FL 100."
 REWRITTEN = "La visibilità minima in volo VFR è di 5 km sotto FL 100."
-# Well above the ~0.5 s a cancel takes to reach the turn; today's main waits for the model.
-PROMPTLY_S = 5.0
+# A cancel reaches the turn in about 0.5 s; without it the turn waits for the model, which
+# this test never lets answer. The bound only tells the two apart: far above a busy machine's
+# 0.5 s, so that it never fails by chance.
+PROMPTLY_S = 30.0
 
 
 class _Gate:
