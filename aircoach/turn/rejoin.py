@@ -52,4 +52,7 @@ async def turn_events(
     stored = await chats.get_turn(user_id, turn_id)
     if stored is None:
         return None
-    return listed([e for e in replayed_events(stored, language, caveats=caveats) if e.seq > after])
+    events = replayed_events(stored, language, caveats=caveats)
+    # Numbered anew (the log that numbered them first is gone, its answer one event now): a
+    # client whose Last-Event-ID runs past them still gets `done`, never a stream without it.
+    return listed([e for e in events if e.seq > after] or events[-1:])

@@ -1,0 +1,34 @@
+"""A turn rebuilt from the store for a client that comes back once its event log is gone
+(`GET /api/turns/{turn_id}/events`): numbered anew, and always ending with `done`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aircoach.services import build_turn_log
+from tests.helpers import app_with, asgi_client, chat
+from tests.scripted_model import Script, ScriptedModels, text
+from tests.sse import parse_sse
+
+
+async def test_a_client_past_the_rebuilt_numbers_still_gets_done(settings, auth, tmp_path: Path):
+    words = " ".join(f"parola{i}" for i in range(12))
+    app = app_with(settings, models=ScriptedModels(Script([text(words)])))
+    async with asgi_client(app) as client:
+        events = await chat(client, auth(), "ciao")
+    done = events[-1]
+    assert done["type"] == "done" and len(events) > 4  # the answer came in several events
+    # Another instance whose log no longer holds the turn (its 24 h are over): the turn is
+    # rebuilt from the store, its answer one event, so the numbers the client saw run past it.
+    elsewhere = settings.model_copy(update={"data_dir": tmp_path / "other"})
+    (tmp_path / "other").mkdir()
+    later = app_with(settings, turn_log=build_turn_log(elsewhere))
+    async with asgi_client(later) as client:
+        response = await client.get(
+            f"/api/turns/{done['turn_id']}/events",
+            headers={**auth(), "Last-Event-ID": str(len(events) - 1)},
+        )
+    assert response.status_code == 200, response.text
+    rebuilt = parse_sse(response.text)
+    assert [e["type"] for e in rebuilt] == ["done"]
+    assert rebuilt[0]["turn_id"] == done["turn_id"] and rebuilt[0]["status"] == "ok"
