@@ -28,7 +28,7 @@ from aircoach.tasks.catalog import check_task_docs, load_tasks
 from aircoach.tasks.definition import TaskCatalog
 from aircoach.tasks.ports import TaskStores
 from aircoach.tools.registry import ToolRegistry, check_tools_doc
-from aircoach.turn.conversations import ConversationForgetter
+from aircoach.turn.conversations import ConversationEraser, ConversationForgetter
 from aircoach.turn.dead_letters import DeadLetters, TurnSpool
 from aircoach.turn.guards import GuardStores
 from aircoach.turn.log import TurnLogStore
@@ -474,17 +474,25 @@ class Services:
         }
 
     @property
-    def conversation_forgetters(self) -> list[ConversationForgetter]:
-        """What deleting a conversation also removes, feature by feature: the long-term
-        memory derived from it (see `aircoach.turn.conversations`)."""
-        memory = self.memory_items
-        if memory is None:
-            return []
+    def conversation_eraser(self) -> ConversationEraser:
+        """What `DELETE /api/conversations/{id}` removes, and from where: the turns, their log,
+        idempotency records and threads, and, feature by feature, the long-term memory derived
+        from the conversation (see `aircoach.turn.conversations`)."""
+        forgetters: list[ConversationForgetter] = []
+        if (memory := self.memory_items) is not None:
 
-        async def forget_memory(user_id: str, conversation_id: str) -> None:
-            await memory.forget_conversation(user_id, conversation_id)
+            async def forget_memory(user_id: str, conversation_id: str) -> None:
+                await memory.forget_conversation(user_id, conversation_id)
 
-        return [forget_memory]
+            forgetters.append(forget_memory)
+        return ConversationEraser(
+            chats=self.chats,
+            turn_log=self.turn_log,
+            reservations=self.guards.reservations,
+            memory=self.memory,
+            clock=self.clock,
+            forgetters=tuple(forgetters),
+        )
 
     @cached_property
     def user_memory(self) -> UserMemory | None:

@@ -13,7 +13,7 @@ from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.errors import NotFound
 from aircoach.models import ErrorBody, TurnInProgressBody
 from aircoach.routes.responses import INVALID_BODY, UNAUTHORIZED, unavailable
-from aircoach.turn.conversations import ConversationEraser, ConversationIdText
+from aircoach.turn.conversations import ConversationIdText
 from aircoach.turn.records import ConversationSummary
 
 router = APIRouter(prefix="/api", tags=["conversations"])
@@ -77,14 +77,6 @@ async def delete_conversation(
     rebuild theirs from the store on its next turn). 404 for an unknown id; 409 (nothing
     removed) when the running turn has not stopped within 10 s."""
     await services.dead_letters.replay(services.chats)
-    eraser = ConversationEraser(
-        chats=services.chats,
-        turn_log=services.turn_log,
-        reservations=services.guards.reservations,
-        memory=services.memory,
-        clock=services.clock,
-        forgetters=tuple(services.conversation_forgetters),
-    )
-    if not await eraser.erase(user.sub, conversation_id):
+    if not await services.conversation_eraser.erase(user.sub, conversation_id):
         raise NotFound("conversation_not_found", conversation_id=conversation_id)
     return Response(status_code=204)

@@ -5,6 +5,7 @@ within about a second; the deleted conversation never comes back."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -17,7 +18,6 @@ from pydantic import Field
 
 from aircoach.errors import TurnInProgress
 from aircoach.settings import Settings
-from aircoach.turn.conversations import ConversationEraser
 from tests.helpers import app_with, asgi_client, services_of
 from tests.scripted_model import Script, ScriptedChatModel, text
 
@@ -165,14 +165,7 @@ async def test_a_delete_whose_turn_does_not_stop_removes_nothing(
             "user-1", thread, "t-stuck", now=now, expires_at=now + 30
         )
         assert held is None
-        eraser = ConversationEraser(
-            chats=services.chats,
-            turn_log=services.turn_log,
-            reservations=services.guards.reservations,
-            memory=services.memory,
-            clock=services.clock,
-            cancel_wait_s=0.3,
-        )
+        eraser = dataclasses.replace(services.conversation_eraser, cancel_wait_s=0.3)
         try:
             await eraser.erase("user-1", "c3")
         except TurnInProgress as exc:
