@@ -34,6 +34,7 @@ from aircoach.turn.guards import GuardStores
 from aircoach.turn.log import TurnLogStore
 from aircoach.turn.ports import ChatStore
 from aircoach.turn.providers import ModelProvider
+from aircoach.turn.run import RunningTurns
 
 if TYPE_CHECKING:
     from aircoach.knowledge.library import CourseKnowledge
@@ -491,6 +492,7 @@ class Services:
             reservations=self.guards.reservations,
             memory=self.memory,
             clock=self.clock,
+            running=self.running_turns,
             forgetters=tuple(forgetters),
         )
 
@@ -518,9 +520,15 @@ class Services:
             chats=self.chats,
             dead_letters=self.dead_letters,
             turn_log=self.turn_log,
+            running=self.running_turns,
             settings=self.settings,
             clock=self.clock,
         )
+
+    @cached_property
+    def running_turns(self) -> RunningTurns:
+        """The turns this process runs: a cancel made here reaches its turn at once."""
+        return RunningTurns()
 
     @cached_property
     def turn_parts(self) -> TurnParts:

@@ -222,7 +222,13 @@ async def run_chat(
     except Exception:
         await turn.models.aclose()  # the turn never runs: its model clients close here
         raise
-    run = TurnRun(services.turn_log, user_id=user.sub, turn_id=turn.turn_id, on_cancel=turn.cancel)
+    run = TurnRun(
+        services.turn_log,
+        user_id=user.sub,
+        turn_id=turn.turn_id,
+        on_cancel=turn.cancel,
+        running=services.running_turns,
+    )
     # The run frees the thread with its last write (`TurnRun.produce`).
     events = turn.events()
     if body.stream:

@@ -129,11 +129,13 @@ class Cancelling(BaseModel):
     },
 )
 async def cancel_turn(turn_id: TurnId, user: CurrentUser, services: ServicesDep) -> Cancelling:
-    """Stop a running turn, from any instance, within about a second. It is stored
+    """Stop a running turn, from any instance, within about a second (at once on its own
+    instance). It is stored
     `interrupted` with what it had produced; its stream, and anyone following it, ends with
     `done` whose `status` is `cancelled`. 409 `turn_finished` for a turn that has ended; 404
     for an unknown id or someone else's turn."""
     if await services.turn_log.request_cancel(user.sub, turn_id, now=time.time()):
+        services.running_turns.stop(turn_id)  # at once, if it runs on this instance
         return Cancelling(turn_id=turn_id)
     logged = await services.turn_log.read(user.sub, turn_id, after=0, limit=1)
     if logged or await services.chats.get_turn(user.sub, turn_id) is not None:

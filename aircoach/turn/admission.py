@@ -22,6 +22,7 @@ from aircoach.turn.guards import GuardStores
 from aircoach.turn.log import CLAIM_LEASE_S, TurnLogStore
 from aircoach.turn.ports import ChatStore
 from aircoach.turn.records import Turn
+from aircoach.turn.run import RunningTurns
 from aircoach.turn.turn import new_turn_id
 
 log = logging.getLogger(__name__)
@@ -37,13 +38,15 @@ _DAY_S = 86_400
 @dataclass(frozen=True)
 class Gate:
     """What admission reads: the reservations and quota counters, where a turn ends up
-    (stored, or spooled while the store is down), the running turns' claims, the quota and
-    turn-timeout settings, and the wall clock."""
+    (stored, or spooled while the store is down), the running turns' claims (and this
+    process's running turns, which an interrupt stops at once), the quota and turn-timeout
+    settings, and the wall clock."""
 
     guards: GuardStores
     chats: ChatStore
     dead_letters: DeadLetters
     turn_log: TurnLogStore
+    running: RunningTurns
     settings: Settings
     clock: Callable[[], float]
 
@@ -191,6 +194,7 @@ async def _claim(gate: Gate, user_id: str, thread: str, turn_id: str, *, interru
         user_id, thread, held_by=held.turn_id, turn_id=turn_id, now=now, expires_at=expires_at
     ):
         log.info("turn %s for %r interrupts turn %s", turn_id, user_id, held.turn_id)
+        gate.running.stop(held.turn_id)
         return
     raise TurnInProgress(
         "thread_busy",

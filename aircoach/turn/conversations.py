@@ -24,6 +24,7 @@ from aircoach.memory.ports import DEFAULT_CONVERSATION
 from aircoach.turn.guards import ReservationStore
 from aircoach.turn.log import TurnLogStore
 from aircoach.turn.ports import ChatStore
+from aircoach.turn.run import RunningTurns
 
 if TYPE_CHECKING:
     from aircoach.turn.memory import Memory
@@ -36,8 +37,9 @@ MAX_CONVERSATION_ID = 64
 # client's conversation of that name would share its memory, and deleting it would forget
 # the default conversation's too. No client id may take it.
 RESERVED_CONVERSATION_ID = DEFAULT_CONVERSATION
-# How long a delete waits for the conversation's cancelled turn to stop (it reads its cancel
-# flag every `TICK_S` and stops within about a second) before it gives up.
+# How long a delete waits for the conversation's cancelled turn to stop (on this instance it
+# stops at once; on another it reads its cancel flag every `TICK_S` and stops within about a
+# second) before it gives up.
 _CANCEL_WAIT_S = 10.0
 _CANCEL_POLL_S = 0.25
 _BUSY_RETRY_S = 2
@@ -84,6 +86,7 @@ class ConversationEraser:
     reservations: ReservationStore
     memory: Memory | None
     clock: Callable[[], float]
+    running: RunningTurns
     forgetters: Sequence[ConversationForgetter] = ()
     cancel_wait_s: float = _CANCEL_WAIT_S
 
@@ -115,7 +118,10 @@ class ConversationEraser:
         if held is None:
             return None
         await self.turn_log.request_cancel(user_id, held.turn_id, now=self.clock())
+        self.running.stop(held.turn_id)
         with anyio.move_on_after(self.cancel_wait_s):
+            if (run := self.running.get(held.turn_id)) is not None:
+                await run.ended.wait()  # its last write, which lets go of the thread
             # Another instance may run it: its claim in the store is all there is to watch.
             while True:
                 if await self.turn_log.holder(user_id, thread, now=self.clock()) is None:

@@ -13,7 +13,9 @@ yields `done` only after the turn document is stored). So a log that is slow or 
 holds the answer back or eats its deadline (`TURN_TIMEOUT_S`): during a store outage every
 write waits `STORE_TIMEOUT_S`. Flushes are serialized, so no follower can see `done` before
 an earlier event. The ticker also reads the cancel flag: a cancel reaches the turn within
-about `TICK_S` plus one store read.
+about `TICK_S` plus one store read. A cancel made on the instance that runs the turn reaches it
+at once (`RunningTurns`), and whoever waits for the turn to let go of its thread (a delete of
+its conversation) can wait for its end (`ended`) instead of polling its claim.
 """
 
 from __future__ import annotations
@@ -46,6 +48,34 @@ class _Event(Protocol):
     def model_dump(self, *, mode: str) -> dict[str, Any]: ...
 
 
+class RunningTurns:
+    """The turns this process runs, by id, while they run: a cancel made here stops its turn
+    now instead of at the turn's next read of its cancel flag. The store's flag stays the
+    record a turn on another instance reads; this is only the short way to a local one."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, TurnRun] = {}
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def get(self, turn_id: str) -> TurnRun | None:
+        return self._runs.get(turn_id)
+
+    def stop(self, turn_id: str) -> None:
+        """Cancel the turn if it runs here. Call it once the store has taken the cancel (and
+        has checked whose turn it is)."""
+        if (run := self._runs.get(turn_id)) is not None:
+            run.cancel()
+
+    def add(self, run: TurnRun) -> None:
+        self._runs[run.turn_id] = run
+
+    def discard(self, run: TurnRun) -> None:
+        if self._runs.get(run.turn_id) is run:
+            del self._runs[run.turn_id]
+
+
 class TurnRun:
     """One turn's events, numbered from 1, on their way to the log and to the connection."""
 
@@ -59,10 +89,13 @@ class TurnRun:
         flush_events: int = FLUSH_EVENTS,
         on_cancel: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.time,
+        running: RunningTurns | None = None,
     ):
-        """`on_cancel` is called once when someone cancels the turn (the turn's `cancel`)."""
+        """`on_cancel` is called once when someone cancels the turn (the turn's `cancel`);
+        `running`: the process's running turns, which this one joins while it runs."""
         self.store = log_store
         self.on_cancel = on_cancel
+        self.running = running
         self.user_id = user_id
         self.turn_id = turn_id
         self.tick_s = tick_s
@@ -71,6 +104,7 @@ class TurnRun:
         self.stop = anyio.Event()  # set when someone cancels the turn; the turn watches it
         self.events: list[LoggedEvent] = []  # every event so far, for the live connection
         self.finished = False
+        self.ended = anyio.Event()  # set once the last write is done (or failed)
         self.writes = 0  # store writes of the log (a benchmark reads it)
         self._written = 0  # events already in the store
         self._flush_lock = anyio.Lock()
@@ -84,6 +118,8 @@ class TurnRun:
         The last write also frees the turn's thread: with `done`, before the reader sees it
         (a client that read `done` may send its next message at once), or when the events
         end any other way."""
+        if self.running is not None:
+            self.running.add(self)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._tick)
@@ -101,8 +137,20 @@ class TurnRun:
         finally:
             with anyio.CancelScope(shield=True):
                 await self._flush(last=True)  # after `done`'s, only if that one failed
+            if self.running is not None:
+                self.running.discard(self)
             self.finished = True
+            self.ended.set()
             self._wake()
+
+    def cancel(self) -> None:
+        """Stop the turn (once): someone asked, on this instance or through the store."""
+        if self.stop.is_set():
+            return
+        log.info("turn %s: cancel requested", self.turn_id)
+        self.stop.set()
+        if self.on_cancel is not None:
+            self.on_cancel()
 
     async def live(self, after: int = 0) -> AsyncIterator[LoggedEvent]:
         """The events after number `after`, as they come, until the last one."""
@@ -141,10 +189,7 @@ class TurnRun:
                 renewed = self.clock()
                 await self._renew(renewed + CLAIM_LEASE_S)
             if not self.stop.is_set() and await self._cancel_requested():
-                log.info("turn %s: cancel requested", self.turn_id)
-                self.stop.set()
-                if self.on_cancel is not None:
-                    self.on_cancel()
+                self.cancel()
 
     async def _renew(self, expires_at: float) -> None:
         """Keep the thread's claim while the turn runs (a failure is logged: the claim then

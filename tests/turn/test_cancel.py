@@ -1,7 +1,7 @@
 """A cancel stops a turn in every phase that waits on a model: here the rewrite of a JSON
 answer whose citation is unverified (GROUNDING_POLICY `regenerate`, the default). A `POST
 /api/turns/{id}/cancel`, or a `DELETE /api/conversations/{id}`, during the rewrite stops it
-within about a second; the deleted conversation never comes back."""
+(at once on its own instance); the deleted conversation never comes back."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from tests.scripted_model import Script, ScriptedChatModel, text
 # Cites a regulation nothing in the turn's context holds: the JSON answer is rewritten.
 UNVERIFIED = "Secondo SERA.5010 la visibilità minima in volo VFR è di 5 km sotto FL 100."
 REWRITTEN = "La visibilità minima in volo VFR è di 5 km sotto FL 100."
-# A cancel reaches the turn in about 0.5 s; without it the turn waits for the model, which
-# this test never lets answer. The bound only tells the two apart: far above a busy machine's
-# 0.5 s, so that it never fails by chance.
+# A cancel reaches a turn on its own instance at once (on another, in about 0.5 s); without it
+# the turn waits for the model, which this test never lets answer. The bound only tells the
+# two apart, far above either, so that it never fails by chance on a busy machine.
 PROMPTLY_S = 30.0
 
 

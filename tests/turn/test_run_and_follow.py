@@ -15,7 +15,7 @@ from aircoach.services import build_turn_log
 from aircoach.settings import Settings
 from aircoach.turn.follow import follow
 from aircoach.turn.log import LoggedEvent, TurnLogStore
-from aircoach.turn.run import TurnRun
+from aircoach.turn.run import RunningTurns, TurnRun
 
 WAIT_S = 30.0  # for things that should happen at once; the test fails past it
 
@@ -256,3 +256,45 @@ async def test_a_cancel_from_another_instance_stops_the_turn(two):
     logged = await b.read("alice", "t1")
     assert texts(logged) == ["inizio ", "done"]
     assert logged[-1].data["status"] == "cancelled"
+
+
+async def test_a_cancel_on_this_instance_reaches_the_turn_at_once(two):
+    """A turn that runs here is stopped by the cancel itself, not at its next read of the
+    flag (an hour away here); it leaves the running turns when it ends."""
+    a, b = two
+    now = time.time()
+    await a.claim("alice", "main", "t1", now=now, expires_at=now + 60)
+    running = RunningTurns()
+    cancelled: list[str] = []
+    run = TurnRun(
+        a,
+        user_id="alice",
+        turn_id="t1",
+        tick_s=3600,
+        on_cancel=lambda: cancelled.append("t1"),
+        running=running,
+    )
+    started = anyio.Event()
+
+    async def stoppable() -> AsyncGenerator[Word | Done, None]:
+        yield Word(content="inizio ")
+        started.set()
+        await run.stop.wait()
+        yield Done(status="cancelled")
+
+    with anyio.fail_after(WAIT_S):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run.produce, stoppable())
+            await started.wait()
+            assert running.get("t1") is run
+            running.stop("t2")  # another turn: nothing happens
+            assert not run.stop.is_set()
+            assert await b.request_cancel("alice", "t1", now=time.time())
+            running.stop("t1")
+            running.stop("t1")  # once is enough
+        await run.ended.wait()
+    assert cancelled == ["t1"]
+    assert running.get("t1") is None and len(running) == 0
+    assert await a.holder("alice", "main", now=time.time()) is None
+    logged = await b.read("alice", "t1")
+    assert texts(logged) == ["inizio ", "done"] and logged[-1].data["status"] == "cancelled"
