@@ -488,6 +488,7 @@ class Services:
             forgetters.append(forget_memory)
         return ConversationEraser(
             chats=self.chats,
+            dead_letters=self.dead_letters,
             turn_log=self.turn_log,
             reservations=self.guards.reservations,
             memory=self.memory,

@@ -75,8 +75,9 @@ async def delete_conversation(
     log and idempotency records, its quiz state (held in its turns) and the memory derived
     from it are removed, from the store and from this instance's memory (the other instances
     rebuild theirs from the store on its next turn). 404 for an unknown id; 409 (nothing
-    removed) when the running turn has not stopped within 10 s."""
-    await services.dead_letters.replay(services.chats)
+    removed) when the running turn has not stopped within 10 s; 503 (nothing removed) when
+    turns waiting in the dead-letter spool, which may be the conversation's, cannot be moved
+    into the store first."""
     if not await services.conversation_eraser.erase(user.sub, conversation_id):
         raise NotFound("conversation_not_found", conversation_id=conversation_id)
     return Response(status_code=204)

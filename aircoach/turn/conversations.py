@@ -4,9 +4,13 @@ idempotency records, its threads in this process's memory, and whatever the feat
 keep per-conversation data registered as forgetters: the long-term memory derived from it).
 
 A delete removes nothing while a turn of the conversation still runs: a turn frees its thread
-only after its store write, so once the thread is free no turn of the conversation can store
-itself later and bring it back. A turn that does not let go within `cancel_wait_s` (10 s) of
-its cancel (a store slow to take its write) makes the delete a 409 the client retries."""
+only after its store write (or its spooling, when the store refused it), so once the thread
+is free no turn of the conversation can store itself later and bring it back. A turn that
+does not let go within `cancel_wait_s` (10 s) of its cancel (a store slow to take its write)
+makes the delete a 409 the client retries. Then the dead-letter spool, where any instance
+may have left turns of the conversation, is moved into the store, so that they are removed
+with the rest instead of coming back at the next replay; a spool that cannot be emptied
+makes the delete a 503, again with nothing removed."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from pydantic_core import PydanticCustomError
 
 from aircoach.errors import TurnInProgress
 from aircoach.memory.ports import DEFAULT_CONVERSATION
+from aircoach.turn.dead_letters import DeadLetters
 from aircoach.turn.guards import ReservationStore
 from aircoach.turn.log import TurnLogStore
 from aircoach.turn.ports import ChatStore
@@ -82,6 +87,7 @@ def conversation_thread(user_id: str, conversation_id: str | None) -> str:
 @dataclass(frozen=True)
 class ConversationEraser:
     chats: ChatStore
+    dead_letters: DeadLetters
     turn_log: TurnLogStore
     reservations: ReservationStore
     memory: Memory | None
@@ -93,8 +99,11 @@ class ConversationEraser:
     async def erase(self, user_id: str, conversation_id: str) -> bool:
         """Delete the user's conversation: False when there was none (nothing stored, nothing
         running); `TurnInProgress` (nothing removed) when its running turn, cancelled, has
-        not let go of the conversation within `cancel_wait_s`."""
+        not let go of the conversation within `cancel_wait_s`; `StoreUnavailable` (nothing
+        removed) when the turns waiting in the dead-letter spool cannot be moved into the
+        store first (some may be the conversation's: they would come back later)."""
         running = await self._stop_running(user_id, conversation_id)
+        await self.dead_letters.drain(self.chats)
         turn_ids = await self.chats.delete_conversation(user_id, conversation_id)
         if turn_ids:
             await self.turn_log.forget(user_id, turn_ids)

@@ -22,6 +22,7 @@ from typing import Protocol
 
 from pydantic import ValidationError
 
+from aircoach.errors import StoreUnavailable
 from aircoach.turn.ports import ChatStore
 from aircoach.turn.records import Turn
 
@@ -50,6 +51,10 @@ class TurnSpool(Protocol):
     async def find(self, turn_id: str) -> Turn | None:
         """The spooled turn of that id, or None when it is not spooled."""
         ...
+
+
+class _ReplayFailed(Exception):
+    """A replay stopped at a failure of the spool or the store (its cause)."""
 
 
 class DeadLetters:
@@ -110,17 +115,78 @@ class DeadLetters:
         if self._replaying or not self.due:
             return 0
         self._replaying = True
-        moved = set_aside = 0
-        in_store = False  # whether a failure is the store's (the spool is fine) or the spool's
+        before = self.replayed
         try:
             self._dirty, self._looked_at = False, self.clock()
+            listed = await self._move_batch(chats)
+            # A full batch: more may wait, the next request goes on.
+            self._dirty = listed == self.batch
+        except _ReplayFailed as failed:
+            self._dirty = True
+            cause = failed.__cause__
+            log.warning(
+                "dead-letter replay stopped after %d turns (%s): %s: %s",
+                self.replayed - before,
+                self.spool.kind,
+                type(cause).__name__,
+                cause,
+            )
+        finally:
+            self._replaying = False
+        moved = self.replayed - before
+        if moved:
+            log.info("dead letters replayed into the store: %d turns (%s)", moved, self.spool.kind)
+        return moved
+
+    async def drain(self, chats: ChatStore, *, limit: int = 1000) -> None:
+        """Move every spooled turn into `chats` now, whoever spooled it and whenever: a delete
+        of a conversation runs this before it removes the conversation's turns, so that none
+        of them comes back from the spool afterwards. `StoreUnavailable` (the client retries;
+        each attempt moves its share) when the spool or the store fails, or more than `limit`
+        turns wait."""
+        before = self.replayed
+        while True:
+            try:
+                listed = await self._move_batch(chats)
+            except _ReplayFailed as failed:
+                cause = failed.__cause__
+                log.warning(
+                    "dead-letter drain stopped after %d turns (%s): %s: %s",
+                    self.replayed - before,
+                    self.spool.kind,
+                    type(cause).__name__,
+                    cause,
+                )
+                raise StoreUnavailable() from None
+            if listed < self.batch:
+                break
+            if self.replayed - before >= limit:
+                log.warning(
+                    "dead-letter drain: over %d turns still wait (%s); the request is refused "
+                    "until they are in the store",
+                    limit,
+                    self.spool.kind,
+                )
+                raise StoreUnavailable()
+        self._dirty, self._looked_at = False, self.clock()
+        if moved := self.replayed - before:
+            log.info("dead letters drained into the store: %d turns (%s)", moved, self.spool.kind)
+
+    async def _move_batch(self, chats: ChatStore) -> int:
+        """Move the oldest `batch` spooled turns into `chats`, an entry that is not a turn to
+        the quarantine; how many were listed. The first failure stops it (`_ReplayFailed`,
+        caused by it), recorded as the spool's or the store's."""
+        in_store = False  # whether a failure is the store's (the spool is fine) or the spool's
+        try:
             keys = await self.spool.keys(self.batch)
+            moved = set_aside = 0
             for key in keys:
                 try:
                     turn = await self.spool.get(key)
                 except ValidationError as exc:
                     await self.spool.quarantine(key)
                     set_aside += 1
+                    self.quarantined += 1
                     # The key only: the entry holds a user's question and answer.
                     first = exc.errors(include_input=False, include_url=False)[0]
                     log.warning(
@@ -138,27 +204,13 @@ class DeadLetters:
                 in_store = False
                 await self.spool.delete(key)
                 moved += 1
-            self.pending = len(keys) - moved - set_aside
-            self.spool_error = None
-            # A full batch: more may wait, the next request goes on.
-            self._dirty = len(keys) == self.batch
+                self.replayed += 1
         except Exception as exc:
             self._failed(exc, spool=not in_store)
-            self._dirty = True
-            log.warning(
-                "dead-letter replay stopped after %d turns (%s): %s: %s",
-                moved,
-                self.spool.kind,
-                type(exc).__name__,
-                exc,
-            )
-        finally:
-            self._replaying = False
-            self.replayed += moved
-            self.quarantined += set_aside
-        if moved:
-            log.info("dead letters replayed into the store: %d turns (%s)", moved, self.spool.kind)
-        return moved
+            raise _ReplayFailed() from exc
+        self.pending = len(keys) - moved - set_aside
+        self.spool_error = None
+        return len(keys)
 
     async def find(self, user_id: str, turn_id: str) -> Turn | None:
         """The user's turn of that id if it waits in the spool (its store write failed), else

@@ -281,3 +281,55 @@ async def test_a_retry_after_an_outage_gets_the_spooled_turn_not_a_409(settings,
         again = await chat(client, auth(), "domanda", client_message_id="msg-1")
         assert again[-1]["turn_id"] == turn_id
     script.assert_used()  # the model answered once
+
+
+async def test_a_deleted_conversation_does_not_come_back_from_the_spool(settings, auth):
+    """Instance b spools a turn of conversation c1 while the store refuses writes; instance a,
+    which looked at the spool a moment ago (a replay is not due there), then deletes c1. The
+    delete moves every spooled turn into the store first, so nothing of c1 comes back when b
+    replays its spool."""
+    script = Script([text("uno"), text("due"), text("tre")])
+    a = app_with(settings, models=ScriptedModels(script))
+    b = app_with(settings, models=ScriptedModels(script))
+    me = auth()
+    async with asgi_client(a) as on_a, asgi_client(b) as on_b:
+        await chat(on_a, me, "salvata", conversation_id="c1")  # a looks at the spool after it
+        refuse_writes(settings.sqlite_file)
+        events = await chat(on_b, me, "rifiutata", conversation_id="c1")
+        assert events[-2]["code"] == "persist_failed"
+        accept_writes(settings.sqlite_file)
+        assert not services_of(a).dead_letters.due
+
+        deleted = await on_a.delete("/api/conversations/c1", headers=me)
+        assert deleted.status_code == 204, deleted.text
+        assert await services_of(a).dead_letters.spool.keys(10) == []
+
+        assert services_of(b).dead_letters.due  # b spooled: its next request replays
+        listed = await on_b.get("/api/conversations", headers=me)
+        history = await on_b.get("/api/history?conversation_id=c1", headers=me)
+    assert listed.json()["conversations"] == []
+    assert history.json()["turns"] == []
+
+
+async def test_a_delete_is_refused_while_the_spool_cannot_be_emptied(settings, auth, data_dir):
+    """A spooled turn the store refuses again: the delete is a 503 and removes nothing (its
+    turns could otherwise come back later); once the store takes it, the delete goes on."""
+    script = Script([text("uno")])
+    app = app_with(settings, models=ScriptedModels(script))
+    me = auth()
+    async with asgi_client(app) as client:
+        await chat(client, me, "salvata", conversation_id="c1")
+        await services_of(app).dead_letters.spool.put(a_turn("0001", "in attesa"))
+        refuse_writes(settings.sqlite_file)
+        refused = await client.delete("/api/conversations/c1", headers=me)
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error"] == "store_unavailable"
+        assert refused.headers["Retry-After"] == "5"
+        history = await client.get("/api/history?conversation_id=c1", headers=me)
+        assert [t["human"] for t in history.json()["turns"]] == ["salvata"]
+
+        accept_writes(settings.sqlite_file)
+        deleted = await client.delete("/api/conversations/c1", headers=me)
+        assert deleted.status_code == 204, deleted.text
+        turns = (await client.get("/api/history", headers=me)).json()["turns"]
+    assert [t["human"] for t in turns] == ["in attesa"]  # another conversation's turn, stored
