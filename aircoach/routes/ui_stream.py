@@ -10,7 +10,8 @@ grading's `progresso` (the student's progress after it) also as a `data-progress
 grounding verdict as a `data-grounding` part, with the guard's caveat in its `caveat` (never in
 the text parts, which are exactly the stored answer); an `error` event as an `error` chunk; `done` as
 the message metadata (`turn_id`, `prompt_version`, `model`, `context_turns`, `status`),
-`finish-step` and `finish`.
+`finish-step` and `finish` (`finishReason` `stop` when the turn's `status` is `ok`, even
+after an `error` part such as `persist_failed`; else `error`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ class _Message:
         self.message_id = message_id
         self.text_id: str | None = None
         self.parts = 0
-        self.failed = False
         # The grounding verdict, held until the next event: a caveat that follows it goes into
         # its data part, so that the text parts are exactly the answer that is stored.
         self.verdict: dict[str, Any] | None = None
@@ -110,11 +110,12 @@ class _Message:
             self.verdict = {k: v for k, v in data.items() if k != "type"}
             return []
         if kind == "error":
-            self.failed = True
             return [*self._close_text(), {"type": "error", "errorText": data["message"]}]
         if kind == "done":
             metadata = {name: data[name] for name in METADATA_FIELDS if name in data}
-            failed = self.failed or data.get("status") not in (None, "ok")
+            # The turn's outcome: an error it ended ok with (its answer whole but not
+            # stored) is its own `error` part, the message itself finished.
+            failed = data.get("status") not in (None, "ok")
             return [
                 *self._close_text(),
                 {"type": "message-metadata", "messageMetadata": metadata},

@@ -104,3 +104,23 @@ async def test_nothing_running_is_204_and_bad_bodies_are_422(client, auth):
     no_user = {"id": "c", "messages": [{"id": "a", "role": "assistant", "parts": []}]}
     for body in (no_user, ui_body("x", chat_id="a:b"), ui_body("   "), {"id": "c"}):
         assert (await client.post("/api/chat", json=body, headers=auth())).status_code == 422
+
+
+async def test_an_answer_the_store_refused_finishes_as_stop_with_its_error_part(
+    settings, client, auth, script
+):
+    """The answer streamed whole and went to the dead-letter spool: the client is told in an
+    `error` part, but the message itself ended normally (`status: ok`), so `finishReason` is
+    `stop`; `error` is for a turn that did not end ok."""
+    from tests.store.test_dead_letters import refuse_writes
+
+    script([text("Il QNH è la pressione ridotta al livello del mare.")])
+    await client.get("/api/history", headers=auth())  # creates the database
+    refuse_writes(settings.sqlite_file)
+    response = await client.post("/api/chat", json=ui_body("Cos'è il QNH?"), headers=auth())
+    got = chunks(response.text)
+    (error,) = [c for c in got if c["type"] == "error"]
+    assert error["errorText"]
+    finish = got[-1]
+    assert finish["messageMetadata"]["status"] == "ok"
+    assert finish["type"] == "finish" and finish["finishReason"] == "stop"
