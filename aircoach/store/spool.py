@@ -39,8 +39,11 @@ class FileSpool:
     async def keys(self, limit: int) -> list[str]:
         return await anyio.to_thread.run_sync(self._keys, limit)
 
-    async def get(self, key: str) -> Turn:
-        data = await anyio.to_thread.run_sync((self.folder / key).read_bytes)
+    async def get(self, key: str) -> Turn | None:
+        try:
+            data = await anyio.to_thread.run_sync((self.folder / key).read_bytes)
+        except FileNotFoundError:
+            return None
         return Turn.model_validate_json(data)
 
     async def delete(self, key: str) -> None:
@@ -50,10 +53,7 @@ class FileSpool:
         await anyio.to_thread.run_sync(self._quarantine, key)
 
     async def find(self, turn_id: str) -> Turn | None:
-        try:
-            return await self.get(f"{turn_id}{_SUFFIX}")
-        except FileNotFoundError:
-            return None
+        return await self.get(f"{turn_id}{_SUFFIX}")
 
     def _quarantine(self, key: str) -> None:
         aside = self.folder / QUARANTINE
@@ -128,13 +128,21 @@ class S3Spool:
 
         return await anyio.to_thread.run_sync(list_keys)
 
-    async def get(self, key: str) -> Turn:
-        def read() -> bytes:
-            response = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)
+    async def get(self, key: str) -> Turn | None:
+        from botocore.exceptions import ClientError
+
+        def read() -> bytes | None:
+            try:
+                response = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)
+            except ClientError as exc:
+                if _missing(exc):
+                    return None
+                raise
             with response["Body"] as body:
                 return body.read()
 
-        return Turn.model_validate_json(await anyio.to_thread.run_sync(read))
+        data = await anyio.to_thread.run_sync(read)
+        return None if data is None else Turn.model_validate_json(data)
 
     async def delete(self, key: str) -> None:
         await anyio.to_thread.run_sync(
@@ -160,14 +168,7 @@ class S3Spool:
         await anyio.to_thread.run_sync(move)
 
     async def find(self, turn_id: str) -> Turn | None:
-        from botocore.exceptions import ClientError
-
-        try:
-            return await self.get(f"{turn_id}{_SUFFIX}")
-        except ClientError as exc:
-            if _missing(exc):
-                return None
-            raise
+        return await self.get(f"{turn_id}{_SUFFIX}")
 
 
 def _missing(exc: Any) -> bool:

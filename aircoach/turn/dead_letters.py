@@ -40,7 +40,10 @@ class TurnSpool(Protocol):
         """The oldest `limit` entries."""
         ...
 
-    async def get(self, key: str) -> Turn: ...
+    async def get(self, key: str) -> Turn | None:
+        """The entry's turn; None when it is gone (another instance moved it since it was
+        listed)."""
+        ...
 
     async def delete(self, key: str) -> None: ...
 
@@ -145,7 +148,7 @@ class DeadLetters:
         each attempt moves its share) when the spool or the store fails, or more than `limit`
         turns wait."""
         before = self.replayed
-        while True:
+        for _ in range(-(-limit // self.batch)):  # `limit` turns at most, a batch at a time
             try:
                 listed = await self._move_batch(chats)
             except _ReplayFailed as failed:
@@ -160,14 +163,14 @@ class DeadLetters:
                 raise StoreUnavailable() from None
             if listed < self.batch:
                 break
-            if self.replayed - before >= limit:
-                log.warning(
-                    "dead-letter drain: over %d turns still wait (%s); the request is refused "
-                    "until they are in the store",
-                    limit,
-                    self.spool.kind,
-                )
-                raise StoreUnavailable()
+        else:
+            log.warning(
+                "dead-letter drain: %d turns moved and more may wait (%s); the request is "
+                "refused until they are in the store",
+                self.replayed - before,
+                self.spool.kind,
+            )
+            raise StoreUnavailable()
         self._dirty, self._looked_at = False, self.clock()
         if moved := self.replayed - before:
             log.info("dead letters drained into the store: %d turns (%s)", moved, self.spool.kind)
@@ -199,6 +202,8 @@ class DeadLetters:
                         self.spool.kind,
                     )
                     continue
+                if turn is None:
+                    continue  # another instance replayed it since the listing
                 in_store = True
                 await chats.append_turn(turn)
                 in_store = False

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from aircoach.errors import StoreUnavailable
 from aircoach.services import Services, build_dead_letters
 from aircoach.store.spool import FileSpool
 from aircoach.turn.dead_letters import DeadLetters
@@ -214,6 +215,8 @@ async def test_an_s3_entry_that_is_not_a_turn_moves_to_the_quarantine_folder(s3,
     ]
     assert await spool.keys(10) == []
     assert dead_letters.health()["quarantined"] == 1
+    # Gone since a listing (another instance moved it): no entry, no error.
+    assert await spool.get("0000.json") is None and await spool.find("r001") is None
 
 
 def test_without_a_bucket_the_spool_is_a_folder_of_the_data_dir(settings):
@@ -333,3 +336,38 @@ async def test_a_delete_is_refused_while_the_spool_cannot_be_emptied(settings, a
         assert deleted.status_code == 204, deleted.text
         turns = (await client.get("/api/history", headers=me)).json()["turns"]
     assert [t["human"] for t in turns] == ["in attesa"]  # another conversation's turn, stored
+
+
+async def test_a_drain_moves_at_most_its_limit_per_call(settings, data_dir):
+    services = Services.build(settings)
+    spool = FileSpool(data_dir / "spool")
+    for n in range(25):
+        await spool.put(a_turn(f"{n:04d}"))
+    dead_letters = DeadLetters(spool, batch=10)
+    with pytest.raises(StoreUnavailable):
+        await dead_letters.drain(services.chats, limit=20)  # 20 moved, 5 wait
+    assert len(await spool.keys(100)) == 5
+    await dead_letters.drain(services.chats, limit=20)
+    assert await spool.keys(100) == []
+    turns = await services.chats.history("user-1", limit=100, before=None)
+    assert len(turns) == 25 and dead_letters.replayed == 25
+
+
+class _Raced(FileSpool):
+    """Another instance replays the second entry between this one's listing and its read."""
+
+    async def keys(self, limit: int) -> list[str]:
+        listed = await super().keys(limit)
+        if len(listed) > 1:
+            await super().delete(listed[1])
+        return listed
+
+
+async def test_an_entry_another_instance_replayed_since_the_listing_is_skipped(settings, data_dir):
+    services = Services.build(settings)
+    spool = _Raced(data_dir / "spool")
+    await spool.put(a_turn("0001", "uno"))
+    await spool.put(a_turn("0002", "due"))
+    await DeadLetters(spool).drain(services.chats)
+    turns = await services.chats.history("user-1", limit=10, before=None)
+    assert [t.human for t in turns] == ["uno"] and await spool.keys(10) == []
