@@ -8,10 +8,14 @@ result as `tool-input-available` + `tool-output-available` (the part `tool-<name
 output the client data of `tool_result`, never what only the model was given), and a
 grading's `progresso` (the student's progress after it) also as a `data-progress` part; the
 grounding verdict as a `data-grounding` part, with the guard's caveat in its `caveat` (never in
-the text parts, which are exactly the stored answer); an `error` event as an `error` chunk; `done` as
-the message metadata (`turn_id`, `prompt_version`, `model`, `context_turns`, `status`),
-`finish-step` and `finish` (`finishReason` `stop` when the turn's `status` is `ok`, even
-after an `error` part such as `persist_failed`; else `error`).
+the text parts, which are exactly the stored answer); `done` as the message metadata
+(`turn_id`, `prompt_version`, `model`, `context_turns`, `status`), `finish-step` and `finish`
+(`finishReason` `stop` when the turn's `status` is `ok`, even after an error such as
+`persist_failed`; else `error`); each `error` event as an `error` chunk after `finish`.
+
+Errors come last because the AI SDK's `useChat` stops reading at an `error` chunk (its
+`onError` throws): one sent where it happened would cut off the rest of the message, the
+fallback answer that follows a model's failure, the metadata and the finish.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class _Message:
         # The grounding verdict, held until the next event: a caveat that follows it goes into
         # its data part, so that the text parts are exactly the answer that is stored.
         self.verdict: dict[str, Any] | None = None
+        # `error` chunks, held until the message has finished (see the module's docstring).
+        self.errors: list[dict[str, Any]] = []
 
     def start(self) -> list[dict[str, Any]]:
         return [{"type": "start", "messageId": self.message_id}, {"type": "start-step"}]
@@ -68,7 +74,10 @@ class _Message:
 
     def flush(self) -> list[dict[str, Any]]:
         """What is still held when the stream ends."""
-        return self._grounding() if self.verdict is not None else []
+        held = self._grounding() if self.verdict is not None else []
+        held.extend(self.errors)
+        self.errors = []
+        return held
 
     def _grounding(self, caveat: str | None = None) -> list[dict[str, Any]]:
         verdict, self.verdict = self.verdict or {}, None
@@ -110,11 +119,12 @@ class _Message:
             self.verdict = {k: v for k, v in data.items() if k != "type"}
             return []
         if kind == "error":
-            return [*self._close_text(), {"type": "error", "errorText": data["message"]}]
+            self.errors.append({"type": "error", "errorText": data["message"]})
+            return []
         if kind == "done":
             metadata = {name: data[name] for name in METADATA_FIELDS if name in data}
             # The turn's outcome: an error it ended ok with (its answer whole but not
-            # stored) is its own `error` part, the message itself finished.
+            # stored) is its own `error` chunk, the message itself finished.
             failed = data.get("status") not in (None, "ok")
             return [
                 *self._close_text(),
@@ -125,6 +135,7 @@ class _Message:
                     "finishReason": "error" if failed else "stop",
                     "messageMetadata": metadata,
                 },
+                *self.flush(),
             ]
         return []  # a type this encoder does not know yet: our SSE still carries it
 

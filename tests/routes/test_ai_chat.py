@@ -120,7 +120,27 @@ async def test_an_answer_the_store_refused_finishes_as_stop_with_its_error_part(
     response = await client.post("/api/chat", json=ui_body("Cos'è il QNH?"), headers=auth())
     got = chunks(response.text)
     (error,) = [c for c in got if c["type"] == "error"]
-    assert error["errorText"]
-    finish = got[-1]
+    assert error["errorText"] and got[-1] == error  # after the finish (see the test below)
+    finish = got[-2]
     assert finish["messageMetadata"]["status"] == "ok"
     assert finish["type"] == "finish" and finish["finishReason"] == "stop"
+
+
+async def test_a_failed_turn_sends_its_error_chunk_after_the_finish(app, client, auth, script):
+    """The AI SDK's `useChat` stops reading at an `error` chunk (its `onError` throws): sent
+    where the error happened, the fallback answer, the message metadata (the turn id) and the
+    finish after it never reached the message. So errors come last, after `finish`."""
+    from aircoach.turn.answer import FALLBACK_ANSWER
+
+    script([RuntimeError("the model is down")])
+    response = await client.post("/api/chat", json=ui_body("Cos'è il QNH?"), headers=auth())
+    assert response.status_code == 200, response.text
+    got = chunks(response.text)
+    kinds = [c["type"] for c in got]
+    assert kinds[-3:] == ["finish-step", "finish", "error"], kinds
+    assert kinds.count("error") == 1 and got[-1]["errorText"]
+    assert "".join(c["delta"] for c in got if c["type"] == "text-delta") == FALLBACK_ANSWER
+    finish = got[-2]
+    assert finish["finishReason"] == "error"
+    assert finish["messageMetadata"]["status"] == "error"
+    assert finish["messageMetadata"]["turn_id"] == response.headers["X-Turn-ID"]
