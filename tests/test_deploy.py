@@ -270,3 +270,25 @@ def test_the_bundle_leaves_out_what_the_lambda_runtime_provides():
     requirements = bundle._runtime_requirements()
     assert "fastapi" in requirements and "mangum" in requirements
     assert not re.search(r"^boto3", requirements, re.MULTILINE)
+
+
+def test_the_function_url_cors_lets_through_what_the_app_does(app):
+    """Lambda answers the Function URL's preflight itself, so its CORS must allow every
+    header a client of docs/http.md sends (`Last-Event-ID` to rejoin a turn with `fetch`) and
+    expose what the app's own CORS exposes (`Warning`, the AI SDK stream's header)."""
+    from starlette.middleware.cors import CORSMiddleware
+
+    extensions = load_serverless_yml()["resources"]["extensions"]
+    cors = extensions["StreamLambdaFunctionUrl"]["Properties"]["Cors"]
+    sent = {
+        "authorization",
+        "content-type",
+        "accept-language",
+        "idempotency-key",
+        "x-request-id",
+        "last-event-id",
+    }
+    assert sent <= set(cors["AllowHeaders"])
+    (middleware,) = [m for m in app.user_middleware if m.cls is CORSMiddleware]
+    exposed = {name.lower() for name in middleware.kwargs["expose_headers"]}
+    assert set(cors["ExposeHeaders"]) == exposed
