@@ -1,7 +1,8 @@
 """The real `ai` npm package (pinned in package.json) under Node talks to a real server on
 loopback: DefaultChatTransport sends, readUIMessageStream assembles a message whose text is
-the stored answer, a quiz tool part with its output (never the key), and a grading's tool part
-with the student's progress after it as a `data-progress` part."""
+the stored answer, a quiz tool part with its output (never the key), a grading's tool part
+with the student's progress after it as a `data-progress` part, and, for a turn whose model
+failed, the fallback answer and its metadata with the error reported."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import anyio
 import pytest
 
 from aircoach.settings import ROOT
+from aircoach.turn.answer import FALLBACK_ANSWER
 from tests.helpers import app_with, served, services_of
 from tests.scripted_model import Script, ScriptedModels, call, text
 
@@ -37,6 +39,7 @@ async def test_use_chat_assembles_the_stored_answer_and_the_quiz_tool_part(setti
             call("domanda_teoria", capitolo=3, numero=1),
             call("verifica_risposta", capitolo=3, numero=1, risposta="a"),
             text(EXPLAINED),
+            RuntimeError("the model is down"),
         ]
     )
     app = app_with(settings, models=ScriptedModels(script))
@@ -49,6 +52,7 @@ async def test_use_chat_assembles_the_stored_answer_and_the_quiz_tool_part(setti
             "THEORY_QUESTION": "Che cos'è la portanza?",
             "QUIZ_QUESTION": "Fammi la domanda 1 del capitolo 3",
             "QUIZ_ANSWER": "la a",
+            "FAILING_QUESTION": "Che cos'è il QNH?",
         }
         with anyio.fail_after(120):
             done = await anyio.run_process([node(), str(SCRIPT)], env=env, cwd=ROOT, check=False)
@@ -59,7 +63,7 @@ async def test_use_chat_assembles_the_stored_answer_and_the_quiz_tool_part(setti
     theory, quiz, grading = got["theory"], got["quiz"], got["grading"]
     services = services_of(app)
     stored = await services.chats.history("user-1", limit=5, conversation="chat-ai-sdk")
-    grading_turn, quiz_turn, theory_turn = stored
+    failed_turn, grading_turn, quiz_turn, theory_turn = stored
     assert theory["id"] == theory_turn.turn_id and theory["role"] == "assistant"
     texts = [p["text"] for p in theory["parts"] if p["type"] == "text"]
     assert "".join(texts) == theory_turn.system == ANSWER
@@ -83,4 +87,14 @@ async def test_use_chat_assembles_the_stored_answer_and_the_quiz_tool_part(setti
     assert progress["data"]["risposte"] == 1
     texts = [p["text"] for p in grading["parts"] if p["type"] == "text"]
     assert "".join(texts) == grading_turn.system == EXPLAINED
+
+    # The model failed: the student still gets the fallback answer, the app the turn's id,
+    # and the error is reported (it comes after the finish, where it cuts nothing off).
+    failed = got["failed"]
+    assert failed["status"] == "error" and failed["error"]
+    message = failed["message"]
+    assert message["role"] == "assistant" and message["id"] == failed_turn.turn_id
+    assert "".join(p["text"] for p in message["parts"] if p["type"] == "text") == FALLBACK_ANSWER
+    assert message["metadata"]["turn_id"] == failed_turn.turn_id
+    assert message["metadata"]["status"] == "error"
     assert got["resumed"] is None  # nothing runs in the chat any more: 204

@@ -1,7 +1,9 @@
 // Drives the server as an AI SDK app does (`useChat` uses exactly this transport and reader):
 // DefaultChatTransport sends each message, readUIMessageStream assembles the assistant
-// message, reconnectToStream asks to resume. Prints what it assembled, as JSON.
-import { DefaultChatTransport, readUIMessageStream } from "ai";
+// message, reconnectToStream asks to resume. Prints what it assembled, as JSON. A question
+// whose turn fails goes through the chat class `useChat` is built on (AbstractChat), which
+// stops reading at an `error` chunk: what it kept of the message, its status and its error.
+import { AbstractChat, DefaultChatTransport, readUIMessageStream } from "ai";
 
 const { BASE_URL, TOKEN, CHAT_ID } = process.env;
 const transport = new DefaultChatTransport({
@@ -37,10 +39,44 @@ async function ask(text) {
   return assembled;
 }
 
+// The state `useChat` keeps in React, kept here in plain fields.
+class ChatState {
+  constructor(messages) {
+    this.messages = messages;
+    this.status = "ready";
+    this.error = undefined;
+  }
+  pushMessage(message) {
+    this.messages = this.messages.concat(message);
+  }
+  popMessage() {
+    this.messages = this.messages.slice(0, -1);
+  }
+  replaceMessage(index, message) {
+    this.messages = [...this.messages.slice(0, index), message, ...this.messages.slice(index + 1)];
+  }
+  snapshot(value) {
+    return structuredClone(value);
+  }
+}
+
+class Chat extends AbstractChat {
+  constructor({ messages, ...options }) {
+    super({ ...options, state: new ChatState(messages) });
+  }
+}
+
+async function askAsUseChat(text) {
+  const chat = new Chat({ id: CHAT_ID, transport, messages: [...messages], onError: () => {} });
+  await chat.sendMessage({ text });
+  return { message: chat.messages.at(-1), status: chat.status, error: chat.error?.message ?? null };
+}
+
 const theory = await ask(process.env.THEORY_QUESTION);
 const quiz = await ask(process.env.QUIZ_QUESTION);
 const grading = await ask(process.env.QUIZ_ANSWER);
+const failed = await askAsUseChat(process.env.FAILING_QUESTION);
 const resumed = await transport.reconnectToStream({ chatId: CHAT_ID });
 console.log(
-  JSON.stringify({ theory, quiz, grading, resumed: resumed === null ? null : "stream" }),
+  JSON.stringify({ theory, quiz, grading, failed, resumed: resumed === null ? null : "stream" }),
 );
