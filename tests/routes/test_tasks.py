@@ -310,6 +310,41 @@ async def test_a_store_outage_is_a_503_and_a_batch_error_per_input(settings, aut
         assert batch.json()["results"][0]["error"]["error"] == "store_unavailable"
 
 
+class UnmarkedKeys:
+    """The real runs, whose keys cannot be marked done (the store fails right after a run)."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    async def complete(self, key, run_id):
+        raise StoreUnavailable()
+
+
+async def test_a_stored_run_is_answered_when_its_key_cannot_be_marked(settings, auth):
+    # Before, the caller got a 503 for a run that was stored, then a 409 for the lease, then a
+    # second run (and a second bill) once the lease had passed.
+    from aircoach.services import build_task_stores
+
+    real = build_task_stores(settings)
+    stores = TaskStores(UnmarkedKeys(real.runs), real.reviews, real.contacts)
+    app = app_with(settings, task_stores=stores)
+    headers = {**auth(permissions=RUN), "Idempotency-Key": "mail-7"}
+    async with asgi_client(app) as client:
+        response = await client.post("/api/tasks/email_triage", json=MAIL, headers=headers)
+        assert response.status_code == 200, response.text
+        stored = await real.runs.get_run(response.json()["run_id"])
+        assert stored is not None and stored.status == "ok"
+        failed = ScriptedTaskModels(["no"] * 4)
+        app = app_with(settings, task_stores=stores, task_models=failed)
+    async with asgi_client(app) as client:
+        headers["Idempotency-Key"] = "mail-8"
+        review = await client.post("/api/tasks/email_triage", json=MAIL, headers=headers)
+        assert review.status_code == 503 and review.json()["error"] == "task_failed"
+
+
 async def test_an_invalid_task_is_refused_on_reload_and_the_last_good_keeps_serving(
     settings, auth, tmp_path
 ):
