@@ -501,10 +501,12 @@ class TaskEngine:
         ):
             raise AlreadyResolved(item.review_id)
         try:
-            await self._store(run)
+            # The verdict first: it is an update the next reviewer's overwrites, where a stored
+            # run followed by a failed verdict left a second review run once the item reopened.
             await self.stores.runs.record_verdict(
                 item.run_id, verdict=verdict, output=checked.output
             )
+            await self._store(run)
         except Exception:
             # The item stays open for the next reviewer rather than resolved by nothing.
             with anyio.CancelScope(shield=True):

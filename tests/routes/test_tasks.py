@@ -345,6 +345,65 @@ async def test_a_stored_run_is_answered_when_its_key_cannot_be_marked(settings, 
         assert review.status_code == 503 and review.json()["error"] == "task_failed"
 
 
+class VerdictOnce:
+    """The real runs, whose first verdict cannot be recorded."""
+
+    def __init__(self, real):
+        self.real = real
+        self.failures = 1
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    async def record_verdict(self, run_id, **kw):
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailable()
+        await self.real.record_verdict(run_id, **kw)
+
+
+async def test_a_resolution_that_fails_stores_no_run_and_the_next_stores_one(settings, auth):
+    # Before, the review run was stored before the verdict: the failed verdict reopened the
+    # item, and the next reviewer's resolution stored a second run for it.
+    from aircoach.services import build_task_stores
+
+    real = build_task_stores(settings)
+    stores = TaskStores(VerdictOnce(real.runs), real.reviews, real.contacts)
+    app = app_with(settings, task_stores=stores, task_models=ScriptedTaskModels(["no"] * 4))
+    reviewer = auth("rev-1", permissions=REVIEW)
+    async with asgi_client(app) as client:
+        failed = await client.post(
+            "/api/tasks/email_triage", json=MAIL, headers=auth(permissions=RUN)
+        )
+        review_id = failed.json()["review_id"]
+        item = (await client.get(f"/api/tasks/review/{review_id}", headers=reviewer)).json()
+        term = item["model_input"]["candidate_keywords"][0]
+        output = {
+            "topics": [
+                {
+                    "label": "METEO",
+                    "confidence": 1.0,
+                    "keywords": [{"candidate_id": term["candidate_id"], "term": term["term"]}],
+                    "evidence": [{"quote": "domani mattina c'è nebbia"}],
+                }
+            ],
+            "sentiment": {"value": "neutral", "confidence": 1.0},
+            "language": "it",
+            "priority": {"value": "urgent", "confidence": 1.0, "signals": ["volo domani mattina"]},
+        }
+        url = f"/api/tasks/review/{review_id}/resolve"
+        down = await client.post(url, json={"output": output}, headers=reviewer)
+        assert down.status_code == 503 and down.json()["error"] == "store_unavailable"
+        reviews = await client.get("/api/tasks/runs?source=review", headers=reviewer)
+        assert reviews.json()["items"] == []
+        again = await client.post(url, json={"output": output}, headers=reviewer)
+        assert again.status_code == 200, again.text
+        reviews = await client.get("/api/tasks/runs?source=review", headers=reviewer)
+        assert [r["run_id"] for r in reviews.json()["items"]] == [again.json()["run_id"]]
+    first = await real.runs.get_run(failed.json()["run_id"])
+    assert first.verdict == "corrected" and first.reviewed_output == again.json()["output"]
+
+
 async def test_an_invalid_task_is_refused_on_reload_and_the_last_good_keeps_serving(
     settings, auth, tmp_path
 ):
