@@ -404,6 +404,49 @@ async def test_a_resolution_that_fails_stores_no_run_and_the_next_stores_one(set
     assert first.verdict == "corrected" and first.reviewed_output == again.json()["output"]
 
 
+async def test_an_item_queued_under_an_older_input_is_shown_and_refused_by_name(settings, auth):
+    # Before, its detail and its resolution were a 500 `internal_error`.
+    from aircoach.tasks.records import PipelineVersion, ReviewItem
+
+    app = app_with(settings)
+    version = PipelineVersion(
+        task="email_triage",
+        task_version="old",
+        schema_hash="old",
+        candidates_version="cand-1",
+        stoplist_version="stop-old",
+        model="offline-rules",
+        code_version="old",
+    )
+    old_input = {"from": "allievo@example.it", "cc": "a field the input has no more"}
+    await app.state.services.task_stores.reviews.enqueue(
+        ReviewItem(
+            review_id="r-old",
+            task="email_triage",
+            created_at="2026-01-01T00:00:00+00:00",
+            source="api",
+            caller="someone",
+            input=old_input,
+            attempts=[],
+            pipeline_version=version,
+            run_id="gone",
+            reason="low_confidence",
+            output={"topics": []},
+        )
+    )
+    reviewer = auth("rev-1", permissions=REVIEW)
+    async with asgi_client(app) as client:
+        detail = await client.get("/api/tasks/review/r-old", headers=reviewer)
+        assert detail.status_code == 200, detail.text
+        assert detail.json()["input"] == old_input and detail.json()["model_input"] is None
+        url = "/api/tasks/review/r-old/resolve"
+        refused = await client.post(url, json={"confirm": True}, headers=reviewer)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["issues"][0]["code"] == "input_outdated"
+        still = (await client.get("/api/tasks/review", headers=reviewer)).json()["items"]
+        assert [i["review_id"] for i in still] == ["r-old"]
+
+
 async def test_an_invalid_task_is_refused_on_reload_and_the_last_good_keeps_serving(
     settings, auth, tmp_path
 ):
