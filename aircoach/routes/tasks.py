@@ -170,6 +170,15 @@ def _parse_input(definition: TaskDefinition, data: Any, *prefix: str | int) -> B
         raise _invalid(exc, *prefix) from None
 
 
+def _stored_input(definition: TaskDefinition, data: dict[str, Any]) -> BaseModel | None:
+    """A queued input as the task reads it now; None when it no longer validates (it was
+    queued under another version of the task's input)."""
+    try:
+        return definition.kind.input_model.model_validate(data)
+    except ValidationError:
+        return None
+
+
 def _failed(exc: TaskFailed, language: Language) -> JSONResponse:
     body = TaskFailedBody(
         message=messages.text("task_failed", language),
@@ -360,8 +369,8 @@ async def get_review_item(review_id: str, user: CurrentUser, services: ServicesD
         raise NotFound("no_review_item", review_id=review_id[:64])
     definition = (await _catalog(services)).get(item.task)
     model_input = None
-    if definition is not None:
-        task_input = definition.kind.input_model.model_validate(item.input)
+    task_input = _stored_input(definition, item.input) if definition is not None else None
+    if definition is not None and task_input is not None:
         prepared = await anyio.to_thread.run_sync(
             lambda: definition.kind.prepare(definition, task_input, shrink=False)
         )

@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any
 
 import anyio
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 import aircoach
 from aircoach import telemetry
@@ -459,7 +459,21 @@ class TaskEngine:
                     )
                 )
             output, verdict = item.output, "confirmed"
-        task_input = kind.input_model.model_validate(item.input)
+        try:
+            task_input = kind.input_model.model_validate(item.input)
+        except ValidationError:
+            raise InvalidOutput(
+                StageFailure(
+                    "review",
+                    [
+                        Issue(
+                            stage="review",
+                            code="input_outdated",
+                            message="the queued input no longer validates for the task",
+                        )
+                    ],
+                )
+            ) from None
         if verdict == "confirmed":  # passed every stage when it was made
             checked = Checked(output, [])
         else:
@@ -501,10 +515,12 @@ class TaskEngine:
         ):
             raise AlreadyResolved(item.review_id)
         try:
-            await self._store(run)
+            # The verdict first: it is an update the next reviewer's overwrites, where a stored
+            # run followed by a failed verdict left a second review run once the item reopened.
             await self.stores.runs.record_verdict(
                 item.run_id, verdict=verdict, output=checked.output
             )
+            await self._store(run)
         except Exception:
             # The item stays open for the next reviewer rather than resolved by nothing.
             with anyio.CancelScope(shield=True):

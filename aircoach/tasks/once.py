@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -25,6 +26,8 @@ from pydantic import BaseModel
 from aircoach.tasks.definition import TaskDefinition
 from aircoach.tasks.engine import TaskEngine, TaskFailed
 from aircoach.tasks.records import RunSource, TaskRun
+
+log = logging.getLogger(__name__)
 
 MAX_KEY_CHARS = 200
 
@@ -67,7 +70,8 @@ async def run_once(
     clock: Callable[[], float] = time.time,
 ) -> tuple[TaskRun, bool]:
     """The run of `key`: (the run, whether it is the first run's replay). Raises `TaskFailed`
-    (the run went to review), `KeyReused`, `KeyBusy`, or a store's error."""
+    (the run went to review), `KeyReused`, `KeyBusy`, or a store's error (before the run is
+    stored: after it, the run is the answer)."""
     runs = engine.stores.runs
     digest = input_hash(definition.name, task_input.model_dump(by_alias=True))
     claim = await runs.claim(key, digest, now=clock(), lease_s=lease_s)
@@ -85,12 +89,26 @@ async def run_once(
     try:
         run = await engine.run(definition, task_input, caller=caller, source=source, origin=origin)
     except TaskFailed as failed:
-        await runs.complete(key, failed.run.run_id)
+        await _complete(engine, key, failed.run.run_id)
         raise
     except BaseException:
         # When the store is down too, the lease frees the key later.
         with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(Exception):
             await runs.release(key)
         raise
-    await runs.complete(key, run.run_id)
+    await _complete(engine, key, run.run_id)
     return run, False
+
+
+async def _complete(engine: TaskEngine, key: str, run_id: str) -> None:
+    """Record the stored run with its key. A store that fails now does not fail the run: it
+    is stored, and the caller answered with it does not repeat it (an SQS message is done).
+    The key stays claimed without its run: a repeat of it waits for the lease, like a run
+    whose instance died."""
+    try:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await engine.stores.runs.complete(key, run_id)
+    except Exception:
+        log.warning(
+            "run key %s: run %s stored, its key not marked done", key, run_id, exc_info=True
+        )

@@ -153,7 +153,7 @@ class ReviewDetail(ReviewItem):
         default=None,
         description="What the model reads for this input with the current task docs (the "
         "canonical text and the candidates a keyword must be picked from); null when the "
-        "task is no longer in the docs.",
+        "task is no longer in the docs, or the queued input no longer validates for it.",
     )
 
 

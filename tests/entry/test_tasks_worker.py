@@ -16,7 +16,7 @@ from aircoach.entry.tasks_worker import SqsTaskWorker
 from aircoach.errors import StoreUnavailable
 from aircoach.services import Services, build_task_stores
 from aircoach.settings import ROOT
-from aircoach.tasks.ports import TaskStores
+from aircoach.tasks.ports import RunFilter, TaskStores
 from tests.helpers import load_serverless_yml
 from tests.tasks.scripted import ScriptedTaskModels
 
@@ -185,6 +185,31 @@ def test_a_store_outage_redelivers_the_messages(sqs, settings):
         m["MessageId"] for m in messages
     }
     assert down.handle({"Records": []}) == {"batchItemFailures": []}
+
+
+class UnmarkedKeys:
+    """The real runs, whose keys cannot be marked done (the store fails right after a run)."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    async def complete(self, key, run_id):
+        raise StoreUnavailable()
+
+
+def test_a_stored_run_whose_key_cannot_be_marked_is_done(sqs, settings):
+    # Before, the message failed: SQS redelivered it and, once the lease ran out, it ran again.
+    real = build_task_stores(settings)
+    runs = UnmarkedKeys(real.runs)
+    flaky = worker(settings, task_stores=TaskStores(runs, real.reviews, real.contacts))
+    sqs.send({"task": "email_triage", "input": MAIL})
+    messages = sqs.receive()
+    assert flaky.handle(sqs.event(messages)) == {"batchItemFailures": []}
+    (run,) = _run(real.runs.list_runs(RunFilter(source="sqs"), limit=10, before=None))
+    assert run.origin == f"sqs:{messages[0]['MessageId']}"
 
 
 def test_the_lambda_entry_runs_on_the_environment(sqs, monkeypatch, data_dir):

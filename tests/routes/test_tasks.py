@@ -310,6 +310,143 @@ async def test_a_store_outage_is_a_503_and_a_batch_error_per_input(settings, aut
         assert batch.json()["results"][0]["error"]["error"] == "store_unavailable"
 
 
+class UnmarkedKeys:
+    """The real runs, whose keys cannot be marked done (the store fails right after a run)."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    async def complete(self, key, run_id):
+        raise StoreUnavailable()
+
+
+async def test_a_stored_run_is_answered_when_its_key_cannot_be_marked(settings, auth):
+    # Before, the caller got a 503 for a run that was stored, then a 409 for the lease, then a
+    # second run (and a second bill) once the lease had passed.
+    from aircoach.services import build_task_stores
+
+    real = build_task_stores(settings)
+    stores = TaskStores(UnmarkedKeys(real.runs), real.reviews, real.contacts)
+    app = app_with(settings, task_stores=stores)
+    headers = {**auth(permissions=RUN), "Idempotency-Key": "mail-7"}
+    async with asgi_client(app) as client:
+        response = await client.post("/api/tasks/email_triage", json=MAIL, headers=headers)
+        assert response.status_code == 200, response.text
+        stored = await real.runs.get_run(response.json()["run_id"])
+        assert stored is not None and stored.status == "ok"
+        failed = ScriptedTaskModels(["no"] * 4)
+        app = app_with(settings, task_stores=stores, task_models=failed)
+    async with asgi_client(app) as client:
+        headers["Idempotency-Key"] = "mail-8"
+        review = await client.post("/api/tasks/email_triage", json=MAIL, headers=headers)
+        assert review.status_code == 503 and review.json()["error"] == "task_failed"
+
+
+class VerdictOnce:
+    """The real runs, whose first verdict cannot be recorded."""
+
+    def __init__(self, real):
+        self.real = real
+        self.failures = 1
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    async def record_verdict(self, run_id, **kw):
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailable()
+        await self.real.record_verdict(run_id, **kw)
+
+
+async def test_a_resolution_that_fails_stores_no_run_and_the_next_stores_one(settings, auth):
+    # Before, the review run was stored before the verdict: the failed verdict reopened the
+    # item, and the next reviewer's resolution stored a second run for it.
+    from aircoach.services import build_task_stores
+
+    real = build_task_stores(settings)
+    stores = TaskStores(VerdictOnce(real.runs), real.reviews, real.contacts)
+    app = app_with(settings, task_stores=stores, task_models=ScriptedTaskModels(["no"] * 4))
+    reviewer = auth("rev-1", permissions=REVIEW)
+    async with asgi_client(app) as client:
+        failed = await client.post(
+            "/api/tasks/email_triage", json=MAIL, headers=auth(permissions=RUN)
+        )
+        review_id = failed.json()["review_id"]
+        item = (await client.get(f"/api/tasks/review/{review_id}", headers=reviewer)).json()
+        term = item["model_input"]["candidate_keywords"][0]
+        output = {
+            "topics": [
+                {
+                    "label": "METEO",
+                    "confidence": 1.0,
+                    "keywords": [{"candidate_id": term["candidate_id"], "term": term["term"]}],
+                    "evidence": [{"quote": "domani mattina c'è nebbia"}],
+                }
+            ],
+            "sentiment": {"value": "neutral", "confidence": 1.0},
+            "language": "it",
+            "priority": {"value": "urgent", "confidence": 1.0, "signals": ["volo domani mattina"]},
+        }
+        url = f"/api/tasks/review/{review_id}/resolve"
+        down = await client.post(url, json={"output": output}, headers=reviewer)
+        assert down.status_code == 503 and down.json()["error"] == "store_unavailable"
+        reviews = await client.get("/api/tasks/runs?source=review", headers=reviewer)
+        assert reviews.json()["items"] == []
+        again = await client.post(url, json={"output": output}, headers=reviewer)
+        assert again.status_code == 200, again.text
+        reviews = await client.get("/api/tasks/runs?source=review", headers=reviewer)
+        assert [r["run_id"] for r in reviews.json()["items"]] == [again.json()["run_id"]]
+    first = await real.runs.get_run(failed.json()["run_id"])
+    assert first.verdict == "corrected" and first.reviewed_output == again.json()["output"]
+
+
+async def test_an_item_queued_under_an_older_input_is_shown_and_refused_by_name(settings, auth):
+    # Before, its detail and its resolution were a 500 `internal_error`.
+    from aircoach.tasks.records import PipelineVersion, ReviewItem
+
+    app = app_with(settings)
+    version = PipelineVersion(
+        task="email_triage",
+        task_version="old",
+        schema_hash="old",
+        candidates_version="cand-1",
+        stoplist_version="stop-old",
+        model="offline-rules",
+        code_version="old",
+    )
+    old_input = {"from": "allievo@example.it", "cc": "a field the input has no more"}
+    await app.state.services.task_stores.reviews.enqueue(
+        ReviewItem(
+            review_id="r-old",
+            task="email_triage",
+            created_at="2026-01-01T00:00:00+00:00",
+            source="api",
+            caller="someone",
+            input=old_input,
+            attempts=[],
+            pipeline_version=version,
+            run_id="gone",
+            reason="low_confidence",
+            output={"topics": []},
+        )
+    )
+    reviewer = auth("rev-1", permissions=REVIEW)
+    async with asgi_client(app) as client:
+        detail = await client.get("/api/tasks/review/r-old", headers=reviewer)
+        assert detail.status_code == 200, detail.text
+        assert detail.json()["input"] == old_input and detail.json()["model_input"] is None
+        url = "/api/tasks/review/r-old/resolve"
+        refused = await client.post(url, json={"confirm": True}, headers=reviewer)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["issues"][0]["code"] == "input_outdated"
+        still = (await client.get("/api/tasks/review", headers=reviewer)).json()["items"]
+        assert [i["review_id"] for i in still] == ["r-old"]
+
+
 async def test_an_invalid_task_is_refused_on_reload_and_the_last_good_keeps_serving(
     settings, auth, tmp_path
 ):
