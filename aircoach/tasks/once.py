@@ -106,7 +106,7 @@ async def _complete(engine: TaskEngine, key: str, run_id: str) -> None:
     The key stays claimed without its run: a repeat of it waits for the lease, like a run
     whose instance died."""
     try:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+        with anyio.CancelScope(shield=True), anyio.fail_after(5):  # a hung store: logged too
             await engine.stores.runs.complete(key, run_id)
     except Exception:
         log.warning(
