@@ -25,7 +25,7 @@ from aircoach.quiz.exam_models import (
 )
 from aircoach.quiz.models import PublicQuestion
 from aircoach.quiz.ports import ExamStore, Question, QuestionKey
-from aircoach.quiz.service import QuizService, public
+from aircoach.quiz.service import ExamAttempt, QuizService, public
 from aircoach.text import fold
 
 MAX_LISTED = 100
@@ -169,7 +169,13 @@ class ExamService:
             if question is None:  # left the bank since: not counted
                 continue
             if key in given:
-                graded = await self.quiz.grade(user_id, *key, given[key], turn_id=turn_id)
+                graded = await self.quiz.grade(
+                    user_id,
+                    *key,
+                    given[key],
+                    turn_id=turn_id,
+                    exam=ExamAttempt(exam_id, earlier_try=exam.consegnato),
+                )
                 outcomes.append(ExamOutcome(**graded.result.model_dump()))
             else:
                 outcomes.append(
