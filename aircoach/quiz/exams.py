@@ -25,7 +25,7 @@ from aircoach.quiz.exam_models import (
 )
 from aircoach.quiz.models import PublicQuestion
 from aircoach.quiz.ports import ExamStore, Question, QuestionKey
-from aircoach.quiz.service import QuizService, public
+from aircoach.quiz.service import ExamAttempt, QuizService, public
 from aircoach.text import fold
 
 MAX_LISTED = 100
@@ -121,7 +121,7 @@ class ExamService:
         self, user_id: str, exam_id: str, answers: list[ExamAnswer], *, turn_id: str | None
     ) -> ExamResult:
         """Grade the exam once: `InvalidExamAnswers` (nothing graded) for an answer to a
-        question not in it or that names no option, `ExamAlreadySubmitted` the second time."""
+        question not in it, or answered already earlier in `answers`, or that names no option, `ExamAlreadySubmitted` the second time."""
         exam = await self._own(user_id, exam_id)
         now = self.quiz.now()
         if exam.consegnato is not None and (
@@ -143,6 +143,11 @@ class ExamService:
             if question is None:
                 problems.append(
                     (i, "numero", f"la domanda {key[1]} del capitolo {key[0]} non è nell'esame")
+                )
+                continue
+            if key in given:
+                problems.append(
+                    (i, "numero", f"la domanda {key[1]} del capitolo {key[0]} ha già una risposta")
                 )
                 continue
             options = question.get("risposte", {})
@@ -169,7 +174,13 @@ class ExamService:
             if question is None:  # left the bank since: not counted
                 continue
             if key in given:
-                graded = await self.quiz.grade(user_id, *key, given[key], turn_id=turn_id)
+                graded = await self.quiz.grade(
+                    user_id,
+                    *key,
+                    given[key],
+                    turn_id=turn_id,
+                    exam=ExamAttempt(exam_id, earlier_try=exam.consegnato),
+                )
                 outcomes.append(ExamOutcome(**graded.result.model_dump()))
             else:
                 outcomes.append(

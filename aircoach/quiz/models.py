@@ -36,6 +36,11 @@ class Attempt(BaseModel):
     corretta: bool
     timestamp: str
     turn_id: str | None = Field(default=None, description="The chat turn that graded it.")
+    exam_id: str | None = Field(
+        default=None,
+        description="The mock exam it answers: one attempt per exam and question (a "
+        "resubmission replaces it).",
+    )
 
 
 class ChapterStats(BaseModel):

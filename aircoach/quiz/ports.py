@@ -64,7 +64,11 @@ class QuizStore(Protocol):
 class AttemptStore(Protocol):
     """Graded answers (`quiz_attempts`): written once, read per user."""
 
-    async def add_attempt(self, attempt: Attempt) -> None: ...
+    async def add_attempt(self, attempt: Attempt) -> None:
+        """Store it; an attempt of a mock exam (`exam_id`) replaces the one already stored
+        for that exam and question (a resubmission after a failure half-way), so it counts
+        once."""
+        ...
 
     async def chapter_stats(self, user_id: str) -> list[ChapterStats]:
         """The user's answers and right answers per chapter, in chapter order."""

@@ -68,6 +68,15 @@ class InvalidAnswer(ValueError):
 
 
 @dataclass(frozen=True)
+class ExamAttempt:
+    """An answer graded as part of mock exam `id`; `earlier_try`: when an earlier grading of
+    the same submission started (it failed half-way), None the first time."""
+
+    id: str
+    earlier_try: str | None = None
+
+
+@dataclass(frozen=True)
 class Graded:
     result: AnswerResult
     question: Question
@@ -135,17 +144,32 @@ class QuizService:
         return await self.questions.list_questions(capitolo=capitolo, limit=limit)
 
     async def grade(
-        self, user_id: str, capitolo: int, numero: int, risposta: str, *, turn_id: str | None
+        self,
+        user_id: str,
+        capitolo: int,
+        numero: int,
+        risposta: str,
+        *,
+        turn_id: str | None,
+        exam: ExamAttempt | None = None,
     ) -> Graded:
         """Grade an answer against the key and store the attempt. Raises `QuestionNotFound`,
         or `InvalidAnswer` when the answer names no option (nothing is stored then)."""
         question = await self.question(capitolo, numero)
-        return await self.grade_question(user_id, question, risposta, turn_id=turn_id)
+        return await self.grade_question(user_id, question, risposta, turn_id=turn_id, exam=exam)
 
     async def grade_question(
-        self, user_id: str, question: Question, risposta: str, *, turn_id: str | None
+        self,
+        user_id: str,
+        question: Question,
+        risposta: str,
+        *,
+        turn_id: str | None,
+        exam: ExamAttempt | None = None,
     ) -> Graded:
-        """`grade` for a question already looked up (`question`)."""
+        """`grade` for a question already looked up (`question`). An answer of a mock exam
+        (`exam`) is stored once per exam and question, and its schedule moved once, however
+        often the exam's grading is tried again."""
         capitolo, numero = int(question["capitolo"]), int(question["numero"])
         options: dict[str, str] = question.get("risposte", {})
         valid = ", ".join(sorted(options))
@@ -177,19 +201,40 @@ class QuizService:
                 corretta=result.corretta,
                 timestamp=now.isoformat(),
                 turn_id=turn_id,
+                exam_id=exam.id if exam else None,
             )
         )
-        await self._schedule(user_id, (capitolo, numero), right=result.corretta, now=now)
+        await self._schedule(
+            user_id,
+            (capitolo, numero),
+            right=result.corretta,
+            now=now,
+            unless_reviewed_since=exam.earlier_try if exam else None,
+        )
         # The next turn's prompt shows this answer (a read already under way when it was
         # stored may still remember the earlier figures, for PROMPT_PROGRESS_TTL_S at most).
         self._recent.pop(user_id, None)
         return Graded(result, question)
 
     async def _schedule(
-        self, user_id: str, key: QuestionKey, *, right: bool, now: datetime
+        self,
+        user_id: str,
+        key: QuestionKey,
+        *,
+        right: bool,
+        now: datetime,
+        unless_reviewed_since: str | None = None,
     ) -> None:
-        """Move the question's review schedule, unless it was answered moments ago."""
+        """Move the question's review schedule, unless it was answered moments ago, or
+        reviewed since `unless_reviewed_since` (an exam's earlier try got that far)."""
         record = await self.reviews.get(user_id, key)
+        if (
+            unless_reviewed_since is not None
+            and record is not None
+            and record.reviewed_at is not None
+            and record.reviewed_at >= unless_reviewed_since
+        ):
+            return
         if review.counts(record, now, self.settings.quiz_repeat_window_s):
             await self.reviews.save_schedule(
                 review.review(record, user_id, key, right=right, now=now)

@@ -200,6 +200,17 @@ class MongoConnection:
         await attempts.create_index(
             [("userId", ASCENDING), ("timestamp", DESCENDING)], name="user_time"
         )
+        await attempts.create_index(
+            [
+                ("userId", ASCENDING),
+                ("exam_id", ASCENDING),
+                ("capitolo", ASCENDING),
+                ("numero", ASCENDING),
+            ],
+            unique=True,
+            partialFilterExpression={"exam_id": {"$type": "string"}},
+            name="exam_question",
+        )
 
     async def run(self, name: str, op: Callable[[AsyncCollection], Awaitable[T]]) -> T:
         """Run `op` on collection `name`; a backend failure becomes `StoreUnavailable`, at
@@ -554,7 +565,13 @@ class MongoAttemptStore:
         await self._db.close()
 
     async def add_attempt(self, attempt: Attempt) -> None:
-        await self._db.run(self._name, lambda c: c.insert_one(attempt.model_dump()))
+        doc = attempt.model_dump()
+        if attempt.exam_id is None:
+            await self._db.run(self._name, lambda c: c.insert_one(doc))
+            return
+        # One per exam and question (the unique index exam_question): a resubmission replaces it.
+        query = {k: doc[k] for k in ("userId", "exam_id", "capitolo", "numero")}
+        await self._db.run(self._name, lambda c: c.update_one(query, {"$set": doc}, upsert=True))
 
     async def chapter_stats(self, user_id: str) -> list[ChapterStats]:
         # Two single-key groups, not one `$cond` sum: both are served by the index

@@ -80,7 +80,8 @@ CREATE TABLE IF NOT EXISTS quiz_attempts (
     risposta TEXT NOT NULL,
     corretta INTEGER NOT NULL,
     timestamp TEXT NOT NULL,
-    turn_id TEXT
+    turn_id TEXT,
+    exam_id TEXT
 );
 CREATE INDEX IF NOT EXISTS quiz_attempts_user_chapter
     ON quiz_attempts (userId, capitolo, corretta);
@@ -226,7 +227,7 @@ def _create_private(path: Path) -> None:
 
 def _migrate(conn: sqlite3.Connection) -> None:
     """Bring a file made by an earlier version up to date, once, whichever process (or store
-    object) gets there first: the JSON columns of a turn (`_JSON_COLUMNS`), and the questions' search terms
+    object) gets there first: the JSON columns of a turn (`_JSON_COLUMNS`), an attempt's `exam_id`, and the questions' search terms
     when they are missing or of an older `TERMS_VERSION`."""
     conn.isolation_level = None  # explicit transaction: BEGIN IMMEDIATE serialises writers
     conn.execute("BEGIN IMMEDIATE")
@@ -238,6 +239,11 @@ def _migrate(conn: sqlite3.Connection) -> None:
         if "conversation_id" not in columns:
             conn.execute("ALTER TABLE chats ADD COLUMN conversation_id TEXT")
         conn.execute(_CONVERSATION_INDEX)
+        if "exam_id" not in {
+            row["name"] for row in conn.execute("PRAGMA table_info(quiz_attempts)")
+        }:
+            conn.execute("ALTER TABLE quiz_attempts ADD COLUMN exam_id TEXT")
+        conn.execute(_EXAM_ATTEMPT_INDEX)
         if conn.execute("PRAGMA user_version").fetchone()[0] != TERMS_VERSION:
             conn.execute("DELETE FROM quiz_terms")
             for row in conn.execute("SELECT doc FROM quiz").fetchall():
@@ -282,6 +288,12 @@ _JSON_COLUMNS = ("tool", "tools", "grounding", "retrieved", "feedback")
 # A conversation's turns in order (the default conversation's are those with NULL).
 _CONVERSATION_INDEX = (
     "CREATE INDEX IF NOT EXISTS chats_user_conversation ON chats (userId, conversation_id, turn_id)"
+)
+
+# One attempt per mock exam and question (a resubmission replaces it instead of adding one).
+_EXAM_ATTEMPT_INDEX = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS quiz_attempts_exam_question "
+    "ON quiz_attempts (userId, exam_id, capitolo, numero) WHERE exam_id IS NOT NULL"
 )
 
 
@@ -561,8 +573,12 @@ class SqliteAttemptStore:
         await self._db.run(
             lambda c: c.execute(
                 "INSERT INTO quiz_attempts "
-                "(userId, capitolo, numero, risposta, corretta, timestamp, turn_id) VALUES "
-                "(:userId, :capitolo, :numero, :risposta, :corretta, :timestamp, :turn_id)",
+                "(userId, capitolo, numero, risposta, corretta, timestamp, turn_id, exam_id) "
+                "VALUES (:userId, :capitolo, :numero, :risposta, :corretta, :timestamp, "
+                ":turn_id, :exam_id) "
+                "ON CONFLICT (userId, exam_id, capitolo, numero) WHERE exam_id IS NOT NULL "
+                "DO UPDATE SET risposta = excluded.risposta, corretta = excluded.corretta, "
+                "timestamp = excluded.timestamp, turn_id = excluded.turn_id",
                 row,
             )
         )

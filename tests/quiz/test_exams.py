@@ -7,6 +7,7 @@ import pytest
 from aircoach.errors import StoreUnavailable
 from aircoach.quiz.exam_models import ExamAnswer
 from aircoach.quiz.exams import UNFINISHED_SUBMISSION_S, ExamAlreadySubmitted, ExamService
+from aircoach.quiz.service import ExamAttempt
 from aircoach.services import build_exam_store
 
 
@@ -70,3 +71,36 @@ async def test_a_submission_that_failed_half_way_can_be_submitted_again(
     wall.advance(seconds=UNFINISHED_SUBMISSION_S + 1)
     with pytest.raises(ExamAlreadySubmitted):
         await exams.submit("alice", exam.id, [answer], turn_id=None)
+
+
+async def test_a_resubmission_after_a_failure_half_way_counts_each_answer_once(
+    scheduled_quiz, wall, store_settings
+):
+    store = _FinishFailsOnce(build_exam_store(store_settings))
+    exams = ExamService(scheduled_quiz, store)
+    exam, questions = await exams.create("alice", domande=5)
+    answers = [
+        ExamAnswer(capitolo=q["capitolo"], numero=q["numero"], risposta=q["corretta"])
+        for q in questions[:3]
+    ]
+    with pytest.raises(StoreUnavailable):  # the three answers were graded, the result not
+        await exams.submit("alice", exam.id, answers, turn_id=None)
+    # Later than the repeat window too: the schedules must not take a second step either.
+    wall.advance(minutes=10)
+    # The student changed their mind on the first answer: the exam's attempt is replaced.
+    wrong = next(x for x in questions[0]["risposte"] if x != questions[0]["corretta"])
+    answers[0] = answers[0].model_copy(update={"risposta": wrong})
+    graded = await exams.submit("alice", exam.id, answers, turn_id=None)
+    assert (graded.punteggio, graded.totale) == (2, 5)
+    progress = await scheduled_quiz.progress("alice")
+    assert (progress.risposte, progress.corrette) == (2 + 1, 2)
+    records = await scheduled_quiz.reviews.records("alice")
+    assert sorted(r.reviews for r in records if r.card) == [1, 1, 1]
+    # Another exam's answer to the same question is an attempt of its own.
+    again = ExamService(scheduled_quiz, build_exam_store(store_settings))
+    other, _ = await again.create("alice", domande=5)
+    await scheduled_quiz.grade(
+        "alice", *(other.domande[0]), "a", turn_id=None, exam=ExamAttempt(other.id)
+    )
+    await scheduled_quiz.grade("alice", *(exam.domande[0]), "a", turn_id=None)
+    assert (await scheduled_quiz.progress("alice")).risposte == 5

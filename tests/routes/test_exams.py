@@ -121,3 +121,18 @@ async def test_creating_exams_counts_against_the_quota(api, auth):
         assert created.status_code == 201
     refused = await api.post("/api/exams", json={"domande": 5}, headers=auth("carol"))
     assert refused.status_code == 429 and refused.headers["Retry-After"]
+
+
+async def test_two_answers_to_one_exam_question_are_422_naming_the_second(api, auth):
+    exam = (await api.post("/api/exams", json={"domande": 5}, headers=auth("alice"))).json()
+    first = exam["domande"][0]
+    twice = [
+        {"capitolo": first["capitolo"], "numero": first["numero"], "risposta": "a"},
+        {"capitolo": first["capitolo"], "numero": first["numero"], "risposta": "b"},
+    ]
+    url = f"/api/exams/{exam['id']}/submit"
+    bad = await api.post(url, json={"risposte": twice}, headers=auth("alice"))
+    assert bad.status_code == 422 and "ha già una risposta" in bad.text
+    assert [d["loc"] for d in bad.json()["detail"]] == [["body", "risposte", 1, "numero"]]
+    assert (await api.get("/api/progress", headers=auth("alice"))).json()["risposte"] == 0
+    assert (await api.post(url, json={"risposte": twice[:1]}, headers=auth("alice"))).is_success

@@ -440,6 +440,27 @@ async def test_recent_attempts_round_trip_newest_first(attempts: AttemptStore):
     assert await attempts.recent_attempts("nobody", 5) == []
 
 
+async def test_an_exam_attempt_is_stored_once_per_exam_and_question(attempts: AttemptStore):
+    """A resubmitted exam replaces its answer; other exams and plain answers add theirs."""
+    await attempts.add_attempt(attempt("alice", 1, 3, True, exam_id="e1"))
+    changed = attempt("alice", 1, 3, False, risposta="b", exam_id="e1", turn_id="turn-2")
+    await attempts.add_attempt(changed)
+    assert await attempts.chapter_stats("alice") == [
+        ChapterStats(capitolo=3, risposte=1, corrette=0)
+    ]
+    assert await attempts.recent_attempts("alice", 5) == [changed]
+    for other in (
+        attempt("alice", 1, 3, True, exam_id="e2"),
+        attempt("alice", 1, 3, True),
+        attempt("alice", 1, 3, True),
+        attempt("bob", 1, 3, True, exam_id="e1"),
+    ):
+        await attempts.add_attempt(other)
+    assert await attempts.chapter_stats("alice") == [
+        ChapterStats(capitolo=3, risposte=4, corrette=3)
+    ]
+
+
 # --- data written by an earlier version ---
 
 _OLD_SQLITE_SCHEMA = """
@@ -451,6 +472,10 @@ CREATE TABLE chats (
 CREATE TABLE quiz (
     capitolo INTEGER NOT NULL, numero INTEGER NOT NULL, argomento TEXT, difficolta TEXT,
     corretta TEXT, testo TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (capitolo, numero)
+);
+CREATE TABLE quiz_attempts (
+    userId TEXT NOT NULL, capitolo INTEGER NOT NULL, numero INTEGER NOT NULL,
+    risposta TEXT NOT NULL, corretta INTEGER NOT NULL, timestamp TEXT NOT NULL, turn_id TEXT
 );
 """
 
@@ -475,6 +500,10 @@ async def test_a_sqlite_file_of_the_previous_version_is_brought_up_to_date(setti
             "INSERT INTO quiz VALUES (?, ?, ?, ?, ?, ?, ?)",
             (1, 1, q["argomento"], q["difficolta"], q["corretta"], q["testo"], json.dumps(q)),
         )
+        conn.execute(
+            "INSERT INTO quiz_attempts VALUES ('alice', 1, 1, 'a', 1, ?, NULL)",
+            (old.timestamp,),
+        )
     conn.close()
 
     chats, quiz = build_stores(settings)
@@ -483,6 +512,12 @@ async def test_a_sqlite_file_of_the_previous_version_is_brought_up_to_date(setti
     assert await quiz.search_text("portanze") == [QUESTIONS[0]]
     await chats.append_turn(make_turn("alice", 2, tools=[]))
     assert len(await chats.recent_turns("alice", 5)) == 2
+    attempts = open_stores(settings).attempts
+    for _ in range(2):  # an exam's attempt, twice: once
+        await attempts.add_attempt(attempt("alice", 1, 1, False, exam_id="e1"))
+    assert await attempts.chapter_stats("alice") == [
+        ChapterStats(capitolo=1, risposte=2, corrette=1)
+    ]
 
 
 @pytest.mark.integration
