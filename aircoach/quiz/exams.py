@@ -121,7 +121,8 @@ class ExamService:
         self, user_id: str, exam_id: str, answers: list[ExamAnswer], *, turn_id: str | None
     ) -> ExamResult:
         """Grade the exam once: `InvalidExamAnswers` (nothing graded) for an answer to a
-        question not in it, or answered already earlier in `answers`, or that names no option, `ExamAlreadySubmitted` the second time."""
+        question not in it, or answered already earlier in `answers`, or that names no
+        option; `ExamAlreadySubmitted` the second time."""
         exam = await self._own(user_id, exam_id)
         now = self.quiz.now()
         if exam.consegnato is not None and (

@@ -108,8 +108,9 @@ async def submit_exam(
     """Grade the exam, once: `punteggio` right of `totale` (an unanswered question counts as
     wrong), `superato` when the share right reaches `soglia`, per-chapter scores and, per
     question, the key, explanation and manual section. A late submission is graded and marked
-    `in_ritardo`. An answer to a question not in the exam, a second answer to the same question, or
-    one that is not an option, is a 422 naming it, and nothing is graded; a second submission is 409."""
+    `in_ritardo`. An answer to a question not in the exam, a second answer to the same
+    question, or one that is not an option, is a 422 naming it, and nothing is graded; a
+    second submission is 409."""
     try:
         return await exams.submit(user.sub, exam_id, body.risposte, turn_id=None)
     except ExamNotFound:

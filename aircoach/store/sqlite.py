@@ -227,8 +227,9 @@ def _create_private(path: Path) -> None:
 
 def _migrate(conn: sqlite3.Connection) -> None:
     """Bring a file made by an earlier version up to date, once, whichever process (or store
-    object) gets there first: the JSON columns of a turn (`_JSON_COLUMNS`), an attempt's `exam_id`, and the questions' search terms
-    when they are missing or of an older `TERMS_VERSION`."""
+    object) gets there first: the JSON columns of a turn (`_JSON_COLUMNS`), an attempt's
+    `exam_id`, and the questions' search terms when they are missing or of an older
+    `TERMS_VERSION`."""
     conn.isolation_level = None  # explicit transaction: BEGIN IMMEDIATE serialises writers
     conn.execute("BEGIN IMMEDIATE")
     try:
