@@ -5,6 +5,7 @@ turn pipeline as `/api/stream_query` (auth, quotas, idempotency, storage): anoth
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Annotated, Any, Literal
 
@@ -71,9 +72,7 @@ def _as_message(body: UIChatRequest) -> MessageRequest:
         raise _invalid(("body", "messages"), "no user message")
     last = users[-1]
     query = "".join(str(part.get("text", "")) for part in last.parts if part.get("type") == "text")
-    key = last.id if body.trigger == "submit-message" and last.id else None
-    if key is not None and not CLIENT_MESSAGE_ID.match(key):
-        key = None  # an id we cannot keep as a message key: the turn runs, not replayable
+    key = _message_key(last.id) if body.trigger == "submit-message" and last.id else None
     fields: dict[str, Any] = {
         "query": query,
         "conversation_id": body.id,
@@ -91,6 +90,14 @@ def _as_message(body: UIChatRequest) -> MessageRequest:
     except ValidationError as exc:  # the query's limits: a 422 on the message's text
         loc = ("body", "messages", body.messages.index(last), "parts")
         raise _invalid(loc, str(exc.errors()[0]["msg"])) from None
+
+
+def _message_key(message_id: str) -> str:
+    """The message's id as its `client_message_id`; an id of other characters (a client's
+    own ids may hold anything) by its digest, so that a resend still replays."""
+    if CLIENT_MESSAGE_ID.match(message_id):
+        return message_id
+    return "sha256:" + hashlib.sha256(message_id.encode()).hexdigest()[:40]
 
 
 def _invalid(loc: tuple[Any, ...], msg: str) -> RequestValidationError:
