@@ -138,7 +138,12 @@ async def submit_exam(ctx: ToolContext, id: Any = None, risposte: Any = None) ->
         result = await exams.submit(ctx.user_id, exam_id, answers, turn_id=ctx.turn_id)
     except ExamNotFound:
         return _failure("Non trovo questa simulazione d'esame: avviane una nuova.")
-    except ExamAlreadySubmitted:
+    except ExamAlreadySubmitted as exc:
+        if exc.retry_after_s is not None:
+            return _failure(
+                "Sto ancora correggendo questa simulazione: se la correzione non si conclude, "
+                "potrai rimandare le risposte tra un minuto."
+            )
         return _failure("Questa simulazione è già stata consegnata e corretta.")
     except InvalidExamAnswers as exc:
         return _failure(f"Risposte non valide: {exc}. Nulla è stato corretto.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from aircoach.quiz import review
@@ -39,7 +39,13 @@ class ExamNotFound(LookupError):
 
 
 class ExamAlreadySubmitted(RuntimeError):
-    pass
+    """The exam was submitted already: graded, or (`retry_after_s` set) being graded, or its
+    grading stopped half-way less than `UNFINISHED_SUBMISSION_S` ago (a submission then is
+    graded again)."""
+
+    def __init__(self, exam_id: str, *, retry_after_s: int | None = None):
+        super().__init__(exam_id)
+        self.retry_after_s = retry_after_s
 
 
 class InvalidExamAnswers(ValueError):
@@ -131,7 +137,7 @@ class ExamService:
         ):
             # Graded, or being graded now. A submission without a result for longer than
             # that stopped half-way (the store failed while grading): it is graded again.
-            raise ExamAlreadySubmitted(exam_id)
+            raise ExamAlreadySubmitted(exam_id, retry_after_s=_grading_for(exam, now))
         questions = {
             (int(q["capitolo"]), int(q["numero"])): q
             for q in await self.quiz.questions.by_keys(exam.domande)
@@ -168,7 +174,8 @@ class ExamService:
         if problems:
             raise InvalidExamAnswers(problems)
         if not await self.exams.claim(user_id, exam_id, review.iso(now), previous=exam.consegnato):
-            raise ExamAlreadySubmitted(exam_id)
+            # Another submission took it a moment ago: it is being graded.
+            raise ExamAlreadySubmitted(exam_id, retry_after_s=UNFINISHED_SUBMISSION_S)
         outcomes: list[ExamOutcome] = []
         for key in exam.domande:
             question = questions.get(key)
@@ -234,3 +241,12 @@ def read_numbered_answers(text: str) -> dict[int, str]:
     """ "1a 2b 3c", "1) a, 2) b", "4: d" -> {1: "a", 2: "b", ...} (question number in the
     exam, from 1); a later answer to the same number wins."""
     return {int(n): letter for n, letter in _NUMBERED_ANSWER.findall(fold(text))}
+
+
+def _grading_for(exam: ExamRecord, now: datetime) -> int | None:
+    """For a submission with no result yet: the seconds until another may grade it (the first
+    may still be grading until then); None for a graded exam."""
+    if exam.esito is not None or exam.consegnato is None:
+        return None
+    since = now - datetime.fromisoformat(exam.consegnato)
+    return max(1, UNFINISHED_SUBMISSION_S - int(since.total_seconds()))

@@ -37,7 +37,12 @@ _NOT_FOUND: Responses = {
     404: {"model": ErrorBody, "description": "No exam of this id for the caller (`not_found`)."}
 }
 _SUBMITTED: Responses = {
-    409: {"model": ErrorBody, "description": "The exam was already submitted (`conflict`)."}
+    409: {
+        "model": ErrorBody,
+        "description": "The exam was already submitted (`conflict`); with `Retry-After` "
+        "while that submission has no result yet (it may still be grading; after that a "
+        "submission grades it).",
+    }
 }
 _TOO_MANY: Responses = {
     429: {
@@ -115,8 +120,10 @@ async def submit_exam(
         return await exams.submit(user.sub, exam_id, body.risposte, turn_id=None)
     except ExamNotFound:
         raise NotFound() from None
-    except ExamAlreadySubmitted:
-        raise Conflict() from None
+    except ExamAlreadySubmitted as exc:
+        # Still being graded: a retry after that may grade it (its grading had stopped).
+        retry = {} if exc.retry_after_s is None else {"Retry-After": str(exc.retry_after_s)}
+        raise Conflict(headers=retry) from None
     except InvalidExamAnswers as exc:
         raise RequestValidationError(
             [

@@ -64,3 +64,32 @@ async def test_submitting_early_counts_the_rest_wrong_and_big_requests_are_not_e
             assert not any(w in str(events) for w in ("failed", "must be between")), query
             questions = next(e for e in events if e["type"] == "tool_result")["data"]
             assert len(questions["questions"]) == 10
+
+
+async def test_answers_sent_while_the_exam_is_being_graded_are_told_to_wait(
+    store_settings: Settings, auth
+):
+    """Another submission of the exam has started grading and has no result yet: the model is
+    told the exam is still being graded (and when it may be sent again), not that it was
+    graded."""
+    from langchain_core.messages import ToolMessage
+
+    from aircoach.quiz import review
+    from tests.helpers import services_of
+    from tests.scripted_model import Script, ScriptedModels, call, text
+
+    script = Script([])
+    app = app_with(store_settings, models=ScriptedModels(script))
+    async with asgi_client(app) as client:
+        exams = await services_of(app).exam_service()
+        exam, _ = await exams.create("user-1", domande=5)
+        moment = review.iso(exams.quiz.now())
+        assert await exams.exams.claim("user-1", exam.id, moment, previous=None)
+        script.replies += [
+            call("verifica_risposta", esame=exam.id, risposta="1a 2b 3c 4d 5a"),
+            text("Attendi."),
+        ]
+        await chat(client, auth(), "1a 2b 3c 4d 5a")
+    (told,) = [m.content for m in script.calls[-1] if isinstance(m, ToolMessage)]
+    assert "Sto ancora correggendo questa simulazione" in told, told
+    assert "già stata consegnata" not in told

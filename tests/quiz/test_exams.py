@@ -60,17 +60,21 @@ async def test_a_submission_that_failed_half_way_can_be_submitted_again(
     )
     with pytest.raises(StoreUnavailable):
         await exams.submit("alice", exam.id, [answer], turn_id=None)
-    # Right after, it may still be being graded: a second submission is refused.
-    with pytest.raises(ExamAlreadySubmitted):
+    # Right after, it may still be being graded: a second submission is refused, saying when
+    # to try again.
+    wall.advance(seconds=10)
+    with pytest.raises(ExamAlreadySubmitted) as refused:
         await exams.submit("alice", exam.id, [answer], turn_id=None)
+    assert refused.value.retry_after_s == UNFINISHED_SUBMISSION_S - 10
     # Later, with no result stored, the student's submission is graded again, once.
-    wall.advance(seconds=UNFINISHED_SUBMISSION_S + 1)
+    wall.advance(seconds=UNFINISHED_SUBMISSION_S - 10)
     graded = await exams.submit("alice", exam.id, [answer], turn_id=None)
     assert (graded.punteggio, graded.totale) == (1, 5)
     assert (await store.get("alice", exam.id)).esito == graded.model_dump()
     wall.advance(seconds=UNFINISHED_SUBMISSION_S + 1)
-    with pytest.raises(ExamAlreadySubmitted):
+    with pytest.raises(ExamAlreadySubmitted) as graded_already:
         await exams.submit("alice", exam.id, [answer], turn_id=None)
+    assert graded_already.value.retry_after_s is None  # graded: nothing to wait for
 
 
 async def test_a_resubmission_after_a_failure_half_way_counts_each_answer_once(

@@ -97,7 +97,7 @@ async def test_submitting_grades_once_with_unanswered_counted_wrong(api, auth):
     assert (review[0]["capitolo"], review[0]["numero"]) == second
 
     again = await api.post(url, json={"risposte": answers}, headers=auth("alice"))
-    assert again.status_code == 409
+    assert again.status_code == 409 and "Retry-After" not in again.headers  # graded
     shown = (await api.get(f"/api/exams/{exam['id']}", headers=auth("alice"))).json()
     assert shown["esito"] == result
     listed = (await api.get("/api/exams", headers=auth("alice"))).json()["items"]
@@ -136,3 +136,24 @@ async def test_two_answers_to_one_exam_question_are_422_naming_the_second(api, a
     assert [d["loc"] for d in bad.json()["detail"]] == [["body", "risposte", 1, "numero"]]
     assert (await api.get("/api/progress", headers=auth("alice"))).json()["risposte"] == 0
     assert (await api.post(url, json={"risposte": twice[:1]}, headers=auth("alice"))).is_success
+
+
+async def test_a_submission_while_another_is_graded_is_409_saying_when_to_retry(
+    store_settings, auth
+):
+    """The first submission has started grading and has no result yet (it may be running, or
+    may have stopped half-way): a second one is 409 with the seconds after which a submission
+    grades the exam."""
+    from aircoach.quiz import review
+    from tests.helpers import services_of
+
+    app = app_with(store_settings, clock=quota_clock())
+    async with asgi_client(app) as api:
+        exam = (await api.post("/api/exams", headers=auth("alice"))).json()
+        exams = await services_of(app).exam_service()
+        now = exams.quiz.now()
+        assert await exams.exams.claim("alice", exam["id"], review.iso(now), previous=None)
+        url = f"/api/exams/{exam['id']}/submit"
+        refused = await api.post(url, json={"risposte": []}, headers=auth("alice"))
+    assert refused.status_code == 409 and refused.json()["error"] == "conflict"
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
