@@ -205,6 +205,7 @@ async def resume_chat(
         language=language,
         give_up_s=services.settings.turn_timeout_s,
         caveats=services.settings.grounding_caveat,
+        running=services.running_turns,
     )
     if following is None:
         return Response(status_code=204)

@@ -166,6 +166,7 @@ async def run_chat(
             language=language,
             give_up_s=services.settings.turn_timeout_s,
             caveats=services.settings.grounding_caveat,
+            running=services.running_turns,
         )
         if following is not None and body.stream:
             return event_stream(following, headers=headers, encoder=encoder)

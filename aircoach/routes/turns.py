@@ -107,6 +107,7 @@ async def turn_events_stream(
         language=language,
         give_up_s=services.settings.turn_timeout_s,
         caveats=services.settings.grounding_caveat,
+        running=services.running_turns,
     )
     if events is None:
         raise NotFound("turn_not_found", turn_id=turn_id)

@@ -1,7 +1,7 @@
 """A turn's events for a client that comes back (`GET /api/turns/{turn_id}/events`, or a
-repeated `client_message_id` while its turn runs): followed from the turn log while the turn
-runs or its log is kept, else rebuilt from the stored turn; None when the caller has no turn
-of that id."""
+repeated `client_message_id` while its turn runs): taken as they come from the turn itself
+when it runs on this instance, else followed from the turn log while the turn runs or its log
+is kept, else rebuilt from the stored turn; None when the caller has no turn of that id."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from aircoach.turn.follow import follow
 from aircoach.turn.log import LoggedEvent, TurnLogStore, listed
 from aircoach.turn.ports import ChatStore
 from aircoach.turn.replay import replayed_events
+from aircoach.turn.run import RunningTurns
 
 
 async def turn_events(
@@ -28,9 +29,14 @@ async def turn_events(
     language: Language,
     give_up_s: float,
     caveats: bool,
+    running: RunningTurns,
 ) -> AsyncIterator[LoggedEvent] | None:
     """The events numbered above `after`, to the turn's `done` (`caveats`: GROUNDING_CAVEAT,
-    for a turn rebuilt from the store)."""
+    for a turn rebuilt from the store; `running`: the turns this process runs)."""
+    run = running.get(turn_id)
+    if run is not None and run.user_id == user_id:
+        # Here: every event as the turn makes it, not when the log's next write lands.
+        return run.live(after)
 
     async def ended(seq: int) -> dict[str, Any]:
         stored = await chats.get_turn(user_id, turn_id)

@@ -108,7 +108,8 @@ class TurnRun:
         self.writes = 0  # store writes of the log (a benchmark reads it)
         self._written = 0  # events already in the store
         self._flush_lock = anyio.Lock()
-        self._changed = anyio.Event()
+        self._changed = anyio.Event()  # set at the next event or the end, then replaced
+        self._watched = False  # a reader waits on `_changed`
         self._backlog = anyio.Event()  # FLUSH_EVENTS are waiting: the ticker goes at once
         self._log_failed = False
         self._freed = False  # the last write went through: the thread is free
@@ -166,13 +167,16 @@ class TurnRun:
 
     async def changed(self) -> None:
         """Wait for the next event or the end. Call it with no await since reading `events`
-        and `finished` (else an event may come unseen); one reader at a time (the live
-        connection)."""
-        self._changed = anyio.Event()
+        and `finished` (else an event may come unseen); any number of readers (the live
+        connection, and clients that rejoin the turn on this instance)."""
+        self._watched = True
         await self._changed.wait()
 
     def _wake(self) -> None:
-        self._changed.set()
+        if self._watched:
+            self._changed.set()
+            self._changed = anyio.Event()
+            self._watched = False
 
     def _pending(self) -> int:
         return len(self.events) - self._written

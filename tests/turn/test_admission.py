@@ -360,20 +360,25 @@ async def test_a_json_repeat_that_joined_a_turn_the_store_refused_gets_it_from_t
             joined.set()  # only a client that follows the turn reads its log
             return await log.read(*args, **kwargs)
 
+    # The turn runs on instance a; the repeat reaches instance b, which follows its log.
     app = app_with(
         settings,
         models=HeldModels(Script([text("La risposta.")])),
         chats=RefusesTheTurn(),
         quiz=stores.quiz,
         attempts=stores.attempts,
-        turn_log=Followed(),
     )
+    other = app_with(settings, quiz=stores.quiz, attempts=stores.attempts, turn_log=Followed())
     body = {"query": "ciao", "client_message_id": "k"}
-    async with asgi_client(app) as client, anyio.create_task_group() as tg:
+    async with (
+        asgi_client(app) as on_a,
+        asgi_client(other) as client,
+        anyio.create_task_group() as tg,
+    ):
         first: list[httpx.Response] = []
 
         async def send_first() -> None:
-            first.append(await post(client, auth(), **body))
+            first.append(await post(on_a, auth(), **body))
 
         async def let_it_end_once_joined() -> None:
             await joined.wait()

@@ -298,3 +298,85 @@ async def test_a_cancel_on_this_instance_reaches_the_turn_at_once(two):
     assert await a.holder("alice", "main", now=time.time()) is None
     logged = await b.read("alice", "t1")
     assert texts(logged) == ["inizio ", "done"] and logged[-1].data["status"] == "cancelled"
+
+
+class _HeldLog:
+    """A turn log whose writes wait until `release` (a slow store): nothing is in it yet."""
+
+    def __init__(self, log: TurnLogStore):
+        self.log = log
+        self.release = anyio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.log, name)
+
+    async def append(self, *args: Any, **kwargs: Any) -> None:
+        await self.release.wait()
+        await self.log.append(*args, **kwargs)
+
+    async def finish(self, *args: Any, **kwargs: Any) -> None:
+        await self.release.wait()
+        await self.log.finish(*args, **kwargs)
+
+
+async def test_a_client_that_rejoins_on_this_instance_gets_each_event_as_it_comes(two, settings):
+    """Two clients rejoin a turn that runs here, while its log has nothing yet: each gets the
+    events from the turn itself, at once and in order, to `done`; a client of another user
+    does not."""
+    from aircoach.services import open_stores
+    from aircoach.turn.rejoin import turn_events
+
+    a, _ = two
+    held = _HeldLog(a)
+    running = RunningTurns()
+    run = TurnRun(held, user_id="alice", turn_id="t1", flush_events=1000, running=running)  # type: ignore[arg-type]
+    feed_send, feed = anyio.create_memory_object_stream[Word | Done](100)
+
+    async def fed() -> AsyncGenerator[Word | Done, None]:
+        async with feed:
+            async for event in feed:
+                yield event
+
+    chats = open_stores(settings).chats
+
+    async def rejoin(user: str, after: int) -> AsyncGenerator[LoggedEvent, None] | None:
+        return await turn_events(
+            held,  # type: ignore[arg-type]
+            chats,
+            user,
+            "t1",
+            after=after,
+            language="it",
+            give_up_s=WAIT_S,
+            caveats=True,
+            running=running,
+        )
+
+    got: dict[str, list[LoggedEvent]] = {"first": [], "second": []}
+    seen = {name: anyio.Event() for name in got}
+
+    async def client(name: str, after: int) -> None:
+        events = await rejoin("alice", after)
+        assert events is not None
+        async for event in events:
+            got[name].append(event)
+            if event.seq == 2:
+                seen[name].set()
+
+    with anyio.fail_after(WAIT_S):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run.produce, fed())
+            await feed_send.send(Word(content="uno "))
+            await feed_send.send(Word(content="due "))
+            tg.start_soon(client, "first", 0)
+            tg.start_soon(client, "second", 1)
+            for event in seen.values():
+                await event.wait()  # both have event 2 though the log holds nothing
+            assert await a.read("alice", "t1") == []
+            assert await rejoin("bob", 0) is None  # not bob's turn, and not in bob's store
+            async with feed_send:
+                await feed_send.send(Word(content="tre "))
+                await feed_send.send(Done())
+            held.release.set()
+    assert texts(got["first"]) == ["uno ", "due ", "tre ", "done"]
+    assert [e.seq for e in got["second"]] == [2, 3, 4]
