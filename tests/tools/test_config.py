@@ -317,3 +317,10 @@ async def test_a_reload_with_no_prompt_doc_is_invalid_docs_naming_it(client, aut
     assert reload.status_code == 422 and reload.json()["error"] == "invalid_docs"
     assert "no top-level .md docs" in reload.json()["message"]
     assert (await client.get("/api/health")).json()["prompt"]["version"] == good_version
+
+
+def test_a_handler_whose_module_fails_to_import_is_invalid_docs_naming_the_tool():
+    config = shipped_tools()
+    config["tools"][0]["python"] = "tests.tools.broken_module:handler"
+    with pytest.raises(ConfigError, match=r"tool 'domanda_teoria': python: .*RuntimeError"):
+        parse_tools_config(json.dumps(config), ("aircoach", "tests.tools"))
