@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import sys
@@ -191,9 +192,12 @@ def _docs(args: argparse.Namespace) -> None:
 
     from aircoach.errors import ConfigError
     from aircoach.prompts.publish import DocsBucket, DocsCommandError
+    from aircoach.services import check_docs
 
     try:
-        bucket = DocsBucket(get_settings())
+        settings = get_settings()
+        validate = functools.partial(check_docs, python_tool_modules=settings.python_tool_modules)
+        bucket = DocsBucket(settings, validate=validate)
         where = f"s3://{bucket.bucket}/{bucket.prefix}"
         if args.docs_command == "push":
             results = bucket.push(delete=args.delete)

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import mimetypes
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aircoach.errors import ConfigError
-from aircoach.prompts.keys import folder_versions
+from aircoach.prompts.keys import PROMPT_SUFFIX, folder_versions
 from aircoach.prompts.s3 import S3DocSource
 from aircoach.prompts.sources import DocInfo, LocalDocSource, PromptSource
 from aircoach.prompts.store import build_prompt
@@ -56,13 +57,22 @@ class ObjectVersion:
 
 
 class DocsBucket:
-    """The docs under `s3://{PROMPT_BUCKET}/{PROMPT_PREFIX}` and the local `prompt_docs/`."""
+    """The docs under `s3://{PROMPT_BUCKET}/{PROMPT_PREFIX}` and the local `prompt_docs/`.
+    `validate` is the server's check of a set of docs (raises `ConfigError`): `push` runs it
+    on the local docs first, so docs a server would refuse never reach the bucket."""
 
-    def __init__(self, settings: PromptSettings, folder: Path | None = None):
+    def __init__(
+        self,
+        settings: PromptSettings,
+        folder: Path | None = None,
+        *,
+        validate: Callable[[Mapping[str, str]], object] | None = None,
+    ):
         if not settings.prompt_bucket:
             raise ConfigError("PROMPT_BUCKET is not set: the docs commands need a bucket")
         self.settings = settings
         self.folder = folder or settings.prompt_docs_dir
+        self.validate = validate
         self.source = S3DocSource(settings)
         self.bucket = self.source.bucket
         self.prefix = self.source.prefix
@@ -82,10 +92,13 @@ class DocsBucket:
             )
 
     def push(self, *, delete: bool = False) -> list[PushResult]:
-        """Upload the local docs (sub-folders included) whose MD5 differs from the remote ETag."""
+        """Upload the local docs (sub-folders included) whose MD5 differs from the remote ETag.
+        Docs the server would refuse are not pushed at all: every instance started after
+        them would have no prompt to serve (503 on every chat)."""
         self.require_versioning()
         folder = LocalDocSource(self.folder)
-        local = asyncio.run(folder.list_docs())
+        local, contents = asyncio.run(_read_all(folder))
+        self._check(contents)
         remote = {d.key: d for d in self.source.list_docs_blocking()}
         results = []
         for doc in local:
@@ -111,6 +124,21 @@ class DocsBucket:
             else:
                 results.append(PushResult(key, "remote only"))
         return results
+
+    def _check(self, contents: Mapping[str, str]) -> None:
+        if not build_prompt(contents)[0]:
+            raise DocsCommandError(
+                f"nothing pushed: no top-level {PROMPT_SUFFIX} docs in {str(self.folder)!r}, "
+                "so the server would have no system prompt"
+            )
+        if self.validate is None:
+            return
+        try:
+            self.validate(contents)
+        except ConfigError as exc:
+            raise DocsCommandError(
+                f"nothing pushed: the server would refuse these docs: {exc}"
+            ) from None
 
     def status(self) -> Status:
         local_docs, local = asyncio.run(_read_all(LocalDocSource(self.folder)))

@@ -172,7 +172,8 @@ class PromptStore:
             return replace(old, loaded_at=self.clock())
         text, version = build_prompt(contents)
         if not text:
-            raise ValueError(
+            # Bad docs, not a source outage: a forced reload is 422 `invalid_docs` naming it.
+            raise ConfigError(
                 f"no top-level {PROMPT_SUFFIX} docs in prompt source {self.source.name!r}"
             )
         if self.validate is not None:

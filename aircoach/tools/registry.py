@@ -312,6 +312,8 @@ def resolve_handler(path: str) -> Handler:
         handler = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"cannot import {path!r}: {exc}") from exc
+    except Exception as exc:  # the module's own code failed: still a fault of these docs
+        raise ValueError(f"cannot import {path!r}: {type(exc).__name__}: {exc}") from exc
     if not inspect.iscoroutinefunction(handler):
         raise ValueError(f"{path!r} is not an async function")
     return handler

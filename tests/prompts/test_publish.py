@@ -151,3 +151,22 @@ def test_push_uploads_sub_folders_and_status_versions_tasks_apart(empty_bucket, 
     (task_line,) = [line for line in status.splitlines() if "task email_triage" in line]
     assert task_line.split()[3] != task_line.split()[5] == remote_task
     assert "uploaded  tasks/email_triage/prompt.md" in cli("push")
+
+
+def test_push_refuses_docs_the_server_would_refuse_and_uploads_nothing(empty_bucket, cli, docs_dir):
+    # A tools.json the server rejects would make every cold-started instance answer 503.
+    versioning_on(empty_bucket)
+    tools = docs_dir / "tools.json"
+    tools.write_text(tools.read_text().replace('"timeout_s": 20', '"timeout_s": -1', 1))
+    with pytest.raises(SystemExit) as exit_info:
+        cli("push")
+    message = str(exit_info.value)
+    assert "tools.json" in message and "kb_search" in message and "timeout_s" in message
+    assert empty_bucket.list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0
+
+    shutil.copy(ROOT / "prompt_docs" / "tools.json", tools)
+    for doc in docs_dir.glob("*.md"):
+        doc.unlink()  # no system prompt left
+    with pytest.raises(SystemExit, match=r"no top-level \.md docs"):
+        cli("push")
+    assert empty_bucket.list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0

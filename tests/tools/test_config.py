@@ -305,3 +305,22 @@ def test_a_label_is_short_and_defaults_to_the_tools_name():
     by_name["kb_search"]["label"] = "x" * 41
     with pytest.raises(ConfigError, match=r"tool 'kb_search': label"):
         parse_tools_config(json.dumps(config))
+
+
+async def test_a_reload_with_no_prompt_doc_is_invalid_docs_naming_it(client, auth, docs_dir):
+    admin = auth(permissions=["admin:docs"])
+    good_version = (await client.post("/api/update_docs", headers=admin)).json()["prompt_version"]
+    for doc in docs_dir.glob("*.md"):
+        doc.unlink()
+    reload = await client.post("/api/update_docs", headers=admin)
+    # Not a source outage (503): the admin learns what is wrong with the docs.
+    assert reload.status_code == 422 and reload.json()["error"] == "invalid_docs"
+    assert "no top-level .md docs" in reload.json()["message"]
+    assert (await client.get("/api/health")).json()["prompt"]["version"] == good_version
+
+
+def test_a_handler_whose_module_fails_to_import_is_invalid_docs_naming_the_tool():
+    config = shipped_tools()
+    config["tools"][0]["python"] = "tests.tools.broken_module:handler"
+    with pytest.raises(ConfigError, match=r"tool 'domanda_teoria': python: .*RuntimeError"):
+        parse_tools_config(json.dumps(config), ("aircoach", "tests.tools"))
