@@ -10,8 +10,9 @@ A citation is verified when one source supports it:
 - every article, comma and lettera the answer gives the act is written in that source, for
   that act or for no act (`commi da 231 a 252` covers `comma 235`); never only for another
   act (`art. 3 del D.Lgs. 81/2008` does not support `art. 3 della Legge 199/2025`);
-- an EASA rule's paragraph (`SERA.5005(f)`) is written for that rule, or the source holds the
-  rule and its paragraph markers (`(f)`);
+- an EASA rule's paragraph (`SERA.5005(f)`) is written for that rule, or the rule's own
+  passage writes its markers (`(f)` on the line under `SERA.5005`); a marker elsewhere in
+  the source, inside a word (`PPL(A)`) or of another rule (`SERA.5001(f)`) does not count;
 - the sentence that cites it and the passage of that source that holds it speak of the same
   thing, and give the same quantities (`aircoach.grounding.fit`).
 
@@ -26,6 +27,7 @@ become true by being repeated. Pure and CPU-bound: callers run `check` off the e
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -90,6 +92,9 @@ class SourceIndex:
                 index.acts.update(citation.families)
                 if citation.sub:
                     index.subs.setdefault(citation.act, set()).add(citation.sub)
+                    if citation.act.startswith(("amc", "gm")) and citation.families:
+                        # `AMC1 SERA.5005(f)` is written for the rule's paragraph `(f)` too.
+                        index.subs.setdefault(citation.families[0], set()).add(citation.sub)
             for part in citation.parts:
                 index.items.setdefault((citation.act, part.level), set()).update(_expanded(part))
         return index
@@ -129,9 +134,28 @@ class SourceIndex:
         if citation.sub and citation.act is not None:
             written = self.subs.get(citation.act, set())
             if not any(sub.startswith(citation.sub) for sub in written):
-                text = self.source.text.lower()
-                return all(marker in text for marker in _MARKER.findall(citation.sub))
+                return self._markers_beside(citation.act, citation.sub)
         return True
+
+    def _markers_beside(self, act: str, sub: str) -> bool:
+        """Whether a passage of the rule `act` writes every marker of the paragraph `sub`
+        (`(f)`, `(b)(1)`): in the rule's own citation (`SERA.5005(f)` then `(1)`), or on its
+        own as EASA writes them (lower case), not inside a word (`PPL(A)`) and not as another
+        citation's paragraph (`SERA.5001(f)`)."""
+        markers = _MARKER.findall(sub)
+        for held, (start, end), _ in self.passages:
+            if held.act != act:
+                continue
+            passage = self._masked[start:end]
+            own = set(_MARKER.findall(held.sub))
+            if all(m in own or re.search(rf"(?<!\w){re.escape(m)}", passage) for m in markers):
+                return True
+        return False
+
+    @functools.cached_property
+    def _masked(self) -> str:
+        """The source with its citations blanked out (same offsets)."""
+        return fit.masked(self.source.text, ((c.start, c.end) for c in self.citations))
 
 
 class ContextIndex:

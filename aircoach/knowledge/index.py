@@ -4,8 +4,9 @@ SQLite FTS5 index, ranked by BM25.
 Italian-aware: text is folded (no accents, no case) and reduced to Snowball's Italian stems
 (`aircoach.text.stem`: inflections meet) before FTS5 sees it; a query word also matches the
 stems the glossary gives it (`aircoach.knowledge.glossary`: `smagrire` finds `impoverire`),
-and a word of five letters or more that the course does not use matches the indexed stems one
-edit away from it (one typo), counting for less than an exact word. A passage must contain a good share of the query's words, weighted
+and a word of five letters or more that the course does not use matches the indexed stems
+one edit away from it (one typo), counting for less than an exact word: a letter doubled or
+made single in any such word, any other edit only when its stem has five letters or more. A passage must contain a good share of the query's words, weighted
 by rarity (`MIN_COVERAGE`), and at least two of them when the query has two or more: a
 question about something the course does not cover finds nothing, rather than the passage
 that happens to share one word with it.
@@ -165,9 +166,10 @@ class CourseIndex:
                 # The commonest Italian typo is a single letter doubled or not (stalo,
                 # nebia): when such a variant is indexed, it is the word meant.
                 fuzzy = frozenset(_doubling_variants(term) & known)
-                if not fuzzy:
-                    edits = one_edit_away(term) if len(term) >= _ANY_EDIT_MIN_LETTERS else set()
-                    fuzzy = frozenset((edits | typo_stems(word)) & known)
+                if not fuzzy and len(term) >= _ANY_EDIT_MIN_LETTERS:
+                    # A short stem is one edit from too many words (`vinto`, stem `vint`,
+                    # from `vito`, whose stem meets `vite`): only a long one is guessed.
+                    fuzzy = frozenset((one_edit_away(term) | typo_stems(word)) & known)
                 planned[term] = (fuzzy, True)
             else:
                 planned[term] = (frozenset(), False)

@@ -27,6 +27,12 @@ FCL = (
 )
 CS = "CS-23.2005: categorie di certificazione degli aeroplani per numero di passeggeri e massa."
 AMC = "AMC1 SERA.5005(f) chiarisce le quote minime di sorvolo dei centri abitati: 1.000 ft."
+# A rule's paragraphs written as markers under its heading, and another rule's `(f)`.
+SERA_PARAGRAPHS = (
+    "SERA.5005 Regole del volo a vista: minimi di visibilità e distanza dalle nubi.\n"
+    "(c) Volo VFR notturno: visibilità al suolo 5 km.\n\n"
+    "SERA.5001(f) Condizioni meteorologiche di volo a vista nello spazio aereo."
+)
 DM = (
     "Il D.M. 1 febbraio 2006 disciplina le aviosuperfici e i campi di volo; il D.M. n. 55/2022 "
     "le tariffe degli esami di licenza."
@@ -195,6 +201,36 @@ ROWS: list[tuple[str, str, str, str, str | None]] = [
         "",
         "gm1 sera.5005(f)",
         "article_not_in_context",
+    ),
+    # A paragraph the source does not write for the rule: its marker counts only in the
+    # rule's own passage, standing alone (not inside `PPL(A)`, not as another rule's `(f)`).
+    (
+        "I requisiti di esperienza della licenza PPL sono in FCL.210.A(a).",
+        FCL,
+        "",
+        "fcl.210.a(a)",
+        "article_not_in_context",
+    ),
+    (
+        "I minimi VFR di visibilità e distanza dalle nubi sono in SERA.5005(f).",
+        SERA_PARAGRAPHS,
+        "",
+        "sera.5005(f)",
+        "article_not_in_context",
+    ),
+    (
+        "Le quote minime di sorvolo delle aree congestionate sono in SERA.5005(f)(1).",
+        "SERA.5005(f) Quote minime di sorvolo: (1) sopra le aree congestionate 1.000 ft.",
+        "",
+        "sera.5005(f)(1)",
+        None,
+    ),
+    (
+        "Il volo VFR notturno richiede 5 km di visibilità al suolo (SERA.5005(c)).",
+        SERA_PARAGRAPHS,
+        "",
+        "sera.5005(c)",
+        None,
     ),
     ("Le categorie di certificazione sono nella CS-23.", CS, "", "cs-23", None),
     ("Le categorie di certificazione sono in CS 23.2005.", CS, "", "cs-23.2005", None),

@@ -72,6 +72,17 @@ def test_what_the_course_does_not_cover_finds_nothing(course, query):
     assert course.search(query) == []
 
 
+@pytest.mark.parametrize("query", ["vinto", "ho vinto la partita", "mondo"])
+def test_a_typo_is_undone_only_on_a_stem_of_five_letters(course, query):
+    # `vinto` (stem `vint`) is one letter from `vito`, whose stem meets `vite` (§ 1.13):
+    # a short stem is one edit from too many words to guess which was meant.
+    assert course.search(query) == []
+
+
+def test_a_typo_hiding_a_derivational_ending_is_still_undone(course):
+    assert _refs(course, "resistnza")[0] == "1.5"
+
+
 def test_a_quiz_explanation_lends_its_words_to_its_section():
     """The wording of a question ("quadruplica") finds the section that teaches it, which
     never uses that word; the explanation itself is not a result."""
