@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.responses import Response
 
 from aircoach.auth import webhook
 from aircoach.auth.tokens import Principal
-from aircoach.bodies import parse_json_body
+from aircoach.bodies import CheckedJsonRoute, parse_json_body
 from aircoach.errors import ForbiddenError, MissingTokenError
 from aircoach.logs import current_stages
 from aircoach.messages import Language, header_language
@@ -47,14 +49,47 @@ async def get_chat_store(services: ServicesDep) -> ChatStore:
 ChatStoreDep = Annotated[ChatStore, Depends(get_chat_store)]
 
 
-async def current_user(services: ServicesDep, credentials: BearerCredentials) -> Principal:
+async def _verified(
+    services: Services, credentials: HTTPAuthorizationCredentials | None
+) -> Principal:
     if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
         raise MissingTokenError()
     with current_stages().timed("auth"):
         return await services.verifier.verify(credentials.credentials)
 
 
+async def current_user(
+    request: Request, services: ServicesDep, credentials: BearerCredentials
+) -> Principal:
+    """The caller, from the bearer token (verified once a request: `UserJsonRoute` may have
+    done it before the body was read)."""
+    known = getattr(request.state, _PRINCIPAL, None)
+    if isinstance(known, Principal):
+        return known
+    return await _verified(services, credentials)
+
+
 CurrentUser = Annotated[Principal, Depends(current_user)]
+_PRINCIPAL = "principal"
+
+
+class UserJsonRoute(CheckedJsonRoute):
+    """The route class of a router whose routes all need a user and whose bodies FastAPI
+    parses: the token is verified before a byte of the body is read. (FastAPI reads and
+    parses such a body before it resolves any dependency: an anonymous caller's body was
+    read and checked, and a malformed one got a 422 instead of the 401.)"""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None:
+            return handler
+
+        async def authenticated(request: Request) -> Response:
+            user = await _verified(request.app.state.services, await _bearer(request))
+            setattr(request.state, _PRINCIPAL, user)
+            return await handler(request)
+
+        return authenticated
 
 
 async def request_language(request: Request) -> Language:
@@ -90,7 +125,7 @@ async def docs_reloader(
             max_skew_s=settings.update_docs_max_skew_s,
         )
         return "signed webhook"
-    user = await current_user(services, credentials)
+    user = await _verified(services, credentials)
     if settings.admin_permission not in user.permissions:
         raise ForbiddenError("permission_needed", permission=settings.admin_permission)
     return f"user {user.sub!r}"

@@ -607,6 +607,17 @@ class Settings(
                 )
         return self
 
+    @model_validator(mode="after")
+    def _webhook_and_callback_secrets_differ(self) -> Settings:
+        # Both sign "{timestamp}.{body}" the same way: a callback's receiver could replay it
+        # to POST /api/update_docs (which ignores its body) and read the system prompt.
+        if self.update_docs_secret and self.update_docs_secret == self.task_callback_secret:
+            raise ConfigError(
+                "UPDATE_DOCS_SECRET and TASK_CALLBACK_SECRET are the same: a callback's "
+                "receiver could sign docs reloads with it; give each its own secret"
+            )
+        return self
+
 
 def get_settings() -> Settings:
     """Build settings from the environment; the entry points call this once per app. A

@@ -133,3 +133,22 @@ def test_every_route_whose_body_fastapi_parses_checks_it_first(app):
         and not isinstance(route, CheckedJsonRoute)
     ]
     assert unchecked == []
+
+
+def test_every_route_whose_body_fastapi_parses_checks_the_token_first(app):
+    """FastAPI reads a body it parses before it resolves any dependency: a route that needs a
+    user must verify the token before that (`UserJsonRoute`), or an anonymous body is read."""
+    from aircoach.deps import UserJsonRoute, current_user
+
+    def needs_user(dependant) -> bool:
+        return any(d.call is current_user or needs_user(d) for d in dependant.dependencies)
+
+    unguarded = [
+        route.path
+        for route in app.routes
+        if isinstance(route, APIRoute)
+        and route.body_field is not None
+        and needs_user(route.dependant)
+        and not isinstance(route, UserJsonRoute)
+    ]
+    assert unguarded == []

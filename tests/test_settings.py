@@ -238,3 +238,19 @@ def test_an_entry_that_fails_on_its_settings_logs_no_value(monkeypatch):
     printed = "".join(traceback.format_exception(raised.value))
     assert "AUTH_LEEWAY_S" in str(raised.value)
     assert "s3cr3t-value" not in printed
+
+
+def test_the_docs_webhook_and_the_task_callback_may_not_share_a_secret():
+    """Both sign `"{timestamp}.{body}"`: with one secret, the headers of a callback its
+    receiver got sign a docs reload too (whose response holds the system prompt)."""
+    from aircoach.auth import webhook
+    from aircoach.tasks import callback
+
+    secret, timestamp, body = "s3cret-shared", "1700000000", b'{"run_id": "r1"}'
+    sent = callback.sign(secret, timestamp, body)
+    webhook.verify(secret, timestamp, sent, body, max_skew_s=300, now=1700000000)  # the hazard
+    with pytest.raises(ConfigError, match="UPDATE_DOCS_SECRET and TASK_CALLBACK_SECRET") as info:
+        Settings(_env_file=None, update_docs_secret=secret, task_callback_secret=secret)
+    assert secret not in str(info.value)
+    apart = Settings(_env_file=None, update_docs_secret="a" * 32, task_callback_secret="b" * 32)
+    assert apart.update_docs_secret != apart.task_callback_secret

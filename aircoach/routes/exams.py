@@ -9,8 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path
 from fastapi.exceptions import RequestValidationError
 
-from aircoach.bodies import CheckedJsonRoute
-from aircoach.deps import CurrentUser, ServicesDep
+from aircoach.deps import CurrentUser, ServicesDep, UserJsonRoute
 from aircoach.errors import Conflict, NotFound
 from aircoach.models import ErrorBody
 from aircoach.quiz.exam_models import (
@@ -30,7 +29,7 @@ from aircoach.quiz.models import PublicQuestion
 from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
 from aircoach.startup import first_import
 
-router = APIRouter(prefix="/api", tags=["exams"], route_class=CheckedJsonRoute)
+router = APIRouter(prefix="/api", tags=["exams"], route_class=UserJsonRoute)
 
 _FAILS: Responses = {**UNAUTHORIZED, **unavailable("auth_unavailable", "store_unavailable")}
 _NOT_FOUND: Responses = {

@@ -12,8 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.exceptions import RequestValidationError
 
-from aircoach.bodies import CheckedJsonRoute
-from aircoach.deps import CurrentUser, ServicesDep
+from aircoach.deps import CurrentUser, ServicesDep, UserJsonRoute
 from aircoach.errors import NotFound, QuotaExceeded
 from aircoach.models import ErrorBody
 from aircoach.quiz.models import (
@@ -31,7 +30,7 @@ from aircoach.quiz.service import InvalidAnswer, QuestionNotFound, QuizService
 from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
 from aircoach.services import Services
 
-router = APIRouter(prefix="/api", tags=["quiz"], route_class=CheckedJsonRoute)
+router = APIRouter(prefix="/api", tags=["quiz"], route_class=UserJsonRoute)
 log = logging.getLogger(__name__)
 
 _FAILS: Responses = {**UNAUTHORIZED, **unavailable("auth_unavailable", "store_unavailable")}

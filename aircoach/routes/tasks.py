@@ -14,8 +14,8 @@ from pydantic import BaseModel, ValidationError
 
 from aircoach import messages
 from aircoach.auth.tokens import Principal
-from aircoach.bodies import CheckedJsonRoute, max_body_bytes, read_json_body
-from aircoach.deps import CurrentUser, RequestLanguage, ServicesDep
+from aircoach.bodies import max_body_bytes, read_json_body
+from aircoach.deps import CurrentUser, RequestLanguage, ServicesDep, UserJsonRoute
 from aircoach.errors import Conflict, ForbiddenError, NotFound
 from aircoach.messages import Language, header_language
 from aircoach.models import ErrorBody
@@ -52,7 +52,7 @@ from aircoach.tasks.schemas import (
 from aircoach.tasks.stats import task_stats
 from aircoach.tasks.triage import TriageInput
 
-router = APIRouter(prefix="/api/tasks", tags=["tasks"], route_class=CheckedJsonRoute)
+router = APIRouter(prefix="/api/tasks", tags=["tasks"], route_class=UserJsonRoute)
 
 _FORBIDDEN: Responses = {
     403: {"model": ErrorBody, "description": "The token lacks the permission (`forbidden`)."}

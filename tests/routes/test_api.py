@@ -110,6 +110,31 @@ async def test_missing_token_is_401(app, client):
     await nothing_stored(app)
 
 
+# Routes whose body FastAPI parses (their routers' `UserJsonRoute`): it reads a body before
+# resolving any dependency, so the token has to be checked before that.
+_PARSED_BODY_ROUTES = [
+    "/api/quiz/answers",
+    "/api/exams",
+    "/api/exams/e1/submit",
+    "/api/tasks/review/r1/resolve",
+]
+
+
+@pytest.mark.parametrize("path", _PARSED_BODY_ROUTES)
+@pytest.mark.parametrize("body", [b"{", b"[" * 40 + b"]" * 40], ids=["malformed", "deep"])
+async def test_an_anonymous_body_is_refused_before_it_is_read(client, auth, path, body):
+    json_headers = {"Content-Type": "application/json"}
+    _expect_401(await client.post(path, content=body, headers=json_headers))
+    _expect_401(
+        await client.post(
+            path, content=body, headers={**json_headers, "Authorization": "Bearer x.y.z"}
+        )
+    )
+    # With a valid token the body is read and refused as before.
+    response = await client.post(path, content=body, headers={**json_headers, **auth()})
+    assert response.status_code == 422, response.text
+
+
 async def test_expired_token_is_401(client, token):
     expired = token(now=time.time() - 7200, ttl_s=60)
     response = await client.post(
