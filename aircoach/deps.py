@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -71,21 +71,42 @@ async def current_user(
 
 CurrentUser = Annotated[Principal, Depends(current_user)]
 _PRINCIPAL = "principal"
+_PERMISSION_ATTRIBUTE = "needs_permission"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def needs_permission(setting: str) -> Callable[[F], F]:
+    """Declare that a route with a body needs the permission the setting `setting` names (a
+    `Settings` field, e.g. `task_review_permission`): on a `UserJsonRoute` router it is
+    checked with the token, before the body is read."""
+
+    def declare(endpoint: F) -> F:
+        setattr(endpoint, _PERMISSION_ATTRIBUTE, setting)
+        return endpoint
+
+    return declare
 
 
 class UserJsonRoute(CheckedJsonRoute):
     """The route class of a router whose routes all need a user and whose bodies FastAPI
-    parses: the token is verified before a byte of the body is read. (FastAPI reads and
-    parses such a body before it resolves any dependency: an anonymous caller's body was
-    read and checked, and a malformed one got a 422 instead of the 401.)"""
+    parses: the token, and a permission the route declares (`needs_permission`), are checked
+    before a byte of the body is read. (FastAPI reads and parses such a body before it
+    resolves any dependency: an anonymous caller's body was read and checked, and a malformed
+    one got a 422 instead of the 401.)"""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         if self.body_field is None:
             return handler
+        permission_setting: str | None = getattr(self.endpoint, _PERMISSION_ATTRIBUTE, None)
 
         async def authenticated(request: Request) -> Response:
-            user = await _verified(request.app.state.services, await _bearer(request))
+            services = request.app.state.services
+            user = await _verified(services, await _bearer(request))
+            if permission_setting is not None:
+                permission = getattr(services.settings, permission_setting)
+                if permission not in user.permissions:
+                    raise ForbiddenError("permission_needed", permission=permission)
             setattr(request.state, _PRINCIPAL, user)
             return await handler(request)
 

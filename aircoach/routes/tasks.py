@@ -15,7 +15,13 @@ from pydantic import BaseModel, ValidationError
 from aircoach import messages
 from aircoach.auth.tokens import Principal
 from aircoach.bodies import max_body_bytes, read_json_body
-from aircoach.deps import CurrentUser, RequestLanguage, ServicesDep, UserJsonRoute
+from aircoach.deps import (
+    CurrentUser,
+    RequestLanguage,
+    ServicesDep,
+    UserJsonRoute,
+    needs_permission,
+)
 from aircoach.errors import Conflict, ForbiddenError, NotFound
 from aircoach.messages import Language, header_language
 from aircoach.models import ErrorBody
@@ -394,6 +400,7 @@ async def get_review_item(review_id: str, user: CurrentUser, services: ServicesD
         **_UNAVAILABLE,
     },
 )
+@needs_permission("task_review_permission")  # under @router.post: set before it registers
 async def resolve_review_item(
     review_id: str,
     body: ResolveRequest,
@@ -404,8 +411,8 @@ async def resolve_review_item(
     """Submit the corrected output of a queued input (`output`), or confirm a low-confidence
     output as it is (`confirm: true`). It is validated by the task's stages and stored as a
     run with `source: "review"`, the verdict also with the run that queued the item (the
-    eval set of `aircoach tasks export-reviews`); the item is then `resolved`."""
-    _require(user, services.settings.task_review_permission)
+    eval set of `aircoach tasks export-reviews`); the item is then `resolved`. Needs
+    `tasks:review` (checked before the body is read)."""
     item = await services.task_stores.reviews.get_item(review_id)
     if item is None:
         raise NotFound("no_review_item", review_id=review_id[:64])
