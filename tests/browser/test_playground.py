@@ -424,7 +424,11 @@ def test_a_grounding_warning_is_shown_when_a_citation_is_unverified(settings, se
         expect(turn.locator(".answer")).to_contain_text("Lo stabilisce il Reg. (UE) n. 999/2099")
         s.answered(turn)
         expect(s.page.locator("#tech-model")).to_have_text("scripted")
-        expect(turn.locator("mark")).to_have_count(0)  # no offsets from the server yet
+        # The verdict's `sentence` offsets mark the sentence that cites it (before, the page
+        # read `start`/`end`, which the server never sends, and marked nothing).
+        mark = turn.locator(".answer mark.doubted")
+        expect(mark).to_have_count(1)
+        expect(mark).to_have_text("Lo stabilisce il Reg. (UE) n. 999/2099, art. 7.")
         s.shot("12-grounding-warning")
     script.assert_used()
 
@@ -762,11 +766,11 @@ def test_progress_lists_every_chapter_with_its_title_from_the_header(settings, s
 
 
 def test_a_grounding_verdict_with_offsets_marks_the_doubted_passage(settings, session_for):
-    """The server gives no offsets yet (the grounding issue adds them): a canned stream stands
-    in for it, so the page's side is ready."""
-    answer = "Il QNH si imposta prima del decollo. Lo dice il Reg. (UE) n. 999/2099."
+    """The verdict's `sentence` offsets count code points: after a character outside the BMP
+    (two UTF-16 units in JavaScript) the page still marks the right passage."""
+    answer = "🛫 Il QNH si imposta prima del decollo. Lo dice il Reg. (UE) n. 999/2099."
     doubted = "Reg. (UE) n. 999/2099"
-    start = answer.index(doubted)
+    start = answer.index(doubted)  # Python counts code points, as the server does
     events = [
         {"type": "agent_message", "content": answer},
         {
@@ -776,8 +780,7 @@ def test_a_grounding_verdict_with_offsets_marks_the_doubted_passage(settings, se
                     "text": doubted,
                     "key": "ue-999-2099",
                     "verified": False,
-                    "start": start,
-                    "end": start + len(doubted),
+                    "sentence": {"start": start, "end": start + len(doubted)},
                 }
             ],
             "unverified": [doubted],

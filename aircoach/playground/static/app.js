@@ -454,10 +454,13 @@ function grounding(view, event) {
   if (!event.unverified || !event.unverified.length) return;
   const box = notice("Attenzione: alcune affermazioni non trovano riscontro nelle fonti.", "warning", view.extras);
   box.append(el("ul", {}, ...event.unverified.map((u) => el("li", { text: typeof u === "string" ? u : u.text || JSON.stringify(u) }))));
-  // Offsets into the answer come with the grounding issue: mark the passage only when given.
+  // An unverified citation's `sentence` gives the offsets of the sentence that cites it in
+  // the answer, in code points (a JavaScript string counts UTF-16 units): mark that sentence.
+  const points = Array.from(view.raw);
   for (const c of event.citations || []) {
-    if (c.verified === false && Number.isInteger(c.start) && Number.isInteger(c.end) && c.end > c.start) {
-      const passage = withoutOfflineMark(view.raw.slice(c.start, c.end)).text.trim();
+    const { start, end } = c.sentence || {};
+    if (c.verified === false && Number.isInteger(start) && Number.isInteger(end) && end > start) {
+      const passage = withoutOfflineMark(points.slice(start, end).join("")).text.trim();
       if (passage) view.doubted.push(passage);
     }
   }
