@@ -804,6 +804,108 @@ def test_a_grounding_verdict_with_offsets_marks_the_doubted_passage(settings, se
     assert s.console_errors == []
 
 
+def _canned(*events: dict[str, Any]) -> str:
+    return "".join(f"id: {i}\ndata: {json.dumps(e)}\n\n" for i, e in enumerate(events, 1))
+
+
+def test_choices_made_while_an_answer_arrives_are_all_sent_in_order(settings, session_for):
+    """Three questions at once; the first is answered and, while its grading is still
+    arriving, the other two: each choice is sent, in order, one turn each (before, the page
+    kept one waiting choice, and the second was dropped: its card stayed closed, ungraded)."""
+    questions = [
+        {"capitolo": 3, "numero": n, "testo": f"Domanda {n}?", "risposte": {"a": "Sì", "b": "No"}}
+        for n in (1, 2, 3)
+    ]
+    quiz = _canned(
+        {"type": "tool_result", "tool_name": "domanda_teoria", "data": {"questions": questions}},
+        {"type": "done", "status": "ok", "model": "finto", "prompt_version": "abc"},
+    )
+    done = _canned({"type": "done", "status": "ok", "model": "finto", "prompt_version": "abc"})
+    sent: list[str] = []
+    held: list[Any] = []
+
+    def stream(route: Any) -> None:
+        sent.append(json.loads(route.request.post_data)["query"])
+        if len(sent) == 1:
+            route.fulfill(status=200, content_type="text/event-stream", body=quiz)
+        elif len(sent) == 2:
+            held.append(route)  # the first grading is still arriving
+        else:
+            route.fulfill(status=200, content_type="text/event-stream", body=done)
+
+    with served(app_with(settings)) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in()
+        s.page.route(f"{origin}/api/stream_query", stream)
+        turn = s.answered(s.ask("Dammi tre domande del capitolo 3"))
+        cards = turn.locator("article.quiz")
+        expect(cards).to_have_count(3)
+        cards.nth(0).locator('button[data-letter="a"]').click()
+        expect(s.page.locator("#send")).to_be_disabled()
+        cards.nth(1).locator('button[data-letter="b"]').click()
+        cards.nth(2).locator('button[data-letter="a"]').click()
+        assert held and sent == ["Dammi tre domande del capitolo 3", "la a"]
+        held[0].fulfill(status=200, content_type="text/event-stream", body=done)
+        expect(s.page.locator("#turns > li")).to_have_count(4)
+        expect(s.page.locator("#turns > li .human")).to_have_text(
+            ["Dammi tre domande del capitolo 3", "la a", "la b", "la a"]
+        )
+        expect(s.page.locator("#turns > li").nth(3)).to_have_class(re.compile(r"\bturn-done\b"))
+        assert sent[1:] == ["la a", "la b", "la a"]
+    assert s.console_errors == []
+
+
+def test_a_stream_dropped_before_done_rejoins_the_turn_after_the_last_event(settings, session_for):
+    """A phone losing its signal: the stream of a turn stops after its first event. The page
+    rejoins the turn (`GET /api/turns/{id}/events`, `Last-Event-ID` the last id read) and shows
+    the rest of the answer once, then the turn ends (before, the turn stayed open without an
+    answer and without a notice)."""
+    script = Script([call("kb_search", query="stallo"), text("Lo stallo viene dall'angolo.")])
+    rejoins: list[dict[str, str]] = []
+
+    def cut(route: Any) -> None:
+        response = route.fetch()  # the whole turn, run and stored on the real server
+        first = response.text().split("\n\n")[0] + "\n\n"
+        assert "id: 1" in first.splitlines(), first
+        route.fulfill(status=200, headers=response.headers, body=first)
+
+    with served(app_with(settings, models=ScriptedModels(script))) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in()
+        s.page.route(f"{origin}/api/stream_query", cut)
+        s.page.on(
+            "request",
+            lambda r: "/events" in r.url and rejoins.append(r.headers),
+        )
+        turn = s.answered(s.ask("Che cosa provoca lo stallo?"))
+        expect(turn.locator(".answer")).to_have_text("Lo stallo viene dall'angolo.")
+        expect(turn).not_to_have_class(re.compile(r"turn-failed"))
+        expect(s.page.locator("#notices .notice-error")).to_have_count(0)
+        assert [r["last-event-id"] for r in rejoins] == ["1"]
+    script.assert_used()
+    assert s.console_errors == []
+
+
+def test_a_dropped_stream_that_cannot_rejoin_ends_the_turn_with_an_italian_notice(
+    settings, session_for
+):
+    """No turn id to rejoin (the connection broke before the response): the turn ends, failed,
+    and the notice is Italian (before: "Errore di rete: Failed to fetch")."""
+    with served(app_with(settings)) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in()
+        s.page.route(f"{origin}/api/stream_query", lambda route: route.abort("failed"))
+        turn = s.ask("Che cosa provoca lo stallo?")
+        expect(turn).to_have_class(re.compile(r"\bturn-failed\b"))
+        notice = s.page.locator("#notices .notice-error")
+        expect(notice).to_contain_text("Errore di rete: la connessione si è interrotta")
+        expect(notice).not_to_contain_text("fetch")
+        expect(s.page.locator("#send")).to_be_enabled()
+
+
 SERIOUS = ("serious", "critical")
 
 

@@ -7,6 +7,8 @@ import DOMPurify from "./vendor/purify.es.mjs";
 
 const $ = (id) => document.getElementById(id);
 const OFFLINE_MARK = "[modello offline]";
+// Rejoins of a turn whose stream dropped before `done` (after 0, 2 and 4 s).
+const REJOINS = 3;
 // A section of the manual as the answers cite it: `§ 3.2`, maybe `§ 3.2 (Strumenti di volo)`.
 const CITATION = /§\s?(\d{1,2}\.\d{1,2})(\s\([^()\n]{1,80}\))?/g;
 // HTML written in the model's text is shown as text: parsing it at all (even in DOMPurify's
@@ -30,7 +32,7 @@ const state = {
   chapters: [], // [{capitolo, titolo, domande}] of the course
   historyCursor: null,
   busy: false, // a turn is streaming or the panels after it are refreshing
-  queued: null, // a quiz choice made while busy: sent when the turn ends
+  queued: [], // quiz choices made while busy: sent in order, one turn each, when the turn ends
   opener: null, // what opened the side panel on screen: focus goes back there
   conversation: null, // the chat on screen: null is the user's default conversation
   exam: null, // the exam being taken: {id, domande, scadenza, soglia}
@@ -103,7 +105,8 @@ function failed(error) {
     signOut();
     notice("Accesso richiesto: il token manca, è scaduto o non è valido. Accedi di nuovo.");
   } else {
-    notice(error instanceof HttpError ? error.message : `Errore di rete: ${error.message}`);
+    // The browser's own words for a network failure are English ("Failed to fetch").
+    notice(error instanceof HttpError ? error.message : "Errore di rete: la connessione si è interrotta. Controlla la rete e riprova.");
   }
 }
 
@@ -145,7 +148,7 @@ async function signIn(token) {
 
 function signOut() {
   state.token = null;
-  state.queued = null;
+  state.queued = [];
   state.permissions = [];
   state.conversation = null;
   stopExam();
@@ -374,6 +377,16 @@ async function send(query) {
   const view = turnView(query);
   announce("Il coach sta scrivendo…");
   const started = performance.now();
+  let turnId = null;
+  let last = 0; // the id of the last event read: a rejoin goes on after it
+  let ended = false;
+  const read = async (response) => {
+    for await (const { id, data } of sseEvents(response)) {
+      if (id) last = id;
+      render(view, data, started);
+      if (data.type === "done") ended = true;
+    }
+  };
   try {
     const response = await api("/api/stream_query", {
       method: "POST",
@@ -382,7 +395,23 @@ async function send(query) {
       json: { query, tools: { ...state.switches }, ...(state.conversation ? { conversation_id: state.conversation } : {}) },
     });
     view.requestId = response.headers.get("X-Request-ID");
-    for await (const event of sseEvents(response)) render(view, event, started);
+    turnId = response.headers.get("X-Turn-ID");
+    try {
+      await read(response);
+    } catch (error) {
+      if (!turnId || !state.token) throw error;
+    }
+    // The connection dropped before `done` (a phone losing its signal): the turn goes on on
+    // the server; rejoin it after the last event read (docs/http.md "Rejoining a turn").
+    for (let attempt = 0; !ended && turnId && state.token && attempt < REJOINS; attempt++) {
+      if (attempt) await new Promise((resolve) => setTimeout(resolve, 1000 * 2 ** attempt));
+      try {
+        await read(await api(`/api/turns/${encodeURIComponent(turnId)}/events`, { raw: true, headers: { Accept: "text/event-stream", "Last-Event-ID": String(last) } }));
+      } catch (error) {
+        if (error instanceof HttpError) throw error;
+      }
+    }
+    if (!ended) throw new TypeError("connessione interrotta");
   } catch (error) {
     view.item.classList.add("turn-failed");
     failed(error);
@@ -391,19 +420,19 @@ async function send(query) {
   }
   // The panels follow the turn; meanwhile the chat takes the next message or a new chat.
   Promise.all([loadProgress(), loadHistory(true), loadConversations()]).catch(failed);
-  const queued = state.queued;
-  state.queued = null;
+  const queued = state.queued.shift();
   if (queued && state.token) send(queued);
 }
 
 // A choice or a button in a card is never lost: made while the previous answer is still
 // arriving (or the panels after it refreshing), it is sent as soon as that turn ends.
 function sendWhenFree(query) {
-  if (state.busy) state.queued = query;
+  if (state.busy) state.queued.push(query);
   else send(query);
 }
 
-// SSE over POST: EventSource only does GET, so read the body and split it into messages.
+// SSE over POST: EventSource only does GET, so read the body and split it into messages;
+// each `{id, data}` (`id`: the event's number in the turn, 0 for none).
 async function* sseEvents(response) {
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
@@ -413,14 +442,14 @@ async function* sseEvents(response) {
     buffer += value;
     let end;
     while ((end = buffer.search(/\r?\n\r?\n/)) >= 0) {
-      const block = buffer.slice(0, end);
+      const lines = buffer.slice(0, end).split(/\r?\n/);
       buffer = buffer.slice(end).replace(/^\r?\n\r?\n/, "");
-      const data = block
-        .split(/\r?\n/)
+      const data = lines
         .filter((line) => line.startsWith("data:"))
         .map((line) => line.slice(5).replace(/^ /, ""))
         .join("\n");
-      if (data) yield JSON.parse(data);
+      const id = lines.find((line) => line.startsWith("id:"));
+      if (data) yield { id: id ? Number(id.slice(3).trim()) || 0 : 0, data: JSON.parse(data) };
     }
   }
 }
