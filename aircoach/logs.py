@@ -83,10 +83,16 @@ def log_fields(logger: logging.Logger, event: str, fields: Mapping[str, Any]) ->
 
 def _text(value: Any) -> str:
     if isinstance(value, list | tuple):
-        return ",".join(map(str, value)) or "-"
+        # An item may come from outside (a web page's title in `retrieved`): one with a space,
+        # `=` or `,` is quoted, so that it cannot read as another item or another field.
+        return ",".join(_item(str(item)) for item in value) or "-"
     if isinstance(value, str):
         return repr(value) if not value or " " in value or "=" in value else value
     return str(value)
+
+
+def _item(text: str) -> str:
+    return repr(text) if not text or any(c in text for c in " =,") else text
 
 
 class JsonFormatter(logging.Formatter):

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from mangum import Mangum
 
-from aircoach.logs import APP_LOGGER, configure_logging
+from aircoach.logs import APP_LOGGER, configure_logging, log_fields
 from aircoach.stages import STAGES
 from tests.helpers import app_with, asgi_client, served
 from tests.lambda_events import chat_event, response_body
@@ -247,3 +247,15 @@ async def test_the_summary_line_says_where_the_turn_spent_its_time(
     assert ran == {f"{stage}_ms" for stage in STAGES} - {"user_data_ms"}
     assert stages["user_data_ms"] == 0
     assert all(v < summary["latency_ms"] + 1 for v in stages.values())
+
+
+def test_a_list_item_cannot_pass_for_another_field_of_the_text_line(caplog):
+    """`retrieved` holds titles a web search returned: in the text line, an item with a space,
+    `=` or `,` is quoted like any string value, so `outcome=error` in a page's title is not
+    read as the turn's outcome."""
+    logger = logging.getLogger(f"{APP_LOGGER}.test")
+    title = "web_search:Esame PPL, outcome=error"
+    with caplog.at_level(logging.INFO, logger=APP_LOGGER):
+        log_fields(logger, "turn", {"retrieved": [title, "kb_search:3.1|3.2"], "outcome": "ok"})
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line == f"turn retrieved={title!r},kb_search:3.1|3.2 outcome=ok"

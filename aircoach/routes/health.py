@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -13,25 +14,39 @@ from aircoach.services import Services
 
 router = APIRouter(prefix="/api", tags=["meta"])
 
-# The store probe is one indexed read that finds nothing.
+# Each store probe is one indexed read that finds nothing.
 _PROBE_USER = "__health__"
 
 
 @router.get("/health")
 async def health(services: ServicesDep) -> dict[str, Any]:
     """Liveness, and the state of every dependency: the token keys (Auth0's cache: fresh, age,
-    last error), the store (one cheap read), the prompt, the model configured, the dead-letter
-    spool (as this instance last used it). Imports no agent code and shows no secret (no URI,
-    key or token; a failure is named by its class)."""
+    last error), the store and the turn log (one cheap read each, at the same time), the
+    prompt, the model configured, the dead-letter spool (as this instance last used it).
+    Imports no agent code and shows no secret (no URI, key or token; a failure is named by its
+    class)."""
     settings = services.settings
     auth = services.verifier.keys.health()
     prompt = services.prompts.health()
-    store = await _probe_store(services)
+    probes: dict[str, dict[str, Any]] = {}
+
+    async def probe(name: str, read: Callable[[], Awaitable[object]]) -> None:
+        probes[name] = await _probe(services, read)
+
+    # The turn log is a store of its own (a file of its own on SQLite): every turn claims its
+    # thread there, so a turn log that fails fails every turn while the chats read fine.
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(probe, "store", lambda: services.chats.latest_turn_ids(_PROBE_USER, 1))
+        tg.start_soon(
+            probe, "turn_log", lambda: services.turn_log.read(_PROBE_USER, _PROBE_USER, limit=1)
+        )
+    store, turn_log = probes["store"], probes["turn_log"]
     dead_letters = services.dead_letters.health()
     failing = (
         auth["status"] in ("degraded", "unavailable")
         or prompt["status"] in ("degraded", "unavailable")
         or store["status"] != "ok"
+        or turn_log["status"] != "ok"
         or dead_letters["status"] != "ok"
     )
     offline = settings.resolved_model_provider == "offline"
@@ -40,6 +55,7 @@ async def health(services: ServicesDep) -> dict[str, Any]:
         "status": "degraded" if failing else "ok",
         "auth": auth,
         "store": store,
+        "turn_log": turn_log,
         "prompt": prompt,
         "model": {
             "provider": settings.resolved_model_provider,
@@ -50,12 +66,12 @@ async def health(services: ServicesDep) -> dict[str, Any]:
     }
 
 
-async def _probe_store(services: Services) -> dict[str, Any]:
+async def _probe(services: Services, read: Callable[[], Awaitable[object]]) -> dict[str, Any]:
     started = time.monotonic()
     error: str | None = None
     with anyio.move_on_after(services.settings.store_timeout_s) as probe:
         try:
-            await services.chats.latest_turn_ids(_PROBE_USER, 1)
+            await read()
         except Exception as exc:
             # The class names the failure; its text may carry a host or a URI.
             cause = exc.__cause__ or exc

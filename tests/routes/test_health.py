@@ -25,6 +25,8 @@ async def test_a_healthy_laptop(client):
     assert (store["backend"], store["status"], store["error"]) == ("sqlite", "ok", None)
     assert body["prompt"]["status"] == "not_loaded"  # a cold instance: nothing asked yet
     assert body["model"] == {"provider": "offline", "name": None, "fallback": None}
+    turn_log = body["turn_log"]
+    assert (turn_log["backend"], turn_log["status"], turn_log["error"]) == ("sqlite", "ok", None)
     assert body["dead_letters"] == {
         "spool": "file",
         "status": "ok",
@@ -45,6 +47,23 @@ async def test_a_store_that_cannot_be_opened_is_reported(settings, data_dir):
     body = response.json()
     assert body["status"] == "degraded"
     assert body["store"]["status"] == "unavailable" and body["store"]["error"] == "FileExistsError"
+
+
+async def test_a_turn_log_that_cannot_be_opened_is_reported(settings, data_dir, auth):
+    """On SQLite the turn log is a file of its own: while it cannot be opened every chat turn
+    is a 503, and health said `ok` (it read the chats' file only)."""
+    chats = settings.sqlite_file
+    chats.parent.mkdir(parents=True, exist_ok=True)
+    chats.with_name(f"{chats.stem}-turns{chats.suffix}").mkdir()  # a folder, not a database
+    async with asgi_client(app_with(settings)) as client:
+        turn = await client.post("/api/stream_query", json={"query": "Ciao"}, headers=auth())
+        body = (await client.get("/api/health")).json()
+    assert turn.status_code == 503 and turn.json()["error"] == "store_unavailable"
+    assert body["status"] == "degraded"
+    assert body["store"]["status"] == "ok"  # the chats' file is fine
+    turn_log = body["turn_log"]
+    assert (turn_log["backend"], turn_log["status"]) == ("sqlite", "unavailable")
+    assert turn_log["error"] == "OperationalError"
 
 
 SECRETS = {
