@@ -161,3 +161,35 @@ def test_a_configuration_error_names_the_setting_never_its_value(
     message = str(exited.value.code)
     assert message.startswith(line) and "\n" not in message
     assert "s3cr3t" not in message and "withhold" not in message
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["--token", "not-a-token"],
+            "error: the server at {url} refused the token (invalid_token)",
+        ),
+        ([], "error: the server at {url} refused the dev issuer's token (invalid_token)"),
+    ],
+)
+def test_chat_with_a_token_the_server_refuses_stops_with_one_line(
+    monkeypatch, tmp_path, settings, argv, line
+):
+    """A bad --token, or a dev token minted from another DATA_DIR than the server's: every turn
+    would be a 401, so chat says so once and exits non-zero instead of asking for input."""
+    from aircoach.__main__ import main
+    from aircoach.auth.tokens import DevIssuer
+    from tests.helpers import app_with, served
+
+    other = tmp_path / "other-data"
+    other.mkdir()
+    DevIssuer(other).private_key  # noqa: B018 - another key than the server's
+    monkeypatch.setenv("DATA_DIR", str(other))
+    monkeypatch.chdir(other)
+    monkeypatch.setattr("builtins.input", lambda prompt="": pytest.fail("chat asked for input"))
+    with served(app_with(settings)) as url, pytest.raises(SystemExit) as exited:
+        main(["chat", "--url", url, *argv])
+    message = str(exited.value.code)
+    assert message.startswith(line.format(url=url)) and "\n" not in message

@@ -69,11 +69,26 @@ def _token(args: argparse.Namespace) -> None:
     print(_dev_token(get_settings(), args.sub, args.ttl, args.permission))
 
 
+class _TokenRefused(Exception):
+    """The server answered 401 to the chat's token: every turn would fail the same way."""
+
+    def __init__(self, code: str):
+        super().__init__(code)
+        self.code = code
+
+
 def _chat(args: argparse.Namespace) -> None:
     url = args.url or f"http://127.0.0.1:{_port()}"
     token = args.token or _dev_token(get_settings(), args.sub, 3600, [])
     try:
         _converse(url, token, args.sub, raw=args.raw)
+    except _TokenRefused as exc:
+        if args.token:
+            sys.exit(f"error: the server at {url} refused the token ({exc.code})")
+        sys.exit(
+            f"error: the server at {url} refused the dev issuer's token ({exc.code}): "
+            "start it with the same DATA_DIR and no AUTH0_DOMAIN, or pass --token"
+        )
     except httpx.ConnectError:
         sys.exit(f"error: nothing is listening at {url}: start the server (make run) or pass --url")
     except httpx.TransportError as exc:
@@ -84,6 +99,10 @@ def _converse(url: str, token: str, sub: str, *, raw: bool = False) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=url, headers=headers, timeout=None) as client:
         client.get("/api/health", timeout=10)  # says at once when nothing listens there
+        # A token the server refuses would fail every turn: say so before the first.
+        probe = client.get("/api/tools", timeout=10)
+        if probe.status_code == 401:
+            raise _TokenRefused(_error_code(probe))
         print(f"Chatting with {url} as {sub!r}. Empty line or Ctrl-D to quit.")
         while True:
             try:
@@ -97,6 +116,14 @@ def _converse(url: str, token: str, sub: str, *, raw: bool = False) -> None:
                     print(f"error {response.status_code}: {response.read().decode()[:500]}")
                     continue
                 _print_turn(response.iter_lines(), raw=raw)
+
+
+def _error_code(response: httpx.Response) -> str:
+    """The API's error code (`invalid_token`, ...), else the status."""
+    try:
+        return str(response.json()["error"])
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {response.status_code}"
 
 
 def _print_turn(lines: Iterable[str], *, raw: bool) -> None:
