@@ -193,3 +193,38 @@ def test_chat_with_a_token_the_server_refuses_stops_with_one_line(
         main(["chat", "--url", url, *argv])
     message = str(exited.value.code)
     assert message.startswith(line.format(url=url)) and "\n" not in message
+
+
+@pytest.mark.parametrize("value", ["70000", "0", "-1"])
+def test_serve_refuses_a_port_out_of_range(monkeypatch, data_dir, capsys, value):
+    """--port 70000 listened on 4464 (getaddrinfo wraps it) while the log said 70000, and
+    --port 0 served on 8000: the value is checked as PORT is."""
+    from aircoach.__main__ import main
+
+    monkeypatch.setenv("DATA_DIR", str(data_dir))
+    monkeypatch.chdir(data_dir)
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--port", value])
+    assert exited.value.code == 2
+    assert "argument --port: must be a port number (1-65535)" in capsys.readouterr().err
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line(monkeypatch, data_dir, capsys):
+    """Before: the banner ("chat with --url http://127.0.0.1:PORT", pointing at whatever holds
+    the port), uvicorn's start-up lines, one ERROR log line among them, exit 3."""
+    import socket
+
+    from aircoach.__main__ import main
+
+    monkeypatch.setenv("DATA_DIR", str(data_dir))
+    monkeypatch.chdir(data_dir)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        port = holder.getsockname()[1]
+        with pytest.raises(SystemExit) as exited:
+            main(["serve", "--port", str(port)])
+    message = str(exited.value.code)
+    assert message == (
+        f"error: 127.0.0.1:{port} is in use: stop what listens there, or pass --port (or PORT)"
+    )
+    assert "Dev token issuer" not in capsys.readouterr().out

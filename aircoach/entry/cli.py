@@ -18,24 +18,43 @@ from aircoach.settings import get_settings, startup_error
 DEFAULT_PORT = 8000
 
 
+_NOT_A_PORT = "must be a port number (1-65535)"
+
+
+def _port_number(raw: str) -> int:
+    """`--port`'s value, checked as `PORT` is: getaddrinfo wraps 70000 to 4464, and 0 is any
+    free port, neither of which the banner and the README's commands would find."""
+    raw = raw.strip()
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise argparse.ArgumentTypeError(_NOT_A_PORT)
+    return int(raw)
+
+
 def _port() -> int:
     """`PORT` (the Makefile's and the platforms' variable), else 8000."""
     raw = os.environ.get("PORT", "").strip()
     if not raw:
         return DEFAULT_PORT
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
-        sys.exit("error: PORT must be a port number (1-65535)")
-    return int(raw)
+    try:
+        return _port_number(raw)
+    except argparse.ArgumentTypeError:
+        sys.exit(f"error: PORT {_NOT_A_PORT}")
 
 
 def _serve(args: argparse.Namespace) -> None:
     from aircoach.startup import starting
 
-    port = args.port or _port()
+    port = args.port if args.port is not None else _port()
     # The imports and the app, without the cyclic GC (aircoach/startup.py).
     with starting():
+        from aircoach.entry.server import PortUnavailable, listen_socket, serve, url_of
+
+        try:
+            # Bound before the app is built and the banner printed: a port in use is one line.
+            sock = listen_socket(args.host, port)
+        except PortUnavailable as exc:
+            sys.exit(f"error: {exc}")
         from aircoach.app import create_app
-        from aircoach.entry.server import serve
 
         settings = get_settings()
         app = create_app(settings)
@@ -44,15 +63,10 @@ def _serve(args: argparse.Namespace) -> None:
             "Dev token issuer on. Get a token with:\n"
             "  TOKEN=$(.venv/bin/python -m aircoach token --sub demo-user)\n"
             "then chat with:\n"
-            f"  .venv/bin/python -m aircoach chat --url http://{args.host}:{port}\n",
+            f"  .venv/bin/python -m aircoach chat --url {url_of(sock)}\n",
             flush=True,
         )
-    serve(
-        app,
-        host=args.host,
-        port=port,
-        receipt_timeout_s=settings.request_receipt_timeout_s,
-    )
+    serve(app, sock, receipt_timeout_s=settings.request_receipt_timeout_s)
 
 
 def _dev_token(settings, sub: str, ttl: int, permissions: list[str]) -> str:
@@ -269,7 +283,7 @@ def main(argv: list[str] | None = None) -> None:
 
     serve = sub.add_parser("serve", help="run the API server")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, help="default: $PORT, else 8000")
+    serve.add_argument("--port", type=_port_number, help="default: $PORT, else 8000")
     serve.set_defaults(func=_serve)
 
     token = sub.add_parser("token", help="print a bearer token from the local dev issuer")

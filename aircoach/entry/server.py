@@ -22,7 +22,9 @@ container, the Lambda Web Adapter).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import socket
 from typing import Any
 
 import uvicorn
@@ -128,9 +130,45 @@ def server_config(app: Any, *, receipt_timeout_s: float, **options: Any) -> uvic
     return uvicorn.Config(app, http=receipt_deadline_protocol(receipt_timeout_s), **options)
 
 
-def serve(app: Any, *, host: str, port: int, receipt_timeout_s: float) -> None:
-    uvicorn.Server(
-        server_config(
-            app, receipt_timeout_s=receipt_timeout_s, host=host, port=port, log_level="info"
-        )
-    ).run()
+class PortUnavailable(Exception):
+    """The server cannot listen where it was asked to (one line, for the command line)."""
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound (uvicorn listens on it). Bound by `serve` before the app is
+    built: uvicorn would bind after its start-up, and a port in use would be one ERROR log line
+    among its start-up lines."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn's own socket
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        where = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+        if exc.errno == errno.EADDRINUSE:
+            raise PortUnavailable(
+                f"{where} is in use: stop what listens there, or pass --port (or PORT)"
+            ) from None
+        raise PortUnavailable(f"cannot listen on {where}: {exc.strerror or exc}") from None
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    """The URL a client on this machine reaches `sock` at."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if sock.family == socket.AF_INET6 else f"http://{host}:{port}"
+
+
+def serve(app: Any, sock: socket.socket, *, receipt_timeout_s: float) -> None:
+    """uvicorn on `sock` (`listen_socket`), until it is told to stop."""
+    host, port = sock.getsockname()[:2]
+    config = server_config(
+        app, receipt_timeout_s=receipt_timeout_s, host=host, port=port, log_level="info"
+    )
+    # uvicorn names the address only when it binds the socket itself.
+    log.info("listening on %s (Ctrl-C to stop)", url_of(sock))
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
