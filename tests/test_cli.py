@@ -228,3 +228,30 @@ def test_serve_on_a_port_in_use_says_so_in_one_line(monkeypatch, data_dir, capsy
         f"error: 127.0.0.1:{port} is in use: stop what listens there, or pass --port (or PORT)"
     )
     assert "Dev token issuer" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["token", "--sub", ""], "argument --sub: must not be empty"),
+        (["token", "--sub", "  "], "argument --sub: must not be empty"),
+        (["chat", "--sub", ""], "argument --sub: must not be empty"),
+        (["token", "--sub", "x", "--ttl", "0"], "argument --ttl: must be a number of seconds > 0"),
+        (["token", "--sub", "x", "--ttl", "-600"], "argument --ttl: must be a number of seconds"),
+    ],
+)
+def test_token_refuses_values_that_make_a_token_the_server_refuses(
+    monkeypatch, data_dir, capsys, argv, line
+):
+    """An empty --sub or a --ttl of 0 or less printed a token (exit 0) that the server then
+    refused: 'Il token non ha un soggetto (sub)', or expired."""
+    from aircoach.__main__ import main
+
+    monkeypatch.setenv("DATA_DIR", str(data_dir))
+    monkeypatch.chdir(data_dir)
+    monkeypatch.setenv("PORT", "9")  # chat: nothing listens there
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    captured = capsys.readouterr()
+    assert exited.value.code == 2 and line in captured.err
+    assert captured.out == ""

@@ -30,6 +30,24 @@ def _port_number(raw: str) -> int:
     return int(raw)
 
 
+def _subject(raw: str) -> str:
+    """`--sub`: a token without a subject is refused by the server."""
+    if not raw.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return raw
+
+
+def _lifetime(raw: str) -> int:
+    """`--ttl`: a token of 0 seconds or less is expired when printed."""
+    try:
+        seconds = int(raw)
+    except ValueError:
+        seconds = 0
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("must be a number of seconds > 0")
+    return seconds
+
+
 def _port() -> int:
     """`PORT` (the Makefile's and the platforms' variable), else 8000."""
     raw = os.environ.get("PORT", "").strip()
@@ -287,14 +305,14 @@ def main(argv: list[str] | None = None) -> None:
     serve.set_defaults(func=_serve)
 
     token = sub.add_parser("token", help="print a bearer token from the local dev issuer")
-    token.add_argument("--sub", required=True, help="the user id (token subject)")
-    token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds")
+    token.add_argument("--sub", type=_subject, required=True, help="the user id (token subject)")
+    token.add_argument("--ttl", type=_lifetime, default=3600, help="lifetime in seconds")
     token.add_argument("--permission", action="append", default=[], help="e.g. admin:docs")
     token.set_defaults(func=_token)
 
     chat = sub.add_parser("chat", help="chat with a running server in the terminal")
     chat.add_argument("--url", help="default: http://127.0.0.1:$PORT (PORT default 8000)")
-    chat.add_argument("--sub", default="demo-user")
+    chat.add_argument("--sub", type=_subject, default="demo-user")
     chat.add_argument("--token", help="bearer token (default: mint one from the dev issuer)")
     chat.add_argument(
         "--raw", action="store_true", help="print each tool result's JSON, not a summary"
