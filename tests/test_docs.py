@@ -41,3 +41,23 @@ def test_readme_links_to_pages_that_exist():
     linked = re.findall(r"\]\((docs/[^)#]+)", README.read_text())
     assert linked, "the README leads to docs/"
     assert [path for path in linked if not (ROOT / path).is_file()] == []
+
+
+async def test_readme_shows_the_answer_its_theory_question_gets(client, auth):
+    """The README's "Try it" quotes the offline model's answer to its theory question: the
+    quoted start and end (around its `...`) are the answer's, sources included."""
+    readme = README.read_text()
+    # The query as the README's shell command sends it ('"'"' is a quote inside '...').
+    query = re.search(r'"query":"(Come si regola[^"]*)"', readme.replace("'\"'\"'", "'"))
+    sample = next(block for block in _code_blocks(readme) if block.startswith("[modello offline]"))
+    head, ellipsis, tail = " ".join(sample.split()).partition(" ... ")
+    assert query and ellipsis
+    response = await client.post(
+        "/api/stream_query",
+        json={"query": query.group(1), "stream": False},
+        headers=auth("readme-user"),
+    )
+    body = response.json()
+    assert body["tool"]["data"]["items"][0]["riferimento"] == "3.2"
+    assert body["answer"].startswith(head)
+    assert body["answer"].endswith(tail), body["answer"][-80:]
