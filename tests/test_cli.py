@@ -255,3 +255,49 @@ def test_token_refuses_values_that_make_a_token_the_server_refuses(
     captured = capsys.readouterr()
     assert exited.value.code == 2 and line in captured.err
     assert captured.out == ""
+
+
+def test_chat_says_when_the_url_lacks_its_scheme(monkeypatch, data_dir):
+    from aircoach.__main__ import main
+
+    monkeypatch.setenv("DATA_DIR", str(data_dir))
+    monkeypatch.chdir(data_dir)
+    with pytest.raises(SystemExit) as exited:
+        main(["chat", "--url", "localhost:9"])
+    assert (
+        str(exited.value.code) == "error: --url needs its scheme: http://localhost:9 (or https://)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["--since", "yesterday"], "argument --since: must be an ISO 8601 time"),
+        (["--since", ""], "argument --since: must be an ISO 8601 time"),
+    ],
+)
+def test_export_reviews_refuses_a_since_that_is_not_a_time(
+    monkeypatch, data_dir, capsys, argv, line
+):
+    """`--since yesterday` compared as text against the runs' times: it exported nothing,
+    with exit 0."""
+    from aircoach.__main__ import main
+
+    monkeypatch.setenv("DATA_DIR", str(data_dir))
+    monkeypatch.chdir(data_dir)
+    with pytest.raises(SystemExit) as exited:
+        main(["tasks", "export-reviews", *argv])
+    assert exited.value.code == 2 and line in capsys.readouterr().err
+
+
+def test_export_reviews_into_a_missing_folder_is_one_line(monkeypatch, data_dir, tmp_path):
+    from aircoach.__main__ import main
+
+    monkeypatch.setenv("DATA_DIR", str(data_dir))
+    monkeypatch.chdir(data_dir)
+    out = tmp_path / "missing" / "reviews.jsonl"
+    with pytest.raises(SystemExit) as exited:
+        main(["tasks", "export-reviews", "--out", str(out)])
+    assert str(exited.value.code) == (
+        f"error: cannot write {str(out)!r}: No such file or directory"
+    )

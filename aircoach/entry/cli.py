@@ -48,6 +48,18 @@ def _lifetime(raw: str) -> int:
     return seconds
 
 
+def _since(raw: str) -> str:
+    """`--since`: an ISO time (a date alone is its midnight UTC), as the stores compare it."""
+    from aircoach.tasks.ports import utc_time
+
+    try:
+        return utc_time(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "must be an ISO 8601 time, e.g. 2026-11-01 or 2026-11-01T08:00:00+01:00"
+        ) from None
+
+
 def _port() -> int:
     """`PORT` (the Makefile's and the platforms' variable), else 8000."""
     raw = os.environ.get("PORT", "").strip()
@@ -111,6 +123,8 @@ class _TokenRefused(Exception):
 
 def _chat(args: argparse.Namespace) -> None:
     url = args.url or f"http://127.0.0.1:{_port()}"
+    if not url.startswith(("http://", "https://")):
+        sys.exit(f"error: --url needs its scheme: http://{url} (or https://)")
     token = args.token or _dev_token(get_settings(), args.sub, 3600, [])
     try:
         _converse(url, token, args.sub, raw=args.raw)
@@ -220,7 +234,11 @@ def _export_reviews(args: argparse.Namespace) -> None:
         return count
 
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as out:
+        try:
+            out_file = open(args.out, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            sys.exit(f"error: cannot write {args.out!r}: {exc.strerror or exc}")
+        with out_file as out:
             written = asyncio.run(export(out))
     else:
         written = asyncio.run(export(sys.stdout))
@@ -335,7 +353,7 @@ def main(argv: list[str] | None = None) -> None:
         "export-reviews", help="the confirmed and corrected runs as JSON lines (an eval set)"
     )
     export.add_argument("--task", default=None)
-    export.add_argument("--since", default=None, help="ISO time: runs created since")
+    export.add_argument("--since", type=_since, default=None, help="ISO time: runs created since")
     export.add_argument("--out", default=None, help="a file (default: standard output)")
     export.set_defaults(func=_export_reviews)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -37,7 +36,7 @@ from aircoach.tasks.batch import run_batch
 from aircoach.tasks.definition import TaskCatalog, TaskDefinition
 from aircoach.tasks.engine import AlreadyResolved, InvalidOutput, TaskFailed
 from aircoach.tasks.once import MAX_KEY_CHARS, KeyBusy, KeyReused, http_key, run_once
-from aircoach.tasks.ports import RunFilter
+from aircoach.tasks.ports import RunFilter, utc_time
 from aircoach.tasks.records import ReviewStatus, TaskRun
 from aircoach.tasks.schemas import (
     MAX_BATCH,
@@ -134,24 +133,16 @@ async def _task(services: Services, name: str) -> TaskDefinition:
     return definition
 
 
-# RFC 3339 as clients write it; fractions beyond microseconds are cut (Python keeps six).
-_FRACTION = re.compile(r"(\.\d{6})\d+")
-
-
 def _utc(value: str | None) -> str | None:
     """The ISO time `value` in UTC, as the stores compare `created_at`; naive means UTC."""
     if value is None:
         return None
     try:
-        text = _FRACTION.sub(r"\1", value.strip().upper().replace("Z", "+00:00"))
-        moment = datetime.fromisoformat(text)
+        return utc_time(value)
     except ValueError:
         raise RequestValidationError(
             [{"type": "value_error", "loc": ("query", "since"), "msg": "not an ISO 8601 time"}]
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat()
 
 
 def _require(user: Principal, permission: str) -> None:

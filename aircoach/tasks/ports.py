@@ -3,12 +3,27 @@ runs, the review queue, contacts."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from aircoach.tasks.records import Contact, ReviewItem, ReviewStatus, TaskRun, Verdict
 
 ClaimState = Literal["new", "done", "busy", "mismatch"]
+
+# RFC 3339 as clients write it; fractions beyond microseconds are cut (Python keeps six).
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+def utc_time(value: str) -> str:
+    """The ISO 8601 time `value` in UTC, as the stores compare `created_at` (`RunFilter`);
+    naive means UTC. `ValueError` for anything else."""
+    text = _FRACTION.sub(r"\1", value.strip().upper().replace("Z", "+00:00"))
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
 
 
 @dataclass(frozen=True)
