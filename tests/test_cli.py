@@ -301,3 +301,22 @@ def test_export_reviews_into_a_missing_folder_is_one_line(monkeypatch, data_dir,
     assert str(exited.value.code) == (
         f"error: cannot write {str(out)!r}: No such file or directory"
     )
+
+
+def test_chat_shows_a_refused_message_as_a_line_not_json(monkeypatch, settings, capsys):
+    """Over the minute's quota: the terminal shows the code, the message the client would
+    show and when to retry, as it shows a turn's error, not the response's JSON."""
+    from aircoach.__main__ import main
+    from tests.helpers import app_with, served
+
+    settings = settings.model_copy(update={"quota_turns_per_minute": 1})
+    monkeypatch.setenv("DATA_DIR", str(settings.data_dir))
+    monkeypatch.chdir(settings.data_dir)
+    said = iter(["Che cos'è il QNH?", "E il QFE?", ""])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(said))
+    with served(app_with(settings)) as url:
+        main(["chat", "--url", url])
+    out = capsys.readouterr().out
+    (refused,) = [line for line in out.splitlines() if line.startswith("[error")]
+    assert refused.startswith("[error quota_exceeded] ") and refused.endswith(" s)"), refused
+    assert "{" not in refused

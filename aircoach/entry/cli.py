@@ -159,9 +159,23 @@ def _converse(url: str, token: str, sub: str, *, raw: bool = False) -> None:
                 break
             with client.stream("POST", "/api/stream_query", json={"query": query}) as response:
                 if response.status_code != 200:
-                    print(f"error {response.status_code}: {response.read().decode()[:500]}")
+                    response.read()
+                    print(_refusal(response))
                     continue
                 _print_turn(response.iter_lines(), raw=raw)
+
+
+def _refusal(response: httpx.Response) -> str:
+    """A refused message as the terminal shows a turn's error: `[error code] message`, and
+    when to try again."""
+    try:
+        body = response.json()
+        line = f"[error {body['error']}] {body['message']}"
+    except (ValueError, KeyError, TypeError):
+        line = f"[error HTTP {response.status_code}] {response.text[:200]}"
+    if retry := response.headers.get("Retry-After"):
+        line += f" (retry in {retry} s)"
+    return line
 
 
 def _error_code(response: httpx.Response) -> str:
