@@ -126,14 +126,7 @@ class DeadLetters:
             self._dirty = listed == self.batch
         except _ReplayFailed as failed:
             self._dirty = True
-            cause = failed.__cause__
-            log.warning(
-                "dead-letter replay stopped after %d turns (%s): %s: %s",
-                self.replayed - before,
-                self.spool.kind,
-                type(cause).__name__,
-                cause,
-            )
+            self._stopped("replay", self.replayed - before, failed)
         finally:
             self._replaying = False
         moved = self.replayed - before
@@ -152,14 +145,7 @@ class DeadLetters:
             try:
                 listed = await self._move_batch(chats)
             except _ReplayFailed as failed:
-                cause = failed.__cause__
-                log.warning(
-                    "dead-letter drain stopped after %d turns (%s): %s: %s",
-                    self.replayed - before,
-                    self.spool.kind,
-                    type(cause).__name__,
-                    cause,
-                )
+                self._stopped("drain", self.replayed - before, failed)
                 raise StoreUnavailable() from None
             if listed < self.batch:
                 break
@@ -174,6 +160,17 @@ class DeadLetters:
         self._dirty, self._looked_at = False, self.clock()
         if moved := self.replayed - before:
             log.info("dead letters drained into the store: %d turns (%s)", moved, self.spool.kind)
+
+    def _stopped(self, what: str, moved: int, failed: _ReplayFailed) -> None:
+        cause = failed.__cause__
+        log.warning(
+            "dead-letter %s stopped after %d turns (%s): %s: %s",
+            what,
+            moved,
+            self.spool.kind,
+            type(cause).__name__,
+            cause,
+        )
 
     async def _move_batch(self, chats: ChatStore) -> int:
         """Move the oldest `batch` spooled turns into `chats`, an entry that is not a turn to

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from aircoach.entry.tasks_worker import SqsTaskWorker
-from aircoach.errors import StoreUnavailable
 from aircoach.services import Services, build_task_stores
 from aircoach.settings import ROOT
 from aircoach.tasks.ports import RunFilter, TaskStores
 from tests.helpers import load_serverless_yml
+from tests.tasks.failing_stores import DownRuns, UnmarkedKeys
 from tests.tasks.scripted import ScriptedTaskModels
 
 REGION = "eu-west-1"
@@ -166,14 +166,6 @@ def test_done_messages_are_deleted_and_poison_ones_end_in_the_dlq(sqs, settings)
     assert {good, failing}.isdisjoint(m["MessageId"] for m in dead)
 
 
-class DownRuns:
-    async def insert_run(self, run):
-        raise StoreUnavailable()
-
-    async def get_run(self, run_id):
-        raise StoreUnavailable()
-
-
 def test_a_store_outage_redelivers_the_messages(sqs, settings):
     real = build_task_stores(settings)
     down = worker(settings, task_stores=TaskStores(DownRuns(), real.reviews, real.contacts))
@@ -185,19 +177,6 @@ def test_a_store_outage_redelivers_the_messages(sqs, settings):
         m["MessageId"] for m in messages
     }
     assert down.handle({"Records": []}) == {"batchItemFailures": []}
-
-
-class UnmarkedKeys:
-    """The real runs, whose keys cannot be marked done (the store fails right after a run)."""
-
-    def __init__(self, real):
-        self.real = real
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
-
-    async def complete(self, key, run_id):
-        raise StoreUnavailable()
 
 
 def test_a_stored_run_whose_key_cannot_be_marked_is_done(sqs, settings):

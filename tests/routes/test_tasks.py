@@ -13,6 +13,7 @@ from aircoach.tasks.contacts import seed_demo_contacts
 from aircoach.tasks.models import StructuredRequest
 from aircoach.tasks.ports import TaskStores
 from tests.helpers import app_with, asgi_client, copy_prompt_docs
+from tests.tasks.failing_stores import DownRuns, UnmarkedKeys
 from tests.tasks.scripted import ScriptedTaskModels
 
 RUN = ["tasks:email_triage"]
@@ -285,14 +286,6 @@ async def test_a_batch_runs_each_input_with_bounded_concurrency(task_app, auth):
         assert models.calls == 49 + 4  # input 7: 3 attempts and a shrunk one; none for the refused
 
 
-class DownRuns:
-    async def insert_run(self, run):
-        raise StoreUnavailable()
-
-    async def get_run(self, run_id):
-        raise StoreUnavailable()
-
-
 async def test_a_store_outage_is_a_503_and_a_batch_error_per_input(settings, auth):
     from aircoach.services import build_task_stores
 
@@ -308,19 +301,6 @@ async def test_a_store_outage_is_a_503_and_a_batch_error_per_input(settings, aut
         )
         assert batch.json()["results"][0]["status"] == "error"
         assert batch.json()["results"][0]["error"]["error"] == "store_unavailable"
-
-
-class UnmarkedKeys:
-    """The real runs, whose keys cannot be marked done (the store fails right after a run)."""
-
-    def __init__(self, real):
-        self.real = real
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
-
-    async def complete(self, key, run_id):
-        raise StoreUnavailable()
 
 
 async def test_a_stored_run_is_answered_when_its_key_cannot_be_marked(settings, auth):
