@@ -5,12 +5,13 @@ with it, and the other way round."""
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 
 import pytest
 from snowballstemmer.italian_stemmer import ItalianStemmer
 
-from aircoach.text import stem, words
+from aircoach.text import fold, stem, words
 
 Stemmer = pytest.importorskip("Stemmer")  # PyStemmer: in requirements.txt
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,3 +36,13 @@ def test_the_c_and_the_python_stemmer_give_the_same_stems():
     differ = sorted(w for w in vocabulary if c.stemWord(w) != python.stemWord(w))
     assert differ == []
     assert stem("impoverisce") == stem("impoverire")  # what the app uses stems the same
+
+
+def test_fold_drops_marks_and_keeps_every_other_character():
+    """`fold` is NFKD then every combining mark removed; the regex it uses to find the
+    characters outside ASCII must not drop or keep anything else."""
+    assert fold("Velocità PERCHÉ naïve") == "velocita perche naive"
+    assert fold("ﬁ 2² 15 °C, 3 €, ΑΒΓ ά") == "fi 22 15 °c, 3 €, αβγ α"
+    sample = "".join(chr(cp) for cp in range(0x20, 0x3000))
+    decomposed = unicodedata.normalize("NFKD", sample.casefold())
+    assert fold(sample) == "".join(ch for ch in decomposed if not unicodedata.combining(ch))
