@@ -162,7 +162,12 @@ class _Sqlite:
                 conn.close()
                 raise
 
-    async def run(self, op: Callable[[sqlite3.Connection], T]) -> T:
+    async def run(self, op: Callable[[sqlite3.Connection], T], *, read: bool = False) -> T:
+        """`op` in one transaction, in a worker thread. The caller's cancellation waits for it
+        to end (a write it started lands), unless `read`: then the caller returns at once and
+        the thread finishes the read, its result dropped. A new file's set-up waits up to
+        30 s for a file another process holds locked: what a read gives up on."""
+
         def work() -> T:
             self._ensure_schema()
             conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -185,7 +190,7 @@ class _Sqlite:
             return result
 
         try:
-            return await _threads.run(work)
+            return await _threads.run(work, abandon_on_cancel=read)
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable() from exc
 
@@ -353,7 +358,8 @@ class SqliteChatStore:
                 f"SELECT turn_id FROM chats WHERE userId = ? AND {where} "
                 "ORDER BY turn_id DESC LIMIT ?",
                 (user_id, *params, limit),
-            ).fetchall()
+            ).fetchall(),
+            read=True,
         )
         return [row["turn_id"] for row in rows]
 

@@ -131,7 +131,8 @@ class SqliteTurnLog:
                 "SELECT seq, data FROM turn_events WHERE turn_id = ? AND seq > ? AND userId = ? "
                 "ORDER BY seq LIMIT ?",
                 (turn_id, after, user_id, limit),
-            ).fetchall()
+            ).fetchall(),
+            read=True,
         )
         return [LoggedEvent(row["seq"], json.loads(row["data"])) for row in rows]
 

@@ -192,3 +192,26 @@ async def test_entries_moved_to_the_quarantine_are_counted(settings, data_dir, a
     assert body["status"] == "ok"  # the spool works; the count asks an operator to look
     assert (body["dead_letters"]["quarantined"], body["dead_letters"]["pending"]) == (1, 0)
     assert (folder / "quarantine" / "0000.json").exists()
+
+
+async def test_a_store_file_locked_by_another_process_is_a_timeout_not_a_hang(settings):
+    """A new instance sets up its SQLite file at its first operation, and waits up to 30 s
+    for a file another process holds locked. Health's read gives up after STORE_TIMEOUT_S
+    (it hung for the 30 s: the store's calls waited for their thread whatever the caller).
+    The set-up goes on in its thread and succeeds once the lock is gone."""
+    import sqlite3
+
+    path = settings.sqlite_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    app = app_with(settings.model_copy(update={"store_timeout_s": 0.2}))
+    try:
+        async with asgi_client(app) as client:
+            body = (await client.get("/api/health")).json()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert body["status"] == "degraded"
+    assert (body["store"]["status"], body["store"]["error"]) == ("unavailable", "timeout")
+    assert await services_of(app).chats.latest_turn_ids("user-1", 1) == []
