@@ -16,7 +16,7 @@ from pydantic import (
 
 from aircoach.grounding.models import ResponseGrounding
 from aircoach.tools.registry import MAX_TOOLS
-from aircoach.turn.conversations import ConversationIdText
+from aircoach.turn.conversations import ConversationIdText, shown_conversation_id
 from aircoach.turn.records import ToolRecord, ToolUse, Turn, TurnFields, TurnStatus
 
 # A tool name's longest form (`ToolSpec.name`).
@@ -181,7 +181,8 @@ class HistoryTurn(TurnFields):
     @classmethod
     def of(cls, turn: Turn) -> HistoryTurn:
         return cls(
-            **turn.model_dump(exclude={"tools"}),
+            **turn.model_dump(exclude={"tools", "conversation_id"}),
+            conversation_id=shown_conversation_id(turn.conversation_id),
             tools=[
                 ToolUse(tool_name=t.tool_name, arguments=t.arguments, data=t.data)
                 for t in turn.tools

@@ -13,7 +13,7 @@ from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.errors import NotFound
 from aircoach.models import ErrorBody, TurnInProgressBody
 from aircoach.routes.responses import INVALID_BODY, UNAUTHORIZED, unavailable
-from aircoach.turn.conversations import ConversationIdText
+from aircoach.turn.conversations import ConversationIdText, listed_conversations
 from aircoach.turn.records import ConversationSummary
 
 router = APIRouter(prefix="/api", tags=["conversations"])
@@ -46,9 +46,12 @@ async def list_conversations(
 ) -> ConversationList:
     """The caller's conversations (those started with a `conversation_id`), the most recently
     active first, with their first question and last activity. The default conversation
-    (requests without `conversation_id`) is not listed: `GET /api/history` has its turns."""
+    (requests without `conversation_id`) is not listed: `GET /api/history` has its turns.
+    Neither is a conversation stored as `default` (named so before that id was reserved):
+    its turns are the default conversation's."""
     await services.dead_letters.replay(chats)
-    return ConversationList(conversations=await chats.conversations(user.sub, limit=limit))
+    listed = await listed_conversations(chats, user.sub, limit=limit)
+    return ConversationList(conversations=listed)
 
 
 @router.delete(

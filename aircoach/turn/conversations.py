@@ -29,6 +29,7 @@ from aircoach.turn.dead_letters import DeadLetters
 from aircoach.turn.guards import ReservationStore
 from aircoach.turn.log import TurnLogStore
 from aircoach.turn.ports import ChatStore
+from aircoach.turn.records import ConversationSummary
 from aircoach.turn.run import RunningTurns
 
 if TYPE_CHECKING:
@@ -74,6 +75,23 @@ ConversationIdText = Annotated[
     Field(json_schema_extra={"not": {"const": RESERVED_CONVERSATION_ID}}),
     AfterValidator(_not_reserved),
 ]
+
+
+def shown_conversation_id(stored: str | None) -> str | None:
+    """The conversation id a client is shown for a stored turn's: one stored under the
+    reserved id (a client named a conversation so before it was reserved) is the default
+    conversation's, None, as its long-term memory always was; no route takes that id."""
+    return None if stored == RESERVED_CONVERSATION_ID else stored
+
+
+async def listed_conversations(
+    chats: ChatStore, user_id: str, *, limit: int
+) -> list[ConversationSummary]:
+    """The user's conversations that a client can open and delete by id, the most recently
+    active first: one stored under the reserved id is the default conversation (see
+    `shown_conversation_id`), which is not listed."""
+    found = await chats.conversations(user_id, limit=limit + 1)
+    return [c for c in found if c.conversation_id != RESERVED_CONVERSATION_ID][:limit]
 
 
 def conversation_thread(user_id: str, conversation_id: str | None) -> str:

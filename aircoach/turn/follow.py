@@ -6,7 +6,9 @@ once it is stored, just before it writes `done`. When the log has no more events
 no longer runs, the follower reads again for `ENDING_READS` more polls (to let `done` arrive)
 and, if it is still missing, the turn ended without it: its instance died or was frozen when
 its response ended. The follower then ends with a `done` of its own: the stored turn's, or
-`status: "interrupted"`. A client that already read `done` gets nothing more.
+`status: "interrupted"`. A client that already read `done` gets nothing more, nor does one
+whose id runs past the logged `done` (no event of this turn has it): no `done` is made up
+after a real one.
 
 Events are taken only while their numbers follow each other: a batch being written may show
 a later event before an earlier one, and the follower must neither skip nor repeat.
@@ -64,13 +66,26 @@ async def follow(
         ):
             ending += 1
             if ending > ENDING_READS:
-                if after and await _done_at(store, user_id, turn_id, after):
-                    return  # the client has read the end already
+                if after and await _logged_done_by(store, user_id, turn_id, after):
+                    return  # the client has read the end already, or names no event of ours
                 yield LoggedEvent(after + 1, await ended(after + 1))
                 return
         await anyio.sleep(poll_s)
 
 
-async def _done_at(store: TurnLogStore, user_id: str, turn_id: str, seq: int) -> bool:
-    before = await store.read(user_id, turn_id, after=seq - 1, limit=1)
-    return bool(before) and before[0].seq == seq and before[0].type == "done"
+async def _logged_done_by(store: TurnLogStore, user_id: str, turn_id: str, seq: int) -> bool:
+    """Whether the log holds the turn's `done` numbered `seq` or lower. An id past the log
+    with no `done` in it is a client that read events live which the log never got (their
+    instance died): that turn still ends with the `done` made for it."""
+    at = await store.read(user_id, turn_id, after=seq - 1, limit=1)
+    if at and at[0].seq == seq:
+        return at[0].type == "done"
+    # Past the log: only a client's id that this turn never sent gets here, so reading the
+    # whole log once (a few pages at most) to find its `done` costs nothing that matters.
+    last = 0
+    while page := await store.read(user_id, turn_id, after=last, limit=READ_LIMIT):
+        for event in page:
+            if event.type == "done":
+                return event.seq <= seq
+        last = page[-1].seq
+    return False

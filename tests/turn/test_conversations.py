@@ -14,6 +14,7 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from aircoach.settings import Settings
+from aircoach.turn.records import Turn
 from tests.helpers import app_with, asgi_client, chat, services_of
 from tests.mongo_server import MongoServer, mongo_settings
 from tests.scripted_model import Script, ScriptedModels, text
@@ -244,3 +245,48 @@ async def test_default_names_no_client_conversation(client, auth, script):
     assert [t["human"] for t in turns] == ["Studio per il VDS. Cos'è il QNH?"]
     # An id that only starts like it is a client's id as any other.
     assert (await client.delete("/api/conversations/defaults", headers=me)).status_code == 404
+
+
+def _stored(turn_id: str, conversation_id: str, question: str) -> Turn:
+    return Turn(
+        userId="user-1",
+        human=question,
+        system="Risposta",
+        timestamp=f"2025-03-01T10:00:{int(turn_id[-2:]):02d}.000000+00:00",
+        prompt_version="abc123",
+        model="scripted",
+        thread_id=f"user-1:{conversation_id}:vabc123",
+        turn_id=turn_id,
+        conversation_id=conversation_id,
+    )
+
+
+async def test_a_conversation_stored_as_default_before_the_id_was_reserved_is_the_default_one(
+    shared_settings: Settings, auth: Callable[..., dict[str, str]]
+):
+    """A client may have named a conversation `default` before that id was reserved: no
+    route takes the id now, so none shows it; its turns count as the default conversation's
+    (as its long-term memory always did)."""
+    app = app_with(shared_settings)
+    chats = services_of(app).chats
+    await chats.append_turn(_stored("18eb0000000000000000aa01", "alfa", "Domanda alfa"))
+    legacy = _stored("18eb0000000000000000aa02", "default", "Domanda di prima")
+    await chats.append_turn(legacy)  # the most recently active
+    me = auth()
+    async with asgi_client(app) as client:
+        for limit in (1, 50):
+            listed = (await client.get(f"/api/conversations?limit={limit}", headers=me)).json()[
+                "conversations"
+            ]
+            assert [c["conversation_id"] for c in listed] == ["alfa"], limit
+        # Every listed id opens.
+        opened = await client.get("/api/history?conversation_id=alfa", headers=me)
+        assert [t["human"] for t in opened.json()["turns"]] == ["Domanda alfa"]
+
+        turns = (await client.get("/api/history", headers=me)).json()["turns"]
+        assert [(t["human"], t["conversation_id"]) for t in turns] == [
+            ("Domanda di prima", None),
+            ("Domanda alfa", "alfa"),
+        ]
+        one = (await client.get(f"/api/turns/{legacy.turn_id}", headers=me)).json()
+        assert one["conversation_id"] is None

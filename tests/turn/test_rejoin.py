@@ -32,3 +32,17 @@ async def test_a_client_past_the_rebuilt_numbers_still_gets_done(settings, auth,
     rebuilt = parse_sse(response.text)
     assert [e["type"] for e in rebuilt] == ["done"]
     assert rebuilt[0]["turn_id"] == done["turn_id"] and rebuilt[0]["status"] == "ok"
+
+
+async def test_a_client_at_or_past_a_logged_done_gets_an_empty_stream(settings, auth):
+    app = app_with(settings, models=ScriptedModels(Script([text("ciao a te")])))
+    async with asgi_client(app) as client:
+        events = await chat(client, auth(), "ciao")
+        done_id = len(events)  # the events are numbered 1, 2, ...: `done` is the last
+        for last_read in (done_id, done_id + 3):
+            response = await client.get(
+                f"/api/turns/{events[-1]['turn_id']}/events",
+                headers={**auth(), "Last-Event-ID": str(last_read)},
+            )
+            assert response.status_code == 200, response.text
+            assert parse_sse(response.text) == [], last_read

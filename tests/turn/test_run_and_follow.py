@@ -238,6 +238,54 @@ async def test_a_turn_that_ended_without_done_ends_its_followers_as_interrupted(
     ] == [LoggedEvent(1, {"type": "done", "status": "interrupted"})]
 
 
+async def test_a_client_at_or_past_a_logged_done_gets_nothing_more(two):
+    a, b = two
+    logged = [
+        LoggedEvent(1, {"type": "agent_message", "content": "ciao "}),
+        LoggedEvent(2, {"type": "done", "status": "ok"}),
+    ]
+    await a.finish("alice", "t1", logged, expires_at=time.time() + 60)
+
+    async def rest(after: int) -> list[LoggedEvent]:
+        with anyio.fail_after(WAIT_S):
+            return [
+                e
+                async for e in follow(
+                    b,
+                    "alice",
+                    "t1",
+                    after=after,
+                    ended=ended_interrupted,
+                    poll_s=0.01,
+                    give_up_s=WAIT_S,
+                )
+            ]
+
+    assert await rest(1) == logged[1:]
+    assert await rest(2) == []
+    # An id past the turn's `done` is none of this turn's: no `done` 10 made up for it.
+    assert await rest(9) == []
+
+
+async def test_a_client_past_the_log_of_a_turn_that_died_gets_its_interrupted_done(two):
+    a, b = two
+    # The client read events 1..5 live; the instance froze before it logged past 1.
+    await a.append(
+        "alice",
+        "t1",
+        [LoggedEvent(1, {"type": "agent_message", "content": "mezza "})],
+        expires_at=time.time() + 60,
+    )
+    with anyio.fail_after(WAIT_S):
+        followed = [
+            e
+            async for e in follow(
+                b, "alice", "t1", after=5, ended=ended_interrupted, poll_s=0.01, give_up_s=WAIT_S
+            )
+        ]
+    assert followed == [LoggedEvent(6, {"type": "done", "status": "interrupted"})]
+
+
 async def test_a_cancel_from_another_instance_stops_the_turn(two):
     a, b = two
     now = time.time()
