@@ -113,9 +113,23 @@ def _stem(word: str) -> str:
     return lower[:-1] if len(lower) > 4 and lower[-1] in "aeiou" else lower
 
 
+# A verb with its pronouns attached ("spiegamelo", "ripetimelo", "spiegarmelo").
+_CLITIC = re.compile(r"(?:(?:me|te|ce|ve|glie)?(?:lo|la|li|le|ne)|mi|ti|ci)$")
+
+
+def _bare(word: str) -> bool:
+    """Whether a word asks for more of the topic: one of `_BARE`, or one with its pronouns
+    attached (`spiegamelo` is `spiega`, `spiegarmelo` is `spiegare`)."""
+    lower = word.lower()
+    if lower in _BARE:
+        return True
+    verb = _CLITIC.sub("", lower)
+    return verb != lower and (verb in _BARE or f"{verb}e" in _BARE)
+
+
 def own_words(question: str) -> list[str]:
     """The content words that could name a subject: not a follow-up's own vocabulary."""
-    return [w for w in _content(question) if w.lower() not in _BARE]
+    return [w for w in _content(question) if not _bare(w)]
 
 
 def is_followup(question: str, *, has_topic: bool) -> bool:

@@ -49,15 +49,28 @@ def fallback_ref(settings: ModelSettings) -> ModelRef | None:
     return ModelRef.parse(settings.model_fallback) if settings.model_fallback else None
 
 
+def base_url_for(settings: ModelSettings, ref: ModelRef) -> str | None:
+    """`MODEL_BASE_URL` for a model of the primary's provider (the primary, and a fallback of
+    the same provider: both go through the gateway or server it names); None for another
+    provider, whose client then reads its own `GEMINI_BASE_URL` or `OPENAI_BASE_URL` (a
+    Gemini endpoint means nothing to an OpenAI client)."""
+    if ref.provider == settings.resolved_model_provider:
+        return settings.model_base_url
+    return None
+
+
 def build_model(settings: ModelSettings, tools: list[ToolSpec]) -> BaseChatModel:
     """The primary model: `MODEL_PROVIDER` (or the provider a key implies) and `MODEL_NAME`."""
-    return _build(settings, tools, primary_ref(settings), base_url=settings.model_base_url)
+    ref = primary_ref(settings)
+    return _build(settings, tools, ref, base_url=base_url_for(settings, ref))
 
 
 def build_fallback_model(settings: ModelSettings, tools: list[ToolSpec]) -> BaseChatModel | None:
     """The second model of `MODEL_FALLBACK`, or None when it is not set."""
     ref = fallback_ref(settings)
-    return None if ref is None else _build(settings, tools, ref, base_url=None)
+    return (
+        None if ref is None else _build(settings, tools, ref, base_url=base_url_for(settings, ref))
+    )
 
 
 def build_provider_model(

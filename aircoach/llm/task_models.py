@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from aircoach.llm.factory import ModelRef, build_provider_model, fallback_ref, primary_ref
+from aircoach.llm.factory import base_url_for, build_provider_model, fallback_ref, primary_ref
 from aircoach.settings import ModelSettings
 from aircoach.tasks.models import (
     OfflineTaskModel,
@@ -75,15 +75,12 @@ class ConfiguredTaskModels:
 
     async def open(self, which: Which, *, temperature: float) -> StructuredModel | None:
         settings = self.settings
-        ref: ModelRef | None
-        if which == "primary":
-            ref, base_url = primary_ref(settings), settings.model_base_url
-        else:
-            ref, base_url = fallback_ref(settings), None
+        ref = primary_ref(settings) if which == "primary" else fallback_ref(settings)
         if ref is None:
             return None
         if ref.provider == "offline":
             return OfflineTaskModel()
         await shared_tls_context()  # built off the loop, once
+        base_url = base_url_for(settings, ref)
         chat_model = build_provider_model(settings, ref, base_url=base_url, temperature=temperature)
         return ProviderTaskModel(chat_model, ref.provider)

@@ -117,7 +117,16 @@ def test_the_thread_view_is_what_the_model_is_shown():
 
 @pytest.mark.parametrize(
     "question",
-    ["perché?", "fammi un esempio", "come mai?", "in virata?", "perche e pericoloso?"],
+    [
+        "perché?",
+        "fammi un esempio",
+        "come mai?",
+        "in virata?",
+        "perche e pericoloso?",
+        "spiegamelo meglio",
+        "me lo ripeti?",
+        "puoi ripetermelo?",
+    ],
 )
 def test_a_bare_followup_borrows_the_topic(question):
     assert is_followup(question, has_topic=True)

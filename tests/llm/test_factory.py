@@ -11,6 +11,7 @@ import pytest
 
 from aircoach.errors import ConfigError
 from aircoach.llm.factory import ModelRef, build_fallback_model, build_model
+from aircoach.llm.task_models import ConfiguredTaskModels, ProviderTaskModel
 from aircoach.settings import ROOT, Settings
 from aircoach.turn.providers import model_label
 
@@ -73,6 +74,23 @@ def test_fallback_parses_provider_and_tagged_name():
     )
     assert model_label(build_fallback_model(settings, [])) == "gemini-2.5-flash-lite"
     assert build_fallback_model(_settings(), []) is None
+
+
+@pytest.mark.integration  # builds Gemini and OpenAI clients: imports both SDKs (about 1.5 s)
+async def test_a_task_fallback_of_the_primarys_provider_uses_model_base_url():
+    """As the chat's fallback (tests/llm/test_failures.py, over loopback): MODEL_BASE_URL for
+    the primary's provider, the provider's own setting for another one."""
+    gateway, ollama = "http://127.0.0.1:9/gateway", "http://127.0.0.1:9/v1"
+    both = {"google_api_key": "k", "model_base_url": gateway, "openai_base_url": ollama}
+    same = _settings(**both, model_fallback="gemini:gemini-2.5-flash-lite")
+    other = _settings(**both, model_fallback="openai:llama")
+    gemini = await ConfiguredTaskModels(same).open("fallback", temperature=0)
+    openai = await ConfiguredTaskModels(other).open("fallback", temperature=0)
+    assert isinstance(gemini, ProviderTaskModel) and isinstance(openai, ProviderTaskModel)
+    assert gemini.chat_model.base_url == gateway  # type: ignore[attr-defined]
+    assert openai.chat_model.openai_api_base == ollama  # type: ignore[attr-defined]
+    await gemini.aclose()
+    await openai.aclose()
 
 
 @pytest.mark.parametrize(

@@ -191,3 +191,38 @@ async def test_a_json_turn_falls_back_even_after_text_was_written(
         "fake-llama",
     )
     assert (turns[0].status, turns[0].system, turns[0].model) == ("ok", answer, "fake-llama")
+
+
+async def test_a_fallback_of_the_primarys_provider_goes_to_model_base_url(
+    gemini_api, gemini_settings, auth
+):
+    """MODEL_BASE_URL (a gateway, here the fake Gemini) is where the primary's provider is
+    reached: a Gemini fallback goes there too, not to Google's own endpoint."""
+    gemini_api.script(gemini_error(503), gemini_text("Lo stallo è la perdita di portanza."))
+    settings = gemini_settings(model_fallback="gemini:gemini-2.5-flash-lite")
+    events, turns = await _turn(settings, auth)
+
+    assert [e["type"] for e in events] == ["agent_message", "done"]
+    assert events[-1]["model"] == turns[0].model == "gemini-2.5-flash-lite"
+    first, second = gemini_api.requests
+    assert "/models/gemini-2.5-flash:" in first.path
+    assert "/models/gemini-2.5-flash-lite:" in second.path
+
+
+async def test_an_openai_fallback_of_an_openai_primary_uses_model_base_url(
+    openai_api, model_settings, auth
+):
+    """A local server named by MODEL_BASE_URL alone (no key, no OPENAI_BASE_URL) serves both
+    models, as the settings' start-up check already accepts."""
+    openai_api.script(openai_error(500), openai_text("Lo stallo è la perdita di portanza."))
+    settings = model_settings(
+        model_provider="openai",
+        model_name="fake-llama",
+        model_base_url=f"{openai_api.url}/v1",
+        model_fallback="openai:fake-qwen",
+    )
+    events, turns = await _turn(settings, auth)
+
+    assert [e["type"] for e in events] == ["agent_message", "done"]
+    assert events[-1]["model"] == turns[0].model == "fake-qwen"
+    assert [r.body["model"] for r in openai_api.requests] == ["fake-llama", "fake-qwen"]

@@ -203,3 +203,24 @@ def test_each_part_of_a_question_is_answered_and_cited():
 def test_a_question_is_split_into_the_parts_that_ask_something(question, asked):
     plan = offline_course.plan_search([HumanMessage(question)], question)
     assert len(plan.queries) == asked or (asked == 1 and plan.clarify is not None)
+
+
+@pytest.mark.parametrize("greeting", ["Ciao, chi sei?", "ciao", "Buongiorno!", "cosa sai fare?"])
+async def test_a_greeting_after_a_theory_turn_gets_the_introduction_not_the_topic(
+    client, auth, greeting
+):
+    await chat(client, auth(), "Che cos'è il QNH?", conversation_id="qnh")
+    events = await chat(client, auth(), greeting, conversation_id="qnh")
+    assert _tools(events) == []
+    assert _answer(events).startswith(f"{NOTICE} Ciao! Sono AIR Coach")
+
+
+@pytest.mark.parametrize(
+    "followup", ["e perché?", "spiegamelo meglio", "fammi un esempio", "non ho capito"]
+)
+async def test_a_bare_followup_after_a_theory_turn_keeps_the_topic(client, auth, followup):
+    await chat(client, auth(), "Che cos'è il QNH?", conversation_id="qnh")
+    events = await chat(client, auth(), followup, conversation_id="qnh")
+    assert _tools(events)[0] == "kb_search"
+    assert events[0]["arguments"]["query"].startswith("QNH")  # the topic, searched first
+    assert "Sono AIR Coach" not in _answer(events)
