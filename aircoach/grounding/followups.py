@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aircoach.stopwords import STOPWORDS
+from aircoach.text import fold
 
 MAX_TOPIC_KEYWORDS = 6
 TOPIC_QUESTIONS = 3  # the student's last questions the topic is taken from
@@ -127,6 +128,28 @@ def _bare(word: str) -> bool:
     return verb != lower and (verb in _BARE or f"{verb}e" in _BARE)
 
 
+_GREETING_WORDS_TEXT = """
+    ciao salve buongiorno buonasera buonanotte buon pomeriggio hey ehi hello hi coach aircoach
+    air grazie mille allora ok okay bene come stai va tutto
+"""
+_GREETING_WORDS = frozenset(_GREETING_WORDS_TEXT.split())
+_ABOUT_YOU = re.compile(
+    r"\b(?:chi sei|chi e aircoach|cosa sei|che cosa sei|cosa (?:sai|puoi) fare|che cosa (?:sai|puoi) fare"
+    r"|come (?:mi )?puoi aiutar\w*|in cosa (?:mi )?puoi aiutar\w*|presentati|cosa fai|come funzioni"
+    r"|aiuto|help)\b"
+)
+
+
+def is_greeting(query: str) -> bool:
+    """A greeting or a question about the coach itself ("Ciao, chi sei?"), with nothing else
+    in it: "Ciao, cos'è lo stallo?" is a theory question."""
+    folded = fold(query)
+    if _ABOUT_YOU.search(folded):
+        return True
+    meaningful = [w for w in re.findall(r"[a-z0-9]+", folded) if w not in _GREETING_WORDS]
+    return bool(folded.strip()) and not meaningful
+
+
 def own_words(question: str) -> list[str]:
     """The content words that could name a subject: not a follow-up's own vocabulary."""
     return [w for w in _content(question) if not _bare(w)]
@@ -144,7 +167,9 @@ def is_followup(question: str, *, has_topic: bool) -> bool:
         return True
     own = own_words(question)
     if not own:
-        return True  # "perché?", "fammi un esempio", "come mai?"
+        # "perché?", "fammi un esempio", "come mai?"; not "Ciao, chi sei?", which has no
+        # content word either.
+        return not is_greeting(question)
     if len(tokens) >= SHORT_QUESTION_WORDS:
         return False
     if first in _WHY and len(own) == 1 and len(tokens) <= 3:

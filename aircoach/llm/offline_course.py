@@ -30,31 +30,14 @@ MAX_PARTS = 3  # the parts of one question searched on their own
 
 _RESULT = re.compile(r"^- \[(?P<ref>[^\]]+)\] \((?P<materia>[^)]*)\) score=\S*: (?P<text>.+)$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-ZÀ-Ý«\"(0-9])")
-_GREETING_WORDS_TEXT = """
-    ciao salve buongiorno buonasera buonanotte buon pomeriggio hey ehi hello hi coach aircoach
-    air grazie mille allora ok okay bene come stai va tutto
-"""
-_GREETING_WORDS = frozenset(_GREETING_WORDS_TEXT.split())
-_ABOUT_YOU = re.compile(
-    r"\b(?:chi sei|chi e aircoach|cosa sei|che cosa sei|cosa (?:sai|puoi) fare|che cosa (?:sai|puoi) fare"
-    r"|come (?:mi )?puoi aiutar\w*|in cosa (?:mi )?puoi aiutar\w*|presentati|cosa fai|come funzioni"
-    r"|aiuto|help)\b"
-)
+# A greeting or a question about the coach: the follow-up rules know it too, so that it never
+# borrows the conversation's topic (offline.py asks it here, not in grounding).
+is_greeting = followups.is_greeting
 _INSTRUCTIONS = re.compile(
     r"\b(?:system prompt|prompt di sistema|prompt|tue istruzioni|tuoi ordini|tue regole"
     r"|istruzioni (?:di sistema|iniziali|precedenti|interne|nascoste|del coach|che hai ricevuto)"
     r"|come sei (?:stato )?(?:programmato|configurato|istruito))\b"
 )
-
-
-def is_greeting(query: str) -> bool:
-    """A greeting or a question about the coach itself ("Ciao, chi sei?"), with nothing else
-    in it: "Ciao, cos'è lo stallo?" is a theory question."""
-    folded = fold(query)
-    if _ABOUT_YOU.search(folded):
-        return True
-    meaningful = [w for w in re.findall(r"[a-z0-9]+", folded) if w not in _GREETING_WORDS]
-    return bool(folded.strip()) and not meaningful
 
 
 def asks_for_instructions(query: str) -> bool:

@@ -153,3 +153,9 @@ def test_a_change_of_subject_resets_the_topic():
 def test_a_self_contained_search_of_a_model_is_not_expanded():
     assert expanded_search({"query": "microburst in finale"}, ["wind", "shear"]) is None
     assert expanded_search({"query": "perché?"}, ["carburatore"]) == ("query", "carburatore perché")
+
+
+@pytest.mark.parametrize("question", ["Ciao, chi sei?", "ciao", "grazie mille", "cosa sai fare?"])
+def test_a_greeting_after_a_topic_is_no_followup(question):
+    """It has no content word either; the prompt of a real model said it followed up QNH."""
+    assert not is_followup(question, has_topic=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import HumanMessage
 
+from aircoach.grounding import followups
 from aircoach.llm import offline_answer, offline_course
 from aircoach.settings import ROOT
 from tests.helpers import chat
@@ -119,7 +120,7 @@ async def test_without_kb_search_it_says_the_course_search_is_off(client, auth):
     ],
 )
 def test_what_reads_as_a_greeting(query, greeting):
-    assert offline_course.is_greeting(query) is greeting
+    assert followups.is_greeting(query) is greeting
 
 
 @pytest.mark.parametrize(
