@@ -182,6 +182,10 @@ CATALOGUE: dict[str, Text] = {
         it="L'elemento {review_id!r} è già stato risolto.",
         en="review item {review_id!r} is resolved already",
     ),
+    "review_item_dismissed": Text(
+        it="L'elemento {review_id!r} è stato archiviato senza risultato.",
+        en="review item {review_id!r} was dismissed",
+    ),
     "task_gone": Text(
         it="Il task {task!r} non è più nei documenti.", en="task {task!r} is no longer in the docs"
     ),

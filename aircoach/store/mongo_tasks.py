@@ -253,6 +253,21 @@ class MongoReviewQueue:
         )
         return result.modified_count == 1
 
+    async def dismiss(self, review_id: str, *, by: str, at: str, note: str) -> bool:
+        update = {
+            "$set": {
+                "status": "dismissed",
+                "resolved_by": by,
+                "resolved_at": at,
+                "dismissal_note": note,
+            }
+        }
+        result = await self._db.run(
+            REVIEW_QUEUE,
+            lambda c: c.update_one({"review_id": review_id, "status": "open"}, update),
+        )
+        return result.modified_count == 1
+
     async def reopen(self, review_id: str) -> None:
         update = {
             "$set": {

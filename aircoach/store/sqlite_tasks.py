@@ -310,6 +310,18 @@ class SqliteReviewQueue:
 
         return await self._db.run(update)
 
+    async def dismiss(self, review_id: str, *, by: str, at: str, note: str) -> bool:
+        def update(c: sqlite3.Connection) -> bool:
+            cursor = c.execute(
+                "UPDATE task_review_queue SET status = 'dismissed', resolved_by = ?, "
+                "resolved_at = ?, doc = json_set(doc, '$.dismissal_note', ?) "
+                "WHERE review_id = ? AND status = 'open'",
+                (by, at, note, review_id),
+            )
+            return cursor.rowcount == 1
+
+        return await self._db.run(update)
+
     async def queue_stats(self, task: str | None) -> list[QueueStats]:
         sql = (
             "SELECT task, COUNT(*) AS n, MIN(review_id) AS oldest FROM task_review_queue "

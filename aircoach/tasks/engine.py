@@ -69,7 +69,7 @@ class InvalidOutput(Exception):
 
 
 class AlreadyResolved(Exception):
-    """The review item was resolved already (or meanwhile, by someone else)."""
+    """The review item was resolved or dismissed already (or meanwhile, by someone else)."""
 
 
 @dataclass(frozen=True)
@@ -527,6 +527,30 @@ class TaskEngine:
                 await self.stores.reviews.reopen(item.review_id)
             raise
         return run
+
+    async def dismiss_review(self, item: ReviewItem, *, reviewer: str, note: str) -> ReviewItem:
+        """Close an open item with no run and no verdict (its input outdated, its task
+        gone...); `note` says why. Returns the item as stored now. Raises `AlreadyResolved` or
+        `StoreUnavailable`."""
+        at = now_iso()
+        if not await self.stores.reviews.dismiss(item.review_id, by=reviewer, at=at, note=note):
+            raise AlreadyResolved(item.review_id)
+        log.info(
+            "review_dismissed task=%s review_id=%s run_id=%s reason=%s",
+            item.task,
+            item.review_id,
+            item.run_id,
+            item.reason,
+        )
+        await self._observe_queue(item.task)
+        return item.model_copy(
+            update={
+                "status": "dismissed",
+                "resolved_by": reviewer,
+                "resolved_at": at,
+                "dismissal_note": note,
+            }
+        )
 
 
 def kind_confidence(definition: TaskDefinition, output: dict[str, Any]) -> float | None:

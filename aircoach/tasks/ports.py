@@ -122,6 +122,11 @@ class ReviewQueueStore(Protocol):
         reviewers cannot both resolve it)."""
         ...
 
+    async def dismiss(self, review_id: str, *, by: str, at: str, note: str) -> bool:
+        """Mark an open item dismissed (it leaves the queue with no run); False when it was
+        not open (atomic, as `resolve`)."""
+        ...
+
     async def queue_stats(self, task: str | None) -> list[QueueStats]:
         """Open items per task (one task when given) and the oldest one's time."""
         ...

@@ -19,6 +19,7 @@ from aircoach.tasks.records import (
 )
 
 MAX_BATCH = 50
+MAX_NOTE_CHARS = 500
 _PREVIEW_CHARS = 200
 
 
@@ -154,6 +155,20 @@ class ReviewDetail(ReviewItem):
         description="What the model reads for this input with the current task docs (the "
         "canonical text and the candidates a keyword must be picked from); null when the "
         "task is no longer in the docs, or the queued input no longer validates for it.",
+    )
+
+
+class DismissRequest(BaseModel):
+    """Close a queued item with no run: its input no longer validates for the task, its task
+    left the docs, or it needs no output."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    note: str = Field(
+        min_length=1,
+        max_length=MAX_NOTE_CHARS,
+        pattern=r"\S",
+        description="Why it is dismissed (kept with the item).",
     )
 
 
