@@ -158,6 +158,14 @@ class SqliteTaskRunStore:
         )
         return TaskRun.model_validate_json(row["doc"]) if row else None
 
+    async def stored(self, run_ids: list[str]) -> set[str]:
+        if not run_ids:
+            return set()
+        marks = ", ".join("?" * len(run_ids))
+        sql = f"SELECT run_id FROM task_runs WHERE run_id IN ({marks})"
+        rows = await self._db.run(lambda c: c.execute(sql, run_ids).fetchall())
+        return {r["run_id"] for r in rows}
+
 
 def _claim(c: sqlite3.Connection, key: str, input_hash: str, now: float, lease_s: float) -> Claim:
     inserted = c.execute(

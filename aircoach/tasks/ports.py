@@ -75,6 +75,10 @@ class TaskRunStore(Protocol):
 
     async def get_run(self, run_id: str) -> TaskRun | None: ...
 
+    async def stored(self, run_ids: list[str]) -> set[str]:
+        """Which of `run_ids` are stored (their ids only: no document is read)."""
+        ...
+
     async def list_runs(self, where: RunFilter, *, limit: int, before: str | None) -> list[TaskRun]:
         """Newest first; `before`: a run id (the cursor), runs older than it."""
         ...

@@ -13,7 +13,7 @@ from aircoach.tasks.contacts import seed_demo_contacts
 from aircoach.tasks.models import StructuredRequest
 from aircoach.tasks.ports import TaskStores
 from tests.helpers import app_with, asgi_client, copy_prompt_docs
-from tests.tasks.failing_stores import DownRuns, UnmarkedKeys
+from tests.tasks.failing_stores import DownRuns, UnmarkedKeys, UnstoredRuns
 from tests.tasks.scripted import ScriptedTaskModels
 
 RUN = ["tasks:email_triage"]
@@ -434,6 +434,7 @@ async def test_an_item_queued_under_an_older_input_is_refused_by_name_then_dismi
         detail = await client.get("/api/tasks/review/r-old", headers=reviewer)
         assert detail.status_code == 200, detail.text
         assert detail.json()["input"] == old_input and detail.json()["model_input"] is None
+        assert detail.json()["run_stored"] is True
         url = "/api/tasks/review/r-old/resolve"
         refused = await client.post(url, json={"confirm": True}, headers=reviewer)
         assert refused.status_code == 422, refused.text
@@ -474,6 +475,63 @@ async def test_an_item_queued_under_an_older_input_is_refused_by_name_then_dismi
             assert again.status_code == 409 and "'r-old'" in again.json()["message"]
         # A dismissal records no verdict: the run stays out of the eval set.
         assert (await stores.runs.get_run("run-old")).verdict is None
+
+
+async def test_a_doubtful_run_that_was_never_stored_leaves_an_item_that_says_so(
+    store_settings, auth
+):
+    # Before, the item looked like any other, pointed at a run that `GET /runs/{id}` did not
+    # know, and its confirmation answered 200 with a verdict recorded on nothing.
+    from aircoach.services import build_task_stores
+
+    doubtful = store_settings.model_copy(update={"task_review_below": {"email_triage": 0.95}})
+    real = build_task_stores(doubtful)
+    down = TaskStores(UnstoredRuns(real.runs), real.reviews, real.contacts)
+    async with asgi_client(app_with(doubtful, task_stores=down)) as client:
+        failed = await client.post(
+            "/api/tasks/email_triage", json=MAIL, headers=auth(permissions=RUN)
+        )
+        assert failed.status_code == 503 and failed.json()["error"] == "store_unavailable"
+    reviewer = auth("rev-1", permissions=REVIEW)
+    async with asgi_client(app_with(doubtful, task_stores=real)) as client:
+        (orphan,) = (await client.get("/api/tasks/review", headers=reviewer)).json()["items"]
+        assert orphan["reason"] == "low_confidence" and orphan["run_stored"] is False
+        url = f"/api/tasks/review/{orphan['review_id']}"
+        detail = (await client.get(url, headers=reviewer)).json()
+        assert detail["run_stored"] is False
+        assert (
+            await client.get(f"/api/tasks/runs/{detail['run_id']}", headers=reviewer)
+        ).status_code == 404
+        output = json.loads(json.dumps(detail["output"]))
+        for topic in output["topics"]:
+            topic["keywords"] = [
+                {"candidate_id": k["candidate_id"], "term": k["term"]} for k in topic["keywords"]
+            ]
+        for body in ({"confirm": True}, {"output": output}):
+            refused = await client.post(f"{url}/resolve", json=body, headers=reviewer)
+            assert refused.status_code == 409, refused.text
+            assert refused.json()["error"] == "conflict"
+            assert repr(detail["run_id"]) in refused.json()["message"]
+        assert (await client.get("/api/tasks/runs?source=review", headers=reviewer)).json()[
+            "items"
+        ] == []
+
+        # The caller sends it again: this run is stored, and its item says so.
+        again = await client.post(
+            "/api/tasks/email_triage", json=MAIL, headers=auth(permissions=RUN)
+        )
+        assert again.status_code == 200 and again.json()["low_confidence"] is True
+        listed = (await client.get("/api/tasks/review", headers=reviewer)).json()["items"]
+        assert [(i["review_id"], i["run_stored"]) for i in listed] == [
+            (orphan["review_id"], False),
+            (again.json()["review_id"], True),
+        ]
+        dismissed = await client.post(
+            f"{url}/dismiss", json={"note": "its run was never stored"}, headers=reviewer
+        )
+        assert dismissed.status_code == 200, dismissed.text
+        (left,) = (await client.get("/api/tasks/review", headers=reviewer)).json()["items"]
+        assert left["review_id"] == again.json()["review_id"]
 
 
 async def test_an_invalid_task_is_refused_on_reload_and_the_last_good_keeps_serving(

@@ -166,6 +166,16 @@ async def test_a_dismissal_is_once_only_and_leaves_the_queue(stores: TaskStores)
     assert not await stores.reviews.dismiss("missing", by="b", at="t", note="x")
 
 
+async def test_stored_names_the_runs_that_are_stored(stores: TaskStores):
+    runs = [make_run() for _ in range(3)]
+    for run in runs[:2]:
+        await stores.runs.insert_run(run)
+    ids = [r.run_id for r in runs]
+    assert await stores.runs.stored(ids) == set(ids[:2])
+    assert await stores.runs.stored([ids[2]]) == set()
+    assert await stores.runs.stored([]) == set()
+
+
 async def test_contacts_upsert_by_key_and_find(stores: TaskStores):
     anna = Contact(email="Anna.Verdi@Example.it", name="Anna Verdi", kind="allievo")
     club = Contact(domain="aeroclub.it", name="Aero Club", kind="partner")
