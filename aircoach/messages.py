@@ -182,6 +182,17 @@ CATALOGUE: dict[str, Text] = {
         it="L'elemento {review_id!r} è già stato risolto.",
         en="review item {review_id!r} is resolved already",
     ),
+    "review_item_dismissed": Text(
+        it="L'elemento {review_id!r} è stato archiviato senza risultato.",
+        en="review item {review_id!r} was dismissed",
+    ),
+    "review_run_missing": Text(
+        it="L'esecuzione {run_id!r} che ha messo in coda l'elemento {review_id!r} non è stata "
+        "salvata: non c'è un risultato da confermare o correggere. Archivia l'elemento "
+        "(dismiss).",
+        en="run {run_id!r}, which queued review item {review_id!r}, was never stored: there is "
+        "no run to confirm or correct; dismiss the item",
+    ),
     "task_gone": Text(
         it="Il task {task!r} non è più nei documenti.", en="task {task!r} is no longer in the docs"
     ),

@@ -34,13 +34,14 @@ from aircoach.routes.responses import (
 from aircoach.services import Services
 from aircoach.tasks.batch import run_batch
 from aircoach.tasks.definition import TaskCatalog, TaskDefinition
-from aircoach.tasks.engine import AlreadyResolved, InvalidOutput, TaskFailed
+from aircoach.tasks.engine import AlreadyResolved, InvalidOutput, RunMissing, TaskFailed
 from aircoach.tasks.once import MAX_KEY_CHARS, KeyBusy, KeyReused, http_key, run_once
 from aircoach.tasks.ports import RunFilter, utc_time
-from aircoach.tasks.records import ReviewStatus, TaskRun
+from aircoach.tasks.records import ReviewItem, ReviewStatus, TaskRun
 from aircoach.tasks.schemas import (
     MAX_BATCH,
     BatchResponse,
+    DismissRequest,
     InvalidOutputBody,
     ResolveRequest,
     ReviewDetail,
@@ -343,13 +344,14 @@ async def list_review_queue(
         str | None, Query(max_length=64, description="`next_after` of the previous page")
     ] = None,
 ) -> ReviewPage:
-    """Inputs no model could turn into a valid output, oldest first. Needs `tasks:review`."""
+    """Inputs no model could turn into a valid output, and doubtful outputs, oldest first;
+    `status` `open` (the default), `resolved` or `dismissed`. Needs `tasks:review`."""
     _require(user, services.settings.task_review_permission)
-    items = await services.task_stores.reviews.list_items(
-        status=status, task=task, limit=limit, after=after
-    )
+    stores = services.task_stores
+    items = await stores.reviews.list_items(status=status, task=task, limit=limit, after=after)
+    stored = await stores.runs.stored([i.run_id for i in items])
     return ReviewPage(
-        items=[ReviewSummary.of(i) for i in items],
+        items=[ReviewSummary.of(i, run_stored=i.run_id in stored) for i in items],
         next_after=items[-1].review_id if len(items) == limit else None,
     )
 
@@ -358,12 +360,14 @@ async def list_review_queue(
     "/review/{review_id}", responses={**UNAUTHORIZED, **_FORBIDDEN, **_NOT_FOUND, **_UNAVAILABLE}
 )
 async def get_review_item(review_id: str, user: CurrentUser, services: ServicesDep) -> ReviewDetail:
-    """One queued input: its attempts (raw answers and errors), its PipelineVersion, and what
-    the model reads for it now (the candidates a corrected output must pick from)."""
+    """One queued input: its attempts (raw answers and errors), its PipelineVersion, what
+    the model reads for it now (the candidates a corrected output must pick from), and
+    whether the run that queued it is stored."""
     _require(user, services.settings.task_review_permission)
     item = await services.task_stores.reviews.get_item(review_id)
     if item is None:
         raise NotFound("no_review_item", review_id=review_id[:64])
+    run_stored = bool(await services.task_stores.runs.stored([item.run_id]))
     definition = (await _catalog(services)).get(item.task)
     model_input = None
     task_input = _stored_input(definition, item.input) if definition is not None else None
@@ -372,7 +376,7 @@ async def get_review_item(review_id: str, user: CurrentUser, services: ServicesD
             lambda: definition.kind.prepare(definition, task_input, shrink=False)
         )
         model_input = prepared.payload
-    return ReviewDetail(**item.model_dump(), model_input=model_input)
+    return ReviewDetail(**item.model_dump(), model_input=model_input, run_stored=run_stored)
 
 
 @router.post(
@@ -382,7 +386,12 @@ async def get_review_item(review_id: str, user: CurrentUser, services: ServicesD
         **UNAUTHORIZED,
         **_FORBIDDEN,
         404: {"model": ErrorBody, "description": "No such item, or its task left the docs."},
-        409: {"model": ErrorBody, "description": "The item is resolved already (`conflict`)."},
+        409: {
+            "model": ErrorBody,
+            "description": "The item is resolved or dismissed already, or it is a "
+            "low-confidence item whose run was never stored (`run_stored: false`: dismiss it) "
+            "(`conflict`).",
+        },
         422: {
             "model": InvalidOutputBody | ValidationErrorBody,
             "description": "The output does not pass the task's stages (`invalid_output`), "
@@ -404,11 +413,7 @@ async def resolve_review_item(
     run with `source: "review"`, the verdict also with the run that queued the item (the
     eval set of `aircoach tasks export-reviews`); the item is then `resolved`. Needs
     `tasks:review` (checked before the body is read)."""
-    item = await services.task_stores.reviews.get_item(review_id)
-    if item is None:
-        raise NotFound("no_review_item", review_id=review_id[:64])
-    if item.status != "open":
-        raise Conflict("review_item_resolved", review_id=review_id[:64])
+    item = await _open_item(services, review_id)
     definition = (await _catalog(services)).get(item.task)
     if definition is None:
         raise NotFound("task_gone", task=item.task)
@@ -426,7 +431,53 @@ async def resolve_review_item(
         return JSONResponse(invalid.model_dump(), status_code=422)  # type: ignore[return-value]
     except AlreadyResolved:
         raise Conflict("review_item_resolved", review_id=review_id[:64]) from None
+    except RunMissing:
+        raise Conflict(
+            "review_run_missing", review_id=review_id[:64], run_id=item.run_id[:64]
+        ) from None
     return TaskResult.from_run(run)
+
+
+@router.post(
+    "/review/{review_id}/dismiss",
+    responses={
+        **UNPARSABLE_BODY,
+        **UNAUTHORIZED,
+        **_FORBIDDEN,
+        404: {"model": ErrorBody, "description": "No such item (`not_found`)."},
+        409: {
+            "model": ErrorBody,
+            "description": "The item is resolved or dismissed already (`conflict`).",
+        },
+        422: {"model": ValidationErrorBody, "description": "The body does not validate."},
+        **_UNAVAILABLE,
+    },
+)
+@needs_permission("task_review_permission")  # under @router.post: set before it registers
+async def dismiss_review_item(
+    review_id: str, body: DismissRequest, user: CurrentUser, services: ServicesDep
+) -> ReviewItem:
+    """Close a queued item with no run and no verdict, with a `note` saying why: for an item
+    that cannot be resolved (its input queued under an older version of the task, which
+    `resolve` refuses as `input_outdated`; its task gone from the docs; a low-confidence item
+    whose run was never stored) or that needs no output. The item is then `dismissed` (listed
+    with `status=dismissed`). Needs `tasks:review` (checked before the body is read)."""
+    item = await _open_item(services, review_id)
+    try:
+        return await services.task_engine.dismiss_review(item, reviewer=user.sub, note=body.note)
+    except AlreadyResolved:
+        raise Conflict("review_item_resolved", review_id=review_id[:64]) from None
+
+
+async def _open_item(services: Services, review_id: str) -> ReviewItem:
+    item = await services.task_stores.reviews.get_item(review_id)
+    if item is None:
+        raise NotFound("no_review_item", review_id=review_id[:64])
+    if item.status == "dismissed":
+        raise Conflict("review_item_dismissed", review_id=review_id[:64])
+    if item.status != "open":
+        raise Conflict("review_item_resolved", review_id=review_id[:64])
+    return item
 
 
 @router.get("/runs", responses={**UNAUTHORIZED, **_FORBIDDEN, **_UNAVAILABLE})

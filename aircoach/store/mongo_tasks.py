@@ -72,6 +72,16 @@ class MongoTaskRunStore:
         doc = _run_doc(await self._db.run(TASK_RUNS, lambda c: c.find_one({"run_id": run_id})))
         return TaskRun.model_validate(doc) if doc else None
 
+    async def stored(self, run_ids: list[str]) -> set[str]:
+        if not run_ids:
+            return set()
+
+        async def read(c: AsyncCollection) -> list[dict[str, Any]]:
+            query = {"run_id": {"$in": run_ids}}
+            return await c.find(query, {"run_id": 1, "_id": 0}).to_list()
+
+        return {d["run_id"] for d in await self._db.run(TASK_RUNS, read)}
+
     async def list_runs(self, where: RunFilter, *, limit: int, before: str | None) -> list[TaskRun]:
         query = _run_query(where)
         if before:
@@ -245,6 +255,21 @@ class MongoReviewQueue:
                 "resolved_at": at,
                 "resolution_run_id": run_id,
                 "verdict": verdict,
+            }
+        }
+        result = await self._db.run(
+            REVIEW_QUEUE,
+            lambda c: c.update_one({"review_id": review_id, "status": "open"}, update),
+        )
+        return result.modified_count == 1
+
+    async def dismiss(self, review_id: str, *, by: str, at: str, note: str) -> bool:
+        update = {
+            "$set": {
+                "status": "dismissed",
+                "resolved_by": by,
+                "resolved_at": at,
+                "dismissal_note": note,
             }
         }
         result = await self._db.run(

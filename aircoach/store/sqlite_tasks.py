@@ -158,6 +158,14 @@ class SqliteTaskRunStore:
         )
         return TaskRun.model_validate_json(row["doc"]) if row else None
 
+    async def stored(self, run_ids: list[str]) -> set[str]:
+        if not run_ids:
+            return set()
+        marks = ", ".join("?" * len(run_ids))
+        sql = f"SELECT run_id FROM task_runs WHERE run_id IN ({marks})"
+        rows = await self._db.run(lambda c: c.execute(sql, run_ids).fetchall())
+        return {r["run_id"] for r in rows}
+
 
 def _claim(c: sqlite3.Connection, key: str, input_hash: str, now: float, lease_s: float) -> Claim:
     inserted = c.execute(
@@ -305,6 +313,18 @@ class SqliteReviewQueue:
                 "resolved_at = ?, resolution_run_id = ?, doc = json_set(doc, '$.verdict', ?) "
                 "WHERE review_id = ? AND status = 'open'",
                 (by, at, run_id, verdict, review_id),
+            )
+            return cursor.rowcount == 1
+
+        return await self._db.run(update)
+
+    async def dismiss(self, review_id: str, *, by: str, at: str, note: str) -> bool:
+        def update(c: sqlite3.Connection) -> bool:
+            cursor = c.execute(
+                "UPDATE task_review_queue SET status = 'dismissed', resolved_by = ?, "
+                "resolved_at = ?, doc = json_set(doc, '$.dismissal_note', ?) "
+                "WHERE review_id = ? AND status = 'open'",
+                (by, at, note, review_id),
             )
             return cursor.rowcount == 1
 

@@ -69,7 +69,17 @@ class InvalidOutput(Exception):
 
 
 class AlreadyResolved(Exception):
-    """The review item was resolved already (or meanwhile, by someone else)."""
+    """The review item was resolved or dismissed already (or meanwhile, by someone else)."""
+
+
+class RunMissing(Exception):
+    """A low-confidence item whose run was never stored: the item is queued before its run
+    (so that a stored doubtful run is always in the queue), and the run's write then failed.
+    Its caller got a 503 and may have sent the input again; a verdict has no run to go with."""
+
+    def __init__(self, item: ReviewItem):
+        super().__init__(f"review {item.review_id}: run {item.run_id} was never stored")
+        self.item = item
 
 
 @dataclass(frozen=True)
@@ -257,6 +267,9 @@ class TaskEngine:
                 tokens=models.tokens(),
             )
             if doubtful:
+                # Queued before the run is stored, like a dead letter: a stored doubtful run is
+                # always in the queue. A run whose write then fails leaves an item without its
+                # run, which the review routes show (`run_stored: false`) and let be dismissed.
                 run = await self._queue_doubtful(run)
             await self._store(run)
             return run
@@ -446,9 +459,13 @@ class TaskEngine:
         (validated by the same stages against the candidates of the input), or None to confirm
         a low-confidence output as it is. Stored as a run with `source: "review"`, and the
         verdict with the run that queued the item. Raises `InvalidOutput`, `AlreadyResolved`,
-        or `StoreUnavailable`."""
+        `RunMissing` or `StoreUnavailable`."""
         started = time.perf_counter()
         kind = definition.kind
+        # A dead letter's item is resolvable without its run (keeping the input for a person
+        # is why it is queued first); a low-confidence item exists to judge its run.
+        if item.reason == "low_confidence" and not await self.stores.runs.stored([item.run_id]):
+            raise RunMissing(item)
         verdict: Verdict = "corrected"
         if output is None:
             if item.output is None:
@@ -527,6 +544,30 @@ class TaskEngine:
                 await self.stores.reviews.reopen(item.review_id)
             raise
         return run
+
+    async def dismiss_review(self, item: ReviewItem, *, reviewer: str, note: str) -> ReviewItem:
+        """Close an open item with no run and no verdict (its input outdated, its task gone,
+        its run never stored...); `note` says why. Returns the item as stored now. Raises
+        `AlreadyResolved` or `StoreUnavailable`."""
+        at = now_iso()
+        if not await self.stores.reviews.dismiss(item.review_id, by=reviewer, at=at, note=note):
+            raise AlreadyResolved(item.review_id)
+        log.info(
+            "review_dismissed task=%s review_id=%s run_id=%s reason=%s",
+            item.task,
+            item.review_id,
+            item.run_id,
+            item.reason,
+        )
+        await self._observe_queue(item.task)
+        return item.model_copy(
+            update={
+                "status": "dismissed",
+                "resolved_by": reviewer,
+                "resolved_at": at,
+                "dismissal_note": note,
+            }
+        )
 
 
 def kind_confidence(definition: TaskDefinition, output: dict[str, Any]) -> float | None:

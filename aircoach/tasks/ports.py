@@ -75,6 +75,10 @@ class TaskRunStore(Protocol):
 
     async def get_run(self, run_id: str) -> TaskRun | None: ...
 
+    async def stored(self, run_ids: list[str]) -> set[str]:
+        """Which of `run_ids` are stored (their ids only: no document is read)."""
+        ...
+
     async def list_runs(self, where: RunFilter, *, limit: int, before: str | None) -> list[TaskRun]:
         """Newest first; `before`: a run id (the cursor), runs older than it."""
         ...
@@ -120,6 +124,11 @@ class ReviewQueueStore(Protocol):
     ) -> bool:
         """Mark an open item resolved by `run_id`; False when it was not open (atomic: two
         reviewers cannot both resolve it)."""
+        ...
+
+    async def dismiss(self, review_id: str, *, by: str, at: str, note: str) -> bool:
+        """Mark an open item dismissed (it leaves the queue with no run); False when it was
+        not open (atomic, as `resolve`)."""
         ...
 
     async def queue_stats(self, task: str | None) -> list[QueueStats]:

@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 # threshold, also queued for review; `dead_letter`: no valid output, queued for review.
 RunStatus = Literal["ok", "low_confidence", "dead_letter"]
 RunSource = Literal["api", "batch", "sqs", "review", "eval"]
-ReviewStatus = Literal["open", "resolved"]
+# `resolved`: a reviewer stored a run for it; `dismissed`: a reviewer closed it with no run.
+ReviewStatus = Literal["open", "resolved", "dismissed"]
 ReviewReason = Literal["no_valid_output", "low_confidence"]
 Verdict = Literal["confirmed", "corrected"]
 Mode = Literal["model", "offline", "review"]
@@ -151,6 +152,9 @@ class ReviewItem(BaseModel):
     resolved_by: str | None = None
     resolved_at: str | None = None
     resolution_run_id: str | None = None
+    dismissal_note: str | None = Field(
+        default=None, description="Why the reviewer dismissed it (status `dismissed`)."
+    )
 
 
 class Contact(BaseModel):

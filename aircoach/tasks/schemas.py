@@ -19,6 +19,7 @@ from aircoach.tasks.records import (
 )
 
 MAX_BATCH = 50
+MAX_NOTE_CHARS = 500
 _PREVIEW_CHARS = 200
 
 
@@ -106,6 +107,14 @@ class BatchResponse(BaseModel):
     results: list[BatchItem]
 
 
+_RUN_STORED = (
+    "Whether the run that queued the item (`run_id`) is stored. False when its write failed "
+    "after the item was queued (its caller got a 503 and may have sent the input again): "
+    "a low-confidence item is then refused by `resolve` (409 `conflict`) and is dismissed "
+    "instead; a dead letter's input may still be resolved."
+)
+
+
 class ReviewSummary(BaseModel):
     review_id: str
     task: str
@@ -119,11 +128,13 @@ class ReviewSummary(BaseModel):
     attempts: int
     last_error: Issue | None
     pipeline_version: PipelineVersion
+    run_stored: bool = Field(description=_RUN_STORED)
 
     @classmethod
-    def of(cls, item: ReviewItem) -> ReviewSummary:
+    def of(cls, item: ReviewItem, *, run_stored: bool) -> ReviewSummary:
         last = item.attempts[-1] if item.attempts else None
         return cls(
+            run_stored=run_stored,
             review_id=item.review_id,
             task=item.task,
             status=item.status,
@@ -154,6 +165,21 @@ class ReviewDetail(ReviewItem):
         description="What the model reads for this input with the current task docs (the "
         "canonical text and the candidates a keyword must be picked from); null when the "
         "task is no longer in the docs, or the queued input no longer validates for it.",
+    )
+    run_stored: bool = Field(description=_RUN_STORED)
+
+
+class DismissRequest(BaseModel):
+    """Close a queued item with no run: its input no longer validates for the task, its task
+    left the docs, its run was never stored, or it needs no output."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    note: str = Field(
+        min_length=1,
+        max_length=MAX_NOTE_CHARS,
+        pattern=r"\S",
+        description="Why it is dismissed (kept with the item).",
     )
 
 

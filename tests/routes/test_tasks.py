@@ -13,7 +13,7 @@ from aircoach.tasks.contacts import seed_demo_contacts
 from aircoach.tasks.models import StructuredRequest
 from aircoach.tasks.ports import TaskStores
 from tests.helpers import app_with, asgi_client, copy_prompt_docs
-from tests.tasks.failing_stores import DownRuns, UnmarkedKeys
+from tests.tasks.failing_stores import DownRuns, UnmarkedKeys, UnstoredRuns
 from tests.tasks.scripted import ScriptedTaskModels
 
 RUN = ["tasks:email_triage"]
@@ -384,11 +384,15 @@ async def test_a_resolution_that_fails_stores_no_run_and_the_next_stores_one(set
     assert first.verdict == "corrected" and first.reviewed_output == again.json()["output"]
 
 
-async def test_an_item_queued_under_an_older_input_is_shown_and_refused_by_name(settings, auth):
-    # Before, its detail and its resolution were a 500 `internal_error`.
-    from aircoach.tasks.records import PipelineVersion, ReviewItem
+async def test_an_item_queued_under_an_older_input_is_refused_by_name_then_dismissed(
+    store_settings, auth
+):
+    # Before, its detail and its resolution were a 500 `internal_error`; then a 422
+    # `input_outdated` that kept it in the queue for ever: nothing else closed an item.
+    from aircoach.tasks.records import PipelineVersion, ReviewItem, TaskRun
 
-    app = app_with(settings)
+    app = app_with(store_settings)
+    stores = app.state.services.task_stores
     version = PipelineVersion(
         task="email_triage",
         task_version="old",
@@ -399,19 +403,30 @@ async def test_an_item_queued_under_an_older_input_is_shown_and_refused_by_name(
         code_version="old",
     )
     old_input = {"from": "allievo@example.it", "cc": "a field the input has no more"}
-    await app.state.services.task_stores.reviews.enqueue(
+    queued = dict(task="email_triage", created_at="2026-01-01T00:00:00+00:00", source="api")
+    await stores.runs.insert_run(
+        TaskRun(
+            run_id="run-old",
+            status="low_confidence",
+            caller="someone",
+            input=old_input,
+            output={"topics": []},
+            pipeline_version=version,
+            review_id="r-old",
+            **queued,
+        )
+    )
+    await stores.reviews.enqueue(
         ReviewItem(
             review_id="r-old",
-            task="email_triage",
-            created_at="2026-01-01T00:00:00+00:00",
-            source="api",
             caller="someone",
             input=old_input,
             attempts=[],
             pipeline_version=version,
-            run_id="gone",
+            run_id="run-old",
             reason="low_confidence",
             output={"topics": []},
+            **queued,
         )
     )
     reviewer = auth("rev-1", permissions=REVIEW)
@@ -419,12 +434,104 @@ async def test_an_item_queued_under_an_older_input_is_shown_and_refused_by_name(
         detail = await client.get("/api/tasks/review/r-old", headers=reviewer)
         assert detail.status_code == 200, detail.text
         assert detail.json()["input"] == old_input and detail.json()["model_input"] is None
+        assert detail.json()["run_stored"] is True
         url = "/api/tasks/review/r-old/resolve"
         refused = await client.post(url, json={"confirm": True}, headers=reviewer)
         assert refused.status_code == 422, refused.text
         assert refused.json()["issues"][0]["code"] == "input_outdated"
         still = (await client.get("/api/tasks/review", headers=reviewer)).json()["items"]
         assert [i["review_id"] for i in still] == ["r-old"]
+
+        dismiss = "/api/tasks/review/r-old/dismiss"
+        note = {"note": "queued under the input before `cc` was dropped"}
+        runner = await client.post(dismiss, json=note, headers=auth(permissions=RUN))
+        assert runner.status_code == 403 and "'tasks:review'" in runner.json()["message"]
+        for body, field in (
+            ({}, "note"),
+            ({"note": "  "}, "note"),
+            ({"note": "x" * 501}, "note"),
+            ({**note, "confirm": True}, "confirm"),
+        ):
+            bad = await client.post(dismiss, json=body, headers=reviewer)
+            assert bad.status_code == 422, body
+            assert bad.json()["detail"][0]["loc"] == ["body", field]
+        missing = await client.post("/api/tasks/review/nope/dismiss", json=note, headers=reviewer)
+        assert missing.status_code == 404
+
+        dismissed = await client.post(dismiss, json=note, headers=reviewer)
+        assert dismissed.status_code == 200, dismissed.text
+        item = dismissed.json()
+        assert (item["status"], item["resolved_by"]) == ("dismissed", "rev-1")
+        assert item["dismissal_note"] == note["note"] and item["resolution_run_id"] is None
+        assert (await client.get("/api/tasks/review", headers=reviewer)).json()["items"] == []
+        closed = await client.get("/api/tasks/review?status=dismissed", headers=reviewer)
+        assert [i["review_id"] for i in closed.json()["items"]] == ["r-old"]
+        stored = await stores.reviews.get_item("r-old")
+        assert stored.status == "dismissed" and stored.dismissal_note == note["note"]
+        for again in (
+            await client.post(url, json={"confirm": True}, headers=reviewer),
+            await client.post(dismiss, json=note, headers=reviewer),
+        ):
+            assert again.status_code == 409 and "'r-old'" in again.json()["message"]
+        # A dismissal records no verdict: the run stays out of the eval set.
+        assert (await stores.runs.get_run("run-old")).verdict is None
+
+
+async def test_a_doubtful_run_that_was_never_stored_leaves_an_item_that_says_so(
+    store_settings, auth
+):
+    # Before, the item looked like any other, pointed at a run that `GET /runs/{id}` did not
+    # know, and its confirmation answered 200 with a verdict recorded on nothing.
+    from aircoach.services import build_task_stores
+
+    doubtful = store_settings.model_copy(update={"task_review_below": {"email_triage": 0.95}})
+    real = build_task_stores(doubtful)
+    down = TaskStores(UnstoredRuns(real.runs), real.reviews, real.contacts)
+    async with asgi_client(app_with(doubtful, task_stores=down)) as client:
+        failed = await client.post(
+            "/api/tasks/email_triage", json=MAIL, headers=auth(permissions=RUN)
+        )
+        assert failed.status_code == 503 and failed.json()["error"] == "store_unavailable"
+    reviewer = auth("rev-1", permissions=REVIEW)
+    async with asgi_client(app_with(doubtful, task_stores=real)) as client:
+        (orphan,) = (await client.get("/api/tasks/review", headers=reviewer)).json()["items"]
+        assert orphan["reason"] == "low_confidence" and orphan["run_stored"] is False
+        url = f"/api/tasks/review/{orphan['review_id']}"
+        detail = (await client.get(url, headers=reviewer)).json()
+        assert detail["run_stored"] is False
+        assert (
+            await client.get(f"/api/tasks/runs/{detail['run_id']}", headers=reviewer)
+        ).status_code == 404
+        output = json.loads(json.dumps(detail["output"]))
+        for topic in output["topics"]:
+            topic["keywords"] = [
+                {"candidate_id": k["candidate_id"], "term": k["term"]} for k in topic["keywords"]
+            ]
+        for body in ({"confirm": True}, {"output": output}):
+            refused = await client.post(f"{url}/resolve", json=body, headers=reviewer)
+            assert refused.status_code == 409, refused.text
+            assert refused.json()["error"] == "conflict"
+            assert repr(detail["run_id"]) in refused.json()["message"]
+        assert (await client.get("/api/tasks/runs?source=review", headers=reviewer)).json()[
+            "items"
+        ] == []
+
+        # The caller sends it again: this run is stored, and its item says so.
+        again = await client.post(
+            "/api/tasks/email_triage", json=MAIL, headers=auth(permissions=RUN)
+        )
+        assert again.status_code == 200 and again.json()["low_confidence"] is True
+        listed = (await client.get("/api/tasks/review", headers=reviewer)).json()["items"]
+        assert [(i["review_id"], i["run_stored"]) for i in listed] == [
+            (orphan["review_id"], False),
+            (again.json()["review_id"], True),
+        ]
+        dismissed = await client.post(
+            f"{url}/dismiss", json={"note": "its run was never stored"}, headers=reviewer
+        )
+        assert dismissed.status_code == 200, dismissed.text
+        (left,) = (await client.get("/api/tasks/review", headers=reviewer)).json()["items"]
+        assert left["review_id"] == again.json()["review_id"]
 
 
 async def test_an_invalid_task_is_refused_on_reload_and_the_last_good_keeps_serving(

@@ -141,6 +141,41 @@ async def test_resolve_is_once_only_and_reopen_undoes_it(stores: TaskStores):
     assert item == make_item("0001")
 
 
+async def test_a_dismissal_is_once_only_and_leaves_the_queue(stores: TaskStores):
+    await stores.reviews.enqueue(make_item("0001"))
+    await stores.reviews.enqueue(make_item("0002"))
+    dismissals = [
+        stores.reviews.dismiss(
+            "0001", by=f"rev-{n}", at="2025-03-02T00:00:00+00:00", note="vecchio"
+        )
+        for n in range(4)
+    ]
+    assert sorted(await asyncio.gather(*dismissals)) == [False, False, False, True]
+    item = await stores.reviews.get_item("0001")
+    assert item is not None and item.status == "dismissed" and item.dismissal_note == "vecchio"
+    assert item.resolved_at == "2025-03-02T00:00:00+00:00" and item.resolution_run_id is None
+    assert not await stores.reviews.resolve("0001", run_id="r", by="b", at="t")
+    dismissed = await stores.reviews.list_items(status="dismissed", task=None, limit=5, after=None)
+    assert dismissed == [item]
+    opened = await stores.reviews.list_items(status="open", task=None, limit=5, after=None)
+    assert [i.review_id for i in opened] == ["0002"]
+    (stats,) = await stores.reviews.queue_stats(None)
+    assert stats.open == 1
+    await stores.reviews.resolve("0002", run_id="r", by="b", at="t")
+    assert not await stores.reviews.dismiss("0002", by="b", at="t", note="x")
+    assert not await stores.reviews.dismiss("missing", by="b", at="t", note="x")
+
+
+async def test_stored_names_the_runs_that_are_stored(stores: TaskStores):
+    runs = [make_run() for _ in range(3)]
+    for run in runs[:2]:
+        await stores.runs.insert_run(run)
+    ids = [r.run_id for r in runs]
+    assert await stores.runs.stored(ids) == set(ids[:2])
+    assert await stores.runs.stored([ids[2]]) == set()
+    assert await stores.runs.stored([]) == set()
+
+
 async def test_contacts_upsert_by_key_and_find(stores: TaskStores):
     anna = Contact(email="Anna.Verdi@Example.it", name="Anna Verdi", kind="allievo")
     club = Contact(domain="aeroclub.it", name="Aero Club", kind="partner")
