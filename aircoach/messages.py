@@ -71,8 +71,9 @@ CATALOGUE: dict[str, Text] = {
         en="The resource is not in a state that allows this operation.",
     ),
     "store_unavailable": Text(
-        it="La cronologia della chat non è disponibile in questo momento; riprova tra poco.",
-        en="Chat history is unavailable right now; please retry shortly.",
+        # Every store's: chats, quiz progress, exams, tasks (it named the chat history alone).
+        it="I dati non sono raggiungibili in questo momento; riprova tra poco.",
+        en="The data store is unavailable right now; please retry shortly.",
     ),
     "prompt_unavailable": Text(
         it="Non è stato possibile caricare le istruzioni del coach; riprova tra poco.",

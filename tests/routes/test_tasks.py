@@ -296,6 +296,7 @@ async def test_a_store_outage_is_a_503_and_a_batch_error_per_input(settings, aut
             "/api/tasks/email_triage", json=MAIL, headers=auth(permissions=RUN)
         )
         assert single.status_code == 503 and single.json()["error"] == "store_unavailable"
+        assert "chat" not in single.json()["message"].lower()  # it named the chat history
         batch = await client.post(
             "/api/tasks/email_triage/batch", json={"inputs": [MAIL]}, headers=auth(permissions=RUN)
         )
