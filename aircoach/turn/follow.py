@@ -65,9 +65,13 @@ async def follow(
             or not await store.running(user_id, turn_id, now=clock())
         ):
             ending += 1
+            # The client has read the end already, or names no event of ours: nothing more
+            # will come (asked at once, so a client that rejoins an ended turn is not kept
+            # waiting, and again before a `done` is made up).
+            asks = (ending == 1 or ending > ENDING_READS) and after
+            if asks and await _logged_done_by(store, user_id, turn_id, after):
+                return
             if ending > ENDING_READS:
-                if after and await _logged_done_by(store, user_id, turn_id, after):
-                    return  # the client has read the end already, or names no event of ours
                 yield LoggedEvent(after + 1, await ended(after + 1))
                 return
         await anyio.sleep(poll_s)

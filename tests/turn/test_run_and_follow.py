@@ -256,7 +256,7 @@ async def test_a_client_at_or_past_a_logged_done_gets_nothing_more(two):
                     "t1",
                     after=after,
                     ended=ended_interrupted,
-                    poll_s=0.01,
+                    poll_s=3600,  # it must know at once: no poll (it took three, 0.75 s)
                     give_up_s=WAIT_S,
                 )
             ]
