@@ -165,7 +165,7 @@ async def test_a_delete_whose_turn_does_not_stop_removes_nothing(
             "user-1", thread, "t-stuck", now=now, expires_at=now + 30
         )
         assert held is None
-        eraser = dataclasses.replace(services.conversation_eraser, cancel_wait_s=0.3)
+        eraser = dataclasses.replace(services.conversation_eraser, cancel_wait_s=0.05)
         try:
             await eraser.erase("user-1", "c3")
         except TurnInProgress as exc:
