@@ -46,8 +46,18 @@ _DIFFICULTY = re.compile(
     r"vado male|non mi entra(?:no)? in testa)\s{1,3}(?:con|in|su|sul|sulla|sulle|sui|a|nella|"
     r"nel|nelle|nei)?\s{0,3}" + _ARTICLE + r"(?P<what>[a-z0-9' ]{3,40})"
 )
+# A request to forget is said to the coach: its verb opens the message or a sentence, after at
+# most a few words of courtesy ("ciao, cancella i miei dati", "grazie! e ora dimentica tutto").
+# Inside a sentence the same word is a third person ("se la torre cancella tutto il piano di
+# volo?"): a question about flying, which must not erase the student's memory.
+_COURTESY = (
+    r"(?:(?:ciao|ok|okay|ecco|allora|senti|ascolta|grazie|coach|e|ora|adesso|quindi|"
+    r"per favore|per piacere|ti prego)[\s,:!]{1,3}){0,4}"
+)
 _FORGET = re.compile(
-    r"\b(?:dimentica(?:ti)?|scorda(?:ti)?|cancella)\s{1,3}(?:tutto|quello|cio|le cose|"
+    r"(?:^|[.!?;]\s{0,3})"
+    + _COURTESY
+    + r"(?:dimentica(?:ti)?|scorda(?:ti)?|cancella)\s{1,3}(?:tutto|quello|cio|le cose|"
     r"cosa|di me|la (?:mia )?memoria|i miei dati|quanto)\b"
 )
 # Where a read value ends: a connective or another clause.
