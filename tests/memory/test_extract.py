@@ -6,7 +6,13 @@ import time
 
 import pytest
 
-from aircoach.memory.extract import MAX_FACT_CHARS, Fact, asks_to_forget, facts
+from aircoach.memory.extract import (
+    MAX_FACT_CHARS,
+    Fact,
+    asks_to_forget,
+    carries_credential,
+    facts,
+)
 
 
 @pytest.mark.parametrize(
@@ -76,4 +82,6 @@ def test_the_rules_are_linear_in_the_text():
     started = time.perf_counter()
     facts(hostile)
     asks_to_forget(hostile)
+    carries_credential(hostile)
+    carries_credential("eyJ" + "a" * 100_000)
     assert time.perf_counter() - started < 2.0
