@@ -5,6 +5,7 @@ Italian and shown to the student as it was read.
 - `facts`: "studio per il VDS" -> goal `VDS`; "ho l'esame a marzo" -> exam `a marzo`;
   "faccio fatica con la meteo" -> difficulty `meteo`. A theory question yields nothing.
 - `asks_to_forget`: "dimentica quello che ti ho detto", "cancella la mia memoria".
+- `carries_credential`: a token, an API key or a password pasted into the chat.
 
 Pure functions; every pattern is linear in the text (bounded repeats, no nested quantifiers),
 and the text is cut to MAX_MESSAGE_CHARS first.
@@ -46,10 +47,30 @@ _DIFFICULTY = re.compile(
     r"vado male|non mi entra(?:no)? in testa)\s{1,3}(?:con|in|su|sul|sulla|sulle|sui|a|nella|"
     r"nel|nelle|nei)?\s{0,3}" + _ARTICLE + r"(?P<what>[a-z0-9' ]{3,40})"
 )
+# A request to forget is said to the coach: its verb opens the message or a sentence, after at
+# most a few words of courtesy ("ciao, cancella i miei dati", "grazie! e ora dimentica tutto").
+# Inside a sentence the same word is a third person ("se la torre cancella tutto il piano di
+# volo?"): a question about flying, which must not erase the student's memory.
+_COURTESY = (
+    r"(?:(?:ciao|ok|okay|ecco|allora|senti|ascolta|grazie|coach|e|ora|adesso|quindi|"
+    r"per favore|per piacere|ti prego)[\s,:!]{1,3}){0,4}"
+)
 _FORGET = re.compile(
-    r"\b(?:dimentica(?:ti)?|scorda(?:ti)?|cancella)\s{1,3}(?:tutto|quello|cio|le cose|"
+    r"(?:^|[.!?;]\s{0,3})"
+    + _COURTESY
+    + r"(?:dimentica(?:ti)?|scorda(?:ti)?|cancella)\s{1,3}(?:tutto|quello|cio|le cose|"
     r"cosa|di me|la (?:mia )?memoria|i miei dati|quanto)\b"
 )
+# What a credential pasted into the chat looks like: a JWT, an Authorization header, the word
+# "password", or a long run of key characters with letters and digits (an API key). The codes
+# of flying (METAR groups, squawks, scales) are short.
+_CREDENTIAL = re.compile(
+    r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}|\bbearer\s{1,3}\S{16}|\bpass(?:word|wd)\b",
+    re.IGNORECASE,
+)
+_KEY_RUN = re.compile(r"[A-Za-z0-9_+/=-]{24,}")
+_HAS_DIGIT = re.compile(r"\d")
+_HAS_LETTER = re.compile(r"[A-Za-z]")
 # Where a read value ends: a connective or another clause.
 _VALUE_END = re.compile(r"\s(?:e|ed|ma|pero|perche|quindi|cosi|poi|che|se|ho|sono|mi)\s")
 
@@ -89,3 +110,14 @@ def facts(message: str) -> list[Fact]:
 def asks_to_forget(message: str) -> bool:
     """ "dimentica quello che ti ho detto", "cancella la mia memoria"."""
     return bool(_FORGET.search(" ".join(fold(message[:MAX_MESSAGE_CHARS]).split())))
+
+
+def carries_credential(message: str) -> bool:
+    """A token, an API key or a password pasted into the chat: nothing of the message is
+    remembered (the memory is shown to the model in later conversations and listed)."""
+    text = message[:MAX_MESSAGE_CHARS]
+    if _CREDENTIAL.search(text):
+        return True
+    return any(
+        _HAS_DIGIT.search(run[0]) and _HAS_LETTER.search(run[0]) for run in _KEY_RUN.finditer(text)
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection, Sequence
 
-from aircoach.memory.extract import MAX_MESSAGE_CHARS, asks_to_forget, facts
+from aircoach.memory.extract import MAX_MESSAGE_CHARS, asks_to_forget, carries_credential, facts
 from aircoach.memory.ports import MAX_ITEM_CHARS, MemoryItem, NewItem
 from aircoach.text import terms, words
 
@@ -50,8 +50,9 @@ def read_items(
     message: str, *, turn_id: str, conversation_id: str, created_at: str
 ) -> list[NewItem]:
     """The items a student's message leaves: their facts, then the question's topic (none
-    for a request to forget, or a message without a content word)."""
-    if asks_to_forget(message):
+    for a request to forget or a message that carries a credential; no topic for a message
+    without a content word)."""
+    if asks_to_forget(message) or carries_credential(message):
         return []
     found: list[NewItem] = [
         NewItem(

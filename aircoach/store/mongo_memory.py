@@ -1,9 +1,12 @@
 """MongoDB long-term memory (`aircoach.memory.ports.MemoryStore`): collection `memory`, one
-document per item, its time-ordered id as `_id`, so the newest items of a user are one indexed
-read and the bound is kept with one more."""
+document per item. Its time-ordered `id` makes the newest items of a user one indexed read and
+the bound one more; its `_id` names its slot (the user and the kind of a goal or exam, the text
+of any other item), so that two instances writing the same slot at once keep one item, as a
+SQLite transaction does."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +40,13 @@ def _item(doc: dict[str, Any]) -> MemoryItem:
     )
 
 
+def _slot(user_id: str, item: NewItem) -> str:
+    """The `_id` of the one item the user keeps of `item`'s kind (goal, exam) or text (any
+    other): a hash, as a user id and a text may be long."""
+    slot = item.kind if item.kind in SINGLE_KINDS else f"text:{item.text}"
+    return hashlib.sha256(f"{user_id}\0{slot}".encode()).hexdigest()
+
+
 class MongoMemoryStore:
     def __init__(self, connection: MongoConnection):
         self._db = connection
@@ -47,8 +57,14 @@ class MongoMemoryStore:
                 same: dict[str, Any] = (
                     {"kind": item.kind} if item.kind in SINGLE_KINDS else {"text": item.text}
                 )
+                # Items kept before `_id` named the slot are found by their fields.
                 await c.delete_many({"userId": user_id, **same})
-                await c.insert_one({"id": new_item_id(), "userId": user_id, **item.model_dump()})
+                slot = _slot(user_id, item)
+                await c.replace_one(
+                    {"_id": slot},
+                    {"_id": slot, "id": new_item_id(), "userId": user_id, **item.model_dump()},
+                    upsert=True,
+                )
             beyond = c.find({"userId": user_id}, {"id": 1}).sort("id", DESCENDING).skip(keep)
             old = [doc["id"] async for doc in beyond]
             if old:

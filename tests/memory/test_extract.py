@@ -6,7 +6,13 @@ import time
 
 import pytest
 
-from aircoach.memory.extract import MAX_FACT_CHARS, Fact, asks_to_forget, facts
+from aircoach.memory.extract import (
+    MAX_FACT_CHARS,
+    Fact,
+    asks_to_forget,
+    carries_credential,
+    facts,
+)
 
 
 @pytest.mark.parametrize(
@@ -57,6 +63,14 @@ def test_a_fact_is_short_and_reads_as_the_prompt_shows_it():
         ("scordati tutto", True),
         ("non dimenticare il QNH prima dell'atterraggio", False),
         ("cosa succede se dimentico la miscela ricca?", False),
+        ("Ciao, cancella i miei dati", True),
+        ("Grazie! E ora dimentica tutto, per favore", True),
+        ("ok. Per favore scordati di me", True),
+        # The same verbs in a question about flying: a third person, not a request to the coach.
+        ("Se la torre cancella tutto il piano di volo cosa devo fare?", False),
+        ("Cosa succede se il controllore cancella quanto autorizzato?", False),
+        ("Il pilota che dimentica tutto la checklist cosa rischia?", False),
+        ("la pioggia cancella tutto sul parabrezza?", False),
     ],
 )
 def test_a_request_to_forget_is_recognised(message, forget):
@@ -68,4 +82,6 @@ def test_the_rules_are_linear_in_the_text():
     started = time.perf_counter()
     facts(hostile)
     asks_to_forget(hostile)
+    carries_credential(hostile)
+    carries_credential("eyJ" + "a" * 100_000)
     assert time.perf_counter() - started < 2.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from aircoach.memory.ports import MemoryItem
 from aircoach.memory.recall import (
     MAX_TOPIC_CHARS,
@@ -45,6 +47,36 @@ def test_a_request_to_forget_and_a_message_without_content_leave_nothing():
     assert read("dimentica quello che ti ho detto") == []
     assert read("ok, e?") == []
     assert read("Ciao, grazie!") == []
+
+
+JWT = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhdXRoMHwxMjM0NTYifQ.c2lnbmF0dXJh"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        f"studio per il VDS, l'app mi dà errore con questo token: {JWT}",
+        f"Authorization: Bearer {JWT} non funziona, perché?",
+        "la mia chiave è sk-proj-4f9aQ2xZ7LmN0pR8sT3vW6yB1 come la uso?",
+        "ho dimenticato la password dell'app, era Volo2024!",
+    ],
+)
+def test_a_message_with_a_credential_leaves_nothing(message):
+    """Memory is shown to the model in every later conversation and listed by the app: a
+    token or password pasted into the chat must not be kept there."""
+    assert read(message) == []
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "come si legge METAR LIRF 261150Z 27010KT 9999 FEW030 18/12 Q1015?",
+        "cosa significa il codice transponder 7700?",
+        "qual è la differenza tra QNH e QFE sulla carta ICAO 1:500000?",
+    ],
+)
+def test_codes_of_flying_are_not_credentials(message):
+    assert [kind for kind, _ in read(message)] == ["topic"]
 
 
 def test_a_long_question_is_cut_on_its_topic_line():

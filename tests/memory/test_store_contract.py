@@ -84,6 +84,25 @@ async def test_concurrent_writes_from_two_instances_keep_the_bound(two):
     assert len(got) == 5 and got[0].text == "Ha chiesto: ultima"
 
 
+async def test_concurrent_writes_of_the_same_topic_and_goal_keep_one_of_each(two):
+    """Two turns of one user at once (two conversations, two instances) that repeat a topic
+    and each state a goal: one topic and one goal remain, as when they come one by one."""
+    a, b = two
+    await asyncio.gather(
+        *(
+            (a if n % 2 else b).add(
+                "alice",
+                [item(f"Studia per: corso {n}", "goal"), item("Ha chiesto: il QNH")],
+                keep=50,
+            )
+            for n in range(8)
+        )
+    )
+    got = await b.items("alice", limit=100)
+    assert sorted(i.kind for i in got) == ["goal", "topic"]
+    assert len({i.id for i in got}) == 2
+
+
 async def test_one_item_is_deleted_by_its_owner_only(two):
     a, b = two
     await a.add("alice", [item("Ha chiesto: il QNH"), item("Ha chiesto: il QFE")], keep=10)

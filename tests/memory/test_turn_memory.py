@@ -137,6 +137,19 @@ async def test_a_request_to_forget_clears_the_memory_and_says_so(client, auth, s
     assert history[1]["system"] == FORGOTTEN
 
 
+async def test_a_question_about_flying_with_a_verb_of_forgetting_is_answered(client, auth, script):
+    s = script([text("Ok."), text("Contatta la torre e chiedi una nuova autorizzazione.")])
+    await chat(client, auth(), "studio per il VDS")
+    kept = await memory_of(client, auth)
+    events = await chat(client, auth(), "Se la torre cancella tutto il piano di volo cosa faccio?")
+    assert answer(events) == "Contatta la torre e chiedi una nuova autorizzazione."
+    assert len(s.calls) == 2  # the model answered
+    # Nothing was forgotten; the question is remembered as any other.
+    after = await memory_of(client, auth)
+    assert after[1:] == kept
+    assert after[0]["text"].startswith("Ha chiesto: Se la torre cancella tutto")
+
+
 async def test_a_json_turn_forgets_too(client, auth, script):
     s = script([text("Ok.")])
     await chat(client, auth(), "studio per il VDS")
