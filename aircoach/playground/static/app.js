@@ -33,6 +33,7 @@ const state = {
   historyCursor: null,
   busy: false, // a turn is streaming or the panels after it are refreshing
   queued: [], // quiz choices made while busy: sent in order, one turn each, when the turn ends
+  reviewCursor: null, // `next_cursor` of the review page on screen: null on the last one
   opener: null, // what opened the side panel on screen: focus goes back there
   conversation: null, // the chat on screen: null is the user's default conversation
   exam: null, // the exam being taken: {id, domande, scadenza, soglia}
@@ -964,20 +965,29 @@ function wrongOutcome(o, q) {
 
 // ---- review (the due questions, answered through the quiz API)
 
-async function loadReview() {
-  const list = await api("/api/quiz/review?limit=5");
+// Five at a time: the first page, or with `more` the page after the one on screen (the
+// cursor names the questions listed so far, so none comes back; docs/quiz.md).
+async function loadReview(more = false) {
+  const params = new URLSearchParams({ limit: "5" });
+  if (more && state.reviewCursor) params.set("cursor", state.reviewCursor);
+  const list = await api(`/api/quiz/review?${params}`);
   const items = list.items || [];
-  $("review-cards").replaceChildren(
-    ...(items.length ? items.map(reviewCard) : [el("p", { class: "muted", text: "Nessuna domanda da ripassare adesso: torna più tardi, o chiedi al coach una domanda del capitolo che vuoi." })]),
-  );
-  $("review-more").hidden = !items.length;
+  state.reviewCursor = list.next_cursor || null;
+  const cards = items.map(reviewCard);
+  let end = null;
+  if (!items.length && !more) end = "Nessuna domanda da ripassare adesso: torna più tardi, o chiedi al coach una domanda del capitolo che vuoi.";
+  else if (more && !state.reviewCursor) end = "Non ci sono altre domande da ripassare per ora.";
+  $("review-cards").replaceChildren(...cards, ...(end ? [el("p", { id: "review-end", class: "muted", role: "status", text: end })] : []));
+  $("review-more").hidden = !state.reviewCursor;
+  // The cards the button replaced are gone: the reader goes on from the first new one.
+  if (more) (cards[0] || $("review-title")).focus();
 }
 
 function reviewCard(q) {
   const options = el("div", { class: "options", role: "group", "aria-label": "Risposte" });
   const card = el(
     "article",
-    { class: "card review-card", "data-question": `${q.capitolo}-${q.numero}`, "aria-label": `Domanda ${q.numero} del capitolo ${q.capitolo}` },
+    { class: "card review-card", "data-question": `${q.capitolo}-${q.numero}`, "aria-label": `Domanda ${q.numero} del capitolo ${q.capitolo}`, tabindex: "-1" },
     el("header", { class: "muted small", text: `Capitolo ${q.capitolo} · domanda ${q.numero}${q.scadenza ? " · da ripassare" : " · nuova"}` }),
     el("p", { class: "question", text: q.testo }),
     options,
@@ -1034,7 +1044,7 @@ async function start() {
   $("manual-close").addEventListener("click", () => closePanels());
   $("action-review").addEventListener("click", () => showView("review"));
   $("nav-review").addEventListener("click", () => showView("review"));
-  $("review-more").addEventListener("click", () => loadReview().catch(failed));
+  $("review-more").addEventListener("click", () => loadReview(true).catch(failed));
   $("action-exam").addEventListener("click", () => showView("exam"));
   $("nav-exam").addEventListener("click", () => showView("exam"));
   $("exam-new").addEventListener("click", () => startExam().catch(failed));
