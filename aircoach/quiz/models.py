@@ -201,3 +201,7 @@ class ReviewItem(PublicQuestion):
 
 class ReviewList(BaseModel):
     items: list[ReviewItem]
+    next_cursor: str | None = Field(
+        default=None,
+        description="Pass as `cursor` for the next page; null when no question is left.",
+    )

@@ -14,7 +14,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -281,15 +281,22 @@ class QuizService:
         return chosen
 
     async def review_items(
-        self, user_id: str, limit: int, *, capitolo: int | None = None
+        self,
+        user_id: str,
+        limit: int,
+        *,
+        capitolo: int | None = None,
+        shown: Collection[QuestionKey] = frozenset(),
     ) -> list[ReviewItem]:
         """The questions to review now: those due (most overdue first), then questions never
-        answered from the weakest chapters."""
+        answered from the weakest chapters; none of `shown` (listed on a page before)."""
         now = review.iso(self._now())
+        listed = frozenset(shown)
+        reads = BANK_LIMIT if capitolo else limit + len(listed)
         due = [
             r
-            for r in await self.reviews.due(user_id, now, BANK_LIMIT if capitolo else limit)
-            if capitolo is None or r.capitolo == capitolo
+            for r in await self.reviews.due(user_id, now, reads)
+            if (capitolo is None or r.capitolo == capitolo) and r.key not in listed
         ][:limit]
         found = await self.questions.by_keys([r.key for r in due])
         by_key = {r.key: r.due for r in due}
@@ -298,11 +305,11 @@ class QuizService:
             for q in found
         ]
         if len(items) < limit:
-            items += await self._new_from_weak(user_id, limit - len(items), capitolo)
+            items += await self._new_from_weak(user_id, limit - len(items), capitolo, listed)
         return items
 
     async def _new_from_weak(
-        self, user_id: str, size: int, capitolo: int | None
+        self, user_id: str, size: int, capitolo: int | None, shown: frozenset[QuestionKey]
     ) -> list[ReviewItem]:
         records = {r.key: r for r in await self.reviews.records(user_id, capitolo=capitolo)}
         if capitolo is not None:
@@ -322,8 +329,11 @@ class QuizService:
             fresh = [
                 q
                 for q in await self.questions.list_questions(capitolo=chapter, limit=BANK_LIMIT)
-                if (record := records.get((q["capitolo"], q["numero"]))) is None
-                or record.card is None
+                if (q["capitolo"], q["numero"]) not in shown
+                and (
+                    (record := records.get((q["capitolo"], q["numero"]))) is None
+                    or record.card is None
+                )
             ]
             items += [ReviewItem(**public(q)) for q in fresh[: size - len(items)]]
         return items

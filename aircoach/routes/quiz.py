@@ -7,6 +7,7 @@ same grading and the same stored attempt.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
@@ -155,18 +156,62 @@ async def answer(
     return graded.result
 
 
+# A review cursor names the questions listed on the pages before (the list is worked out
+# again at each request, and answering a question moves it: an offset would skip or repeat
+# questions): `1.2.5-4.7` is chapter 1's 2 and 5 and chapter 4's 7. URL-safe as it is, and
+# a few KB for the whole bank.
+_MAX_REVIEW_CURSOR = 16_000
+_REVIEW_CURSOR = r"^[0-9]{1,2}(\.[0-9]{1,6})+(-[0-9]{1,2}(\.[0-9]{1,6})+)*$"
+
+
+def _review_cursor(keys: Iterable[tuple[int, int]]) -> str:
+    by_chapter: dict[int, list[int]] = {}
+    for capitolo, numero in sorted(set(keys)):
+        by_chapter.setdefault(capitolo, []).append(numero)
+    return "-".join(".".join(map(str, [c, *numeri])) for c, numeri in by_chapter.items())
+
+
+def _listed(cursor: str) -> set[tuple[int, int]]:
+    """The questions a cursor names (its form is checked by the route's `pattern`)."""
+    listed: set[tuple[int, int]] = set()
+    for group in cursor.split("-"):
+        capitolo, *numeri = (int(n) for n in group.split("."))
+        listed.update((capitolo, numero) for numero in numeri)
+    return listed
+
+
 @router.get("/quiz/review", responses=_FAILS)
 async def review(
     user: CurrentUser,
     quiz: Quiz,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     capitolo: Annotated[int | None, Query(ge=1, le=MAX_CHAPTER)] = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=_MAX_REVIEW_CURSOR,
+            pattern=_REVIEW_CURSOR,
+            description="`next_cursor` of the previous page",
+        ),
+    ] = None,
 ) -> ReviewList:
     """The caller's questions to review now, without their key: those the FSRS schedule says
     are due (a question answered wrong is due at once; one answered right when FSRS says),
     most overdue first, each with its `scadenza`; then questions never answered from the
-    weakest chapters (`scadenza` null). Of one chapter when `capitolo` is given."""
-    return ReviewList(items=await quiz.review_items(user.sub, limit, capitolo=capitolo))
+    weakest chapters (`scadenza` null). Of one chapter when `capitolo` is given. Pass
+    `next_cursor` as `cursor` for the next page: it lists none of the questions of the pages
+    before, answered since or not; `next_cursor` is null on the last page."""
+    listed = _listed(cursor) if cursor is not None else set()
+    found = await quiz.review_items(user.sub, limit + 1, capitolo=capitolo, shown=listed)
+    page = found[:limit]
+    more = len(found) > limit
+    return ReviewList(
+        items=page,
+        next_cursor=_review_cursor([*listed, *((i.capitolo, i.numero) for i in page)])
+        if more
+        else None,
+    )
 
 
 @router.get("/progress", responses=_FAILS)

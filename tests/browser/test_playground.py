@@ -856,6 +856,85 @@ def test_choices_made_while_an_answer_arrives_are_all_sent_in_order(settings, se
     assert s.console_errors == []
 
 
+def test_a_choice_whose_turn_fails_reopens_its_card_with_an_italian_notice(settings, session_for):
+    """The answer `la a` is refused (a 503), then `la b` ends without a grading (the model
+    failed): each time the card opens again, says in Italian what happened and takes another
+    choice; `la c` is graded (before, the card stayed closed after a failed choice: the
+    student could no longer answer it)."""
+    question = {
+        "capitolo": 3,
+        "numero": 1,
+        "testo": "Domanda?",
+        "risposte": {"a": "Sì", "b": "No", "c": "Forse"},
+    }
+    done = {"type": "done", "status": "ok", "model": "finto", "prompt_version": "abc"}
+    quiz = _canned(
+        {"type": "tool_result", "tool_name": "domanda_teoria", "data": {"question": question}}, done
+    )
+    ungraded = _canned(
+        {"type": "error", "code": "model_error", "message": "Il modello non ha risposto."},
+        {**done, "status": "error"},
+    )
+    grading = {
+        "capitolo": 3,
+        "numero": 1,
+        "risposta": "c",
+        "corretta": True,
+        "risposta_corretta": "c",
+        "spiegazione": "Perché sì.",
+    }
+    graded = _canned(
+        {"type": "tool_result", "tool_name": "verifica_risposta", "data": grading}, done
+    )
+    refused = json.dumps({"error": "model_unavailable", "message": "Il coach non è disponibile."})
+    sent: list[str] = []
+
+    def stream(route: Any) -> None:
+        sent.append(json.loads(route.request.post_data)["query"])
+        if len(sent) == 2:
+            route.fulfill(status=503, content_type="application/json", body=refused)
+            return
+        body = {1: quiz, 3: ungraded}.get(len(sent), graded)
+        route.fulfill(status=200, content_type="text/event-stream", body=body)
+
+    with served(app_with(settings)) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in()
+        s.page.route(f"{origin}/api/stream_query", stream)
+        card = s.answered(s.ask("Dammi una domanda del capitolo 3")).locator("article.quiz")
+        options = card.locator("button.option")
+
+        card.locator('button[data-letter="a"]').click()
+        problem = card.locator(".grading .notice")
+        expect(problem).to_have_text(
+            "La risposta «a» non è stata valutata: Il coach non è disponibile. "
+            "Scegli di nuovo la risposta."
+        )
+        for option in options.all():
+            expect(option).to_be_enabled()
+        expect(card.locator("button.option.chosen")).to_have_count(0)
+        expect(card.locator("button.skip-question")).to_be_visible()
+        s.shot("choice-refused")
+
+        card.locator('button[data-letter="b"]').click()
+        expect(s.page.locator("#turns > li").nth(2)).to_have_class(re.compile(r"\bturn-done\b"))
+        expect(problem).to_have_text(
+            "La risposta «b» non è stata valutata: il coach non l'ha corretta. "
+            "Scegli di nuovo la risposta."
+        )
+        expect(options.first).to_be_enabled()
+
+        card.locator('button[data-letter="c"]').click()
+        expect(card.locator(".result")).to_have_attribute("data-corretta", "true")
+        expect(card.locator(".grading .notice")).to_have_count(0)
+        for option in options.all():
+            expect(option).to_be_disabled()
+        assert sent[1:] == ["la a", "la b", "la c"]
+    # Chromium logs the refused request itself; nothing else.
+    assert all("status of 503" in e for e in s.console_errors), s.console_errors
+
+
 def test_a_stream_dropped_before_done_rejoins_the_turn_after_the_last_event(settings, session_for):
     """A phone losing its signal: the stream of a turn stops after its first event. The page
     rejoins the turn (`GET /api/turns/{id}/events`, `Last-Event-ID` the last id read) and shows

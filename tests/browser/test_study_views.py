@@ -247,6 +247,57 @@ def test_the_review_view_shows_the_due_questions_answered_through_the_quiz_api(
     assert s.console_errors == []
 
 
+def test_more_questions_to_review_fetches_the_next_page_then_says_there_are_no_more(
+    settings, session_for
+):
+    """ "Altre domande da ripassare" asks for the page after the one on screen (`cursor`: the
+    `next_cursor` of the last page) and shows other questions; on the last page (no
+    `next_cursor`) the button goes and the page says there are no more (before, it asked for
+    the first page again and showed the same questions)."""
+    asked: list[str] = []
+    last = {"page": False}
+
+    def review(route: Any) -> None:
+        asked.append(route.request.url)
+        response = route.fetch()
+        body = response.json()
+        if last["page"]:
+            body["next_cursor"] = None
+        route.fulfill(response=response, json=body)
+
+    with served(app_with(settings)) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in("pagine")
+        page = s.page
+        page.route(re.compile(r"/api/quiz/review\?"), review)
+        page.click("#nav-review")
+        cards = page.locator("#review-cards article.review-card")
+        expect(cards).to_have_count(5)
+        first = [c.get_attribute("data-question") for c in cards.all()]
+        more = page.locator("#review-more")
+        with page.expect_response(re.compile(r"/api/quiz/review\?")):
+            more.click()
+        expect(cards.first).not_to_have_attribute("data-question", first[0])
+        expect(cards).to_have_count(5)
+        second = [c.get_attribute("data-question") for c in cards.all()]
+        assert not set(first) & set(second), (first, second)
+        assert "cursor=" not in asked[0] and "cursor=" in asked[1]
+        expect(cards.first).to_be_focused()
+
+        last["page"] = True
+        with page.expect_response(re.compile(r"/api/quiz/review\?")):
+            more.click()
+        expect(more).to_be_hidden()
+        expect(page.locator("#review-end")).to_have_text(
+            "Non ci sono altre domande da ripassare per ora."
+        )
+        third = [c.get_attribute("data-question") for c in cards.all()]
+        assert not (set(first) | set(second)) & set(third), third
+        s.shot("review-no-more")
+    assert s.console_errors == []
+
+
 def test_two_conversations_each_with_its_own_history(settings, session_for):
     script = Script([text("Risposta uno."), text("Risposta due."), text("Risposta tre.")])
     with served(app_with(settings, models=ScriptedModels(script))) as origin:

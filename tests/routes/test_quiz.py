@@ -324,3 +324,56 @@ async def test_review_lists_what_was_answered_wrong_without_the_key(api, auth):
         await api.get("/api/quiz/review", params={"limit": 101}, headers=auth())
     ).status_code == 422
     assert (await api.get("/api/quiz/review")).status_code == 401
+
+
+def _keys(items: list[dict[str, object]]) -> list[tuple[object, object]]:
+    return [(i["capitolo"], i["numero"]) for i in items]
+
+
+async def test_review_pages_with_a_cursor_and_never_lists_a_question_twice(api, auth):
+    """`next_cursor` gives the next page (before, the list had no paging: a client asking
+    again got the same first page). Questions answered meanwhile do not shift it: a page
+    holds none of the questions listed before, answered or not."""
+    wrong = [{"capitolo": 6, "numero": n, "risposta": "a"} for n in (2, 3, 5)]
+    for body in wrong:
+        await api.post("/api/quiz/answers", json=body, headers=auth())
+    first = (await api.get("/api/quiz/review", params={"limit": 2}, headers=auth())).json()
+    assert len(first["items"]) == 2 and first["next_cursor"]
+    # Answering a listed question again (due again at once) must not bring it back.
+    await api.post("/api/quiz/answers", json=wrong[0], headers=auth())
+    second = (
+        await api.get(
+            "/api/quiz/review",
+            params={"limit": 2, "cursor": first["next_cursor"]},
+            headers=auth(),
+        )
+    ).json()
+    assert len(second["items"]) == 2 and second["next_cursor"]
+    assert not set(_keys(first["items"])) & set(_keys(second["items"]))
+    due = {(6, 2), (6, 3), (6, 5)}
+    assert due <= set(_keys(first["items"] + second["items"]))
+
+
+async def test_the_last_review_page_has_no_cursor(api, auth):
+    chapters = (await api.get("/api/quiz/chapters", headers=auth())).json()["items"]
+    size = next(c["domande"] for c in chapters if c["capitolo"] == 4)
+    params = {"limit": size - 1, "capitolo": 4}
+    first = (await api.get("/api/quiz/review", params=params, headers=auth())).json()
+    assert len(first["items"]) == size - 1 and first["next_cursor"]
+    last = (
+        await api.get(
+            "/api/quiz/review", params={**params, "cursor": first["next_cursor"]}, headers=auth()
+        )
+    ).json()
+    assert len(last["items"]) == 1 and last["next_cursor"] is None
+    assert _keys(last["items"])[0] not in set(_keys(first["items"]))
+    whole = await api.get("/api/quiz/review", params={"limit": size, "capitolo": 4}, headers=auth())
+    assert whole.json()["next_cursor"] is None
+
+
+@pytest.mark.parametrize("cursor", ["", "!!", "1", "1.2-", "1:2", "1." + "2." * 9_000 + "3"])
+async def test_a_malformed_review_cursor_is_a_422_naming_it(api, auth, cursor):
+    response = await api.get("/api/quiz/review", params={"cursor": cursor}, headers=auth())
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["query", "cursor"]
+    assert len(response.text) < 2_000

@@ -32,7 +32,8 @@ const state = {
   chapters: [], // [{capitolo, titolo, domande}] of the course
   historyCursor: null,
   busy: false, // a turn is streaming or the panels after it are refreshing
-  queued: [], // quiz choices made while busy: sent in order, one turn each, when the turn ends
+  queued: [], // [{query, choice}] made while busy: sent in order, one turn each, when the turn ends
+  reviewCursor: null, // `next_cursor` of the review page on screen: null on the last one
   opener: null, // what opened the side panel on screen: focus goes back there
   conversation: null, // the chat on screen: null is the user's default conversation
   exam: null, // the exam being taken: {id, domande, scadenza, soglia}
@@ -100,13 +101,18 @@ async function api(path, options = {}) {
   return options.raw ? response : response.json();
 }
 
+// What went wrong, in Italian: the browser's own words for a network failure are English
+// ("Failed to fetch").
+function problemOf(error) {
+  return error instanceof HttpError ? error.message : "Errore di rete: la connessione si è interrotta. Controlla la rete e riprova.";
+}
+
 function failed(error) {
   if (error instanceof HttpError && error.status === 401) {
     signOut();
     notice("Accesso richiesto: il token manca, è scaduto o non è valido. Accedi di nuovo.");
   } else {
-    // The browser's own words for a network failure are English ("Failed to fetch").
-    notice(error instanceof HttpError ? error.message : "Errore di rete: la connessione si è interrotta. Controlla la rete e riprova.");
+    notice(problemOf(error));
   }
 }
 
@@ -369,7 +375,9 @@ function setBusy(busy) {
   for (const button of $("conversations").querySelectorAll("button")) button.disabled = busy;
 }
 
-async function send(query) {
+// `choice` ({card, q, letter}) when the query is a quiz card's `la <lettera>`: a card whose
+// turn ends without grading it opens again.
+async function send(query, choice = null) {
   if (state.busy || !query.trim()) return;
   setBusy(true);
   clearNotices();
@@ -380,6 +388,7 @@ async function send(query) {
   let turnId = null;
   let last = 0; // the id of the last event read: a rejoin goes on after it
   let ended = false;
+  let problem = null; // why the turn failed, in Italian
   const read = async (response) => {
     for await (const { id, data } of sseEvents(response)) {
       if (id) last = id;
@@ -415,20 +424,22 @@ async function send(query) {
   } catch (error) {
     view.item.classList.add("turn-failed");
     failed(error);
+    problem = problemOf(error);
   } finally {
     setBusy(false);
   }
+  if (choice && state.token && !choice.card.querySelector(".result")) reopenCard(choice, problem);
   // The panels follow the turn; meanwhile the chat takes the next message or a new chat.
   Promise.all([loadProgress(), loadHistory(true), loadConversations()]).catch(failed);
   const queued = state.queued.shift();
-  if (queued && state.token) send(queued);
+  if (queued && state.token) send(queued.query, queued.choice);
 }
 
 // A choice or a button in a card is never lost: made while the previous answer is still
 // arriving (or the panels after it refreshing), it is sent as soon as that turn ends.
-function sendWhenFree(query) {
-  if (state.busy) state.queued.push(query);
-  else send(query);
+function sendWhenFree(query, choice = null) {
+  if (state.busy) state.queued.push({ query, choice });
+  else send(query, choice);
 }
 
 // SSE over POST: EventSource only does GET, so read the body and split it into messages;
@@ -533,7 +544,6 @@ function toolCard(event, view) {
 
 function questionCard(q) {
   const options = el("div", { class: "options", role: "group", "aria-label": "Risposte" });
-  const skip = el("button", { type: "button", class: "secondary skip-question", onclick: () => skipQuestion(card, q) }, "Salta");
   const card = el(
     "article",
     { class: "card quiz", "data-question": `${q.capitolo}-${q.numero}`, "aria-label": `Domanda ${q.numero} del capitolo ${q.capitolo}` },
@@ -541,8 +551,9 @@ function questionCard(q) {
     el("p", { class: "question", text: q.testo }),
     options,
     el("div", { class: "grading", "aria-live": "polite" }),
-    el("div", { class: "card-actions" }, skip),
+    el("div", { class: "card-actions" }),
   );
+  card.querySelector(".card-actions").append(skipButton(card, q));
   card.dataset.testo = q.testo;
   for (const [letter, text] of Object.entries(q.risposte || {})) {
     options.append(
@@ -553,7 +564,8 @@ function questionCard(q) {
         onclick: () => {
           closeCard(card);
           card.querySelector(`[data-letter="${CSS.escape(letter)}"]`).classList.add("chosen");
-          sendWhenFree(`la ${letter}`);
+          card.querySelector(".grading").replaceChildren();
+          sendWhenFree(`la ${letter}`, { card, q, letter });
         },
       }, el("b", { text: `${letter}) ` }), text),
     );
@@ -561,9 +573,29 @@ function questionCard(q) {
   return card;
 }
 
+function skipButton(card, q) {
+  return el("button", { type: "button", class: "secondary skip-question", onclick: () => skipQuestion(card, q) }, "Salta");
+}
+
 function closeCard(card) {
   for (const b of card.querySelectorAll("button.option")) b.disabled = true;
   card.querySelector(".card-actions").replaceChildren();
+}
+
+// A choice whose turn ended without a grading (the request refused, the connection lost for
+// good, the model failed): the card takes a choice again and says what happened.
+function reopenCard({ card, q, letter }, problem) {
+  const chosen = card.querySelector("button.option.chosen");
+  // Disabled, the chosen option lost the focus: a keyboard user gets it back there.
+  const refocus = chosen && (!document.activeElement || document.activeElement === document.body);
+  chosen?.classList.remove("chosen");
+  for (const b of card.querySelectorAll("button.option")) b.disabled = false;
+  card.querySelector(".card-actions").replaceChildren(skipButton(card, q));
+  const why = problem || "il coach non l'ha corretta.";
+  card.querySelector(".grading").replaceChildren(
+    el("p", { class: "notice notice-warning", text: `La risposta «${letter}» non è stata valutata: ${why} Scegli di nuovo la risposta.` }),
+  );
+  if (refocus) chosen.focus();
 }
 
 function skipQuestion(card, q) {
@@ -964,20 +996,29 @@ function wrongOutcome(o, q) {
 
 // ---- review (the due questions, answered through the quiz API)
 
-async function loadReview() {
-  const list = await api("/api/quiz/review?limit=5");
+// Five at a time: the first page, or with `more` the page after the one on screen (the
+// cursor names the questions listed so far, so none comes back; docs/quiz.md).
+async function loadReview(more = false) {
+  const params = new URLSearchParams({ limit: "5" });
+  if (more && state.reviewCursor) params.set("cursor", state.reviewCursor);
+  const list = await api(`/api/quiz/review?${params}`);
   const items = list.items || [];
-  $("review-cards").replaceChildren(
-    ...(items.length ? items.map(reviewCard) : [el("p", { class: "muted", text: "Nessuna domanda da ripassare adesso: torna più tardi, o chiedi al coach una domanda del capitolo che vuoi." })]),
-  );
-  $("review-more").hidden = !items.length;
+  state.reviewCursor = list.next_cursor || null;
+  const cards = items.map(reviewCard);
+  let end = null;
+  if (!items.length && !more) end = "Nessuna domanda da ripassare adesso: torna più tardi, o chiedi al coach una domanda del capitolo che vuoi.";
+  else if (more && !state.reviewCursor) end = "Non ci sono altre domande da ripassare per ora.";
+  $("review-cards").replaceChildren(...cards, ...(end ? [el("p", { id: "review-end", class: "muted", role: "status", text: end })] : []));
+  $("review-more").hidden = !state.reviewCursor;
+  // The cards the button replaced are gone: the reader goes on from the first new one.
+  if (more) (cards[0] || $("review-title")).focus();
 }
 
 function reviewCard(q) {
   const options = el("div", { class: "options", role: "group", "aria-label": "Risposte" });
   const card = el(
     "article",
-    { class: "card review-card", "data-question": `${q.capitolo}-${q.numero}`, "aria-label": `Domanda ${q.numero} del capitolo ${q.capitolo}` },
+    { class: "card review-card", "data-question": `${q.capitolo}-${q.numero}`, "aria-label": `Domanda ${q.numero} del capitolo ${q.capitolo}`, tabindex: "-1" },
     el("header", { class: "muted small", text: `Capitolo ${q.capitolo} · domanda ${q.numero}${q.scadenza ? " · da ripassare" : " · nuova"}` }),
     el("p", { class: "question", text: q.testo }),
     options,
@@ -1034,7 +1075,7 @@ async function start() {
   $("manual-close").addEventListener("click", () => closePanels());
   $("action-review").addEventListener("click", () => showView("review"));
   $("nav-review").addEventListener("click", () => showView("review"));
-  $("review-more").addEventListener("click", () => loadReview().catch(failed));
+  $("review-more").addEventListener("click", () => loadReview(true).catch(failed));
   $("action-exam").addEventListener("click", () => showView("exam"));
   $("nav-exam").addEventListener("click", () => showView("exam"));
   $("exam-new").addEventListener("click", () => startExam().catch(failed));
