@@ -26,7 +26,7 @@ from typing import Any
 
 from aircoach.knowledge.glossary import alternatives
 from aircoach.knowledge.manual import Section
-from aircoach.text import FUZZY_MIN_LETTERS, fold, one_edit_away, stem, typo_stems, words
+from aircoach.text import FUZZY_MIN_LETTERS, one_edit_away, stem, typo_stems, words
 
 MAX_QUERY_CHARS = 500  # a longer query is cut: more words add cost, not precision
 MAX_QUERY_WORDS = 12
@@ -124,6 +124,11 @@ class CourseIndex:
             rows.append((rowid, " ".join(title), " ".join(body)))
         self._db.executemany("INSERT INTO passages(rowid, title, body) VALUES (?, ?, ?)", rows)
         self._vocabulary = vocabulary
+        # A chapter's titles (the manual's heading and the quiz bank's), as `materia` is matched.
+        self._chapter_titles: dict[int, set[str]] = {}
+        for passage in passages:
+            titles = self._chapter_titles.setdefault(passage.capitolo, set())
+            titles.add(" ".join(words(passage.materia)))
         self._section_of = [self._home_section(row) for row in range(len(passages))]
 
     def _home_section(self, rowid: int) -> int:
@@ -178,12 +183,22 @@ class CourseIndex:
         return [(term, found, typo) for term, (found, typo) in planned.items()]
 
     def search(
-        self, query: str, *, top_k: int = 5, materia: str | None = None
+        self,
+        query: str,
+        *,
+        top_k: int = 5,
+        materia: str | None = None,
+        capitolo: int | None = None,
     ) -> list[dict[str, Any]]:
         """The best passages for `query`, best first, as `kb_search` returns them:
         `riferimento`, `titolo`, `capitolo`, `materia`, `testo` (an excerpt), `score`, `tipo`.
-        `materia` narrows to the chapters whose title contains it (accents ignored)."""
+        `materia` narrows to the chapters whose title contains it or is contained in it
+        (accents ignored; one that names no chapter narrows nothing); `capitolo` to one
+        chapter."""
         top_k = max(1, min(int(top_k), MAX_TOP_K))
+        chapters = self._chapters_named(materia)
+        if capitolo is not None:
+            chapters = (chapters or {capitolo}) & {capitolo}
         planned = self._query_words(query)
         matchable = sorted({t for _, found, _ in planned for t in found})
         if not matchable:
@@ -209,12 +224,11 @@ class CourseIndex:
             if found and min(self._vocabulary[t] for t in found) > _COMMON_SHARE * total
         }
         wanted = sum(weights.values()) or 1.0
-        wanted_materia = fold(materia).strip() if materia else ""
         own: dict[int, float] = {}
         lent: dict[int, float] = {}
         for rowid, rank in rows:
             passage = self.passages[rowid]
-            if wanted_materia and wanted_materia not in fold(passage.materia):
+            if chapters is not None and passage.capitolo not in chapters:
                 continue
             held = self._terms[rowid]
             matched = [t for t, found, _ in planned if found & held]
@@ -234,6 +248,20 @@ class CourseIndex:
         scores = {row: own.get(row, 0.0) + _LENT_FACTOR * lent.get(row, 0.0) for row in own | lent}
         best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:top_k]
         return [self._result(self.passages[row], score, planned) for row, score in best]
+
+    def _chapters_named(self, materia: str | None) -> set[int] | None:
+        """The chapters whose title contains `materia` or is contained in it ("Meteo",
+        "Meteorologia generale"); None (every chapter) when it names none: a model guessing
+        the subject ("altimetria") must not be told that the manual has nothing."""
+        wanted = " ".join(words(materia)) if materia else ""
+        if not wanted:
+            return None
+        named = {
+            capitolo
+            for capitolo, titles in self._chapter_titles.items()
+            if any(title and (wanted in title or title in wanted) for title in titles)
+        }
+        return named or None
 
     def _result(
         self, passage: Passage, score: float, planned: list[tuple[str, frozenset[str], bool]]
