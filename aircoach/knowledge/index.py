@@ -48,6 +48,7 @@ _COMMON_SHARE = 0.15
 # Any other single edit only in a stem this long: short stems are one edit from many words.
 _ANY_EDIT_MIN_LETTERS = 5
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
+_LAST_WORD = re.compile(r"\w+$")
 
 # Words of a question that say nothing about its subject ("spiegami cos'e ...").
 _QUESTION_WORDS_TEXT = """
@@ -157,7 +158,7 @@ class CourseIndex:
         known = self._vocabulary.keys()
         asked = [
             (word, stem(word))
-            for word in words(query[:MAX_QUERY_CHARS])
+            for word in words(_cut(query))
             if word not in _QUESTION_WORDS and len(word) >= 2
         ]
         glossary = alternatives(term for _, term in asked)
@@ -275,6 +276,17 @@ class CourseIndex:
             "score": round(score, 3),
             "tipo": passage.kind,
         }
+
+
+def _cut(query: str) -> str:
+    """The query's first `MAX_QUERY_CHARS` characters, without the word cut in half (a word
+    the course never uses, the rarest of all, would outweigh the words asked)."""
+    if len(query) <= MAX_QUERY_CHARS:
+        return query
+    cut = query[:MAX_QUERY_CHARS]
+    if query[MAX_QUERY_CHARS].isalnum():
+        cut = _LAST_WORD.sub("", cut)
+    return cut
 
 
 def _doubling_variants(term: str) -> set[str]:

@@ -133,3 +133,8 @@ def test_a_materia_that_names_no_chapter_does_not_hide_the_answer(course, materi
     the search runs on every chapter, as without `materia`."""
     assert _refs(course, "altimetro QNH", materia=materia) == _refs(course, "altimetro QNH")
 
+
+def test_a_query_cut_at_its_limit_drops_the_word_cut_in_half(course):
+    # 85 x "stallo " is cut at 500 characters inside a word ("sta"): a word the course never
+    # uses, the rarest of all, would outweigh "stallo" and find nothing.
+    assert _refs(course, "stallo " * 85)[:1] == ["1.4"]
