@@ -13,13 +13,14 @@ from pydantic import BaseModel
 from aircoach.deps import CurrentUser, ServicesDep
 from aircoach.errors import NotFound
 from aircoach.knowledge.index import MAX_TOP_K, Passage
+from aircoach.knowledge.manual import SECTION_ID
 from aircoach.models import ErrorBody
 from aircoach.routes.responses import UNAUTHORIZED, unavailable
 
 router = APIRouter(prefix="/api", tags=["manual"])
 
 # `3.7`: chapter and section, as the manual's headings number them (`## 3.7 ...`).
-REFERENCE_PATTERN = r"^[0-9]{1,2}\.[0-9]{1,2}$"
+REFERENCE_PATTERN = f"^{SECTION_ID}$"
 Reference = Annotated[
     str,
     Path(
