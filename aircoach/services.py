@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from aircoach.auth.tokens import DevIssuer, TokenVerifier
 from aircoach.auth.userdata import UserDataSource
+from aircoach.knowledge.manual import check_manual
 from aircoach.llm.factory import ConfiguredModels
 from aircoach.memory.ports import MemoryStore
 from aircoach.prompts.sources import LocalDocSource, PromptSource
@@ -263,9 +264,10 @@ def build_prompt_source(settings: PromptSettings) -> PromptSource:
 
 def check_docs(contents: Mapping[str, str], *, python_tool_modules: tuple[str, ...]) -> None:
     """Docs that must not be served raise `ConfigError`: a bad `tools.json` (under these
-    settings' module allowlist) or a bad task."""
+    settings' module allowlist), a bad task, or a manual whose citations would be ambiguous."""
     check_tools_doc(contents, python_tool_modules=python_tool_modules)
     check_task_docs(contents)
+    check_manual(contents)
 
 
 def build_prompt_store(settings: Settings, **options: Any) -> PromptStore:

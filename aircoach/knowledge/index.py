@@ -26,7 +26,7 @@ from typing import Any
 
 from aircoach.knowledge.glossary import alternatives
 from aircoach.knowledge.manual import Section
-from aircoach.text import FUZZY_MIN_LETTERS, fold, one_edit_away, stem, typo_stems, words
+from aircoach.text import FUZZY_MIN_LETTERS, one_edit_away, stem, typo_stems, words
 
 MAX_QUERY_CHARS = 500  # a longer query is cut: more words add cost, not precision
 MAX_QUERY_WORDS = 12
@@ -48,6 +48,7 @@ _COMMON_SHARE = 0.15
 # Any other single edit only in a stem this long: short stems are one edit from many words.
 _ANY_EDIT_MIN_LETTERS = 5
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
+_LAST_WORD = re.compile(r"\w+$")
 
 # Words of a question that say nothing about its subject ("spiegami cos'e ...").
 _QUESTION_WORDS_TEXT = """
@@ -124,6 +125,11 @@ class CourseIndex:
             rows.append((rowid, " ".join(title), " ".join(body)))
         self._db.executemany("INSERT INTO passages(rowid, title, body) VALUES (?, ?, ?)", rows)
         self._vocabulary = vocabulary
+        # A chapter's titles (the manual's heading and the quiz bank's), as `materia` is matched.
+        self._chapter_titles: dict[int, set[str]] = {}
+        for passage in passages:
+            titles = self._chapter_titles.setdefault(passage.capitolo, set())
+            titles.add(" ".join(words(passage.materia)))
         self._section_of = [self._home_section(row) for row in range(len(passages))]
 
     def _home_section(self, rowid: int) -> int:
@@ -152,7 +158,7 @@ class CourseIndex:
         known = self._vocabulary.keys()
         asked = [
             (word, stem(word))
-            for word in words(query[:MAX_QUERY_CHARS])
+            for word in words(_cut(query))
             if word not in _QUESTION_WORDS and len(word) >= 2
         ]
         glossary = alternatives(term for _, term in asked)
@@ -178,12 +184,22 @@ class CourseIndex:
         return [(term, found, typo) for term, (found, typo) in planned.items()]
 
     def search(
-        self, query: str, *, top_k: int = 5, materia: str | None = None
+        self,
+        query: str,
+        *,
+        top_k: int = 5,
+        materia: str | None = None,
+        capitolo: int | None = None,
     ) -> list[dict[str, Any]]:
         """The best passages for `query`, best first, as `kb_search` returns them:
         `riferimento`, `titolo`, `capitolo`, `materia`, `testo` (an excerpt), `score`, `tipo`.
-        `materia` narrows to the chapters whose title contains it (accents ignored)."""
+        `materia` narrows to the chapters whose title contains it or is contained in it
+        (accents ignored; one that names no chapter narrows nothing); `capitolo` to one
+        chapter."""
         top_k = max(1, min(int(top_k), MAX_TOP_K))
+        chapters = self._chapters_named(materia)
+        if capitolo is not None:
+            chapters = (chapters or {capitolo}) & {capitolo}
         planned = self._query_words(query)
         matchable = sorted({t for _, found, _ in planned for t in found})
         if not matchable:
@@ -209,12 +225,11 @@ class CourseIndex:
             if found and min(self._vocabulary[t] for t in found) > _COMMON_SHARE * total
         }
         wanted = sum(weights.values()) or 1.0
-        wanted_materia = fold(materia).strip() if materia else ""
         own: dict[int, float] = {}
         lent: dict[int, float] = {}
         for rowid, rank in rows:
             passage = self.passages[rowid]
-            if wanted_materia and wanted_materia not in fold(passage.materia):
+            if chapters is not None and passage.capitolo not in chapters:
                 continue
             held = self._terms[rowid]
             matched = [t for t, found, _ in planned if found & held]
@@ -235,6 +250,20 @@ class CourseIndex:
         best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:top_k]
         return [self._result(self.passages[row], score, planned) for row, score in best]
 
+    def _chapters_named(self, materia: str | None) -> set[int] | None:
+        """The chapters whose title contains `materia` or is contained in it ("Meteo",
+        "Meteorologia generale"); None (every chapter) when it names none: a model guessing
+        the subject ("altimetria") must not be told that the manual has nothing."""
+        wanted = " ".join(words(materia)) if materia else ""
+        if not wanted:
+            return None
+        named = {
+            capitolo
+            for capitolo, titles in self._chapter_titles.items()
+            if any(title and (wanted in title or title in wanted) for title in titles)
+        }
+        return named or None
+
     def _result(
         self, passage: Passage, score: float, planned: list[tuple[str, frozenset[str], bool]]
     ) -> dict[str, Any]:
@@ -247,6 +276,17 @@ class CourseIndex:
             "score": round(score, 3),
             "tipo": passage.kind,
         }
+
+
+def _cut(query: str) -> str:
+    """The query's first `MAX_QUERY_CHARS` characters, without the word cut in half (a word
+    the course never uses, the rarest of all, would outweigh the words asked)."""
+    if len(query) <= MAX_QUERY_CHARS:
+        return query
+    cut = query[:MAX_QUERY_CHARS]
+    if query[MAX_QUERY_CHARS].isalnum():
+        cut = _LAST_WORD.sub("", cut)
+    return cut
 
 
 def _doubling_variants(term: str) -> set[str]:

@@ -12,8 +12,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from aircoach.errors import ConfigError
 from aircoach.prompts.keys import MANUAL_AREA, PROMPT_SUFFIX, docs_under, docs_version
 
+# A section's id as answers cite it and `GET /api/manual/sections/{id}` serves it: `3.7`.
+SECTION_ID = r"[0-9]{1,2}\.[0-9]{1,2}"
 _CHAPTER = re.compile(r"^#\s+Capitolo\s+(\d+)\s*[—–:-]+\s*(.+?)\s*$", re.MULTILINE)
 _SECTION = re.compile(r"^##\s+(\d+\.\d+)\s+(.+?)\s*$", re.MULTILINE)
 
@@ -65,3 +68,24 @@ def parse_manual(contents: Mapping[str, str]) -> list[Section]:
     """Every section of the manual in a docs snapshot, in file and heading order."""
     docs = manual_docs(contents)
     return [section for key in sorted(docs) for section in parse_chapter(key, docs[key])]
+
+
+def check_manual(contents: Mapping[str, str]) -> None:
+    """The prompt store's check: a manual whose citations would be ambiguous is never served.
+    Every section id is unique, of its file's chapter, and servable (`SECTION_ID`): an answer
+    citing `§ 3.10` and the section a client opens for it must be the same."""
+    problems = []
+    seen: dict[str, str] = {}
+    for section in parse_manual(contents):
+        where = f"{MANUAL_AREA}/{section.doc}"
+        if not re.fullmatch(SECTION_ID, section.id):
+            problems.append(
+                f"section {section.id!r} ({where}): an id is two numbers of one or two digits"
+            )
+        elif section.id.split(".")[0] != str(section.capitolo):
+            problems.append(f"section {section.id!r} is in chapter {section.capitolo} ({where})")
+        if section.id in seen:
+            problems.append(f"section {section.id!r} appears twice ({seen[section.id]}, {where})")
+        seen.setdefault(section.id, where)
+    if problems:
+        raise ConfigError(f"{MANUAL_AREA}: " + "; ".join(problems))

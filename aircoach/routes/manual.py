@@ -12,14 +12,15 @@ from pydantic import BaseModel
 
 from aircoach.deps import CurrentUser, ServicesDep
 from aircoach.errors import NotFound
-from aircoach.knowledge.index import Passage
+from aircoach.knowledge.index import MAX_TOP_K, Passage
+from aircoach.knowledge.manual import SECTION_ID
 from aircoach.models import ErrorBody
 from aircoach.routes.responses import UNAUTHORIZED, unavailable
 
 router = APIRouter(prefix="/api", tags=["manual"])
 
 # `3.7`: chapter and section, as the manual's headings number them (`## 3.7 ...`).
-REFERENCE_PATTERN = r"^[0-9]{1,2}\.[0-9]{1,2}$"
+REFERENCE_PATTERN = f"^{SECTION_ID}$"
 Reference = Annotated[
     str,
     Path(
@@ -102,13 +103,12 @@ async def sections(
     with it the section that teaches a graded quiz question."""
     snapshot = await services.prompts.current()
     index = await services.knowledge.index_for(snapshot.contents)
-    # Search wide, then keep the chapter's sections: quiz explanations lend their score to
-    # their section, and `materia` matches titles, not numbers.
-    found = await anyio.to_thread.run_sync(functools.partial(index.search, testo, top_k=20))
-    wanted = [
-        str(hit["riferimento"])
-        for hit in found
-        if hit.get("tipo") == "manuale" and capitolo in (None, hit.get("capitolo"))
-    ][:limit]
+    # The chapter narrows the search itself: a chapter's sections may rank below the others'
+    # best. Search wide, then keep the sections (a quiz explanation of a chapter without
+    # sections is a result of its own).
+    found = await anyio.to_thread.run_sync(
+        functools.partial(index.search, testo, top_k=MAX_TOP_K, capitolo=capitolo)
+    )
+    wanted = [str(hit["riferimento"]) for hit in found if hit.get("tipo") == "manuale"][:limit]
     by_reference = {p.riferimento: p for p in index.passages if p.kind == "manuale"}
     return ManualSections(items=[_section(by_reference[ref]) for ref in wanted])

@@ -119,3 +119,22 @@ def test_a_long_passage_is_cut_to_an_excerpt_around_the_words_asked(course):
 
 def test_a_huge_query_is_cut_before_it_is_searched(course):
     assert _refs(course, "stallo angolo critico " * 50_000)[0] == "1.4"
+
+
+@pytest.mark.parametrize("materia", ["Meteorologia generale", "meteorologia e nubi", "Meteo"])
+def test_a_materia_naming_a_chapter_in_other_words_narrows_to_it(course, materia):
+    found = course.search("fronte freddo", materia=materia)
+    assert found and {r["capitolo"] for r in found} == {5}
+
+
+@pytest.mark.parametrize("materia", ["altimetria", "regole del volo", "3"])
+def test_a_materia_that_names_no_chapter_does_not_hide_the_answer(course, materia):
+    """A model guessing the subject ("altimetria") must not be told the manual has nothing:
+    the search runs on every chapter, as without `materia`."""
+    assert _refs(course, "altimetro QNH", materia=materia) == _refs(course, "altimetro QNH")
+
+
+def test_a_query_cut_at_its_limit_drops_the_word_cut_in_half(course):
+    # 85 x "stallo " is cut at 500 characters inside a word ("sta"): a word the course never
+    # uses, the rarest of all, would outweigh "stallo" and find nothing.
+    assert _refs(course, "stallo " * 85)[:1] == ["1.4"]

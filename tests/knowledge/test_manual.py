@@ -6,7 +6,16 @@ from __future__ import annotations
 import json
 import re
 
-from aircoach.knowledge.manual import manual_docs, manual_version, parse_chapter, parse_manual
+import pytest
+
+from aircoach.errors import ConfigError
+from aircoach.knowledge.manual import (
+    check_manual,
+    manual_docs,
+    manual_version,
+    parse_chapter,
+    parse_manual,
+)
 from aircoach.prompts.store import build_prompt
 from aircoach.quiz.bank import DEMO_QUESTIONS
 from aircoach.text import fold, stem, words
@@ -82,3 +91,39 @@ def test_a_chapter_is_parsed_into_sections_and_a_stray_file_into_none():
     assert sections[0].capitolo == 4 and sections[0].materia == "Motore ed eliche"
     assert parse_chapter("README.md", "# Come scrivere il manuale\n\n## 1.1 No") == []
     assert re.fullmatch(r"\d+\.\d+", sections[1].id)
+
+
+def test_the_shipped_manual_passes_its_check():
+    check_manual(shipped_docs())
+
+
+@pytest.mark.parametrize(
+    ("files", "problem"),
+    [
+        (
+            {
+                "manual/03.md": "# Capitolo 3 — Strumenti\n\n## 3.1 A\n\nUno.\n\n## 3.1 B\n\nDue.",
+            },
+            "section '3.1' appears twice (manual/03.md, manual/03.md)",
+        ),
+        (
+            {
+                "manual/03.md": "# Capitolo 3 — Strumenti\n\n## 3.1 A\n\nUno.",
+                "manual/03b.md": "# Capitolo 3 — Strumenti\n\n## 3.1 B\n\nDue.",
+            },
+            "section '3.1' appears twice (manual/03.md, manual/03b.md)",
+        ),
+        (
+            {"manual/03.md": "# Capitolo 3 — Strumenti\n\n## 5.1 Meteo\n\nUno."},
+            "section '5.1' is in chapter 3 (manual/03.md)",
+        ),
+        (
+            {"manual/01.md": "# Capitolo 1 — Aerodinamica\n\n## 1.130 Lunga\n\nUno."},
+            "section '1.130' (manual/01.md): an id is two numbers of one or two digits",
+        ),
+    ],
+)
+def test_a_manual_whose_citations_would_be_ambiguous_is_refused_naming_the_section(files, problem):
+    with pytest.raises(ConfigError) as raised:
+        check_manual(files)
+    assert problem in str(raised.value)

@@ -11,7 +11,7 @@ from tests.helpers import app_with, asgi_client, copy_prompt_docs, services_of, 
 from tests.s3 import s3_settings
 
 NEW_SECTION = (
-    "\n\n## 3.10 Il girobussola a induzione\n\nIl girobussola a induzione (flux gate) misura il "
+    "\n\n## 3.14 Il girobussola a induzione\n\nIl girobussola a induzione (flux gate) misura il "
     "campo magnetico terrestre con una sonda nell'ala e corregge da solo la deriva del "
     "giroscopio direzionale, senza che il pilota debba riallinearlo in volo.\n"
 )
@@ -37,16 +37,18 @@ async def _reload(client, auth) -> dict:
 async def _new_section_is_found_after_update_docs(client, auth, add_section) -> None:
     before = await _reload(client, auth)
     first = await _ask(client, auth())
-    assert "§ 3.10" not in first["answer"] and "Non ho trovato" in first["answer"]
+    assert "§ 3.14" not in first["answer"] and "Non ho trovato" in first["answer"]
     add_section()
     after = await _reload(client, auth)
     assert after["prompt_version"] == before["prompt_version"]  # the manual is not the prompt
     assert after["manual_version"] != before["manual_version"]
     second = await _ask(client, auth())
     assert second["answer"].startswith("[modello offline] Dal manuale del corso")
-    assert "§ 3.10 (Strumenti di volo)" in second["answer"] and "flux gate" in second["answer"]
+    assert "§ 3.14 (Strumenti di volo)" in second["answer"] and "flux gate" in second["answer"]
     assert second["tool"]["tool_name"] == "kb_search"
-    assert second["tool"]["data"]["items"][0]["riferimento"] == "3.10"
+    assert second["tool"]["data"]["items"][0]["riferimento"] == "3.14"
+    cited = await client.get("/api/manual/sections/3.14", headers=auth())
+    assert cited.status_code == 200 and "flux gate" in cited.json()["testo"]
 
 
 async def test_a_new_section_is_found_after_update_docs_local(settings, auth, tmp_path: Path):
@@ -96,3 +98,29 @@ async def test_services_share_one_course_index_between_requests(settings, auth):
     async with asgi_client(app) as client:
         await _ask(client, auth())
     assert services_of(app).knowledge._index is first
+
+
+async def test_a_manual_citing_one_id_for_two_sections_is_refused_and_the_old_one_served(
+    settings, auth, tmp_path: Path
+):
+    """`## 3.10` added again (the id of the vacuum system): an answer citing § 3.10 and the
+    section a client opens for it would disagree. update_docs says which id, and the manual
+    served stays the last good one."""
+    docs = copy_prompt_docs(tmp_path / "docs")
+    local = settings.model_copy(update={"prompt_docs_dir": docs})
+    chapter = docs / "manual" / "03_strumenti.md"
+    async with asgi_client(app_with(local)) as client:
+        before = await _reload(client, auth)
+        chapter.write_text(
+            chapter.read_text("utf-8") + NEW_SECTION.replace("3.14", "3.10"), "utf-8"
+        )
+        refused = await client.post(
+            "/api/update_docs", json={}, headers=auth("admin-1", permissions=["admin:docs"])
+        )
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"] == "invalid_docs"
+        assert "'3.10'" in refused.json()["message"]
+        health = (await client.get("/api/health")).json()["prompt"]
+        assert health["version"] == before["prompt_version"]
+        served = await client.get("/api/manual/sections/3.10", headers=auth())
+        assert served.json()["titolo"] == "L'impianto a depressione"

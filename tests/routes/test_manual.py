@@ -89,3 +89,16 @@ async def test_a_bad_section_search_is_422(app, auth, params):
         response = await client.get("/api/manual/sections", params=params, headers=auth())
     assert response.status_code == 422
     assert "x" * 300 not in response.text
+
+
+async def test_a_chapter_search_finds_the_chapter_s_sections_ranked_low_overall(app, auth):
+    """`motore` ranks chapter 4 first; chapter 3's § 3.10 (the vacuum pump the engine drives)
+    is still a match of chapter 3, wherever it ranks among all the chapters."""
+    async with asgi_client(app) as client:
+        response = await client.get(
+            "/api/manual/sections", params={"testo": "motore", "capitolo": 3}, headers=auth()
+        )
+    assert response.status_code == 200, response.text
+    items = response.json()["items"]
+    assert items and {s["capitolo"] for s in items} == {3}
+    assert "3.10" in [s["riferimento"] for s in items]
