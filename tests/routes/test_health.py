@@ -205,7 +205,7 @@ async def test_a_store_file_locked_by_another_process_is_a_timeout_not_a_hang(se
     path.parent.mkdir(parents=True, exist_ok=True)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
-    app = app_with(settings.model_copy(update={"store_timeout_s": 0.2}))
+    app = app_with(settings.model_copy(update={"store_timeout_s": 0.05}))
     try:
         async with asgi_client(app) as client:
             body = (await client.get("/api/health")).json()
