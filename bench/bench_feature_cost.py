@@ -6,8 +6,11 @@ is pinned to one core and the client to the other; variants run in interleaved r
 every answer is checked.
 
 Run: `.venv/bin/python bench/bench_feature_cost.py [--rounds 5] [--requests 300] [--json]
-[--parts auth,memory]`; it prints a Markdown table (median over rounds, and the difference
-from the whole turn). Needs two cores; on a busy machine the rounds move by 0.1-0.2 ms.
+[--parts auth,memory] [--against ../other-checkout]`; it prints a Markdown table (median over
+rounds, and the difference from the whole turn). `--against` adds the whole turn of another
+checkout of the project (a commit before a change: `git worktree add`), in the same rounds;
+`--parts ''` leaves the parts out. Needs two cores; on a busy machine the rounds move by
+0.1-0.2 ms.
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx
 
 from bench.bench_turn_stages import PEER_REQUEST
-from bench.common import median, process_cpu_s, server
+from bench.common import ROOT, median, process_cpu_s, server
 from bench.without import PARTS
 
 WARM_UP = 40
+AGAINST = "against"  # the variant of `--against`
 
 
 async def _chat(url: str, tokens: list[str], stream: bool) -> None:
@@ -51,6 +55,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--json", action="store_true", help="stream: false (a JSON answer)")
     parser.add_argument("--parts", default=",".join(PARTS), help="the parts to take out one by one")
+    parser.add_argument("--against", type=Path, help="another checkout: its whole turn too")
     args = parser.parse_args()
     from aircoach.auth.tokens import DevIssuer
     from aircoach.settings import Settings
@@ -58,15 +63,20 @@ def main() -> None:
     if len(os.sched_getaffinity(0)) < 2:
         raise SystemExit("needs two cores: the server on one, the client on the other")
     os.sched_setaffinity(0, {0})
-    variants = ["", *args.parts.split(","), "all"]
+    parts = [p for p in args.parts.split(",") if p]
+    variants = ["", *parts, "all"] if parts else [""]
+    if args.against is not None:
+        variants.append(AGAINST)
     cpu: dict[str, list[float]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory(prefix="aircoach-cost-") as tmp:
         for round_ in range(args.rounds):
             shift = round_ % len(variants)
             for variant in variants[shift:] + variants[:shift]:
                 data_dir = Path(tmp) / f"{variant or 'whole'}-{round_}"
-                env = {"DATA_DIR": str(data_dir), "WITHOUT": variant}
-                with server("bench.without", env, cpus={1}) as url:
+                against = variant == AGAINST
+                env = {"DATA_DIR": str(data_dir), "WITHOUT": "" if against else variant}
+                root = args.against.resolve() if against else ROOT
+                with server("bench.without", env, root=root, cpus={1}) as url:
                     settings = Settings(_env_file=None, data_dir=data_dir)
                     issuer = DevIssuer(data_dir)
                     tokens = [
@@ -90,6 +100,8 @@ def main() -> None:
         label = "the whole turn" if not variant else f"without {variant.replace(',', ', ')}"
         if variant == "all":
             label = "without every part above"
+        if variant == AGAINST:
+            label = f"the whole turn of {args.against}"
         value = median(cpu[variant])
         print(f"| {label} | {value:.2f} | {value - whole:+.2f} |")
 
