@@ -35,6 +35,7 @@ from aircoach.routes import (
     turns,
 )
 from aircoach.routes.openapi_events import install_event_components
+from aircoach.routes.responses import install_validation_error_body
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
 from aircoach.telemetry import instrument
@@ -123,6 +124,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         if settings.uses_dev_issuer:
             _add_routes(app, dev_signin.router)
     install_event_components(app)  # the stream's events in components/schemas
+    install_validation_error_body(app)  # every 422 as the API sends it
     instrument(
         app, settings
     )  # OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL=console

@@ -20,8 +20,9 @@ as `{"error", "message"}` a browser client can read.
 
 Every JSON body is checked before any model is built from it (`load_json`): at most
 `MAX_JSON_DEPTH` levels of nesting and `MAX_JSON_ITEMS` values, and no non-finite number
-(`NaN`, `Infinity`, `1e400`: JSON has none, Python's parser accepts them, and a NaN in a 422's
-echo was a 500). Each is a 422 naming the place at fault. Routes whose body FastAPI parses get
+(`NaN`, `Infinity`, `1e400`, or an integer larger than any float: JSON has none, Python's parser
+accepts them, a NaN in a 422's echo was a 500, and so was an integer past Python's 4,300 digits).
+Each is a 422 naming the place at fault. Routes whose body FastAPI parses get
 the check from `CheckedJsonRoute`; `parse_json_body` and `read_json_body` do it themselves.
 """
 
@@ -159,6 +160,20 @@ def _number(text: str) -> float | _NonFinite:
     return value if math.isfinite(value) else _NonFinite(text)
 
 
+_FLOAT_BITS = 1024  # an integer of more bits is larger than any float
+_FLOAT_DIGITS = 309  # an integer of more digits is larger than any float
+
+
+def _integer(text: str) -> int | _NonFinite:
+    if len(text.lstrip("-")) > _FLOAT_DIGITS:
+        return _NonFinite(text)
+    return int(text)
+
+
+def _parse(raw: bytes | str, parse_int: Callable[[str], Any] | None = None) -> Any:
+    return json.loads(raw, parse_constant=_NonFinite, parse_float=_number, parse_int=parse_int)
+
+
 def load_json(
     raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH, max_items: int = MAX_JSON_ITEMS
 ) -> Any:
@@ -167,7 +182,14 @@ def load_json(
     parse is the C parser's; the walk that checks the result stops at the first fault, so a
     body made to be expensive (380,000 unknown keys, 100,000 levels) costs one parse."""
     try:
-        data = json.loads(raw, parse_constant=_NonFinite, parse_float=_number)
+        try:
+            data = _parse(raw)
+        except ValueError as exc:
+            if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+                raise
+            # An integer past Python's 4,300 digits: parsed again, each integer looked at (a
+            # Python call per integer, paid only here), so that the walk names its place.
+            data = _parse(raw, _integer)
     except json.JSONDecodeError as exc:
         raise _not_json(exc.pos, exc.msg) from None
     except UnicodeDecodeError as exc:
@@ -185,6 +207,8 @@ def _check_parsed(data: Any, max_depth: int, max_items: int) -> None:
         value, path = stack.pop()
         if isinstance(value, _NonFinite):
             raise _refused(path, "finite_number", "Input should be a finite number", value.text)
+        if type(value) is int and value.bit_length() > _FLOAT_BITS:
+            raise _refused(path, "finite_number", "Input should be a finite number", value)
         if not isinstance(value, dict | list) or not value:
             continue
         if len(path) >= max_depth:

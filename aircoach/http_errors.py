@@ -36,41 +36,74 @@ MAX_ERRORS = 20  # errors listed in one answer; the rest are counted
 MAX_CHARS = 120  # characters of a string shown (a name, a preview of an input)
 MAX_ITEMS = 8  # items of a list or object shown
 MAX_DEPTH = 3  # nesting shown
+MAX_PREVIEW_CHARS = 1_000  # characters of one preview: its strings, keys and numbers
 _ELLIPSIS = "…"
 
 
-def bounded(value: Any, *, max_chars: int = MAX_CHARS, _depth: int = 0) -> Any:
-    """A JSON-safe preview of `value` no larger than a few KB, whatever its size: strings and
-    bytes cut to `max_chars` (with `…`), lists and objects to their first `MAX_ITEMS` items
-    (with a `"…": "N more"` marker), nesting below `MAX_DEPTH` summarised, and every string
+def bounded(value: Any, *, max_chars: int = MAX_CHARS) -> Any:
+    """A JSON-safe preview of `value` of at most about `MAX_PREVIEW_CHARS` characters, whatever
+    its size: strings, bytes and integers past 64 bits cut to `max_chars` (with `…`), lists and
+    objects to their first `MAX_ITEMS` items (with a `"…": "N more"` marker) and to what the
+    preview's characters allow, nesting below `MAX_DEPTH` summarised, and every string
     encodable as UTF-8 (a lone surrogate shows as `\\ud800`)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # JSON has no NaN or Infinity
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, bytes | bytearray):
-        return _text(bytes(value[: max_chars * 4]).decode("utf-8", "replace"), max_chars)
-    if isinstance(value, str):
-        return _text(value, max_chars)
-    if _depth >= MAX_DEPTH and isinstance(value, Mapping | list | tuple | set | frozenset):
-        return f"{type(value).__name__} of {len(value)} items"
-    if isinstance(value, Mapping):
-        shown: dict[str, Any] = {}
-        for index, (key, item) in enumerate(value.items()):
-            if index == MAX_ITEMS:
-                shown[_ELLIPSIS] = f"{len(value) - MAX_ITEMS} more"
-                break
-            shown[_text(str(key), max_chars)] = bounded(
-                item, max_chars=max_chars, _depth=_depth + 1
-            )
+    return _Preview(max_chars).show(value, 0)
+
+
+class _Preview:
+    """One preview: every string, key and number it shows spends its `MAX_PREVIEW_CHARS` (8
+    items a level over 3 levels are 512 strings: a 60 KB preview of one input)."""
+
+    def __init__(self, max_chars: int):
+        self.max_chars = max_chars
+        self.left = MAX_PREVIEW_CHARS
+
+    def show(self, value: Any, depth: int) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return self.text(str(value))  # JSON has no NaN or Infinity
+        if value is None or isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value.bit_length() > 64:
+            return self.text(_digits(value))
+        if isinstance(value, int | float):
+            self.left -= len(repr(value))
+            return value
+        if isinstance(value, bytes | bytearray):
+            return self.text(bytes(value[: self.max_chars * 4]).decode("utf-8", "replace"))
+        if isinstance(value, str):
+            return self.text(value)
+        if depth >= MAX_DEPTH and isinstance(value, Mapping | list | tuple | set | frozenset):
+            return self.text(f"{type(value).__name__} of {len(value)} items")
+        if isinstance(value, Mapping):
+            shown: dict[str, Any] = {}
+            for index, (key, item) in enumerate(value.items()):
+                if index == MAX_ITEMS or self.left <= 0:
+                    shown[_ELLIPSIS] = f"{len(value) - index} more"
+                    break
+                name = self.text(str(key))  # before its value spends the characters
+                shown[name] = self.show(item, depth + 1)
+            return shown
+        if isinstance(value, Sequence | set | frozenset):
+            items = list(value) if isinstance(value, set | frozenset) else value
+            listed = []
+            for index, item in enumerate(items):
+                if index == MAX_ITEMS or self.left <= 0:
+                    listed.append(f"{_ELLIPSIS} {len(items) - index} more")
+                    break
+                listed.append(self.show(item, depth + 1))
+            return listed
+        return self.text(str(value))
+
+    def text(self, text: str) -> str:
+        shown = _text(text, max(0, min(self.max_chars, self.left)))
+        self.left -= len(shown)
         return shown
-    if isinstance(value, Sequence | set | frozenset):
-        items = list(value) if isinstance(value, set | frozenset) else value
-        listed = [bounded(v, max_chars=max_chars, _depth=_depth + 1) for v in items[:MAX_ITEMS]]
-        if len(items) > MAX_ITEMS:
-            listed.append(f"{_ELLIPSIS} {len(items) - MAX_ITEMS} more")
-        return listed
-    return _text(str(value), max_chars)
+
+
+def _digits(value: int) -> str:
+    try:
+        return str(value)
+    except ValueError:  # past Python's 4,300 digits
+        return f"an integer of {value.bit_length()} bits"
 
 
 def _text(text: str, max_chars: int) -> str:

@@ -7,11 +7,13 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+import pytest
 from fastapi import APIRouter, FastAPI
+from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 
 from aircoach.auth import webhook
-from aircoach.bodies import BodyLimit, max_body_bytes
+from aircoach.bodies import BodyLimit, load_json, max_body_bytes
 from aircoach.errors import AppError
 from tests.helpers import app_with
 
@@ -200,3 +202,30 @@ async def test_a_fastapi_body_parameter_gets_413_not_400():
 async def test_routes_that_read_no_body_are_untouched(app):
     sent = await send(app, "/api/health", endless(), method="GET")
     assert sent.status == 200 and sent.pulled == 0
+
+
+@pytest.mark.parametrize("digits", [310, 5_000])
+async def test_an_integer_larger_than_any_float_is_a_422_naming_its_field(client, auth, digits):
+    """JSON has no such number (as `1e400`); past 4,300 digits Python's parser raised a
+    ValueError of its own, a 500, and below that the whole number was echoed."""
+    body = b'{"capitolo": ' + b"9" * digits + b', "numero": 1, "risposta": "a"}'
+    response = await client.post(
+        "/api/quiz/answers",
+        content=body,
+        headers={**auth(), "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", "capitolo"] and error["type"] == "finite_number"
+    assert "'capitolo'" in response.json()["message"]
+    assert len(response.content) < 1_000, len(response.content)
+    progress = (await client.get("/api/progress", headers=auth())).json()
+    assert progress["risposte"] == 0
+
+
+def test_load_json_refuses_a_huge_integer_anywhere_and_keeps_ordinary_ones():
+    with pytest.raises(RequestValidationError) as refused:
+        load_json(b'{"items": [1, 2, ' + b"-" + b"7" * 5_000 + b"]}")
+    (error,) = refused.value.errors()
+    assert error["loc"] == ("body", "items", 2) and error["type"] == "finite_number"
+    assert load_json(b'{"n": -9007199254740993, "m": 0}') == {"n": -9007199254740993, "m": 0}

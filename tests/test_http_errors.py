@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import httpx
 import pytest
@@ -36,6 +37,31 @@ def test_bounded_strings_are_always_encodable():
     text.encode("utf-8")
 
 
+def _tree(width: int, key_chars: int, value_chars: int) -> dict[str, Any]:
+    """Three levels of `width` members: every level of a preview filled."""
+    leaf = {f"k{i:02d}" + "k" * key_chars: "v" * value_chars for i in range(width)}
+    middle = {f"m{i:02d}" + "m" * key_chars: leaf for i in range(width)}
+    return {f"t{i:02d}" + "t" * key_chars: middle for i in range(width)}
+
+
+def test_a_preview_is_small_however_the_input_fills_its_levels():
+    """8 items a level and 120 characters a string still made 8 x 8 x 8 strings: a 60 KB
+    preview of one input."""
+    shown = bounded(_tree(8, 120, 120))
+    size = len(json.dumps(shown, ensure_ascii=False))
+    assert size < 1_500, size
+    # The first members are shown, down to a value; then how many were left out.
+    first, rest = list(shown)
+    assert first.startswith("t00") and shown[rest] == "7 more"
+    leaf = next(iter(shown[first].values()))
+    assert next(iter(leaf.values())) == "v" * 120
+
+
+def test_a_huge_integer_is_shown_cut():
+    assert bounded(10**4000) == "1" + "0" * 119 + "…"
+    assert bounded(-(2**63)) == -(2**63) and bounded(2**64 - 1) == 2**64 - 1
+
+
 def test_bounded_errors_lists_at_most_max_errors_and_counts_the_rest():
     errors = [
         {"type": "x", "loc": ("body", "tools", f"t{i}"), "msg": "m", "input": i} for i in range(50)
@@ -58,6 +84,22 @@ async def test_a_map_of_ten_thousand_unknown_tools_is_a_small_422(settings, auth
     (error,) = response.json()["detail"]
     assert error["loc"] == ["body", "tools"]
     assert f"at most {MAX_TOOLS} tool switches, got 10000" in error["msg"]
+
+
+async def test_a_body_that_misses_fields_is_not_echoed_once_per_field(client, auth):
+    """Each `missing` error's input is the whole body: a 48 KB body made a 191 KB 422."""
+    body = json.dumps(_tree(8, 20, 60)).encode()
+    assert len(body) > 45_000
+    response = await client.post(
+        "/api/quiz/answers", content=body, headers={**auth(), "Content-Type": "application/json"}
+    )
+    assert response.status_code == 422
+    assert [e["loc"] for e in response.json()["detail"][:3]] == [
+        ["body", "capitolo"],
+        ["body", "numero"],
+        ["body", "risposta"],
+    ]
+    assert len(response.content) < 16_000, len(response.content)
 
 
 async def test_each_unknown_tool_is_reported_alone(client, auth):

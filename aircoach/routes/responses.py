@@ -3,7 +3,10 @@ schema tells clients (and schemathesis) every status they can get."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from fastapi import FastAPI
 
 from aircoach.models import ErrorBody, ValidationErrorBody
 
@@ -18,21 +21,11 @@ INVALID_BODY: Responses = {
     }
 }
 
-# FastAPI's own answer (`{"detail": ...}`) to a body it cannot even decode (not UTF-8), on
-# routes that let FastAPI parse their body; the chat route parses its own (a 422).
+# A body the server could not read: FastAPI turns a failed read into a 400, which is answered
+# as every error is (`aircoach.http_errors.http_error`). A body that is not JSON, or not
+# UTF-8, is a 422.
 UNPARSABLE_BODY: Responses = {
-    400: {
-        "description": "The body could not be parsed (for example, it is not UTF-8).",
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["detail"],
-                    "properties": {"detail": {"type": "string"}},
-                }
-            }
-        },
-    }
+    400: {"model": ErrorBody, "description": "The body could not be read (`bad_request`)."}
 }
 
 TOO_LARGE: Responses = {
@@ -55,3 +48,29 @@ def unavailable(*codes: str) -> Responses:
     """A 503 naming the backends whose failure this route reports."""
     names = ", ".join(f"`{code}`" for code in codes)
     return {503: {"model": ErrorBody, "description": f"A backend failed: {names}. Retry later."}}
+
+
+_FASTAPI_422 = "HTTPValidationError"
+
+
+def install_validation_error_body(app: FastAPI) -> None:
+    """Make `app.openapi()` say what every 422 is. FastAPI documents the 422 of each route
+    that declares none as its own `HTTPValidationError` (`{"detail": [...]}`); the API
+    answers all of them `ValidationErrorBody` (`aircoach.http_errors.validation_error`), so
+    that component is made that body (a generated client then knows `error` and `message`)."""
+    generate: Callable[[], dict[str, Any]] = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schemas = generate().get("components", {}).get("schemas", {})
+            if _FASTAPI_422 in schemas:
+                body = ValidationErrorBody.model_json_schema(
+                    mode="serialization", ref_template="#/components/schemas/{model}"
+                )
+                for name, component in body.pop("$defs", {}).items():
+                    schemas.setdefault(name, component)
+                schemas[_FASTAPI_422] = {**body, "title": _FASTAPI_422}
+                schemas.pop("ValidationError", None)  # FastAPI's item: its body's alone
+        return app.openapi_schema or generate()
+
+    app.openapi = openapi  # type: ignore[method-assign]
