@@ -84,15 +84,23 @@ def log_fields(logger: logging.Logger, event: str, fields: Mapping[str, Any]) ->
 def _text(value: Any) -> str:
     if isinstance(value, list | tuple):
         # An item may come from outside (a web page's title in `retrieved`): one with a space,
-        # `=` or `,` is quoted, so that it cannot read as another item or another field.
-        return ",".join(_item(str(item)) for item in value) or "-"
+        # `=` or `,` is quoted, so that it cannot read as another item or another field, and
+        # one with a line break or another control character too (repr escapes them), so that
+        # the line stays one line.
+        return ",".join(_quoted(str(item), " =,") for item in value) or "-"
     if isinstance(value, str):
-        return repr(value) if not value or " " in value or "=" in value else value
+        return _quoted(value, " =")
     return str(value)
 
 
-def _item(text: str) -> str:
-    return repr(text) if not text or any(c in text for c in " =,") else text
+def _quoted(text: str, separators: str) -> str:
+    plain = text and text.isprintable() and not any(c in text for c in separators)
+    return text if plain else repr(text)
+
+
+# Line breaks that JSON writes as they are (it escapes only those below U+0020): escaped, so
+# that a line splitter (`str.splitlines`, a log shipper) sees one line per object.
+_LINE_BREAKS = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
 
 
 class JsonFormatter(logging.Formatter):
@@ -115,7 +123,7 @@ class JsonFormatter(logging.Formatter):
             entry.update((k, v) for k, v in fields.items() if k not in entry)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False, default=str)
+        return json.dumps(entry, ensure_ascii=False, default=str).translate(_LINE_BREAKS)
 
 
 class TextFormatter(logging.Formatter):

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from mangum import Mangum
 
-from aircoach.logs import APP_LOGGER, configure_logging, log_fields
+from aircoach.logs import APP_LOGGER, JsonFormatter, configure_logging, log_fields
 from aircoach.stages import STAGES
 from tests.helpers import app_with, asgi_client, served
 from tests.lambda_events import chat_event, response_body
@@ -259,3 +259,34 @@ def test_a_list_item_cannot_pass_for_another_field_of_the_text_line(caplog):
         log_fields(logger, "turn", {"retrieved": [title, "kb_search:3.1|3.2"], "outcome": "ok"})
     (line,) = [r.getMessage() for r in caplog.records]
     assert line == f"turn retrieved={title!r},kb_search:3.1|3.2 outcome=ok"
+
+
+def test_the_text_line_stays_one_line_whatever_a_value_holds(caplog):
+    """A value with a line break, a tab or another control character (a web page's title in
+    `retrieved`, a token's `sub`) was written as it is: the text line broke in two, and the
+    second half could read as a line of its own. Such a value is quoted like one with a
+    space, its control characters escaped."""
+    logger = logging.getLogger(f"{APP_LOGGER}.test")
+    forged = "\n2025-01-01\tERROR\taircoach.turn\t[req]:\tturn\tforged"
+    fields = {
+        "user": "auth0|1\r\n",
+        "retrieved": [f"web_search:Esame{forged}", "web_search:a\u2028b", "kb_search:3.1"],
+        "outcome": "ok",
+    }
+    with caplog.at_level(logging.INFO, logger=APP_LOGGER):
+        log_fields(logger, "turn", fields)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert len(line.splitlines()) == 1 and line.isprintable()
+    assert line.startswith("turn user='auth0|1\\r\\n' retrieved='web_search:Esame\\n2025")
+    assert line.endswith(",kb_search:3.1 outcome=ok")
+
+
+def test_a_json_line_stays_one_line_for_every_line_splitter():
+    """JSON escapes `\\n` and `\\r`, but wrote U+2028, U+0085 and the other characters that
+    `str.splitlines` (and log tools built on it) break lines at as they are."""
+    title = "web_search:a\u2028b\x85c\u2029d\x1ce"
+    record = logging.LogRecord("aircoach.turn.turn", logging.INFO, __file__, 1, "turn", (), None)
+    record.fields = {"event": "turn", "retrieved": [title]}
+    line = JsonFormatter().format(record)
+    assert len(line.splitlines()) == 1
+    assert json.loads(line)["retrieved"] == [title]

@@ -6,6 +6,11 @@ Registered process-wide with LangChain's configure hook (as `llm/failover.py` do
 model and tool call gets it without a change where the agent runs; it records only inside a
 request (or run) whose telemetry is on, and returns at once otherwise. Imported by
 `otel.OtelTelemetry.hook_langchain` once LangChain is loaded.
+
+LangChain reports no end for a call whose task is cancelled (TURN_TIMEOUT_S, a cancel: its
+`agenerate` awaits a gather that is cancelled with it), so a call still open when the span it
+started under ends (its stage, `model` or `tools`, or a `task_attempt`) ends with it
+(`end_runs_under`).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tracers.context import register_configure_hook
-from opentelemetry.trace import Span, SpanKind, StatusCode
+from opentelemetry.trace import Span, SpanKind, StatusCode, get_current_span
 
 from aircoach.telemetry.context import _active
 
@@ -34,6 +39,7 @@ class _Run:
     span: Span
     telemetry: Any  # the OtelTelemetry recording this run
     started: float
+    parent: int  # the span id of the span current when the call started
     model: str = ""
     tool: str = ""
     first_token: float | None = None
@@ -54,12 +60,22 @@ class GenAICallbacks(BaseCallbackHandler):
         tracer = getattr(telemetry, "tracer", None)  # only the OpenTelemetry recorder has one
         if tracer is None:
             return
+        parent = get_current_span().get_span_context().span_id
         span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
-        self._runs[run_id] = _Run(span, telemetry, time.perf_counter(), **run)
+        self._runs[run_id] = _Run(span, telemetry, time.perf_counter(), parent, **run)
         while len(self._runs) > MAX_OPEN_RUNS:
             _, stale = self._runs.popitem(last=False)
             stale.span.set_attribute("error.type", "abandoned")
             stale.span.end()
+
+    def end_runs_under(self, parent: int, error: str) -> None:
+        """End, as failed with `error`, the calls still open under span `parent`, which ends."""
+        for run_id in [key for key, run in self._runs.items() if run.parent == parent]:
+            run = self._runs[run_id]
+            if run.tool:
+                self._end_tool(run_id, "error", error)
+            else:
+                self._fail_model(self._runs.pop(run_id), error)
 
     # --- models -----------------------------------------------------------------------------
 
@@ -117,13 +133,16 @@ class GenAICallbacks(BaseCallbackHandler):
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         run = self._runs.pop(run_id, None)
-        if run is None:
-            return
-        run.span.set_attribute("error.type", type(error).__qualname__)
+        if run is not None:
+            self._fail_model(run, type(error).__qualname__)
+
+    @staticmethod
+    def _fail_model(run: _Run, error: str) -> None:
+        run.span.set_attribute("error.type", error)
         run.span.set_status(StatusCode.ERROR)
         run.telemetry.model_duration.record(
             time.perf_counter() - run.started,
-            {"gen_ai.request.model": run.model, "error.type": type(error).__qualname__},
+            {"gen_ai.request.model": run.model, "error.type": error},
         )
         run.span.end()
 
@@ -155,7 +174,7 @@ class GenAICallbacks(BaseCallbackHandler):
         run.span.end()
 
 
-_HANDLER = GenAICallbacks()
+HANDLER = GenAICallbacks()
 # The hook's variable always holds the handler: it records only where telemetry is active.
-_hook: ContextVar[GenAICallbacks | None] = ContextVar("aircoach_genai_spans", default=_HANDLER)
+_hook: ContextVar[GenAICallbacks | None] = ContextVar("aircoach_genai_spans", default=HANDLER)
 register_configure_hook(_hook, inheritable=True)

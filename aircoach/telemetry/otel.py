@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 from fastapi import FastAPI
@@ -49,6 +49,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aircoach.settings import TelemetrySettings
 from aircoach.telemetry.context import recording
 from aircoach.text import redact_query
+
+if TYPE_CHECKING:
+    from aircoach.telemetry.langchain import GenAICallbacks
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +87,7 @@ class OtelTelemetry:
         self.flush_timeout_s = settings.otel_flush_timeout_ms / 1000
         self._flusher: ThreadPoolExecutor | None = None
         self._flushing: Future[None] | None = None
-        self._langchain = False
+        self._genai: GenAICallbacks | None = None  # once LangChain is loaded
         meter = self.meter_provider.get_meter("aircoach")
         self.turns = meter.create_counter(
             "aircoach.turns", unit="{turn}", description="Chat turns, by status and model."
@@ -213,12 +216,17 @@ class OtelTelemetry:
         with self.tracer.start_as_current_span(
             name, attributes=attributes, record_exception=False, set_status_on_exception=False
         ) as current:
+            error = "abandoned"
             try:
                 yield current
             except BaseException as exc:  # the type only: a message may quote user text
-                current.set_attribute("error.type", type(exc).__qualname__)
+                error = type(exc).__qualname__
+                current.set_attribute("error.type", error)
                 current.set_status(StatusCode.ERROR)
                 raise
+            finally:
+                if self._genai is not None:  # a model or tool call cut short with its stage
+                    self._genai.end_runs_under(current.get_span_context().span_id, error)
 
     def observe(self, event: str, fields: Mapping[str, Any]) -> None:
         if event == "turn":
@@ -271,10 +279,10 @@ class OtelTelemetry:
         """Model and tool spans come from a LangChain callback handler, hooked in once
         LangChain is loaded (by the first chat turn or task run): importing it here would add
         its import time to the cold start of requests that never call a model."""
-        if not self._langchain and "langchain_core.callbacks" in sys.modules:
-            import aircoach.telemetry.langchain  # noqa: F401 (registers the handler)
+        if self._genai is None and "langchain_core.callbacks" in sys.modules:
+            from aircoach.telemetry.langchain import HANDLER  # registers the handler
 
-            self._langchain = True
+            self._genai = HANDLER
 
     # --- serverless flush -------------------------------------------------------------------
 

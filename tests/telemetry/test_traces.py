@@ -4,6 +4,7 @@ a few turns; JSON log lines joined to their trace; no secret or user text in any
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -115,6 +116,47 @@ async def test_a_failed_model_call_is_an_error_span_and_the_turn_still_answers(
     assert traced.points("aircoach.turns") == [
         ({"aircoach.turn.status": "error", "gen_ai.request.model": "scripted"}, 1)
     ]
+
+
+class _Hanging(ScriptedChatModel):
+    """A model whose reply never comes: the turn's deadline or a cancel ends the call."""
+
+    started: Any = None
+
+    async def _astream(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any):
+        self.started.set()
+        await asyncio.Event().wait()
+        yield  # never reached: makes this an async generator
+
+
+class _HangingModels:
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+
+    async def models_for(self, tools: list[Any]) -> list[Any]:
+        return [_Hanging(script=Script([]), started=self.started)]
+
+
+async def test_a_model_call_cut_by_the_turn_timeout_ends_its_span_as_an_error(settings, auth):
+    """LangChain reports no end for a model call whose task is cancelled (TURN_TIMEOUT_S, a
+    cancel): its `chat` span stayed open, so it was never exported (until 256 later calls
+    pushed it out, as `abandoned`, in another request's export). It ends with its stage."""
+    cut = settings.model_copy(update={"turn_timeout_s": 0.2})  # the timeout is the outcome
+    app = app_with(cut, models=_HangingModels())
+    traced = traced_app(app, cut)
+    async with asgi_client(app) as client:
+        events = await chat(client, auth(), "Ciao")
+    assert [e["type"] for e in events] == ["error", "agent_message", "done"]
+    stage = next(s for s in traced.spans() if s.name == "model")
+    [call] = [s for s in traced.spans() if s.name == "chat scripted"]
+    assert call.parent.span_id == stage.context.span_id
+    assert call.status.status_code.name == "ERROR"
+    assert call.attributes["error.type"] == stage.attributes["error.type"] == "CancelledError"
+    assert call.end_time <= stage.end_time
+    assert traced.points("gen_ai.client.operation.duration") == [
+        ({"gen_ai.request.model": "scripted", "error.type": "CancelledError"}, 1)
+    ]
+    traced.telemetry.shutdown()
 
 
 async def test_tokens_and_finish_reason_of_a_model_that_reports_them(
