@@ -11,6 +11,7 @@ time is the gate's `clock` (`time.time` unless the composition root is given ano
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -63,15 +64,29 @@ class Admission:
     charged: tuple[str, ...] = ()  # the quota windows this turn was counted in
 
 
-async def admit(gate: Gate, user_id: str, key: str | None) -> Admission:
+class KeyReused(Exception):
+    """A repeated key sent with another question than the one its turn answers (the route
+    makes it a 422 naming the key): that turn is not this question's answer."""
+
+    def __init__(self, key: str):
+        super().__init__(f"client_message_id {key[:64]!r} already answers another question")
+        self.key = key
+
+
+def question_fingerprint(query: str) -> str:
+    """The digest a reservation keeps of its question, to tell a retry from a reused key."""
+    return hashlib.sha256(query.encode()).hexdigest()[:32]
+
+
+async def admit(gate: Gate, user_id: str, key: str | None, *, query: str) -> Admission:
     """Replay, rejoin, or reserve and charge; `TurnInProgress` (409) while the first request
-    of the same key is between its run and its store write, `QuotaExceeded` (429) when the
-    budget is spent. The new turn then claims its thread (`hold_thread`) once it is prepared:
+    of the same key is between its run and its store write, `KeyReused` when the key's turn
+    answers another `query`, `QuotaExceeded` (429) when the budget is spent. The new turn then claims its thread (`hold_thread`) once it is prepared:
     a request that fails before (the store down) leaves no claim behind, and one refused here
     (429, or 503 when the quota store fails) leaves its key free and no count behind."""
     turn_id = new_turn_id()
     if key is not None:
-        found = await _repeated(gate, user_id, key, turn_id)
+        found = await _repeated(gate, user_id, key, turn_id, question_fingerprint(query))
         if found is not None:
             return found
     try:
@@ -126,13 +141,19 @@ async def _refund(gate: Gate, user_id: str, windows: Sequence[str]) -> None:
             )
 
 
-async def _repeated(gate: Gate, user_id: str, key: str, turn_id: str) -> Admission | None:
+async def _repeated(
+    gate: Gate, user_id: str, key: str, turn_id: str, fingerprint: str
+) -> Admission | None:
     """The admission of a repeated key (None: the key is now reserved for `turn_id`)."""
     reservations = gate.guards.reservations
     now = gate.clock()
-    held = await reservations.reserve(user_id, key, turn_id, now=now, ttl_s=RESERVATION_TTL_S)
+    held = await reservations.reserve(
+        user_id, key, turn_id, now=now, ttl_s=RESERVATION_TTL_S, fingerprint=fingerprint
+    )
     if held is None:
         return None
+    if held.fingerprint and held.fingerprint != fingerprint:
+        raise KeyReused(key)
     stored = await finished_turn(gate, user_id, held.turn_id)
     if stored is not None:
         log.info("replaying turn %s for %r (client_message_id repeated)", stored.turn_id, user_id)

@@ -394,3 +394,45 @@ async def test_a_json_repeat_that_joined_a_turn_the_store_refused_gets_it_from_t
     assert repeat.headers["idempotent-replayed"] == "true"
     assert repeat.json()["answer"] == "La risposta."
     assert [e["type"] for e in parse_sse(first[0].text)][-2:] == ["error", "done"]
+
+
+async def test_a_message_id_sent_again_with_another_question_is_a_422(two, auth):
+    """A client that reuses a `client_message_id` for a new question (a bug, or a counter that
+    restarted) must not get the other question's answer as if it were this one's: a 422
+    naming the id, and the model does not run. The same question is still replayed."""
+    script = Script([text("Il QNH è la pressione al livello del mare.")])
+    a, b = await two(script)
+    first = await post(a, auth(), query="Cos'è il QNH?", client_message_id="m1")
+    assert first.status_code == 200
+    other = await post(b, auth(), query="Cos'è la portanza?", client_message_id="m1")
+    assert other.status_code == 422, other.text
+    assert other.json()["detail"][0]["loc"] == ["body", "client_message_id"]
+    assert "another question" in other.json()["detail"][0]["msg"]
+    header = await b.post(
+        "/api/stream_query",
+        json={"query": "Cos'è la portanza?"},
+        headers={**auth(), "Idempotency-Key": "m1"},
+    )
+    assert header.status_code == 422
+    assert header.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
+    assert len(script.calls) == 1
+    same = await post(b, auth(), query="Cos'è il QNH?", client_message_id="m1", stream=False)
+    assert same.status_code == 200 and same.headers["idempotent-replayed"] == "true"
+
+
+async def test_a_reused_message_id_is_a_422_before_its_first_turn_is_stored(two, auth, wall):
+    from aircoach.turn.admission import question_fingerprint
+
+    script = Script([])
+    a, b = await two(script)
+    # The first request holds the id and its turn is between its run and its store write.
+    reservations = services_of(a._transport.app).guards.reservations  # type: ignore[attr-defined]
+    await reservations.reserve(
+        "user-1", "m2", "f" * 24, fingerprint=question_fingerprint("uno"), now=wall(), ttl_s=60
+    )
+    assert (await post(b, auth(), query="due", client_message_id="m2")).status_code == 422
+    assert (await post(b, auth(), query="uno", client_message_id="m2")).status_code == 409
+    # A reservation made before reservations kept their question matches any question.
+    await reservations.reserve("user-1", "m3", "e" * 24, now=wall(), ttl_s=60)
+    assert (await post(b, auth(), query="tre", client_message_id="m3")).status_code == 409
+    assert script.calls == []
