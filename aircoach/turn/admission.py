@@ -33,6 +33,8 @@ RESERVATION_TTL_S = 24 * 3600.0
 # request that died (an instance killed mid-turn): a repeat takes it over and runs the turn.
 _GRACE_S = 60.0
 _IN_PROGRESS_RETRY_S = 2
+# Reads of a thread's claim when another request moves it between a read and a take-over.
+_CLAIM_ATTEMPTS = 3
 _DAY_S = 86_400
 
 
@@ -198,29 +200,46 @@ async def _ended(gate: Gate, user_id: str, turn_id: str) -> bool:
 
 async def _claim(gate: Gate, user_id: str, thread: str, turn_id: str, *, interrupt: bool) -> None:
     """Make `turn_id` the running turn of `thread` (until its deadline and a grace period,
-    should its instance die), or interrupt the running one when asked."""
+    should its instance die), or interrupt the running one when asked. A take-over that
+    another request made first (a second interrupt, a second message after an ended turn)
+    reads the claim again: the 409 names the turn that holds the thread now, and an interrupt
+    interrupts that one."""
     turn_log = gate.turn_log
-    now = gate.clock()
-    expires_at = now + CLAIM_LEASE_S  # the running turn renews it (`TurnRun`)
-    held = await turn_log.claim(user_id, thread, turn_id, now=now, expires_at=expires_at)
-    if held is None:
-        return
-    if await _ended(gate, user_id, held.turn_id) and await turn_log.take_over(
-        user_id, thread, held_by=held.turn_id, turn_id=turn_id, now=now, expires_at=expires_at
-    ):
-        # Its release failed (the store was down as it ended): an ended turn holds nothing.
-        log.warning("turn %s still held the thread of %r after it ended", held.turn_id, user_id)
-        return
-    if interrupt and await turn_log.take_over(
-        user_id, thread, held_by=held.turn_id, turn_id=turn_id, now=now, expires_at=expires_at
-    ):
-        log.info("turn %s for %r interrupts turn %s", turn_id, user_id, held.turn_id)
-        gate.running.stop(held.turn_id)
-        return
+    holder = ""
+    for _ in range(_CLAIM_ATTEMPTS):
+        now = gate.clock()
+        expires_at = now + CLAIM_LEASE_S  # the running turn renews it (`TurnRun`)
+        held = await turn_log.claim(user_id, thread, turn_id, now=now, expires_at=expires_at)
+        if held is None:
+            return
+        holder = held.turn_id
+        if await _ended(gate, user_id, holder):
+            if await turn_log.take_over(
+                user_id,
+                thread,
+                held_by=held.turn_id,
+                turn_id=turn_id,
+                now=now,
+                expires_at=expires_at,
+            ):
+                # Its release failed (the store was down as it ended): an ended turn holds
+                # nothing.
+                log.warning(
+                    "turn %s still held the thread of %r after it ended", held.turn_id, user_id
+                )
+                return
+        elif not interrupt:
+            break
+        elif await turn_log.take_over(
+            user_id, thread, held_by=held.turn_id, turn_id=turn_id, now=now, expires_at=expires_at
+        ):
+            log.info("turn %s for %r interrupts turn %s", turn_id, user_id, held.turn_id)
+            gate.running.stop(held.turn_id)
+            return
     raise TurnInProgress(
         "thread_busy",
-        turn_id=held.turn_id,
-        fields={"turn_id": held.turn_id},
+        turn_id=holder,
+        fields={"turn_id": holder},
         headers={"Retry-After": str(_IN_PROGRESS_RETRY_S)},
     )
 

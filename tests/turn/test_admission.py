@@ -5,6 +5,7 @@ exceeded, whichever instance answers."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -436,3 +437,31 @@ async def test_a_reused_message_id_is_a_422_before_its_first_turn_is_stored(two,
     await reservations.reserve("user-1", "m3", "e" * 24, now=wall(), ttl_s=60)
     assert (await post(b, auth(), query="tre", client_message_id="m3")).status_code == 409
     assert script.calls == []
+
+
+async def test_of_two_interrupts_at_once_the_last_takes_the_thread(settings):
+    """Two messages with `if_busy: "interrupt"` find the same running turn t0; t1's
+    interrupt lands between t2's read of the claim and t2's take-over. t2 interrupts t1 in
+    turn (it was asked to replace whatever runs), instead of a 409 naming t0, a turn that is
+    no longer running."""
+    from aircoach.turn.admission import Admission, hold_thread
+
+    gate = services_of(app_with(settings)).gate
+    log, now = gate.turn_log, gate.clock()
+    await log.claim("user-1", "user-1", "t0", now=now, expires_at=now + 30)
+
+    class OtherInterruptFirst:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(log, name)
+
+        async def claim(self, user_id: str, thread: str, turn_id: str, **kwargs: Any) -> Any:
+            held = await log.claim(user_id, thread, turn_id, **kwargs)
+            if turn_id == "t2":
+                await hold_thread(gate, user_id, thread, Admission("t1"), interrupt=True)
+            return held
+
+    racing = dataclasses.replace(gate, turn_log=OtherInterruptFirst())
+    await hold_thread(racing, "user-1", "user-1", Admission("t2"), interrupt=True)
+    holder = await log.holder("user-1", "user-1", now=now)
+    assert holder is not None and holder.turn_id == "t2"
+    assert await log.cancel_requested("t0") and await log.cancel_requested("t1")
