@@ -270,20 +270,22 @@ async def charge(gate: Gate, user_id: str) -> list[str]:
 
 
 def _windows(gate: Gate) -> list[tuple[str, int, str, float, float]]:
-    """The quota windows a turn is counted in now: (key, limit, name, end, expiry), the
-    minute's first."""
+    """The quota windows a turn is counted in now: (key, limit, name, end, expiry), the day's
+    first: a turn refused by the minute then found room in the day, so the minute's
+    `Retry-After` is true, and one refused by the day is told the day's end even when its
+    minute is spent too."""
     settings = gate.settings
     now = gate.clock()
     windows = []
-    if per_minute := settings.quota_turns_per_minute:
-        minute = int(now // 60)
-        windows.append(
-            (f"m:{minute}", per_minute, "minute", (minute + 1) * 60.0, (minute + 2) * 60.0)
-        )
     if per_day := settings.quota_turns_per_day:
         day = int(now // _DAY_S)
         windows.append(
             (f"d:{day}", per_day, "day", (day + 1) * float(_DAY_S), (day + 2) * float(_DAY_S))
+        )
+    if per_minute := settings.quota_turns_per_minute:
+        minute = int(now // 60)
+        windows.append(
+            (f"m:{minute}", per_minute, "minute", (minute + 1) * 60.0, (minute + 2) * 60.0)
         )
     return windows
 

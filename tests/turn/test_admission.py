@@ -255,7 +255,7 @@ async def test_a_message_refused_as_busy_is_not_charged_and_its_key_stays_free(
 def _guards_with(settings: Settings, **broken: str) -> GuardStores:
     """The settings' guard stores, with the methods named (`quotas="hit"`,
     `reservations="release"`, `quotas="refund"`) failing as a store that is down; `hit`
-    fails once, on the day's window, after the minute's was counted."""
+    fails once, on the minute's window, after the day's was counted."""
     guards = build_guard_stores(settings)
     failed: list[str] = []
 
@@ -268,7 +268,7 @@ def _guards_with(settings: Settings, **broken: str) -> GuardStores:
                 return getattr(self.store, name)
 
             async def fail(*args: Any, **kwargs: Any) -> Any:
-                if name == "hit" and (failed or not args[1].startswith("d:")):
+                if name == "hit" and (failed or not args[1].startswith("m:")):
                     return await self.store.hit(*args, **kwargs)
                 failed.append(name)
                 raise StoreUnavailable()
@@ -284,7 +284,7 @@ def _guards_with(settings: Settings, **broken: str) -> GuardStores:
 async def test_a_quota_store_that_fails_while_counting_keeps_no_count_and_no_key(
     settings, auth, wall
 ):
-    settings = settings.model_copy(update={"quota_turns_per_minute": 1, "quota_turns_per_day": 50})
+    settings = settings.model_copy(update={"quota_turns_per_minute": 5, "quota_turns_per_day": 1})
     app = app_with(
         settings,
         models=ScriptedModels(Script([text("Eccomi.")])),
@@ -294,8 +294,8 @@ async def test_a_quota_store_that_fails_while_counting_keeps_no_count_and_no_key
     async with asgi_client(app) as client:
         down = await post(client, auth(), client_message_id="m1")
         assert down.status_code == 503 and down.json()["error"] == "store_unavailable"
-        # The store is back: the same message runs now, within the same minute, as the
-        # minute's one turn (the minute's count taken before the failure was given back).
+        # The store is back: the same message runs now, as the day's one turn (the day's
+        # count taken before the minute's failed was given back).
         again = await post(client, auth(), client_message_id="m1")
         assert again.status_code == 200, again.text
         assert (await post(client, auth(), query="ancora")).status_code == 429
@@ -305,7 +305,7 @@ async def test_a_quota_store_that_fails_while_counting_keeps_no_count_and_no_key
     ("limits", "broken"),
     [
         ({"quota_turns_per_minute": 1}, {"reservations": "release"}),
-        ({"quota_turns_per_minute": 5, "quota_turns_per_day": 1}, {"quotas": "refund"}),
+        ({"quota_turns_per_minute": 1, "quota_turns_per_day": 5}, {"quotas": "refund"}),
     ],
 )
 async def test_over_quota_is_a_429_even_when_giving_back_fails(
@@ -465,3 +465,18 @@ async def test_of_two_interrupts_at_once_the_last_takes_the_thread(settings):
     holder = await log.holder("user-1", "user-1", now=now)
     assert holder is not None and holder.turn_id == "t2"
     assert await log.cancel_requested("t0") and await log.cancel_requested("t1")
+
+
+async def test_a_429_names_the_day_when_both_budgets_are_spent(two, auth, wall):
+    """The day's last turn was also the minute's: the 429 says the day's budget is spent and
+    Retry-After is the day's end. Told the minute's end instead, a client (and the student,
+    in the message) waited it out only to be refused again."""
+    a, b = await two(Script([text("uno")]), quota_turns_per_minute=1, quota_turns_per_day=1)
+    assert (await post(a, auth())).status_code == 200
+    refused = await post(b, auth(), query="due")
+    assert refused.status_code == 429
+    assert refused.json()["message"].startswith("Hai raggiunto il limite di 1 domande al giorno")
+    assert refused.headers["retry-after"] == str(86_400 - 10 + 1)
+    wall.advance(60)  # the next minute: still the day's refusal
+    again = await post(a, auth(), query="tre")
+    assert again.status_code == 429 and again.headers["retry-after"] == str(86_400 - 70 + 1)
