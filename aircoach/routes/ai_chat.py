@@ -66,13 +66,17 @@ class UIChatRequest(BaseModel):
 
 def _as_message(body: UIChatRequest) -> MessageRequest:
     """The turn the body asks for: the last user message's text is the query, its id the
-    `client_message_id` (a resend replays; a regeneration is a new turn)."""
+    `client_message_id` (a resend replays; a regeneration, or an edit, is a new turn)."""
     users = [m for m in body.messages if m.role == "user"]
     if not users:
         raise _invalid(("body", "messages"), "no user message")
     last = users[-1]
     query = "".join(str(part.get("text", "")) for part in last.parts if part.get("type") == "text")
-    key = _message_key(last.id) if body.trigger == "submit-message" and last.id else None
+    key = None
+    if body.trigger == "submit-message" and last.id:
+        # An edit (`sendMessage({text, messageId})`) keeps the message's id: its key is the id
+        # with the new text, so that it is a new question and a resend of it replays.
+        key = _message_key(last.id if body.messageId is None else f"{last.id}\x1f{query}")
     fields: dict[str, Any] = {
         "query": query,
         "conversation_id": body.id,

@@ -133,6 +133,7 @@ async def run_chat(
     ignored = _ignored_switches(body, registry)
     from aircoach.routes.sse import event_stream, turn_stream
     from aircoach.turn.admission import (
+        KeyReused,
         admit,
         finished_turn,
         give_back,
@@ -149,7 +150,10 @@ async def run_chat(
     if key is not None and body.conversation_id is not None:
         key = f"{body.conversation_id}/{key}"  # no `/` in a message id: keys cannot meet
     with current_stages().timed("admission"):
-        admission = await admit(services.gate, user.sub, key)
+        try:
+            admission = await admit(services.gate, user.sub, key, query=body.query)
+        except KeyReused:
+            raise _reused_key(body, key or "") from None
     encoder = encoder_for(admission.turn_id) if encoder_for is not None else None
     headers = {**(headers or {}), TURN_ID_HEADER: admission.turn_id}
     if ignored:
@@ -323,6 +327,20 @@ def _message_key(body: MessageRequest, header: str | None) -> str | None:
     if body.client_message_id not in (None, header):
         raise _invalid_key(header, "body", "client_message_id", "differs from Idempotency-Key")
     return header
+
+
+def _reused_key(body: MessageRequest, key: str) -> RequestValidationError:
+    """422 for a message id whose turn answers another question (the id from the body, else
+    from the `Idempotency-Key` header; `key` may be prefixed with the conversation)."""
+    where, name = (
+        ("body", "client_message_id") if body.client_message_id else ("header", IDEMPOTENCY_HEADER)
+    )
+    return _invalid_key(
+        key.rpartition("/")[2],
+        where,
+        name,
+        "already used in the last 24 h for another question: send a new id for a new question",
+    )
 
 
 def _invalid_key(value: str, where: str, name: str, message: str) -> RequestValidationError:

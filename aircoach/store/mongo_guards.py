@@ -39,12 +39,20 @@ class MongoReservationStore:
         self._db = connection
 
     async def reserve(
-        self, user_id: str, key: str, turn_id: str, *, now: float, ttl_s: float
+        self,
+        user_id: str,
+        key: str,
+        turn_id: str,
+        *,
+        now: float,
+        ttl_s: float,
+        fingerprint: str = "",
     ) -> Reservation | None:
         doc = {
             "userId": user_id,
             "key": key,
             "turn_id": turn_id,
+            "fingerprint": fingerprint,
             "created_at": now,
             "expires_at": now + ttl_s,
             "expires": _date(now + ttl_s),
@@ -67,7 +75,9 @@ class MongoReservationStore:
                 if replaced.modified_count == 1:
                     return None
                 held = await c.find_one({"userId": user_id, "key": key}) or held
-            return Reservation(str(held["turn_id"]), float(held["created_at"]))
+            return Reservation(
+                str(held["turn_id"]), float(held["created_at"]), str(held.get("fingerprint", ""))
+            )
 
         return await self._db.run(IDEMPOTENCY, op)
 

@@ -17,6 +17,7 @@ CREATE TABLE IF NOT EXISTS idempotency (
     turn_id TEXT NOT NULL,
     created_at REAL NOT NULL,
     expires_at REAL NOT NULL,
+    fingerprint TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (userId, key)
 );
 CREATE TABLE IF NOT EXISTS quotas (
@@ -29,28 +30,53 @@ CREATE TABLE IF NOT EXISTS quotas (
 """
 
 
+def _migrate(conn: sqlite3.Connection) -> None:
+    """A file made before reservations kept their question's digest gets the column (its
+    rows keep "": they match any question)."""
+    conn.isolation_level = None  # explicit transaction: BEGIN IMMEDIATE serialises writers
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        columns = {row["name"] for row in conn.execute("PRAGMA table_info(idempotency)")}
+        if "fingerprint" not in columns:
+            conn.execute("ALTER TABLE idempotency ADD COLUMN fingerprint TEXT NOT NULL DEFAULT ''")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
 class SqliteReservationStore:
     def __init__(self, path: Path, *, timeout_s: float = BUSY_TIMEOUT_S):
-        self._db = _Sqlite(path, schema=_SCHEMA, timeout_s=timeout_s)
+        self._db = _Sqlite(path, schema=_SCHEMA, migrate=_migrate, timeout_s=timeout_s)
 
     async def reserve(
-        self, user_id: str, key: str, turn_id: str, *, now: float, ttl_s: float
+        self,
+        user_id: str,
+        key: str,
+        turn_id: str,
+        *,
+        now: float,
+        ttl_s: float,
+        fingerprint: str = "",
     ) -> Reservation | None:
         def op(c: sqlite3.Connection) -> Reservation | None:
             # An expired reservation is replaced in the same statement that would insert.
             c.execute(
-                "INSERT INTO idempotency VALUES (?, ?, ?, ?, ?) ON CONFLICT (userId, key) DO "
+                "INSERT INTO idempotency (userId, key, turn_id, created_at, expires_at, "
+                "fingerprint) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (userId, key) DO "
                 "UPDATE SET turn_id = excluded.turn_id, created_at = excluded.created_at, "
-                "expires_at = excluded.expires_at WHERE idempotency.expires_at <= ?",
-                (user_id, key, turn_id, now, now + ttl_s, now),
+                "expires_at = excluded.expires_at, fingerprint = excluded.fingerprint "
+                "WHERE idempotency.expires_at <= ?",
+                (user_id, key, turn_id, now, now + ttl_s, fingerprint, now),
             )
             row = c.execute(
-                "SELECT turn_id, created_at FROM idempotency WHERE userId = ? AND key = ?",
+                "SELECT turn_id, created_at, fingerprint FROM idempotency "
+                "WHERE userId = ? AND key = ?",
                 (user_id, key),
             ).fetchone()
             if row["turn_id"] == turn_id:
                 return None
-            return Reservation(row["turn_id"], row["created_at"])
+            return Reservation(row["turn_id"], row["created_at"], row["fingerprint"])
 
         return await self._db.run(op)
 

@@ -11,6 +11,7 @@ time is the gate's `clock` (`time.time` unless the composition root is given ano
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ RESERVATION_TTL_S = 24 * 3600.0
 # request that died (an instance killed mid-turn): a repeat takes it over and runs the turn.
 _GRACE_S = 60.0
 _IN_PROGRESS_RETRY_S = 2
+# Reads of a thread's claim when another request moves it between a read and a take-over.
+_CLAIM_ATTEMPTS = 3
 _DAY_S = 86_400
 
 
@@ -63,15 +66,29 @@ class Admission:
     charged: tuple[str, ...] = ()  # the quota windows this turn was counted in
 
 
-async def admit(gate: Gate, user_id: str, key: str | None) -> Admission:
+class KeyReused(Exception):
+    """A repeated key sent with another question than the one its turn answers (the route
+    makes it a 422 naming the key): that turn is not this question's answer."""
+
+    def __init__(self, key: str):
+        super().__init__(f"client_message_id {key[:64]!r} already answers another question")
+        self.key = key
+
+
+def question_fingerprint(query: str) -> str:
+    """The digest a reservation keeps of its question, to tell a retry from a reused key."""
+    return hashlib.sha256(query.encode()).hexdigest()[:32]
+
+
+async def admit(gate: Gate, user_id: str, key: str | None, *, query: str) -> Admission:
     """Replay, rejoin, or reserve and charge; `TurnInProgress` (409) while the first request
-    of the same key is between its run and its store write, `QuotaExceeded` (429) when the
-    budget is spent. The new turn then claims its thread (`hold_thread`) once it is prepared:
+    of the same key is between its run and its store write, `KeyReused` when the key's turn
+    answers another `query`, `QuotaExceeded` (429) when the budget is spent. The new turn then claims its thread (`hold_thread`) once it is prepared:
     a request that fails before (the store down) leaves no claim behind, and one refused here
     (429, or 503 when the quota store fails) leaves its key free and no count behind."""
     turn_id = new_turn_id()
     if key is not None:
-        found = await _repeated(gate, user_id, key, turn_id)
+        found = await _repeated(gate, user_id, key, turn_id, question_fingerprint(query))
         if found is not None:
             return found
     try:
@@ -126,13 +143,19 @@ async def _refund(gate: Gate, user_id: str, windows: Sequence[str]) -> None:
             )
 
 
-async def _repeated(gate: Gate, user_id: str, key: str, turn_id: str) -> Admission | None:
+async def _repeated(
+    gate: Gate, user_id: str, key: str, turn_id: str, fingerprint: str
+) -> Admission | None:
     """The admission of a repeated key (None: the key is now reserved for `turn_id`)."""
     reservations = gate.guards.reservations
     now = gate.clock()
-    held = await reservations.reserve(user_id, key, turn_id, now=now, ttl_s=RESERVATION_TTL_S)
+    held = await reservations.reserve(
+        user_id, key, turn_id, now=now, ttl_s=RESERVATION_TTL_S, fingerprint=fingerprint
+    )
     if held is None:
         return None
+    if held.fingerprint and held.fingerprint != fingerprint:
+        raise KeyReused(key)
     stored = await finished_turn(gate, user_id, held.turn_id)
     if stored is not None:
         log.info("replaying turn %s for %r (client_message_id repeated)", stored.turn_id, user_id)
@@ -177,29 +200,46 @@ async def _ended(gate: Gate, user_id: str, turn_id: str) -> bool:
 
 async def _claim(gate: Gate, user_id: str, thread: str, turn_id: str, *, interrupt: bool) -> None:
     """Make `turn_id` the running turn of `thread` (until its deadline and a grace period,
-    should its instance die), or interrupt the running one when asked."""
+    should its instance die), or interrupt the running one when asked. A take-over that
+    another request made first (a second interrupt, a second message after an ended turn)
+    reads the claim again: the 409 names the turn that holds the thread now, and an interrupt
+    interrupts that one."""
     turn_log = gate.turn_log
-    now = gate.clock()
-    expires_at = now + CLAIM_LEASE_S  # the running turn renews it (`TurnRun`)
-    held = await turn_log.claim(user_id, thread, turn_id, now=now, expires_at=expires_at)
-    if held is None:
-        return
-    if await _ended(gate, user_id, held.turn_id) and await turn_log.take_over(
-        user_id, thread, held_by=held.turn_id, turn_id=turn_id, now=now, expires_at=expires_at
-    ):
-        # Its release failed (the store was down as it ended): an ended turn holds nothing.
-        log.warning("turn %s still held the thread of %r after it ended", held.turn_id, user_id)
-        return
-    if interrupt and await turn_log.take_over(
-        user_id, thread, held_by=held.turn_id, turn_id=turn_id, now=now, expires_at=expires_at
-    ):
-        log.info("turn %s for %r interrupts turn %s", turn_id, user_id, held.turn_id)
-        gate.running.stop(held.turn_id)
-        return
+    holder = ""
+    for _ in range(_CLAIM_ATTEMPTS):
+        now = gate.clock()
+        expires_at = now + CLAIM_LEASE_S  # the running turn renews it (`TurnRun`)
+        held = await turn_log.claim(user_id, thread, turn_id, now=now, expires_at=expires_at)
+        if held is None:
+            return
+        holder = held.turn_id
+        if await _ended(gate, user_id, holder):
+            if await turn_log.take_over(
+                user_id,
+                thread,
+                held_by=held.turn_id,
+                turn_id=turn_id,
+                now=now,
+                expires_at=expires_at,
+            ):
+                # Its release failed (the store was down as it ended): an ended turn holds
+                # nothing.
+                log.warning(
+                    "turn %s still held the thread of %r after it ended", held.turn_id, user_id
+                )
+                return
+        elif not interrupt:
+            break
+        elif await turn_log.take_over(
+            user_id, thread, held_by=held.turn_id, turn_id=turn_id, now=now, expires_at=expires_at
+        ):
+            log.info("turn %s for %r interrupts turn %s", turn_id, user_id, held.turn_id)
+            gate.running.stop(held.turn_id)
+            return
     raise TurnInProgress(
         "thread_busy",
-        turn_id=held.turn_id,
-        fields={"turn_id": held.turn_id},
+        turn_id=holder,
+        fields={"turn_id": holder},
         headers={"Retry-After": str(_IN_PROGRESS_RETRY_S)},
     )
 
@@ -230,20 +270,22 @@ async def charge(gate: Gate, user_id: str) -> list[str]:
 
 
 def _windows(gate: Gate) -> list[tuple[str, int, str, float, float]]:
-    """The quota windows a turn is counted in now: (key, limit, name, end, expiry), the
-    minute's first."""
+    """The quota windows a turn is counted in now: (key, limit, name, end, expiry), the day's
+    first: a turn refused by the minute then found room in the day, so the minute's
+    `Retry-After` is true, and one refused by the day is told the day's end even when its
+    minute is spent too."""
     settings = gate.settings
     now = gate.clock()
     windows = []
-    if per_minute := settings.quota_turns_per_minute:
-        minute = int(now // 60)
-        windows.append(
-            (f"m:{minute}", per_minute, "minute", (minute + 1) * 60.0, (minute + 2) * 60.0)
-        )
     if per_day := settings.quota_turns_per_day:
         day = int(now // _DAY_S)
         windows.append(
             (f"d:{day}", per_day, "day", (day + 1) * float(_DAY_S), (day + 2) * float(_DAY_S))
+        )
+    if per_minute := settings.quota_turns_per_minute:
+        minute = int(now // 60)
+        windows.append(
+            (f"m:{minute}", per_minute, "minute", (minute + 1) * 60.0, (minute + 2) * 60.0)
         )
     return windows
 

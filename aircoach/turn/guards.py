@@ -2,8 +2,8 @@
 instance (adapters in `aircoach.store`):
 
 - `ReservationStore` (collection `idempotency`): one reservation per (user,
-  client_message_id), naming the turn that answers it, for 24 h; a repeat finds the turn
-  instead of running the model again.
+  client_message_id), naming the turn that answers it and the question it answers, for 24 h;
+  a repeat finds the turn instead of running the model again.
 - `QuotaStore` (collection `quotas`): a counter per (user, window), incremented atomically
   and never past its limit.
 
@@ -20,18 +20,28 @@ from typing import Protocol
 @dataclass(frozen=True)
 class Reservation:
     """Who holds a client_message_id: the turn that answers it, reserved at `created_at`
-    (unix seconds)."""
+    (unix seconds), for the question whose digest is `fingerprint` ("": reserved before
+    reservations kept it)."""
 
     turn_id: str
     created_at: float
+    fingerprint: str = ""
 
 
 class ReservationStore(Protocol):
     async def reserve(
-        self, user_id: str, key: str, turn_id: str, *, now: float, ttl_s: float
+        self,
+        user_id: str,
+        key: str,
+        turn_id: str,
+        *,
+        now: float,
+        ttl_s: float,
+        fingerprint: str = "",
     ) -> Reservation | None:
-        """Reserve (user_id, key) for `turn_id` until `now + ttl_s`: None when this call got
-        it (no reservation, or only an expired one), else the live reservation holding it."""
+        """Reserve (user_id, key) for `turn_id` and the question `fingerprint` until
+        `now + ttl_s`: None when this call got it (no reservation, or only an expired one),
+        else the live reservation holding it."""
         ...
 
     async def take_over(

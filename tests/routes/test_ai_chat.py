@@ -161,3 +161,21 @@ async def test_a_message_id_of_any_characters_still_makes_a_resend_replay(client
     script([text("Di nuovo.")])
     third = await client.post("/api/chat", json=other, headers=auth())
     assert "Idempotent-Replayed" not in third.headers
+
+
+async def test_an_edited_message_keeps_its_id_and_gets_a_new_answer(client, auth, script):
+    """useChat's `sendMessage({text, messageId})` replaces a user message and keeps its id,
+    naming it in `messageId`: a new question, answered anew (not the old answer replayed,
+    nor a 422 for a reused id); a resend of the edit replays the edit's answer."""
+    script([text("Il QNH è la pressione al livello del mare."), text("Il QFE è in pista.")])
+    first = await client.post("/api/chat", json=ui_body("Cos'è il QNH?"), headers=auth())
+    assert first.status_code == 200
+    edit = ui_body("Cos'è il QFE?", messageId="m-1")
+    edited = await client.post("/api/chat", json=edit, headers=auth())
+    assert edited.status_code == 200, edited.text
+    assert "Idempotent-Replayed" not in edited.headers
+    deltas = "".join(c["delta"] for c in chunks(edited.text) if c["type"] == "text-delta")
+    assert deltas == "Il QFE è in pista."
+    again = await client.post("/api/chat", json=edit, headers=auth())
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.headers["X-Turn-ID"] == edited.headers["X-Turn-ID"]

@@ -112,3 +112,42 @@ async def test_a_refund_gives_one_count_back_and_never_goes_below_zero(two):
         await a.quotas.refund("alice", "w")
     assert await a.quotas.hit("alice", "w", limit=1, expires_at=expires)
     assert not await a.quotas.hit("alice", "w", limit=1, expires_at=expires)
+
+
+async def test_a_reservation_keeps_the_digest_of_its_question(two):
+    a, b = two
+    assert (
+        await a.reservations.reserve("alice", "k", "t1", now=T, ttl_s=DAY, fingerprint="q1") is None
+    )
+    held = await b.reservations.reserve("alice", "k", "t2", now=T, ttl_s=DAY, fingerprint="q2")
+    assert held == Reservation("t1", T, "q1")
+    # An expired reservation is replaced with the new question's.
+    assert (
+        await b.reservations.reserve("alice", "k", "t3", now=T + DAY, ttl_s=DAY, fingerprint="q3")
+        is None
+    )
+    held = await a.reservations.reserve(
+        "alice", "k", "t4", now=T + DAY, ttl_s=DAY, fingerprint="q4"
+    )
+    assert held is not None and (held.turn_id, held.fingerprint) == ("t3", "q3")
+
+
+async def test_a_sqlite_file_made_before_fingerprints_gets_the_column(settings):
+    import sqlite3
+
+    path = settings.sqlite_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as old:
+        old.execute(
+            "CREATE TABLE idempotency (userId TEXT NOT NULL, key TEXT NOT NULL, turn_id TEXT NOT "
+            "NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL, PRIMARY KEY (userId, key))"
+        )
+        old.execute("INSERT INTO idempotency VALUES ('alice', 'k', 't1', ?, ?)", (T, T + DAY))
+    old.close()
+    guards = build_guard_stores(settings)
+    held = await guards.reservations.reserve("alice", "k", "t2", now=T, ttl_s=DAY, fingerprint="q")
+    assert held == Reservation("t1", T, "")
+    assert (
+        await guards.reservations.reserve("alice", "k2", "t3", now=T, ttl_s=DAY, fingerprint="q")
+        is None
+    )

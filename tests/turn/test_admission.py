@@ -5,6 +5,7 @@ exceeded, whichever instance answers."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -254,7 +255,7 @@ async def test_a_message_refused_as_busy_is_not_charged_and_its_key_stays_free(
 def _guards_with(settings: Settings, **broken: str) -> GuardStores:
     """The settings' guard stores, with the methods named (`quotas="hit"`,
     `reservations="release"`, `quotas="refund"`) failing as a store that is down; `hit`
-    fails once, on the day's window, after the minute's was counted."""
+    fails once, on the minute's window, after the day's was counted."""
     guards = build_guard_stores(settings)
     failed: list[str] = []
 
@@ -267,7 +268,7 @@ def _guards_with(settings: Settings, **broken: str) -> GuardStores:
                 return getattr(self.store, name)
 
             async def fail(*args: Any, **kwargs: Any) -> Any:
-                if name == "hit" and (failed or not args[1].startswith("d:")):
+                if name == "hit" and (failed or not args[1].startswith("m:")):
                     return await self.store.hit(*args, **kwargs)
                 failed.append(name)
                 raise StoreUnavailable()
@@ -283,7 +284,7 @@ def _guards_with(settings: Settings, **broken: str) -> GuardStores:
 async def test_a_quota_store_that_fails_while_counting_keeps_no_count_and_no_key(
     settings, auth, wall
 ):
-    settings = settings.model_copy(update={"quota_turns_per_minute": 1, "quota_turns_per_day": 50})
+    settings = settings.model_copy(update={"quota_turns_per_minute": 5, "quota_turns_per_day": 1})
     app = app_with(
         settings,
         models=ScriptedModels(Script([text("Eccomi.")])),
@@ -293,8 +294,8 @@ async def test_a_quota_store_that_fails_while_counting_keeps_no_count_and_no_key
     async with asgi_client(app) as client:
         down = await post(client, auth(), client_message_id="m1")
         assert down.status_code == 503 and down.json()["error"] == "store_unavailable"
-        # The store is back: the same message runs now, within the same minute, as the
-        # minute's one turn (the minute's count taken before the failure was given back).
+        # The store is back: the same message runs now, as the day's one turn (the day's
+        # count taken before the minute's failed was given back).
         again = await post(client, auth(), client_message_id="m1")
         assert again.status_code == 200, again.text
         assert (await post(client, auth(), query="ancora")).status_code == 429
@@ -304,7 +305,7 @@ async def test_a_quota_store_that_fails_while_counting_keeps_no_count_and_no_key
     ("limits", "broken"),
     [
         ({"quota_turns_per_minute": 1}, {"reservations": "release"}),
-        ({"quota_turns_per_minute": 5, "quota_turns_per_day": 1}, {"quotas": "refund"}),
+        ({"quota_turns_per_minute": 1, "quota_turns_per_day": 5}, {"quotas": "refund"}),
     ],
 )
 async def test_over_quota_is_a_429_even_when_giving_back_fails(
@@ -394,3 +395,88 @@ async def test_a_json_repeat_that_joined_a_turn_the_store_refused_gets_it_from_t
     assert repeat.headers["idempotent-replayed"] == "true"
     assert repeat.json()["answer"] == "La risposta."
     assert [e["type"] for e in parse_sse(first[0].text)][-2:] == ["error", "done"]
+
+
+async def test_a_message_id_sent_again_with_another_question_is_a_422(two, auth):
+    """A client that reuses a `client_message_id` for a new question (a bug, or a counter that
+    restarted) must not get the other question's answer as if it were this one's: a 422
+    naming the id, and the model does not run. The same question is still replayed."""
+    script = Script([text("Il QNH è la pressione al livello del mare.")])
+    a, b = await two(script)
+    first = await post(a, auth(), query="Cos'è il QNH?", client_message_id="m1")
+    assert first.status_code == 200
+    other = await post(b, auth(), query="Cos'è la portanza?", client_message_id="m1")
+    assert other.status_code == 422, other.text
+    assert other.json()["detail"][0]["loc"] == ["body", "client_message_id"]
+    assert "another question" in other.json()["detail"][0]["msg"]
+    header = await b.post(
+        "/api/stream_query",
+        json={"query": "Cos'è la portanza?"},
+        headers={**auth(), "Idempotency-Key": "m1"},
+    )
+    assert header.status_code == 422
+    assert header.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
+    assert len(script.calls) == 1
+    same = await post(b, auth(), query="Cos'è il QNH?", client_message_id="m1", stream=False)
+    assert same.status_code == 200 and same.headers["idempotent-replayed"] == "true"
+
+
+async def test_a_reused_message_id_is_a_422_before_its_first_turn_is_stored(two, auth, wall):
+    from aircoach.turn.admission import question_fingerprint
+
+    script = Script([])
+    a, b = await two(script)
+    # The first request holds the id and its turn is between its run and its store write.
+    reservations = services_of(a._transport.app).guards.reservations  # type: ignore[attr-defined]
+    await reservations.reserve(
+        "user-1", "m2", "f" * 24, fingerprint=question_fingerprint("uno"), now=wall(), ttl_s=60
+    )
+    assert (await post(b, auth(), query="due", client_message_id="m2")).status_code == 422
+    assert (await post(b, auth(), query="uno", client_message_id="m2")).status_code == 409
+    # A reservation made before reservations kept their question matches any question.
+    await reservations.reserve("user-1", "m3", "e" * 24, now=wall(), ttl_s=60)
+    assert (await post(b, auth(), query="tre", client_message_id="m3")).status_code == 409
+    assert script.calls == []
+
+
+async def test_of_two_interrupts_at_once_the_last_takes_the_thread(settings):
+    """Two messages with `if_busy: "interrupt"` find the same running turn t0; t1's
+    interrupt lands between t2's read of the claim and t2's take-over. t2 interrupts t1 in
+    turn (it was asked to replace whatever runs), instead of a 409 naming t0, a turn that is
+    no longer running."""
+    from aircoach.turn.admission import Admission, hold_thread
+
+    gate = services_of(app_with(settings)).gate
+    log, now = gate.turn_log, gate.clock()
+    await log.claim("user-1", "user-1", "t0", now=now, expires_at=now + 30)
+
+    class OtherInterruptFirst:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(log, name)
+
+        async def claim(self, user_id: str, thread: str, turn_id: str, **kwargs: Any) -> Any:
+            held = await log.claim(user_id, thread, turn_id, **kwargs)
+            if turn_id == "t2":
+                await hold_thread(gate, user_id, thread, Admission("t1"), interrupt=True)
+            return held
+
+    racing = dataclasses.replace(gate, turn_log=OtherInterruptFirst())
+    await hold_thread(racing, "user-1", "user-1", Admission("t2"), interrupt=True)
+    holder = await log.holder("user-1", "user-1", now=now)
+    assert holder is not None and holder.turn_id == "t2"
+    assert await log.cancel_requested("t0") and await log.cancel_requested("t1")
+
+
+async def test_a_429_names_the_day_when_both_budgets_are_spent(two, auth, wall):
+    """The day's last turn was also the minute's: the 429 says the day's budget is spent and
+    Retry-After is the day's end. Told the minute's end instead, a client (and the student,
+    in the message) waited it out only to be refused again."""
+    a, b = await two(Script([text("uno")]), quota_turns_per_minute=1, quota_turns_per_day=1)
+    assert (await post(a, auth())).status_code == 200
+    refused = await post(b, auth(), query="due")
+    assert refused.status_code == 429
+    assert refused.json()["message"].startswith("Hai raggiunto il limite di 1 domande al giorno")
+    assert refused.headers["retry-after"] == str(86_400 - 10 + 1)
+    wall.advance(60)  # the next minute: still the day's refusal
+    again = await post(a, auth(), query="tre")
+    assert again.status_code == 429 and again.headers["retry-after"] == str(86_400 - 70 + 1)
