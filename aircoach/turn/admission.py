@@ -83,9 +83,10 @@ def question_fingerprint(query: str) -> str:
 async def admit(gate: Gate, user_id: str, key: str | None, *, query: str) -> Admission:
     """Replay, rejoin, or reserve and charge; `TurnInProgress` (409) while the first request
     of the same key is between its run and its store write, `KeyReused` when the key's turn
-    answers another `query`, `QuotaExceeded` (429) when the budget is spent. The new turn then claims its thread (`hold_thread`) once it is prepared:
-    a request that fails before (the store down) leaves no claim behind, and one refused here
-    (429, or 503 when the quota store fails) leaves its key free and no count behind."""
+    answers another `query`, `QuotaExceeded` (429) when the budget is spent. The new turn
+    then claims its thread (`hold_thread`) once it is prepared: a request that fails before
+    (the store down) leaves no claim behind, and one refused here (429, or 503 when the quota
+    store fails) leaves its key free and no count behind."""
     turn_id = new_turn_id()
     if key is not None:
         found = await _repeated(gate, user_id, key, turn_id, question_fingerprint(query))
