@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 TICK_S = 0.5
 FLUSH_EVENTS = 64
+EARLY_STOPS = 256  # stops kept of turns that do not run here (yet)
 
 
 class _Event(Protocol):
@@ -55,6 +56,11 @@ class RunningTurns:
 
     def __init__(self) -> None:
         self._runs: dict[str, TurnRun] = {}
+        # Stops of turns that do not run here: one that starts here afterwards (interrupted
+        # while it was being prepared, between its claim and its first event) stops as it
+        # starts, before it calls the model. Most are other instances' turns: the newest
+        # `EARLY_STOPS` are kept.
+        self._stopped: dict[str, bool] = {}
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -67,9 +73,16 @@ class RunningTurns:
         has checked whose turn it is)."""
         if (run := self._runs.get(turn_id)) is not None:
             run.cancel()
+            return
+        self._stopped.pop(turn_id, None)
+        self._stopped[turn_id] = True  # the newest last
+        if len(self._stopped) > EARLY_STOPS:
+            del self._stopped[next(iter(self._stopped))]
 
     def add(self, run: TurnRun) -> None:
         self._runs[run.turn_id] = run
+        if self._stopped.pop(run.turn_id, False):
+            run.cancel()
 
     def discard(self, run: TurnRun) -> None:
         if self._runs.get(run.turn_id) is run:

@@ -15,7 +15,7 @@ from aircoach.services import build_turn_log
 from aircoach.settings import Settings
 from aircoach.turn.follow import follow
 from aircoach.turn.log import LoggedEvent, TurnLogStore
-from aircoach.turn.run import RunningTurns, TurnRun
+from aircoach.turn.run import EARLY_STOPS, RunningTurns, TurnRun
 
 WAIT_S = 30.0  # for things that should happen at once; the test fails past it
 
@@ -346,6 +346,35 @@ async def test_a_cancel_on_this_instance_reaches_the_turn_at_once(two):
     assert await a.holder("alice", "main", now=time.time()) is None
     logged = await b.read("alice", "t1")
     assert texts(logged) == ["inizio ", "done"] and logged[-1].data["status"] == "cancelled"
+
+
+async def test_a_turn_stopped_before_it_runs_here_stops_as_it_starts(two):
+    """An interrupt that takes the thread while the turn is still being prepared (claimed, no
+    event yet) stops it as it starts, before it calls the model; it waited for the turn's first
+    read of its cancel flag. The stops of turns that never come are bounded."""
+    a, _ = two
+    running = RunningTurns()
+    running.stop("t1")  # interrupted between its claim and its first event
+    cancelled: list[str] = []
+    run = TurnRun(
+        a,
+        user_id="alice",
+        turn_id="t1",
+        tick_s=3600,
+        on_cancel=lambda: cancelled.append("t1"),
+        running=running,
+    )
+
+    async def never_started() -> AsyncGenerator[Word | Done, None]:
+        assert run.stop.is_set(), "the turn ran before its stop reached it"
+        yield Done(status="cancelled")
+
+    with anyio.fail_after(WAIT_S):
+        await run.produce(never_started())
+    assert cancelled == ["t1"]
+    for n in range(EARLY_STOPS + 10):
+        running.stop(f"elsewhere-{n}")  # turns of other instances
+    assert len(running._stopped) == EARLY_STOPS and "elsewhere-0" not in running._stopped
 
 
 class _HeldLog:
