@@ -66,7 +66,8 @@ class MessageRequest(BaseModel):
         max_length=MAX_CLIENT_MESSAGE_ID,
         pattern=CLIENT_MESSAGE_ID_PATTERN,
         description="The client's id of this message (or the `Idempotency-Key` header): a "
-        "repeat within 24 h gets the stored turn instead of a second one.",
+        "repeat within 24 h gets the stored turn instead of a second one; the same id with "
+        "another `query` is a 422 naming it.",
     )
     conversation_id: ConversationIdText | None = Field(
         default=None,
