@@ -157,7 +157,7 @@ class AuthSettings(_Group):
     auth0_domain: str | None = None
     auth0_audience: str = "https://api.aircoach.dev"
     auth0_mgmt_client_id: str | None = None
-    auth0_mgmt_client_secret: str | None = None
+    auth0_mgmt_client_secret: str | None = Field(default=None, repr=False)
     auth_leeway_s: int = 30
     auth_cache_ttl_s: float = Field(default=60.0, ge=0)  # verified tokens remembered; 0 = off
     jwks_refetch_cooldown_s: float = Field(default=30.0, ge=0)
@@ -243,7 +243,7 @@ class PromptSettings(_Group):
     prompt_ttl_s: float = Field(default=60.0, ge=0)
     s3_timeout_s: float = Field(default=5.0, gt=0)
     s3_max_attempts: int = Field(default=3, ge=1, le=10)
-    update_docs_secret: str | None = None
+    update_docs_secret: str | None = Field(default=None, repr=False)
     update_docs_max_skew_s: int = Field(default=300, ge=1)
 
 
@@ -255,7 +255,7 @@ class StoreSettings(_Group):
     # on Lambda/Vercel, where a /tmp file dies with the instance).
     store: Literal["sqlite", "mongodb"] | None = None
     sqlite_path: Path | None = None
-    mongodb_uri: str | None = None
+    mongodb_uri: str | None = Field(default=None, repr=False)  # may hold a password
     mongodb_db: str = "aircoach"
     mongodb_chats_collection: str = "chats"
     mongodb_quiz_collection: str = "quiz"
@@ -323,10 +323,12 @@ class ModelSettings(_Group):
     model_base_url: str | None = None  # the primary model's endpoint (a gateway, a test fake)
     model_fallback: str | None = None  # "provider:model" tried when the first fails early
     google_api_key: str | None = Field(
-        default=None, validation_alias=AliasChoices("google_api_key", "gemini_api_key")
+        default=None,
+        repr=False,
+        validation_alias=AliasChoices("google_api_key", "gemini_api_key"),
     )
     gemini_base_url: str | None = None
-    openai_api_key: str | None = None
+    openai_api_key: str | None = Field(default=None, repr=False)
     openai_base_url: str | None = None
 
     @property
@@ -446,7 +448,7 @@ class TaskSettings(_Group):
     # Where a queued (SQS) run's end is POSTed, signed with the secret: HTTPS, to a host of the
     # allow-list, no redirects, public addresses only unless allowed (tests, private networks).
     task_callback_url: str | None = Field(default=None, max_length=2000)
-    task_callback_secret: str | None = None
+    task_callback_secret: str | None = Field(default=None, repr=False)
     task_callback_hosts: NameList = Field(default_factory=list)
     task_callback_timeout_s: float = Field(default=5.0, gt=0, le=30)
     task_callback_allow_private: bool = False

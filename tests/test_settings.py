@@ -254,3 +254,37 @@ def test_the_docs_webhook_and_the_task_callback_may_not_share_a_secret():
     assert secret not in str(info.value)
     apart = Settings(_env_file=None, update_docs_secret="a" * 32, task_callback_secret="b" * 32)
     assert apart.update_docs_secret != apart.task_callback_secret
+
+
+SECRETS = {
+    "mongodb_uri": "mongodb://app:s3cr3t-pw@db.example:27017",
+    "google_api_key": "s3cr3t-google",
+    "openai_api_key": "s3cr3t-openai",
+    "auth0_mgmt_client_secret": "s3cr3t-mgmt",
+    "update_docs_secret": "s3cr3t-webhook",
+    "task_callback_secret": "s3cr3t-callback",
+    "otel_exporter_otlp_headers": "authorization=Basic s3cr3t-otel",
+}
+
+
+def test_repr_of_the_settings_shows_no_secret():
+    """A traceback with locals, a debugger or a `log.debug("%r", settings)` prints the repr:
+    it showed the MongoDB password, both model keys and every signing secret."""
+    settings = Settings(
+        _env_file=None,
+        auth0_domain="tenant.eu.auth0.com",
+        auth0_mgmt_client_id="client-id",
+        **SECRETS,
+    )
+    assert settings.mongodb_uri == SECRETS["mongodb_uri"]  # still there for the code
+    shown = repr(settings) + str(settings)
+    assert [name for name, value in SECRETS.items() if value in shown] == []
+    assert "mongodb_db='aircoach'" in shown  # what is not secret is still shown
+    # A secret added later is kept out of the repr too.
+    secret_like = ("_secret", "_key", "_uri", "_headers")
+    shown_secrets = [
+        name
+        for name, field in Settings.model_fields.items()
+        if name.endswith(secret_like) and field.repr
+    ]
+    assert shown_secrets == []
