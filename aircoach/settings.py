@@ -479,6 +479,11 @@ class TaskSettings(_Group):
         return value
 
 
+# One entry of OTEL_EXPORTER_OTLP_HEADERS as the OTel SDK accepts it (its liberal pattern):
+# an HTTP token, `=`, and printable ASCII without `"`, `;` or `\\`.
+_HEADER = re.compile(r"[ \t]*[!#$%&'*+\-.^_`|~0-9A-Za-z]+[ \t]*=[ \t]*[ !#-+\--:<-\[\]-~]*[ \t]*")
+
+
 class TelemetrySettings(_Group):
     """OpenTelemetry traces and metrics (aircoach/telemetry): off, and not even loaded, unless
     OTEL_EXPORTER_OTLP_ENDPOINT is set (OTLP over HTTP) or OTEL=console (a trace per request
@@ -504,6 +509,30 @@ class TelemetrySettings(_Group):
         if value and not value.startswith(("https://", "http://")):
             raise ConfigError("OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s) URL")
         return value
+
+    @field_validator("otel_exporter_otlp_headers")
+    @classmethod
+    def _headers_are_name_value_pairs(cls, value: str | None) -> str | None:
+        # Checked here: the OTel SDK logs a malformed entry (quoting it: a collector's key)
+        # and drops it, and every export is then refused.
+        if value is not None and not all(
+            _HEADER.fullmatch(entry) for entry in value.split(",") if entry.strip()
+        ):
+            raise ConfigError(
+                "OTEL_EXPORTER_OTLP_HEADERS must be comma-separated name=value pairs, "
+                "e.g. 'authorization=Basic%20...' (no quotes)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _headers_go_with_the_endpoint(self) -> TelemetrySettings:
+        if self.otel_exporter_otlp_headers and not self.otel_exporter_otlp_endpoint:
+            raise ConfigError(
+                "OTEL_EXPORTER_OTLP_HEADERS is set without OTEL_EXPORTER_OTLP_ENDPOINT, the "
+                "collector's base URL (the only endpoint variable read): set it, or unset "
+                "the headers"
+            )
+        return self
 
 
 class _ToolVariables(PydanticBaseSettingsSource):

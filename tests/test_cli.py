@@ -144,6 +144,13 @@ def test_a_configuration_error_is_one_line_naming_the_setting(
             "error: DEADLETTER_PREFIX and PROMPT_PREFIX overlap",
         ),
         ({"LOG_LEVEL": "s3cr3t"}, "error: LOG_LEVEL must"),
+        (
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "https://collector.example",
+                "OTEL_EXPORTER_OTLP_HEADERS": "Authorization: Basic s3cr3t",
+            },
+            "error: OTEL_EXPORTER_OTLP_HEADERS must",
+        ),
         ({"PORT": "s3cr3t"}, "error: PORT must"),
     ],
 )

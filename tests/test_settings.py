@@ -274,6 +274,7 @@ def test_repr_of_the_settings_shows_no_secret():
         _env_file=None,
         auth0_domain="tenant.eu.auth0.com",
         auth0_mgmt_client_id="client-id",
+        otel_exporter_otlp_endpoint="https://collector.example",
         **SECRETS,
     )
     assert settings.mongodb_uri == SECRETS["mongodb_uri"]  # still there for the code
@@ -288,3 +289,47 @@ def test_repr_of_the_settings_shows_no_secret():
         if name.endswith(secret_like) and field.repr
     ]
     assert shown_secrets == []
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        "Authorization: Basic s3cr3t-otel",  # a colon for the `=`
+        "authorization=Basic s3cr3t-otel,x-langfuse",  # a second entry without a value
+        'authorization="Basic s3cr3t-otel"',  # quoted
+    ],
+)
+def test_malformed_otlp_headers_stop_the_start_without_showing_them(monkeypatch, headers):
+    """They were parsed when telemetry was built: the OTel SDK logged a warning quoting the
+    entry (a collector's key), dropped it, and every export was then refused (401)."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector.example")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", headers)
+    with pytest.raises(ConfigError) as refused:
+        get_settings()
+    line = str(refused.value)
+    assert line.startswith("OTEL_EXPORTER_OTLP_HEADERS must be") and "\n" not in line
+    assert "s3cr3t" not in "".join(traceback.format_exception(refused.value))
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        "Authorization=Basic%20cGs6c2s=",
+        "authorization=Basic cGs6c2s=, x-langfuse-ingestion-version=4",
+    ],
+)
+def test_otlp_headers_take_name_value_pairs(monkeypatch, headers):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector.example")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", headers)
+    assert get_settings().otel_exporter_otlp_headers == headers
+
+
+def test_otlp_headers_without_the_endpoint_stop_the_start(monkeypatch):
+    """Headers without OTEL_EXPORTER_OTLP_ENDPOINT (e.g. with the SDK's
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, which the app does not read) meant no telemetry at
+    all, in silence."""
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Basic s3cr3t-otel")
+    with pytest.raises(ConfigError, match=r"^OTEL_EXPORTER_OTLP_HEADERS is set without") as info:
+        get_settings()
+    assert "s3cr3t" not in str(info.value)
