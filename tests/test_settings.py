@@ -333,3 +333,52 @@ def test_otlp_headers_without_the_endpoint_stop_the_start(monkeypatch):
     with pytest.raises(ConfigError, match=r"^OTEL_EXPORTER_OTLP_HEADERS is set without") as info:
         get_settings()
     assert "s3cr3t" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("MONGODB_URI", "mongodb//app:s3cr3t@db.example"),  # no scheme: a host name to pymongo
+        ("MONGODB_URI", "mongodb+srv://app:s3cr3t@cluster0.example.net\n"),  # a pasted newline
+        ("MONGODB_URI", "postgres://app:s3cr3t@db.example/aircoach"),
+        ("MONGODB_URI", "mongodb://"),
+        ("MONGODB_DB", "air coach"),
+        ("MONGODB_DB", "air.coach"),
+        ("AWS_ENDPOINT_URL", "localhost:4566"),  # boto3: "Invalid endpoint" at the first read
+        ("MODEL_BASE_URL", "gateway.example/v1?key=s3cr3t"),
+        ("OPENAI_BASE_URL", "localhost:11434/v1"),
+        ("GEMINI_BASE_URL", "https://"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"),
+        ("AUTH0_BASE_URL", "https://tenant.example:port"),
+        ("KB_SEARCH_URL", "kb.internal/search?token=s3cr3t"),
+        ("SEARXNG_URL", "searx.example"),
+    ],
+)
+def test_a_malformed_url_or_connection_string_stops_the_start(monkeypatch, variable, value):
+    """They were used as given at the first request that needed them (the store, the prompt
+    docs, the model, a tool): a 503 or a failed turn, and the operator learnt it from a user."""
+    monkeypatch.setenv("MONGODB_URI", "mongodb://127.0.0.1:1")
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as refused:
+        get_settings()
+    line = str(refused.value)
+    assert line.startswith(f"{variable} must") and "\n" not in line
+    assert "s3cr3t" not in "".join(traceback.format_exception(refused.value))
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("MONGODB_URI", "mongodb://app:p%40ss@db1.example:27017,db2.example/admin?replicaSet=rs"),
+        ("MONGODB_URI", "mongodb+srv://app:pw@cluster0.example.net/?retryWrites=true&w=majority"),
+        ("MONGODB_DB", "aircoach_prod-2"),
+        ("AWS_ENDPOINT_URL", "http://localhost:4566"),
+        ("OPENAI_BASE_URL", "http://[::1]:11434/v1"),
+        ("KB_SEARCH_URL", "https://kb.internal/search"),
+    ],
+)
+def test_well_formed_urls_and_connection_strings_are_kept(monkeypatch, variable, value):
+    monkeypatch.setenv("MONGODB_URI", "mongodb://127.0.0.1:1")
+    monkeypatch.setenv(variable, value)
+    settings = get_settings()
+    assert value in (getattr(settings, variable.lower(), None), settings.tool_env.get(variable))
