@@ -18,12 +18,14 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     AliasChoices,
     BeforeValidator,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -62,6 +64,25 @@ def running_on_serverless(environ: Mapping[str, str] | None = None) -> bool:
 
 def tool_variable_allowed(name: str) -> bool:
     return name.startswith(TOOL_VARIABLE_PREFIX) or name in TOOL_URL_VARIABLES
+
+
+def _is_http_url(value: str) -> bool:
+    if any(char.isspace() for char in value):
+        return False  # a pasted line break, or a space where %20 belongs
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _http_url(name: str, value: str | None) -> str | None:
+    """`value` if it is an http(s) URL with a host (or unset); checked at start, since each was
+    first used at the request that needed it. The message never quotes the value."""
+    if value and not _is_http_url(value):
+        raise ConfigError(f"{name} must be an http(s) URL with a host, e.g. 'https://host/path'")
+    return value
 
 
 def _names(value: Any) -> Any:
@@ -157,7 +178,7 @@ class AuthSettings(_Group):
     auth0_domain: str | None = None
     auth0_audience: str = "https://api.aircoach.dev"
     auth0_mgmt_client_id: str | None = None
-    auth0_mgmt_client_secret: str | None = None
+    auth0_mgmt_client_secret: str | None = Field(default=None, repr=False)
     auth_leeway_s: int = 30
     auth_cache_ttl_s: float = Field(default=60.0, ge=0)  # verified tokens remembered; 0 = off
     jwks_refetch_cooldown_s: float = Field(default=30.0, ge=0)
@@ -223,8 +244,7 @@ class AuthSettings(_Group):
             raise ConfigError(
                 "AUTH0_DOMAIN must be a host name such as 'tenant.eu.auth0.com', without a path"
             )
-        if self.auth0_base_url and not self.auth0_base_url.startswith(("https://", "http://")):
-            raise ConfigError("AUTH0_BASE_URL must be an http(s) URL")
+        _http_url("AUTH0_BASE_URL", self.auth0_base_url)
         if bool(self.auth0_mgmt_client_id) != bool(self.auth0_mgmt_client_secret):
             raise ConfigError(
                 "set both AUTH0_MGMT_CLIENT_ID and AUTH0_MGMT_CLIENT_SECRET, or neither"
@@ -243,8 +263,13 @@ class PromptSettings(_Group):
     prompt_ttl_s: float = Field(default=60.0, ge=0)
     s3_timeout_s: float = Field(default=5.0, gt=0)
     s3_max_attempts: int = Field(default=3, ge=1, le=10)
-    update_docs_secret: str | None = None
+    update_docs_secret: str | None = Field(default=None, repr=False)
     update_docs_max_skew_s: int = Field(default=300, ge=1)
+
+    @field_validator("aws_endpoint_url")
+    @classmethod
+    def _s3_endpoint_is_a_url(cls, value: str | None) -> str | None:
+        return _http_url("AWS_ENDPOINT_URL", value)
 
 
 class StoreSettings(_Group):
@@ -255,7 +280,7 @@ class StoreSettings(_Group):
     # on Lambda/Vercel, where a /tmp file dies with the instance).
     store: Literal["sqlite", "mongodb"] | None = None
     sqlite_path: Path | None = None
-    mongodb_uri: str | None = None
+    mongodb_uri: str | None = Field(default=None, repr=False)  # may hold a password
     mongodb_db: str = "aircoach"
     mongodb_chats_collection: str = "chats"
     mongodb_quiz_collection: str = "quiz"
@@ -278,6 +303,32 @@ class StoreSettings(_Group):
     def deadletter_folder(self) -> Path:
         """Where turns the store refused wait when no DEADLETTER_BUCKET is set."""
         return self.data_dir / "deadletter"
+
+    @field_validator("mongodb_uri")
+    @classmethod
+    def _a_connection_string(cls, value: str | None) -> str | None:
+        # pymongo reads a string without a scheme as a host name (a DNS failure at the first
+        # store call), and refuses a malformed one only when its client is made.
+        scheme, _, rest = (value or "").partition("://")
+        malformed = scheme not in ("mongodb", "mongodb+srv") or not rest[:1].strip("/?")
+        if value is not None and (malformed or any(char.isspace() for char in value)):
+            raise ConfigError(
+                "MONGODB_URI must be a connection string, mongodb://HOST[:PORT][,HOST...]/... "
+                "or mongodb+srv://HOST/..., without spaces or line breaks (URL-encode a "
+                "password's special characters)"
+            )
+        return value
+
+    @field_validator("mongodb_db")
+    @classmethod
+    def _a_database_name(cls, value: str) -> str:
+        # MongoDB's rules; pymongo checked them at the first store call.
+        if not value or len(value.encode()) > 63 or any(char in value for char in ' ./\\"$\0'):
+            raise ConfigError(
+                "MONGODB_DB must be a database name: 1 to 63 bytes, without spaces or "
+                'any of . / \\ " $'
+            )
+        return value
 
     @field_validator("deadletter_prefix")
     @classmethod
@@ -323,10 +374,12 @@ class ModelSettings(_Group):
     model_base_url: str | None = None  # the primary model's endpoint (a gateway, a test fake)
     model_fallback: str | None = None  # "provider:model" tried when the first fails early
     google_api_key: str | None = Field(
-        default=None, validation_alias=AliasChoices("google_api_key", "gemini_api_key")
+        default=None,
+        repr=False,
+        validation_alias=AliasChoices("google_api_key", "gemini_api_key"),
     )
     gemini_base_url: str | None = None
-    openai_api_key: str | None = None
+    openai_api_key: str | None = Field(default=None, repr=False)
     openai_base_url: str | None = None
 
     @property
@@ -347,6 +400,11 @@ class ModelSettings(_Group):
                 f"{MODEL_PROVIDERS}, e.g. 'openai:gpt-4o-mini'"
             )
         return value.strip()
+
+    @field_validator("model_base_url", "gemini_base_url", "openai_base_url")
+    @classmethod
+    def _base_url_is_a_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _http_url(str(info.field_name).upper(), value)
 
     @model_validator(mode="after")
     def _model_credentials(self) -> ModelSettings:
@@ -391,7 +449,10 @@ class ToolSettings(_Group):
     @field_validator("tool_env")
     @classmethod
     def _only_tool_variables(cls, env: dict[str, str]) -> dict[str, str]:
-        return {name: value for name, value in env.items() if tool_variable_allowed(name) and value}
+        kept = {name: value for name, value in env.items() if tool_variable_allowed(name) and value}
+        for name in TOOL_URL_VARIABLES:
+            _http_url(name, kept.get(name))
+        return kept
 
 
 class GroundingSettings(_Group):
@@ -446,7 +507,7 @@ class TaskSettings(_Group):
     # Where a queued (SQS) run's end is POSTed, signed with the secret: HTTPS, to a host of the
     # allow-list, no redirects, public addresses only unless allowed (tests, private networks).
     task_callback_url: str | None = Field(default=None, max_length=2000)
-    task_callback_secret: str | None = None
+    task_callback_secret: str | None = Field(default=None, repr=False)
     task_callback_hosts: NameList = Field(default_factory=list)
     task_callback_timeout_s: float = Field(default=5.0, gt=0, le=30)
     task_callback_allow_private: bool = False
@@ -477,6 +538,11 @@ class TaskSettings(_Group):
         return value
 
 
+# One entry of OTEL_EXPORTER_OTLP_HEADERS as the OTel SDK accepts it (its liberal pattern):
+# an HTTP token, `=`, and printable ASCII without `"`, `;` or `\\`.
+_HEADER = re.compile(r"[ \t]*[!#$%&'*+\-.^_`|~0-9A-Za-z]+[ \t]*=[ \t]*[ !#-+\--:<-\[\]-~]*[ \t]*")
+
+
 class TelemetrySettings(_Group):
     """OpenTelemetry traces and metrics (aircoach/telemetry): off, and not even loaded, unless
     OTEL_EXPORTER_OTLP_ENDPOINT is set (OTLP over HTTP) or OTEL=console (a trace per request
@@ -499,9 +565,31 @@ class TelemetrySettings(_Group):
     @field_validator("otel_exporter_otlp_endpoint")
     @classmethod
     def _endpoint_is_a_url(cls, value: str | None) -> str | None:
-        if value and not value.startswith(("https://", "http://")):
-            raise ConfigError("OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s) URL")
+        return _http_url("OTEL_EXPORTER_OTLP_ENDPOINT", value)
+
+    @field_validator("otel_exporter_otlp_headers")
+    @classmethod
+    def _headers_are_name_value_pairs(cls, value: str | None) -> str | None:
+        # Checked here: the OTel SDK logs a malformed entry (quoting it: a collector's key)
+        # and drops it, and every export is then refused.
+        if value is not None and not all(
+            _HEADER.fullmatch(entry) for entry in value.split(",") if entry.strip()
+        ):
+            raise ConfigError(
+                "OTEL_EXPORTER_OTLP_HEADERS must be comma-separated name=value pairs, "
+                "e.g. 'authorization=Basic%20...' (no quotes)"
+            )
         return value
+
+    @model_validator(mode="after")
+    def _headers_go_with_the_endpoint(self) -> TelemetrySettings:
+        if self.otel_exporter_otlp_headers and not self.otel_exporter_otlp_endpoint:
+            raise ConfigError(
+                "OTEL_EXPORTER_OTLP_HEADERS is set without OTEL_EXPORTER_OTLP_ENDPOINT, the "
+                "collector's base URL (the only endpoint variable read): set it, or unset "
+                "the headers"
+            )
+        return self
 
 
 class _ToolVariables(PydanticBaseSettingsSource):

@@ -144,6 +144,18 @@ def test_a_configuration_error_is_one_line_naming_the_setting(
             "error: DEADLETTER_PREFIX and PROMPT_PREFIX overlap",
         ),
         ({"LOG_LEVEL": "s3cr3t"}, "error: LOG_LEVEL must"),
+        (
+            {"MONGODB_URI": "mongodb+srv://app:s3cr3t@cluster0.example.net\n"},
+            "error: MONGODB_URI must",
+        ),
+        ({"OPENAI_BASE_URL": "localhost:11434/s3cr3t"}, "error: OPENAI_BASE_URL must"),
+        (
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "https://collector.example",
+                "OTEL_EXPORTER_OTLP_HEADERS": "Authorization: Basic s3cr3t",
+            },
+            "error: OTEL_EXPORTER_OTLP_HEADERS must",
+        ),
         ({"PORT": "s3cr3t"}, "error: PORT must"),
     ],
 )

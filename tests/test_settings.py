@@ -254,3 +254,131 @@ def test_the_docs_webhook_and_the_task_callback_may_not_share_a_secret():
     assert secret not in str(info.value)
     apart = Settings(_env_file=None, update_docs_secret="a" * 32, task_callback_secret="b" * 32)
     assert apart.update_docs_secret != apart.task_callback_secret
+
+
+SECRETS = {
+    "mongodb_uri": "mongodb://app:s3cr3t-pw@db.example:27017",
+    "google_api_key": "s3cr3t-google",
+    "openai_api_key": "s3cr3t-openai",
+    "auth0_mgmt_client_secret": "s3cr3t-mgmt",
+    "update_docs_secret": "s3cr3t-webhook",
+    "task_callback_secret": "s3cr3t-callback",
+    "otel_exporter_otlp_headers": "authorization=Basic s3cr3t-otel",
+}
+
+
+def test_repr_of_the_settings_shows_no_secret():
+    """A traceback with locals, a debugger or a `log.debug("%r", settings)` prints the repr:
+    it showed the MongoDB password, both model keys and every signing secret."""
+    settings = Settings(
+        _env_file=None,
+        auth0_domain="tenant.eu.auth0.com",
+        auth0_mgmt_client_id="client-id",
+        otel_exporter_otlp_endpoint="https://collector.example",
+        **SECRETS,
+    )
+    assert settings.mongodb_uri == SECRETS["mongodb_uri"]  # still there for the code
+    shown = repr(settings) + str(settings)
+    assert [name for name, value in SECRETS.items() if value in shown] == []
+    assert "mongodb_db='aircoach'" in shown  # what is not secret is still shown
+    # A secret added later is kept out of the repr too.
+    secret_like = ("_secret", "_key", "_uri", "_headers")
+    shown_secrets = [
+        name
+        for name, field in Settings.model_fields.items()
+        if name.endswith(secret_like) and field.repr
+    ]
+    assert shown_secrets == []
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        "Authorization: Basic s3cr3t-otel",  # a colon for the `=`
+        "authorization=Basic s3cr3t-otel,x-langfuse",  # a second entry without a value
+        'authorization="Basic s3cr3t-otel"',  # quoted
+    ],
+)
+def test_malformed_otlp_headers_stop_the_start_without_showing_them(monkeypatch, headers):
+    """They were parsed when telemetry was built: the OTel SDK logged a warning quoting the
+    entry (a collector's key), dropped it, and every export was then refused (401)."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector.example")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", headers)
+    with pytest.raises(ConfigError) as refused:
+        get_settings()
+    line = str(refused.value)
+    assert line.startswith("OTEL_EXPORTER_OTLP_HEADERS must be") and "\n" not in line
+    assert "s3cr3t" not in "".join(traceback.format_exception(refused.value))
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        "Authorization=Basic%20cGs6c2s=",
+        "authorization=Basic cGs6c2s=, x-langfuse-ingestion-version=4",
+    ],
+)
+def test_otlp_headers_take_name_value_pairs(monkeypatch, headers):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector.example")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", headers)
+    assert get_settings().otel_exporter_otlp_headers == headers
+
+
+def test_otlp_headers_without_the_endpoint_stop_the_start(monkeypatch):
+    """Headers without OTEL_EXPORTER_OTLP_ENDPOINT (e.g. with the SDK's
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, which the app does not read) meant no telemetry at
+    all, in silence."""
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Basic s3cr3t-otel")
+    with pytest.raises(ConfigError, match=r"^OTEL_EXPORTER_OTLP_HEADERS is set without") as info:
+        get_settings()
+    assert "s3cr3t" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("MONGODB_URI", "mongodb//app:s3cr3t@db.example"),  # no scheme: a host name to pymongo
+        ("MONGODB_URI", "mongodb+srv://app:s3cr3t@cluster0.example.net\n"),  # a pasted newline
+        ("MONGODB_URI", "postgres://app:s3cr3t@db.example/aircoach"),
+        ("MONGODB_URI", "mongodb://"),
+        ("MONGODB_DB", "air coach"),
+        ("MONGODB_DB", "air.coach"),
+        ("AWS_ENDPOINT_URL", "localhost:4566"),  # boto3: "Invalid endpoint" at the first read
+        ("MODEL_BASE_URL", "gateway.example/v1?key=s3cr3t"),
+        ("OPENAI_BASE_URL", "localhost:11434/v1"),
+        ("GEMINI_BASE_URL", "https://"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"),
+        ("AUTH0_BASE_URL", "https://tenant.example:port"),
+        ("KB_SEARCH_URL", "kb.internal/search?token=s3cr3t"),
+        ("SEARXNG_URL", "searx.example"),
+    ],
+)
+def test_a_malformed_url_or_connection_string_stops_the_start(monkeypatch, variable, value):
+    """They were used as given at the first request that needed them (the store, the prompt
+    docs, the model, a tool): a 503 or a failed turn, and the operator learnt it from a user."""
+    monkeypatch.setenv("MONGODB_URI", "mongodb://127.0.0.1:1")
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as refused:
+        get_settings()
+    line = str(refused.value)
+    assert line.startswith(f"{variable} must") and "\n" not in line
+    assert "s3cr3t" not in "".join(traceback.format_exception(refused.value))
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("MONGODB_URI", "mongodb://app:p%40ss@db1.example:27017,db2.example/admin?replicaSet=rs"),
+        ("MONGODB_URI", "mongodb+srv://app:pw@cluster0.example.net/?retryWrites=true&w=majority"),
+        ("MONGODB_DB", "aircoach_prod-2"),
+        ("AWS_ENDPOINT_URL", "http://localhost:4566"),
+        ("OPENAI_BASE_URL", "http://[::1]:11434/v1"),
+        ("KB_SEARCH_URL", "https://kb.internal/search"),
+    ],
+)
+def test_well_formed_urls_and_connection_strings_are_kept(monkeypatch, variable, value):
+    monkeypatch.setenv("MONGODB_URI", "mongodb://127.0.0.1:1")
+    monkeypatch.setenv(variable, value)
+    settings = get_settings()
+    assert value in (getattr(settings, variable.lower(), None), settings.tool_env.get(variable))

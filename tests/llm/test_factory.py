@@ -70,7 +70,9 @@ def test_fallback_parses_provider_and_tagged_name():
     assert ModelRef.parse("openai:llama3.1:8b") == ModelRef("openai", "llama3.1:8b")
     assert ModelRef.parse("offline") == ModelRef("offline")
     settings = _settings(
-        google_api_key="k", model_fallback="gemini:gemini-2.5-flash-lite", gemini_base_url="x"
+        google_api_key="k",
+        model_fallback="gemini:gemini-2.5-flash-lite",
+        gemini_base_url="http://127.0.0.1:9",
     )
     assert model_label(build_fallback_model(settings, [])) == "gemini-2.5-flash-lite"
     assert build_fallback_model(_settings(), []) is None
