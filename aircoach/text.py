@@ -35,6 +35,11 @@ TERMS_VERSION = 2  # 2: Snowball stems, the shared stop-words (aircoach.stopword
 
 MAX_QUERY_WORDS = 8  # more words add cost, not precision
 FUZZY_MIN_LETTERS = 5
+# A longer "word" is looked up only as written. The course's longest word has 18 letters, so
+# no indexed word is one typo from it; and the strings one edit away from a word grow with the
+# square of its length: a 200-letter one gave 10,000 terms to stem on the event loop (80 ms)
+# and to look up.
+FUZZY_MAX_LETTERS = 30
 # A word's weight when its stem matches exactly / one edit away (integers: ties are exact).
 EXACT, FUZZY = 10, 6
 
@@ -202,14 +207,14 @@ class SearchPlan:
 
 def plan(text: str) -> SearchPlan:
     """The search plan of a query: its meaningful words (at most MAX_QUERY_WORDS), each as
-    its stem plus, for words of FUZZY_MIN_LETTERS letters or more, the stems of the words one
-    typo from it (`typo_terms`)."""
+    its stem plus, for words of FUZZY_MIN_LETTERS to FUZZY_MAX_LETTERS letters, the stems of
+    the words one typo from it (`typo_terms`)."""
     planned: list[_WordPlan] = []
     for word in dict.fromkeys(words(text)):
         exact = stem(word)
         fuzzy = (
             typo_terms(word) - {exact}
-            if len(word) >= FUZZY_MIN_LETTERS and not word.isdigit()
+            if FUZZY_MIN_LETTERS <= len(word) <= FUZZY_MAX_LETTERS and not word.isdigit()
             else frozenset()
         )
         planned.append(_WordPlan(exact, fuzzy))
