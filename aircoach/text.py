@@ -35,6 +35,11 @@ TERMS_VERSION = 2  # 2: Snowball stems, the shared stop-words (aircoach.stopword
 
 MAX_QUERY_WORDS = 8  # more words add cost, not precision
 FUZZY_MIN_LETTERS = 5
+# A longer "word" is looked up only as written. The course's longest word has 18 letters, so
+# no indexed word is one typo from it; and the strings one edit away from a word grow with the
+# square of its length: a 200-letter one gave 10,000 terms to stem on the event loop (80 ms)
+# and to look up.
+FUZZY_MAX_LETTERS = 30
 # A word's weight when its stem matches exactly / one edit away (integers: ties are exact).
 EXACT, FUZZY = 10, 6
 
@@ -64,24 +69,46 @@ def words(text: str) -> list[str]:
     return [w for w in _WORD.findall(fold(text)) if w not in STOPWORDS]
 
 
+# The stem caches keep words up to this long: their bound in entries then bounds their bytes
+# (a few MB). A query may be one "word" of 4000 letters, which kept 8 kB an entry: 65536 of them
+# held half a gigabyte. No Italian word comes near it; a longer one is stemmed every time.
+CACHED_WORD_CHARS = 40
+
+
 _STEMMERS = threading.local()  # a Snowball stemmer keeps state while it works: one per thread
 
 
-def _stemmer() -> snowballstemmer.stemmer:
-    held = getattr(_STEMMERS, "italian", None)
+def _stemmer(word_chars: int) -> snowballstemmer.stemmer:
+    """This thread's stemmer for words of up to `word_chars` letters. PyStemmer caches the
+    last 10000 words a stemmer saw, in each thread, whatever their length: words longer than
+    `CACHED_WORD_CHARS` go to a stemmer without that cache."""
+    cached = word_chars <= CACHED_WORD_CHARS
+    name = "italian" if cached else "italian_uncached"
+    held = getattr(_STEMMERS, name, None)
     if held is None:
-        held = _STEMMERS.italian = snowballstemmer.stemmer("italian")
+        held = snowballstemmer.stemmer("italian")
+        if not cached and hasattr(held, "maxCacheSize"):  # PyStemmer's (the C stemmers)
+            held.maxCacheSize = 0
+        setattr(_STEMMERS, name, held)
     return held
 
 
-@functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """The Snowball Italian stem of a folded word: inflections meet (`portanza/portanze`,
     `strumento/strumenti`, `impoverire/impoverisce`, `virata/virate`). Numbers and words of
     fewer than three letters are kept as they are."""
+    if len(word) > CACHED_WORD_CHARS:
+        return _stem(word)
+    return _cached_stem(word)
+
+
+def _stem(word: str) -> str:
     if word.isdigit() or len(word) < 3:
         return word
-    return str(_stemmer().stemWord(word)) or word
+    return str(_stemmer(len(word)).stemWord(word)) or word
+
+
+_cached_stem = functools.lru_cache(maxsize=65536)(_stem)
 
 
 def terms(text: str) -> list[str]:
@@ -102,11 +129,16 @@ def one_edit_away(term: str) -> set[str]:
 _SUFFIX_LETTERS = 4  # Italian derivational endings (-enza, -ione, -mento) sit in the last few
 
 
-@functools.lru_cache(maxsize=4096)
 def typo_stems(word: str) -> frozenset[str]:
     """The stems of `word` with a vowel put back or a letter taken out near its end, when its
     own stem shows no derivational ending: a typo there hides the ending from the stemmer
     (`resistnza` -> `resistnz`, while `resistenza` -> `resistent`: two edits apart)."""
+    if len(word) > CACHED_WORD_CHARS:
+        return _typo_stems(word)
+    return _cached_typo_stems(word)
+
+
+def _typo_stems(word: str) -> frozenset[str]:
     if len(word) < FUZZY_MIN_LETTERS or len(word) - len(stem(word)) > 1:
         return frozenset()
     tail = range(max(1, len(word) - _SUFFIX_LETTERS), len(word) + 1)
@@ -115,13 +147,16 @@ def typo_stems(word: str) -> frozenset[str]:
     return frozenset(stem(w) for w in inserted | deleted) - {stem(word)}
 
 
+_cached_typo_stems = functools.lru_cache(maxsize=4096)(_typo_stems)
+
+
 def typo_terms(word: str) -> frozenset[str]:
     """The stems of every string one edit from the folded `word`: the words a student who
     typed `word` may have meant, as the index holds them. The edit is undone on the typed word,
     before stemming, so a typo anywhere meets the stem of the word meant, whatever the stemmer
     makes of the typo (`incidynza` -> `incidenza` -> `incident`, while `incidynza` stems to
     `incidynz`, two edits from it). Not cached: a few hundred strings a word."""
-    return frozenset(_stemmer().stemWords(list(one_edit_away(word))))
+    return frozenset(_stemmer(len(word) + 1).stemWords(list(one_edit_away(word))))
 
 
 @dataclass(frozen=True)
@@ -172,14 +207,14 @@ class SearchPlan:
 
 def plan(text: str) -> SearchPlan:
     """The search plan of a query: its meaningful words (at most MAX_QUERY_WORDS), each as
-    its stem plus, for words of FUZZY_MIN_LETTERS letters or more, the stems of the words one
-    typo from it (`typo_terms`)."""
+    its stem plus, for words of FUZZY_MIN_LETTERS to FUZZY_MAX_LETTERS letters, the stems of
+    the words one typo from it (`typo_terms`)."""
     planned: list[_WordPlan] = []
     for word in dict.fromkeys(words(text)):
         exact = stem(word)
         fuzzy = (
             typo_terms(word) - {exact}
-            if len(word) >= FUZZY_MIN_LETTERS and not word.isdigit()
+            if FUZZY_MIN_LETTERS <= len(word) <= FUZZY_MAX_LETTERS and not word.isdigit()
             else frozenset()
         )
         planned.append(_WordPlan(exact, fuzzy))

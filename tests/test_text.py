@@ -5,13 +5,15 @@ with it, and the other way round."""
 from __future__ import annotations
 
 import json
+import random
+import tracemalloc
 import unicodedata
 from pathlib import Path
 
 import pytest
 from snowballstemmer.italian_stemmer import ItalianStemmer
 
-from aircoach.text import fold, stem, words
+from aircoach.text import fold, plan, stem, typo_stems, words
 
 Stemmer = pytest.importorskip("Stemmer")  # PyStemmer: in requirements.txt
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,3 +48,33 @@ def test_fold_drops_marks_and_keeps_every_other_character():
     sample = "".join(chr(cp) for cp in range(0x20, 0x3000))
     decomposed = unicodedata.normalize("NFKD", sample.casefold())
     assert fold(sample) == "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def test_the_stem_caches_keep_no_long_word():
+    """The stem caches are bounded in entries; a query may be one "word" of thousands of
+    letters, stemmed through them. Such words are stemmed, not kept: 200 of them used to
+    stay in memory (57 MB, in our cache and in PyStemmer's own per-thread one)."""
+    rng = random.Random(7)
+    long_words = ["".join(rng.choices("abcdefilmnoprstuvz", k=4000)) for _ in range(200)]
+    assert stem(long_words[0] + "e") == Stemmer.Stemmer("italian").stemWord(long_words[0] + "e")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for word in long_words:
+            stem(word)
+            typo_stems(word)
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 1_000_000, f"{kept} bytes kept by 200 long words"
+    assert stem("portanze") == stem("portanza")  # a word is still stemmed (and cached)
+
+
+def test_a_very_long_word_is_searched_as_written():
+    """The strings one edit from a word grow with the square of its length: a 200-letter
+    "word" (the longest quiz search text) planned 10,000 terms, stemmed on the event loop
+    (80 ms) and then looked up in the store. No word of the course is near that long: such a
+    word is looked up as written, while a typo in a real word is still forgiven."""
+    long_word = "".join(random.Random(3).choices("abcdefilmnoprstuvz", k=200))
+    assert plan(long_word).terms == [stem(long_word)]
+    assert stem("resistenza") in plan("resistnza").terms
