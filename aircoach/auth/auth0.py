@@ -10,7 +10,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Any
 from urllib.parse import quote
 
@@ -42,6 +42,36 @@ PROFILE_FIELDS = (
     "user_metadata",
     "app_metadata",
 )
+
+# What of a profile is kept (and cached, per user): the metadata keys the prompt may use
+# (`USER_DATA_FIELDS`), each string cut and each list shortened. `user_metadata` is the user's
+# to edit, with no size limit of ours, and the cache holds up to USER_DATA_CACHE_SIZE profiles.
+_KEPT_CHARS = 500  # more than the prompt shows of a value (`aircoach.auth.userdata`)
+_KEPT_ITEMS = 10
+
+
+def kept_profile(profile: dict[str, Any], fields: Iterable[str]) -> dict[str, Any]:
+    """The part of a profile the prompt may use, every value bounded."""
+    wanted = set(fields)
+    kept: dict[str, Any] = {}
+    for key, value in profile.items():
+        if key in ("user_metadata", "app_metadata"):
+            if isinstance(value, dict):
+                kept[key] = {f: _kept(v) for f, v in value.items() if f in wanted}
+        else:
+            kept[key] = _kept(value)
+    return kept
+
+
+def _kept(value: Any) -> Any:
+    if isinstance(value, str):
+        return value[:_KEPT_CHARS]
+    if isinstance(value, list | tuple):  # of scalars: the prompt shows nothing nested
+        return [_kept(v) for v in value[:_KEPT_ITEMS] if not isinstance(v, dict | list | tuple)]
+    if isinstance(value, dict):
+        return {}
+    return value
+
 
 # After a failed Management API call, skip it for a while: while the tenant is slow or down,
 # each turn would otherwise wait for the timeout before answering without user data.
@@ -200,6 +230,7 @@ class Auth0Management:
         self.timeout_s = settings.auth0_timeout_s
         self.clock = clock
         self._token: tuple[str, float] | None = None  # (token, renew at)
+        self.fields = tuple(settings.user_data_fields)
         self._profiles: TTLCache[str, dict[str, Any]] = TTLCache(
             maxsize=settings.user_data_cache_size, ttl=settings.user_data_ttl_s, timer=clock
         )
@@ -208,7 +239,9 @@ class Auth0Management:
         self.last_error: str | None = None
 
     async def profile(self, sub: str) -> dict[str, Any]:
-        """The user's profile (only `PROFILE_FIELDS`); `{}` when Auth0 has no such user."""
+        """The user's profile (only `PROFILE_FIELDS`, and of the metadata only the
+        `USER_DATA_FIELDS`, each value bounded: `kept_profile`); `{}` when Auth0 has no such
+        user."""
         cached = self._profiles.get(sub)
         if cached is not None:
             return cached
@@ -241,6 +274,7 @@ class Auth0Management:
             profile = response.json()
             if not isinstance(profile, dict):
                 raise ValueError(f"user {sub!r}: the Management API returned no object")
+            profile = kept_profile(profile, self.fields)
         self._profiles[sub] = profile
         return profile
 

@@ -109,7 +109,10 @@ def _scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "sì" if value else "no"
     if isinstance(value, int | float | str):
-        return _clip(re.sub(r"\s+", " ", str(value)).strip().lstrip("#").strip())
+        # Cut first: the profile's values are bounded where they come from, but this runs on
+        # the event loop every turn, whatever the source.
+        text = str(value)[: _MAX_VALUE_CHARS * 4]
+        return _clip(re.sub(r"\s+", " ", text).strip().lstrip("#").strip())
     return ""  # nested objects and nulls: nothing the model needs
 
 

@@ -176,3 +176,28 @@ async def test_slow_tenant_times_out_then_backs_off(tenant, data_dir, clock):
     with pytest.raises(LookupError, match="ReadTimeout"):
         await mgmt.profile("auth0|mario")
     assert tenant.hits["token"] == 1
+
+
+async def test_a_cached_profile_keeps_only_what_the_prompt_may_use_each_value_bounded(
+    tenant, data_dir, clock
+):
+    """`user_metadata` is the user's to edit: megabytes of it were cached as they came, for
+    each of up to 1,000 users, and flattened with a regex on every turn."""
+    huge = "x" * 1_000_000
+    tenant.users["auth0|big"] = {
+        "user_id": "auth0|big",
+        "name": "Giulia " + huge,
+        "user_metadata": {"course": "PPL " + huge, "notes": huge, "licenze": ["LAPL", huge] * 50},
+        "app_metadata": {"nested": {"deep": huge}},
+    }
+    settings = tenant.settings(data_dir).model_copy(
+        update={"user_data_fields": ["course", "licenze"]}
+    )
+    profile = await Auth0Management(settings, clock=clock).profile("auth0|big")
+    assert len(repr(profile)) < 10_000
+    assert (
+        profile["name"].startswith("Giulia x") and profile["user_metadata"]["course"][:5] == "PPL x"
+    )
+    assert set(profile["user_metadata"]) == {"course", "licenze"}  # `notes` is not asked for
+    assert profile["user_metadata"]["licenze"][:2] == ["LAPL", "x" * 500]
+    assert len(profile["user_metadata"]["licenze"]) == 10 and profile["app_metadata"] == {}
