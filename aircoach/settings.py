@@ -112,6 +112,8 @@ class _Group(BaseSettings):
         # serverless.yml passes `${env:X, ''}`: an empty variable means "not set".
         env_ignore_empty=True,
         populate_by_name=True,
+        # `TURN_TIMEOUT_S=inf` (or nan) passed every bound: a turn with no deadline.
+        allow_inf_nan=False,
     )
 
     # Local state (dev keys, SQLite). On Lambda and Vercel only /tmp is writable.
@@ -179,7 +181,7 @@ class AuthSettings(_Group):
     auth0_audience: str = "https://api.aircoach.dev"
     auth0_mgmt_client_id: str | None = None
     auth0_mgmt_client_secret: str | None = Field(default=None, repr=False)
-    auth_leeway_s: int = 30
+    auth_leeway_s: int = Field(default=30, ge=0, le=300)  # negative: tokens expire early
     auth_cache_ttl_s: float = Field(default=60.0, ge=0)  # verified tokens remembered; 0 = off
     jwks_refetch_cooldown_s: float = Field(default=30.0, ge=0)
     jwks_max_age_s: float = Field(default=600.0, gt=0)

@@ -224,6 +224,21 @@ def test_list_settings_take_json_or_comma_separated_values(monkeypatch, value, e
     assert settings.cors_origins == expected and settings.user_data_fields == expected
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("TURN_TIMEOUT_S", "inf"),
+        ("MODEL_TIMEOUT_S", "Infinity"),
+        ("STORE_TIMEOUT_S", "nan"),
+        ("AUTH_LEEWAY_S", "-30"),
+    ],
+)
+def test_a_deadline_without_end_or_a_negative_leeway_stops_the_start(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=rf"^{name}"):
+        get_settings()
+
+
 def test_python_tool_modules_take_comma_separated_packages(monkeypatch):
     monkeypatch.setenv("PYTHON_TOOL_MODULES", "aircoach, my_tools")
     assert Settings(_env_file=None).python_tool_modules == ("aircoach", "my_tools")
