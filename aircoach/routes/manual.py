@@ -92,6 +92,7 @@ async def sections(
         Query(
             min_length=3,
             max_length=600,
+            pattern=r"\S",  # not blank (it found nothing, as a 200)
             description="What to find: a question, or a quiz question with its explanation.",
         ),
     ],

@@ -82,7 +82,13 @@ async def test_the_sections_that_teach_a_quiz_question_best_first(app, auth):
 
 @pytest.mark.parametrize(
     "params",
-    [{"testo": "ab"}, {"testo": "x" * 601}, {"testo": "stallo", "capitolo": 0}, {"limit": 9}],
+    [
+        {"testo": "ab"},
+        {"testo": "   "},
+        {"testo": "x" * 601},
+        {"testo": "stallo", "capitolo": 0},
+        {"limit": 9},
+    ],
 )
 async def test_a_bad_section_search_is_422(app, auth, params):
     async with asgi_client(app) as client:
