@@ -45,16 +45,23 @@ async def give_feedback(
     request: Request,
     user: CurrentUser,
     chats: ChatStoreDep,
+    services: ServicesDep,
     turn_id: Annotated[str, Path(min_length=1, max_length=64)],
 ) -> FeedbackReceipt:
     """Mark one of the caller's answers `errata` (wrong) or `utile` (helpful), with an
     optional comment. One feedback per turn: a second call replaces the first. The body is
     read after the token is verified, within `MAX_BODY_BYTES` (a valid one, even a comment
-    of 1,000 characters written as JSON escapes, fits)."""
+    of 1,000 characters written as JSON escapes, fits). A turn the store refused, waiting in
+    the dead-letter spool, is moved into the store first (503 while the store refuses it)."""
     body = await parse_json_body(request, FeedbackRequest)
     feedback = Feedback(**body.model_dump(), at=datetime.now(UTC).isoformat())
     if not await chats.set_feedback(user.sub, turn_id, feedback):
-        raise NotFound("turn_not_found", turn_id=turn_id)
+        if await services.dead_letters.find(user.sub, turn_id) is None:
+            raise NotFound("turn_not_found", turn_id=turn_id)
+        # Its client was answered; the feedback needs it stored (StoreUnavailable: retry).
+        await services.dead_letters.drain(chats)
+        if not await chats.set_feedback(user.sub, turn_id, feedback):
+            raise NotFound("turn_not_found", turn_id=turn_id)
     log.info("feedback turn_id=%s user=%r voto=%s", turn_id, user.sub, feedback.voto)
     telemetry.observe("feedback", {"vote": feedback.voto})
     return FeedbackReceipt(turn_id=turn_id, feedback=feedback)
