@@ -22,6 +22,7 @@ from aircoach.grounding.feedback import (
     Voto,
 )
 from aircoach.models import ErrorBody
+from aircoach.routes.history import parse_before
 from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, Responses, unavailable
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ async def give_feedback(
     return FeedbackReceipt(turn_id=turn_id, feedback=feedback)
 
 
-@router.get("/feedback", responses={**UNAUTHORIZED, **_FORBIDDEN, **_UNAVAILABLE})
+@router.get("/feedback", responses={**UNAUTHORIZED, **_FORBIDDEN, **INVALID_BODY, **_UNAVAILABLE})
 async def list_feedback(
     user: CurrentUser,
     chats: ChatStoreDep,
@@ -75,7 +76,12 @@ async def list_feedback(
     voto: Voto | None = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     before: Annotated[
-        str | None, Query(max_length=64, description="`next_before` of the previous page")
+        str | None,
+        Query(
+            max_length=64,
+            json_schema_extra={"format": "date-time"},
+            description="`next_before` of the previous page (an ISO 8601 timestamp)",
+        ),
     ] = None,
 ) -> FeedbackPage:
     """Every student's feedback, newest first (`voto=errata`: the wrong answers only), with
@@ -83,7 +89,8 @@ async def list_feedback(
     permission = services.settings.admin_permission
     if permission not in user.permissions:
         raise ForbiddenError("permission_needed", permission=permission)
-    turns = await chats.feedback(voto=voto, limit=limit, before=before)
+    since = parse_before(before) if before is not None else None
+    turns = await chats.feedback(voto=voto, limit=limit, before=since)
     items = [
         FeedbackItem(
             turn_id=t.turn_id,

@@ -41,7 +41,9 @@ def decode_cursor(cursor: str) -> str:
     return raw.decode("latin-1")  # a turn id is ASCII; any other bytes still order
 
 
-def _timestamp(before: str) -> str:
+def parse_before(before: str) -> str:
+    """The `before` query parameter (a `next_before`) as stored timestamps are written (UTC,
+    ISO 8601), so that they compare as text; a 422 for what is no timestamp."""
     # An unencoded `+00:00` arrives as ` 00:00`: restore it rather than return a wrong page.
     try:
         moment = datetime.fromisoformat(before.strip().replace(" ", "+"))
@@ -100,7 +102,7 @@ async def history(
     model alone was given, such as a quiz question's key, is never returned). Pass the page's
     `next_cursor` as `cursor` for the next (older) page."""
     before_turn = decode_cursor(cursor) if cursor is not None else None
-    since = _timestamp(before) if before is not None else None
+    since = parse_before(before) if before is not None else None
     # Turns the store refused earlier belong in this page once it takes writes again.
     await services.dead_letters.replay(chats)
     turns = await chats.history(

@@ -166,3 +166,31 @@ async def test_a_spooled_turn_takes_feedback_once_the_store_takes_writes(setting
     ]
     assert await services_of(a).dead_letters.spool.keys(10) == []
     script.assert_used()
+
+
+async def test_the_feedback_list_takes_before_as_a_timestamp(store_settings: Settings, auth):
+    """`before` is a moment, however it is written (`Z`, an offset, an unencoded `+`): the
+    list holds the feedback given strictly before it. Anything else is a 422 naming it, not
+    an empty list."""
+    app = app_with(store_settings)
+    chats = services_of(app).chats
+    ats = ["2026-01-01T10:00:01+00:00", "2026-01-01T10:00:01.500000+00:00"]
+    ats.append("2026-01-01T10:00:02+00:00")
+    for n, at in enumerate(ats, start=1):
+        turn = make_turn("alice", n)
+        await chats.append_turn(turn)
+        assert await chats.set_feedback("alice", turn.turn_id, Feedback(voto="errata", at=at))
+    editor = auth("editor", permissions=ADMIN)
+    async with asgi_client(app) as client:
+
+        async def listed(before: str) -> list[str]:
+            response = await client.get("/api/feedback", params={"before": before}, headers=editor)
+            assert response.status_code == 200, response.text
+            return [item["at"] for item in response.json()["items"]]
+
+        assert await listed("2026-01-01T10:00:02Z") == [ats[1], ats[0]]
+        assert await listed("2026-01-01T12:00:02+02:00") == [ats[1], ats[0]]
+        assert await listed("2026-01-01T10:00:01.500000 00:00") == [ats[0]]
+        garbage = await client.get("/api/feedback", params={"before": "ieri"}, headers=editor)
+    assert garbage.status_code == 422, garbage.text
+    assert garbage.json()["detail"][0]["loc"] == ["query", "before"]
