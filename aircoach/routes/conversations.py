@@ -7,11 +7,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.errors import NotFound
 from aircoach.models import ErrorBody, TurnInProgressBody
+from aircoach.routes.history import CURSOR_PATTERN, MAX_CURSOR, decode_cursor, encode_cursor
 from aircoach.routes.responses import INVALID_BODY, UNAUTHORIZED, unavailable
 from aircoach.turn.conversations import ConversationIdText, listed_conversations
 from aircoach.turn.records import ConversationSummary
@@ -28,6 +29,11 @@ ConversationId = Annotated[
 
 class ConversationList(BaseModel):
     conversations: list[ConversationSummary]
+    next_cursor: str | None = Field(
+        default=None,
+        description="Opaque and URL-safe: pass as `cursor` to get the next page (the less "
+        "recently active conversations); null on the last page.",
+    )
 
 
 @router.get(
@@ -43,15 +49,29 @@ async def list_conversations(
     chats: ChatStoreDep,
     services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    cursor: Annotated[
+        str | None,
+        Query(
+            min_length=2,
+            max_length=MAX_CURSOR,
+            pattern=CURSOR_PATTERN,
+            description="`next_cursor` of the previous page",
+        ),
+    ] = None,
 ) -> ConversationList:
     """The caller's conversations (those started with a `conversation_id`), the most recently
-    active first, with their first question and last activity. The default conversation
-    (requests without `conversation_id`) is not listed: `GET /api/history` has its turns.
-    Neither is a conversation stored as `default` (named so before that id was reserved):
-    its turns are the default conversation's."""
+    active first (by their newest turn), with their first question and last activity; pass
+    `next_cursor` as `cursor` for the next page. The default conversation (requests without
+    `conversation_id`) is not listed: `GET /api/history` has its turns. Neither is a
+    conversation stored as `default` (named so before that id was reserved): its turns are
+    the default conversation's."""
+    before_turn = decode_cursor(cursor) if cursor is not None else None
     await services.dead_letters.replay(chats)
-    listed = await listed_conversations(chats, user.sub, limit=limit)
-    return ConversationList(conversations=listed)
+    listed, more = await listed_conversations(chats, user.sub, limit=limit, before_turn=before_turn)
+    return ConversationList(
+        conversations=listed,
+        next_cursor=encode_cursor(listed[-1].last_turn_id) if more else None,
+    )
 
 
 @router.delete(

@@ -22,6 +22,7 @@ from aircoach.grounding.feedback import (
     Voto,
 )
 from aircoach.models import ErrorBody
+from aircoach.routes.history import parse_before
 from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, Responses, unavailable
 
 log = logging.getLogger(__name__)
@@ -45,22 +46,29 @@ async def give_feedback(
     request: Request,
     user: CurrentUser,
     chats: ChatStoreDep,
+    services: ServicesDep,
     turn_id: Annotated[str, Path(min_length=1, max_length=64)],
 ) -> FeedbackReceipt:
     """Mark one of the caller's answers `errata` (wrong) or `utile` (helpful), with an
     optional comment. One feedback per turn: a second call replaces the first. The body is
     read after the token is verified, within `MAX_BODY_BYTES` (a valid one, even a comment
-    of 1,000 characters written as JSON escapes, fits)."""
+    of 1,000 characters written as JSON escapes, fits). A turn the store refused, waiting in
+    the dead-letter spool, is moved into the store first (503 while the store refuses it)."""
     body = await parse_json_body(request, FeedbackRequest)
     feedback = Feedback(**body.model_dump(), at=datetime.now(UTC).isoformat())
     if not await chats.set_feedback(user.sub, turn_id, feedback):
-        raise NotFound("turn_not_found", turn_id=turn_id)
+        if await services.dead_letters.find(user.sub, turn_id) is None:
+            raise NotFound("turn_not_found", turn_id=turn_id)
+        # Its client was answered; the feedback needs it stored (StoreUnavailable: retry).
+        await services.dead_letters.drain(chats)
+        if not await chats.set_feedback(user.sub, turn_id, feedback):
+            raise NotFound("turn_not_found", turn_id=turn_id)
     log.info("feedback turn_id=%s user=%r voto=%s", turn_id, user.sub, feedback.voto)
     telemetry.observe("feedback", {"vote": feedback.voto})
     return FeedbackReceipt(turn_id=turn_id, feedback=feedback)
 
 
-@router.get("/feedback", responses={**UNAUTHORIZED, **_FORBIDDEN, **_UNAVAILABLE})
+@router.get("/feedback", responses={**UNAUTHORIZED, **_FORBIDDEN, **INVALID_BODY, **_UNAVAILABLE})
 async def list_feedback(
     user: CurrentUser,
     chats: ChatStoreDep,
@@ -68,7 +76,12 @@ async def list_feedback(
     voto: Voto | None = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     before: Annotated[
-        str | None, Query(max_length=64, description="`next_before` of the previous page")
+        str | None,
+        Query(
+            max_length=64,
+            json_schema_extra={"format": "date-time"},
+            description="`next_before` of the previous page (an ISO 8601 timestamp)",
+        ),
     ] = None,
 ) -> FeedbackPage:
     """Every student's feedback, newest first (`voto=errata`: the wrong answers only), with
@@ -76,7 +89,8 @@ async def list_feedback(
     permission = services.settings.admin_permission
     if permission not in user.permissions:
         raise ForbiddenError("permission_needed", permission=permission)
-    turns = await chats.feedback(voto=voto, limit=limit, before=before)
+    since = parse_before(before) if before is not None else None
+    turns = await chats.feedback(voto=voto, limit=limit, before=since)
     items = [
         FeedbackItem(
             turn_id=t.turn_id,

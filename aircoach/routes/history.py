@@ -22,7 +22,7 @@ router = APIRouter(prefix="/api", tags=["meta"])
 # handling. Any well-formed one is accepted: it only bounds the ids of the page.
 CURSOR_PATTERN = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"
 _CURSOR = re.compile(CURSOR_PATTERN)
-_MAX_CURSOR = 88  # base64 of 64 bytes
+MAX_CURSOR = 88  # base64 of 64 bytes
 
 
 def encode_cursor(turn_id: str) -> str:
@@ -30,7 +30,8 @@ def encode_cursor(turn_id: str) -> str:
     return base64.urlsafe_b64encode(turn_id.encode()).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str) -> str:
+def decode_cursor(cursor: str) -> str:
+    """The turn id of a cursor that `encode_cursor` made; a 422 for a malformed one."""
     if not cursor or not _CURSOR.match(cursor):
         raise _invalid("cursor", cursor, "not a cursor from `next_cursor`")
     try:
@@ -40,7 +41,9 @@ def _decode_cursor(cursor: str) -> str:
     return raw.decode("latin-1")  # a turn id is ASCII; any other bytes still order
 
 
-def _timestamp(before: str) -> str:
+def parse_before(before: str) -> str:
+    """The `before` query parameter (a `next_before`) as stored timestamps are written (UTC,
+    ISO 8601), so that they compare as text; a 422 for what is no timestamp."""
     # An unencoded `+00:00` arrives as ` 00:00`: restore it rather than return a wrong page.
     try:
         moment = datetime.fromisoformat(before.strip().replace(" ", "+"))
@@ -74,7 +77,7 @@ async def history(
         str | None,
         Query(
             min_length=2,
-            max_length=_MAX_CURSOR,
+            max_length=MAX_CURSOR,
             pattern=CURSOR_PATTERN,
             description="`next_cursor` of the previous page",
         ),
@@ -98,8 +101,8 @@ async def history(
     """The caller's stored turns, newest first, with every tool call's client data (what the
     model alone was given, such as a quiz question's key, is never returned). Pass the page's
     `next_cursor` as `cursor` for the next (older) page."""
-    before_turn = _decode_cursor(cursor) if cursor is not None else None
-    since = _timestamp(before) if before is not None else None
+    before_turn = decode_cursor(cursor) if cursor is not None else None
+    since = parse_before(before) if before is not None else None
     # Turns the store refused earlier belong in this page once it takes writes again.
     await services.dead_letters.replay(chats)
     turns = await chats.history(

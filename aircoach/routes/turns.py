@@ -37,10 +37,15 @@ async def get_turn(
 ) -> HistoryTurn:
     """One of the caller's turns, client data only (as in `/api/history`); 404 `not_found`
     for an unknown id or someone else's turn. A turn still being answered is not stored yet:
-    404 until its stream ends."""
+    404 until its stream ends. One the store refused (its stream ended after
+    `persist_failed`) is read from the dead-letter spool until it reaches the store."""
     # A turn the store refused earlier belongs here once it takes writes again.
     await services.dead_letters.replay(chats)
     turn = await chats.get_turn(user.sub, turn_id)
+    if turn is None:
+        # The store may still refuse writes, or another instance spooled it and no replay
+        # is due here yet: it has ended all the same.
+        turn = await services.dead_letters.find(user.sub, turn_id)
     if turn is None:
         raise NotFound("turn_not_found", turn_id=turn_id)
     return HistoryTurn.of(turn)

@@ -318,7 +318,10 @@ class MongoChatStore:
 
         return [doc["turn_id"] for doc in await self._db.run(self._name, read)]
 
-    async def conversations(self, user_id: str, *, limit: int) -> list[ConversationSummary]:
+    async def conversations(
+        self, user_id: str, *, limit: int, before_turn: str | None = None
+    ) -> list[ConversationSummary]:
+        older = [{"$match": {"newest": {"$lt": before_turn}}}] if before_turn else []
         pipeline: list[dict[str, Any]] = [
             {"$match": {"userId": user_id, "conversation_id": {"$type": "string"}}},
             {"$sort": {"turn_id": 1}},
@@ -331,6 +334,7 @@ class MongoChatStore:
                     "turns": {"$sum": 1},
                 }
             },
+            *older,
             {"$sort": {"newest": -1}},
             {"$limit": limit},
         ]
@@ -343,6 +347,7 @@ class MongoChatStore:
                 conversation_id=doc["_id"],
                 first_question=doc["first_question"],
                 last_activity=doc["last_activity"],
+                last_turn_id=doc["newest"],
                 turns=doc["turns"],
             )
             for doc in await self._db.run(self._name, read)

@@ -363,7 +363,10 @@ class SqliteChatStore:
         )
         return [row["turn_id"] for row in rows]
 
-    async def conversations(self, user_id: str, *, limit: int) -> list[ConversationSummary]:
+    async def conversations(
+        self, user_id: str, *, limit: int, before_turn: str | None = None
+    ) -> list[ConversationSummary]:
+        having = "HAVING newest < ? " if before_turn else ""
         rows = await self._db.run(
             lambda c: c.execute(
                 "SELECT conversation_id, COUNT(*) AS turns, MAX(turn_id) AS newest, "
@@ -372,8 +375,8 @@ class SqliteChatStore:
                 "(SELECT timestamp FROM chats l WHERE l.userId = chats.userId AND "
                 "l.conversation_id = chats.conversation_id ORDER BY l.turn_id DESC LIMIT 1) "
                 "AS last FROM chats WHERE userId = ? AND conversation_id IS NOT NULL "
-                "GROUP BY conversation_id ORDER BY newest DESC LIMIT ?",
-                (user_id, limit),
+                f"GROUP BY conversation_id {having}ORDER BY newest DESC LIMIT ?",
+                (user_id, *([before_turn] if before_turn else []), limit),
             ).fetchall()
         )
         return [
@@ -381,6 +384,7 @@ class SqliteChatStore:
                 conversation_id=row["conversation_id"],
                 first_question=row["first"],
                 last_activity=row["last"],
+                last_turn_id=row["newest"],
                 turns=row["turns"],
             )
             for row in rows

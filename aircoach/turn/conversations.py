@@ -85,13 +85,16 @@ def shown_conversation_id(stored: str | None) -> str | None:
 
 
 async def listed_conversations(
-    chats: ChatStore, user_id: str, *, limit: int
-) -> list[ConversationSummary]:
-    """The user's conversations that a client can open and delete by id, the most recently
-    active first: one stored under the reserved id is the default conversation (see
-    `shown_conversation_id`), which is not listed."""
-    found = await chats.conversations(user_id, limit=limit + 1)
-    return [c for c in found if c.conversation_id != RESERVED_CONVERSATION_ID][:limit]
+    chats: ChatStore, user_id: str, *, limit: int, before_turn: str | None = None
+) -> tuple[list[ConversationSummary], bool]:
+    """At most `limit` of the user's conversations that a client can open and delete by id,
+    the most recently active first (`before_turn`: after the one whose newest turn has that
+    id), and whether more follow: one stored under the reserved id is the default
+    conversation (see `shown_conversation_id`), which is not listed."""
+    # One more than the page tells whether more follow; one more again for a reserved one.
+    found = await chats.conversations(user_id, limit=limit + 2, before_turn=before_turn)
+    listed = [c for c in found if c.conversation_id != RESERVED_CONVERSATION_ID]
+    return listed[:limit], len(listed) > limit
 
 
 def conversation_thread(user_id: str, conversation_id: str | None) -> str:

@@ -49,8 +49,11 @@ class ChatStore(Protocol):
         only those of `conversation` when given (else every conversation's)."""
         ...
 
-    async def conversations(self, user_id: str, *, limit: int) -> list[ConversationSummary]:
-        """The user's named conversations, the most recently active first."""
+    async def conversations(
+        self, user_id: str, *, limit: int, before_turn: str | None = None
+    ) -> list[ConversationSummary]:
+        """The user's named conversations, the most recently active first (by the id of
+        their newest turn); `before_turn`: only those whose newest turn id is lower."""
         ...
 
     async def delete_conversation(self, user_id: str, conversation: str) -> list[str]:

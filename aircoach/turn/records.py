@@ -75,6 +75,7 @@ class ConversationSummary(BaseModel):
     conversation_id: str
     first_question: str = Field(description="The question of its first stored turn.")
     last_activity: str = Field(description="The timestamp of its newest stored turn.")
+    last_turn_id: str = Field(description="The id of its newest stored turn.")
     turns: int = Field(description="How many turns it has stored.")
 
 

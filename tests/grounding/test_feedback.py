@@ -5,9 +5,10 @@ from __future__ import annotations
 from aircoach.grounding.feedback import MAX_COMMENT_CHARS, Feedback
 from aircoach.services import build_stores
 from aircoach.settings import Settings
-from tests.helpers import app_with, asgi_client, chat
+from tests.helpers import app_with, asgi_client, chat, services_of
 from tests.scripted_model import Script, ScriptedModels, text
 from tests.store.test_contract import make_turn
+from tests.store.test_dead_letters import accept_writes, refuse_writes
 
 ADMIN = ["admin:docs"]
 
@@ -132,3 +133,64 @@ async def test_the_store_lists_feedback_newest_first_by_vote(store_settings: Set
     assert [t.turn_id for t in page] == [second]
     assert everything[0].feedback == Feedback(voto="errata", at="2026-01-01T00:00:04")
     assert not await chats.set_feedback("alice", "missing", Feedback(voto="utile", at="x"))
+
+
+async def test_a_spooled_turn_takes_feedback_once_the_store_takes_writes(settings, auth):
+    """The store refused a turn's write (the answer was streamed whole, then
+    `persist_failed`): it waits in the dead-letter spool. Feedback on it is a 503 while the
+    store still refuses writes, then lands, on an instance whose replay is not due yet, never
+    a 404 for a turn its client was answered."""
+    script = Script([text("prima"), text("La SERA.5010 fissa i minimi VFR speciali.")])
+    a = app_with(settings, models=ScriptedModels(script))
+    b = app_with(settings, models=ScriptedModels(script))
+    me = auth()
+    async with asgi_client(a) as on_a, asgi_client(b) as on_b:
+        await chat(on_b, me, "salvata")  # b looks at the spool after it
+        refuse_writes(settings.sqlite_file)
+        events = await chat(on_a, me, "Che cosa dice la SERA.5010?")
+        assert events[-2]["code"] == "persist_failed"
+        url = f"/api/turns/{events[-1]['turn_id']}/feedback"
+        while_down = await on_a.post(url, json={"voto": "errata"}, headers=me)
+        accept_writes(settings.sqlite_file)
+        assert not services_of(b).dead_letters.due
+        theirs = await on_b.post(url, json={"voto": "errata"}, headers=auth("mallory"))
+        given = await on_b.post(url, json={"voto": "errata"}, headers=me)
+        history = (await on_b.get("/api/history", headers=me)).json()["turns"]
+    assert while_down.status_code == 503, while_down.text
+    assert while_down.json()["error"] == "store_unavailable"
+    assert theirs.status_code == 404 and theirs.json()["error"] == "not_found"
+    assert given.status_code == 200, given.text
+    assert [(t["human"], (t["feedback"] or {}).get("voto")) for t in history] == [
+        ("Che cosa dice la SERA.5010?", "errata"),
+        ("salvata", None),
+    ]
+    assert await services_of(a).dead_letters.spool.keys(10) == []
+    script.assert_used()
+
+
+async def test_the_feedback_list_takes_before_as_a_timestamp(store_settings: Settings, auth):
+    """`before` is a moment, however it is written (`Z`, an offset, an unencoded `+`): the
+    list holds the feedback given strictly before it. Anything else is a 422 naming it, not
+    an empty list."""
+    app = app_with(store_settings)
+    chats = services_of(app).chats
+    ats = ["2026-01-01T10:00:01+00:00", "2026-01-01T10:00:01.500000+00:00"]
+    ats.append("2026-01-01T10:00:02+00:00")
+    for n, at in enumerate(ats, start=1):
+        turn = make_turn("alice", n)
+        await chats.append_turn(turn)
+        assert await chats.set_feedback("alice", turn.turn_id, Feedback(voto="errata", at=at))
+    editor = auth("editor", permissions=ADMIN)
+    async with asgi_client(app) as client:
+
+        async def listed(before: str) -> list[str]:
+            response = await client.get("/api/feedback", params={"before": before}, headers=editor)
+            assert response.status_code == 200, response.text
+            return [item["at"] for item in response.json()["items"]]
+
+        assert await listed("2026-01-01T10:00:02Z") == [ats[1], ats[0]]
+        assert await listed("2026-01-01T12:00:02+02:00") == [ats[1], ats[0]]
+        assert await listed("2026-01-01T10:00:01.500000 00:00") == [ats[0]]
+        garbage = await client.get("/api/feedback", params={"before": "ieri"}, headers=editor)
+    assert garbage.status_code == 422, garbage.text
+    assert garbage.json()["detail"][0]["loc"] == ["query", "before"]

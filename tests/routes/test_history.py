@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from aircoach.turn.records import Turn
-from tests.helpers import app_with, asgi_client
+from tests.helpers import app_with, asgi_client, chat, services_of
+from tests.scripted_model import Script, ScriptedModels, text
+from tests.store.test_dead_letters import accept_writes, refuse_writes
 
 
 def stored(user: str, n: int) -> Turn:
@@ -56,3 +58,31 @@ async def test_history_pages_the_callers_turns_newest_first(store_settings, auth
             if cursor is None:
                 break
         assert seen == [f"alice domanda {n}" for n in (4, 3, 2, 1, 0)]
+
+
+async def test_a_spooled_turn_is_read_by_id_from_any_instance(settings, auth):
+    """The store refused a turn's write: its stream still ended with `done` (after
+    `persist_failed`), and the turn waits in the dead-letter spool. Its client reads it by
+    id, while the store still refuses writes and on another instance whose replay is not due
+    yet (it looked at the spool a moment ago), as a retry with its key already could."""
+    script = Script([text("prima"), text("la risposta intera")])
+    a = app_with(settings, models=ScriptedModels(script))
+    b = app_with(settings, models=ScriptedModels(script))
+    me = auth()
+    async with asgi_client(a) as on_a, asgi_client(b) as on_b:
+        await chat(on_b, me, "salvata")  # b looks at the spool after it
+        refuse_writes(settings.sqlite_file)
+        events = await chat(on_a, me, "rifiutata")
+        assert events[-2]["code"] == "persist_failed"
+        turn_id = events[-1]["turn_id"]
+        while_down = await on_a.get(f"/api/turns/{turn_id}", headers=me)
+        accept_writes(settings.sqlite_file)
+        assert not services_of(b).dead_letters.due
+        on_another = await on_b.get(f"/api/turns/{turn_id}", headers=me)
+        theirs = await on_b.get(f"/api/turns/{turn_id}", headers=auth("mallory"))
+    for response in (while_down, on_another):
+        assert response.status_code == 200, response.text
+        assert response.json()["turn_id"] == turn_id
+        assert response.json()["system"] == "la risposta intera"
+    assert theirs.status_code == 404 and theirs.json()["error"] == "not_found"
+    script.assert_used()

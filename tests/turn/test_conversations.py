@@ -111,7 +111,7 @@ async def test_two_conversations_on_two_instances_keep_their_own_history_and_mem
     ]
     assert listed[0]["last_activity"] > listed[1]["last_activity"]
     other = (await a.client.get("/api/conversations", headers=auth("user-2"))).json()
-    assert other == {"conversations": []}
+    assert other == {"conversations": [], "next_cursor": None}
 
 
 async def test_deleting_a_conversation_removes_it_on_every_instance(
@@ -290,3 +290,51 @@ async def test_a_conversation_stored_as_default_before_the_id_was_reserved_is_th
         ]
         one = (await client.get(f"/api/turns/{legacy.turn_id}", headers=me)).json()
         assert one["conversation_id"] is None
+
+
+async def test_the_conversation_list_pages_with_a_cursor(
+    shared_settings: Settings, auth: Callable[..., dict[str, str]]
+):
+    """A student with more conversations than a page (at most 100) reaches every one of
+    them: `next_cursor` leads to the older ones, each listed once, also when a conversation
+    seen already gets a new turn between the pages (it moves to the top, for the next look
+    at the first page) and when one stored as `default` sits among them (never listed)."""
+    app = app_with(shared_settings)
+    chats = services_of(app).chats
+    names = [f"c{n}" for n in range(7)]
+    for n, name in enumerate(names):
+        await chats.append_turn(_stored(f"18eb00000000000000000a{n:02d}", name, f"Domanda {n}"))
+        await chats.append_turn(_stored(f"18eb00000000000000000b{n:02d}", name, "Ancora"))
+    await chats.append_turn(_stored("18eb00000000000000000b03", "default", "Di prima"))
+    mallory = _stored("18eb00000000000000000c09", "c9", "Di Mallory")
+    await chats.append_turn(mallory.model_copy(update={"userId": "mallory"}))
+    me = auth()
+    async with asgi_client(app) as client:
+        seen: list[str] = []
+        cursor = None
+        for page_number in range(10):
+            params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+            response = await client.get("/api/conversations", params=params, headers=me)
+            assert response.status_code == 200, response.text
+            page = response.json()
+            seen += [c["conversation_id"] for c in page["conversations"]]
+            assert all(c["turns"] == 2 for c in page["conversations"])
+            cursor = page["next_cursor"]
+            if page_number == 0:  # c6 gets a new turn: it was listed already
+                await chats.append_turn(_stored("18eb00000000000000000d06", "c6", "Nuova"))
+            if cursor is None:
+                break
+        assert seen == list(reversed(names))
+        first = (await client.get("/api/conversations?limit=1", headers=me)).json()
+        assert [c["conversation_id"] for c in first["conversations"]] == ["c6"]
+        assert first["conversations"][0]["turns"] == 3
+
+        everything = (await client.get("/api/conversations?limit=7", headers=me)).json()
+        assert len(everything["conversations"]) == 7 and everything["next_cursor"] is None
+        theirs = (await client.get("/api/conversations", headers=auth("mallory"))).json()
+        assert [c["conversation_id"] for c in theirs["conversations"]] == ["c9"]
+        forged = await client.get("/api/conversations?cursor=%21%21", headers=me)
+        assert forged.status_code == 422 and forged.json()["detail"][0]["loc"] == [
+            "query",
+            "cursor",
+        ]
