@@ -110,9 +110,10 @@ async def submit_exam(
     user: CurrentUser, exams: Exams, exam_id: ExamId, body: ExamSubmission
 ) -> ExamResult:
     """Grade the exam, once: `punteggio` right of `totale` (an unanswered question counts as
-    wrong), `superato` when the share right reaches `soglia`, per-chapter scores and, per
-    question, the key, explanation and manual section. A late submission is graded and marked
-    `in_ritardo`. An answer to a question not in the exam, a second answer to the same
+    wrong), `superato` when the share right reaches `soglia` on time, per-chapter scores and,
+    per question, the key, explanation and manual section. A submission more than a minute
+    after `scadenza` is graded (each answer counts in the progress) but marked `in_ritardo`
+    and not passed, as at the real exam. An answer to a question not in the exam, a second answer to the same
     question, or one that is not an option, is a 422 naming it, and nothing is graded; a
     second submission is 409."""
     try:
