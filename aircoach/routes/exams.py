@@ -99,7 +99,7 @@ async def get_exam(user: CurrentUser, exams: Exams, exam_id: ExamId) -> ExamView
     try:
         return await exams.view(user.sub, exam_id)
     except ExamNotFound:
-        raise NotFound() from None
+        raise NotFound("exam_not_found") from None
 
 
 @router.post(
@@ -119,11 +119,16 @@ async def submit_exam(
     try:
         return await exams.submit(user.sub, exam_id, body.risposte, turn_id=None)
     except ExamNotFound:
-        raise NotFound() from None
+        raise NotFound("exam_not_found") from None
     except ExamAlreadySubmitted as exc:
+        if exc.retry_after_s is None:
+            raise Conflict("exam_submitted") from None
         # Still being graded: a retry after that may grade it (its grading had stopped).
-        retry = {} if exc.retry_after_s is None else {"Retry-After": str(exc.retry_after_s)}
-        raise Conflict(headers=retry) from None
+        raise Conflict(
+            "exam_grading",
+            retry_after=exc.retry_after_s,
+            headers={"Retry-After": str(exc.retry_after_s)},
+        ) from None
     except InvalidExamAnswers as exc:
         raise RequestValidationError(
             [

@@ -157,3 +157,25 @@ async def test_a_submission_while_another_is_graded_is_409_saying_when_to_retry(
         refused = await api.post(url, json={"risposte": []}, headers=auth("alice"))
     assert refused.status_code == 409 and refused.json()["error"] == "conflict"
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert "ancora in correzione" in refused.json()["message"]
+
+
+async def test_a_refused_submission_tells_the_student_why_in_italian(api, auth):
+    """The phone shows `message`: "already handed in" and "no such exam" in words a student
+    understands (it was "La risorsa non è in uno stato che consente questa operazione.")."""
+    exam = (await api.post("/api/exams", json={"domande": 5}, headers=auth("alice"))).json()
+    url = f"/api/exams/{exam['id']}/submit"
+    assert (await api.post(url, json={"risposte": []}, headers=auth("alice"))).is_success
+    again = await api.post(url, json={"risposte": []}, headers=auth("alice"))
+    assert again.status_code == 409 and again.json()["error"] == "conflict"
+    assert again.json()["message"] == "Questa simulazione d'esame è già stata consegnata."
+    english = await api.post(
+        url, json={"risposte": []}, headers={**auth("alice"), "Accept-Language": "en"}
+    )
+    assert english.json()["message"] == "This mock exam was handed in already."
+    for response in (
+        await api.post(url, json={"risposte": []}, headers=auth("bob")),
+        await api.get(f"/api/exams/{exam['id']}", headers=auth("bob")),
+    ):
+        assert response.status_code == 404 and response.json()["error"] == "not_found"
+        assert response.json()["message"] == "Nessuna tua simulazione d'esame con questo id."
