@@ -124,3 +124,7 @@ class ExamSummary(BaseModel):
 
 class ExamList(BaseModel):
     items: list[ExamSummary]
+    next_cursor: str | None = Field(
+        default=None,
+        description="Pass as `cursor` for the next (older) page; null on the last.",
+    )

@@ -115,7 +115,11 @@ class ExamService:
             esito=ExamResult.model_validate(exam.esito) if exam.esito else None,
         )
 
-    async def listing(self, user_id: str, limit: int = MAX_LISTED) -> list[ExamSummary]:
+    async def listing(
+        self, user_id: str, limit: int = MAX_LISTED, *, before: tuple[str, str] | None = None
+    ) -> list[ExamSummary]:
+        """The user's exams, newest first; only those after `before` (`(creato, id)` of the
+        last exam of the page before) when given."""
         return [
             ExamSummary(
                 id=e.id,
@@ -125,7 +129,7 @@ class ExamService:
                 punteggio=e.esito["punteggio"] if e.esito else None,
                 superato=e.esito["superato"] if e.esito else None,
             )
-            for e in await self.exams.list_for(user_id, limit)
+            for e in await self.exams.list_for(user_id, limit, before=before)
         ]
 
     async def submit(

@@ -142,3 +142,34 @@ async def test_a_resubmission_after_a_failure_half_way_counts_each_answer_once(
     )
     await scheduled_quiz.grade("alice", *(exam.domande[0]), "a", turn_id=None)
     assert (await scheduled_quiz.progress("alice")).risposte == 5
+
+
+async def test_the_exam_store_pages_newest_first_exams_of_the_same_moment_by_id(
+    store_settings,
+):
+    from aircoach.quiz.exam_models import ExamRecord
+
+    store = build_exam_store(store_settings)
+    moments = [
+        ("0a", "2026-03-01T09:00:00.000000+00:00"),
+        ("0b", "2026-03-01T09:00:00.000000+00:00"),
+        ("0c", "2026-03-01T10:00:00.000000+00:00"),
+    ]
+    for exam_id, creato in moments:
+        await store.create(
+            ExamRecord(
+                id=exam_id,
+                userId="alice",
+                creato=creato,
+                scadenza=creato,
+                durata_s=1,
+                soglia=0.75,
+                domande=[],
+            )
+        )
+    listed, before = [], None
+    while page := await store.list_for("alice", 1, before=before):
+        listed.append(page[0].id)
+        before = (page[0].creato, page[0].id)
+    assert listed == ["0c", "0b", "0a"]
+    assert await store.list_for("bob", 5) == []
