@@ -160,6 +160,20 @@ CATALOGUE: dict[str, Text] = {
         it="Documenti non validi (resta in servizio la versione precedente): {detail}",
         en="{detail}",
     ),
+    "exam_not_found": Text(
+        it="Nessuna tua simulazione d'esame con questo id.",
+        en="No mock exam of yours with this id.",
+    ),
+    "exam_submitted": Text(
+        it="Questa simulazione d'esame è già stata consegnata.",
+        en="This mock exam was handed in already.",
+    ),
+    "exam_grading": Text(
+        it="Questa simulazione d'esame è ancora in correzione: se non si conclude, potrai "
+        "consegnarla di nuovo tra {retry_after} secondi.",
+        en="This mock exam is still being graded: if that does not finish, you may hand it "
+        "in again in {retry_after} seconds.",
+    ),
     "question_not_found": Text(
         it="Domanda {numero} del capitolo {capitolo} non trovata.",
         en="Question {numero} of chapter {capitolo} not found.",

@@ -92,8 +92,12 @@ class ExamResult(BaseModel):
     punteggio: int = Field(description="Questions answered right.")
     totale: int
     soglia: float
-    superato: bool
-    in_ritardo: bool = Field(description="Submitted after `scadenza` (still graded).")
+    superato: bool = Field(
+        description="The share right reached `soglia`, on time (never when `in_ritardo`)."
+    )
+    in_ritardo: bool = Field(
+        description="Submitted more than a minute after `scadenza`: graded, but not passed."
+    )
     capitoli: list[ChapterScore]
     esiti: list[ExamOutcome]
 
@@ -120,3 +124,7 @@ class ExamSummary(BaseModel):
 
 class ExamList(BaseModel):
     items: list[ExamSummary]
+    next_cursor: str | None = Field(
+        default=None,
+        description="Pass as `cursor` for the next (older) page; null on the last.",
+    )

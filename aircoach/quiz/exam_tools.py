@@ -92,7 +92,10 @@ def result_text(result: ExamResult, questions: dict[tuple[int, int], dict[str, A
         f"({share}%), soglia {round(result.soglia * 100)}%: {verdict}."
     ]
     if result.in_ritardo:
-        lines.append("Consegnata oltre il tempo previsto.")
+        lines.append(
+            "Consegnata fuori tempo: come all'esame vero, una simulazione consegnata dopo la "
+            "scadenza non è superata. Le correzioni valgono comunque per il tuo ripasso."
+        )
     weakest = min(result.capitoli, key=lambda c: (c.punteggio / c.totale, c.capitolo), default=None)
     if weakest is not None and weakest.punteggio < weakest.totale:
         lines.append(

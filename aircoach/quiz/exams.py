@@ -1,5 +1,6 @@
 """Mock exams: a timed set of questions spread over the chapters, graded at the end against a
-pass mark (defaults: `EXAM_QUESTIONS`, `EXAM_DURATION_S`, `EXAM_PASS_MARK`).
+pass mark (defaults: `EXAM_QUESTIONS`, `EXAM_DURATION_S`, `EXAM_PASS_MARK`); one handed in
+after its time is graded but not passed.
 
 Each answered question is graded by `QuizService.grade`, so it is an attempt in the progress
 and moves its review schedule like any other answer. An unanswered question counts as wrong.
@@ -32,6 +33,10 @@ MAX_LISTED = 100
 # A submission with no result after this long stopped half-way (its grading failed): the
 # student may submit again. Grading takes milliseconds; the store's own timeout is seconds.
 UNFINISHED_SUBMISSION_S = 60
+# As at the real exam, the time limit counts: a submission this long after `scadenza` is late
+# and not passed (its answers are still graded). The grace is for a phone that submits at the
+# deadline on a slow network.
+LATE_GRACE_S = 60
 
 
 class ExamNotFound(LookupError):
@@ -110,7 +115,11 @@ class ExamService:
             esito=ExamResult.model_validate(exam.esito) if exam.esito else None,
         )
 
-    async def listing(self, user_id: str, limit: int = MAX_LISTED) -> list[ExamSummary]:
+    async def listing(
+        self, user_id: str, limit: int = MAX_LISTED, *, before: tuple[str, str] | None = None
+    ) -> list[ExamSummary]:
+        """The user's exams, newest first; only those after `before` (`(creato, id)` of the
+        last exam of the page before) when given."""
         return [
             ExamSummary(
                 id=e.id,
@@ -120,7 +129,7 @@ class ExamService:
                 punteggio=e.esito["punteggio"] if e.esito else None,
                 superato=e.esito["superato"] if e.esito else None,
             )
-            for e in await self.exams.list_for(user_id, limit)
+            for e in await self.exams.list_for(user_id, limit, before=before)
         ]
 
     async def submit(
@@ -202,7 +211,8 @@ class ExamService:
                         riferimento=question.get("riferimento"),
                     )
                 )
-        result = _result(exam, outcomes, self.quiz, late=review.iso(now) > exam.scadenza)
+        deadline = datetime.fromisoformat(exam.scadenza) + timedelta(seconds=LATE_GRACE_S)
+        result = _result(exam, outcomes, self.quiz, late=now > deadline)
         await self.exams.finish(user_id, exam_id, result.model_dump())
         return result
 
@@ -220,7 +230,7 @@ def _result(
         punteggio=score,
         totale=total,
         soglia=exam.soglia,
-        superato=bool(total) and score / total >= exam.soglia,
+        superato=bool(total) and not late and score / total >= exam.soglia,
         in_ritardo=late,
         capitoli=[
             ChapterScore(capitolo=c, titolo=quiz.title(c), punteggio=sum(marks), totale=len(marks))

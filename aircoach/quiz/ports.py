@@ -115,8 +115,11 @@ class ExamStore(Protocol):
 
     async def get(self, user_id: str, exam_id: str) -> ExamRecord | None: ...
 
-    async def list_for(self, user_id: str, limit: int) -> list[ExamRecord]:
-        """The user's exams, newest first."""
+    async def list_for(
+        self, user_id: str, limit: int, *, before: tuple[str, str] | None = None
+    ) -> list[ExamRecord]:
+        """The user's exams, newest first (by `creato`, then `id`); only those listed after
+        `before` (`(creato, id)` of the last exam of the page before) when given."""
         ...
 
     async def claim(

@@ -4,9 +4,10 @@ and moves its review schedule."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.exceptions import RequestValidationError
 
 from aircoach.deps import CurrentUser, ServicesDep, UserJsonRoute
@@ -17,9 +18,11 @@ from aircoach.quiz.exam_models import (
     ExamRequest,
     ExamResult,
     ExamSubmission,
+    ExamSummary,
     ExamView,
 )
 from aircoach.quiz.exams import (
+    MAX_LISTED,
     ExamAlreadySubmitted,
     ExamNotFound,
     ExamService,
@@ -86,10 +89,43 @@ async def create_exam(
     )
 
 
+# An exam list cursor is the last listed exam's `creato` (stored as review.iso writes it,
+# `2026-03-01T09:00:00.000000+00:00`) as 20 digits, a dot and its id: URL-safe as it is and
+# read without a lookup. Any cursor of this form is accepted and only bounds the page (it
+# never lists another user's exams); another form is a 422 naming `cursor`.
+_LIST_CURSOR = r"^[0-9]{20}\.[0-9a-f]{1,64}$"
+
+
+def _list_cursor(exam: ExamSummary) -> str:
+    return re.sub(r"[^0-9]", "", exam.creato[:26]) + "." + exam.id
+
+
+def _before(cursor: str) -> tuple[str, str]:
+    d, exam_id = cursor.split(".")
+    return (f"{d[:4]}-{d[4:6]}-{d[6:8]}T{d[8:10]}:{d[10:12]}:{d[12:14]}.{d[14:]}+00:00", exam_id)
+
+
 @router.get("/exams", responses=_FAILS)
-async def list_exams(user: CurrentUser, exams: Exams) -> ExamList:
-    """The caller's exams, newest first, with their score once submitted."""
-    return ExamList(items=await exams.listing(user.sub))
+async def list_exams(
+    user: CurrentUser,
+    exams: Exams,
+    limit: Annotated[int, Query(ge=1, le=MAX_LISTED)] = MAX_LISTED,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=85,
+            pattern=_LIST_CURSOR,
+            description="`next_cursor` of the previous page",
+        ),
+    ] = None,
+) -> ExamList:
+    """The caller's exams, newest first, with their score once submitted: `limit` a page
+    (default and at most 100); pass `next_cursor` as `cursor` for the next (older) page,
+    null on the last."""
+    before = _before(cursor) if cursor is not None else None
+    found = await exams.listing(user.sub, limit + 1, before=before)
+    page = found[:limit]
+    return ExamList(items=page, next_cursor=_list_cursor(page[-1]) if len(found) > limit else None)
 
 
 @router.get("/exams/{exam_id}", responses={**_FAILS, **_NOT_FOUND})
@@ -99,7 +135,7 @@ async def get_exam(user: CurrentUser, exams: Exams, exam_id: ExamId) -> ExamView
     try:
         return await exams.view(user.sub, exam_id)
     except ExamNotFound:
-        raise NotFound() from None
+        raise NotFound("exam_not_found") from None
 
 
 @router.post(
@@ -110,19 +146,25 @@ async def submit_exam(
     user: CurrentUser, exams: Exams, exam_id: ExamId, body: ExamSubmission
 ) -> ExamResult:
     """Grade the exam, once: `punteggio` right of `totale` (an unanswered question counts as
-    wrong), `superato` when the share right reaches `soglia`, per-chapter scores and, per
-    question, the key, explanation and manual section. A late submission is graded and marked
-    `in_ritardo`. An answer to a question not in the exam, a second answer to the same
+    wrong), `superato` when the share right reaches `soglia` on time, per-chapter scores and,
+    per question, the key, explanation and manual section. A submission more than a minute
+    after `scadenza` is graded (each answer counts in the progress) but marked `in_ritardo`
+    and not passed, as at the real exam. An answer to a question not in the exam, a second answer to the same
     question, or one that is not an option, is a 422 naming it, and nothing is graded; a
     second submission is 409."""
     try:
         return await exams.submit(user.sub, exam_id, body.risposte, turn_id=None)
     except ExamNotFound:
-        raise NotFound() from None
+        raise NotFound("exam_not_found") from None
     except ExamAlreadySubmitted as exc:
+        if exc.retry_after_s is None:
+            raise Conflict("exam_submitted") from None
         # Still being graded: a retry after that may grade it (its grading had stopped).
-        retry = {} if exc.retry_after_s is None else {"Retry-After": str(exc.retry_after_s)}
-        raise Conflict(headers=retry) from None
+        raise Conflict(
+            "exam_grading",
+            retry_after=exc.retry_after_s,
+            headers={"Retry-After": str(exc.retry_after_s)},
+        ) from None
     except InvalidExamAnswers as exc:
         raise RequestValidationError(
             [

@@ -37,10 +37,22 @@ class MongoExamStore:
         doc = await self._db.run(EXAMS, lambda c: c.find_one({"id": exam_id, "userId": user_id}))
         return None if doc is None else _record(doc)
 
-    async def list_for(self, user_id: str, limit: int) -> list[ExamRecord]:
+    async def list_for(
+        self, user_id: str, limit: int, *, before: tuple[str, str] | None = None
+    ) -> list[ExamRecord]:
+        query: dict[str, Any] = {"userId": user_id}
+        if before is not None:
+            creato, exam_id = before
+            # `$type` beside `$lt`: nx-27017 matched nothing for a bare `$lt` on these ISO
+            # strings (real MongoDB compares them as strings either way).
+            query["$or"] = [
+                {"creato": {"$type": "string", "$lt": creato}},
+                {"creato": creato, "id": {"$lt": exam_id}},
+            ]
+
         async def read(c: AsyncCollection) -> list[dict[str, Any]]:
             order = [("creato", DESCENDING), ("id", DESCENDING)]
-            return await c.find({"userId": user_id}).sort(order).limit(limit).to_list()
+            return await c.find(query).sort(order).limit(limit).to_list()
 
         return [_record(d) for d in await self._db.run(EXAMS, read)]
 

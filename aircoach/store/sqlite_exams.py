@@ -51,12 +51,18 @@ class SqliteExamStore:
         )
         return None if row is None else _record(row)
 
-    async def list_for(self, user_id: str, limit: int) -> list[ExamRecord]:
+    async def list_for(
+        self, user_id: str, limit: int, *, before: tuple[str, str] | None = None
+    ) -> list[ExamRecord]:
+        where, params = "userId = ?", [user_id]
+        if before is not None:
+            where += " AND (creato < ? OR (creato = ? AND id < ?))"
+            params += [before[0], *before]
         rows = await self._db.run(
             lambda c: c.execute(
-                "SELECT doc, consegnato FROM quiz_exams WHERE userId = ? "
+                f"SELECT doc, consegnato FROM quiz_exams WHERE {where} "
                 "ORDER BY creato DESC, id DESC LIMIT ?",
-                (user_id, limit),
+                (*params, limit),
             ).fetchall()
         )
         return [_record(r) for r in rows]

@@ -6,7 +6,13 @@ import pytest
 
 from aircoach.errors import StoreUnavailable
 from aircoach.quiz.exam_models import ExamAnswer
-from aircoach.quiz.exams import UNFINISHED_SUBMISSION_S, ExamAlreadySubmitted, ExamService
+from aircoach.quiz.exam_tools import result_text
+from aircoach.quiz.exams import (
+    LATE_GRACE_S,
+    UNFINISHED_SUBMISSION_S,
+    ExamAlreadySubmitted,
+    ExamService,
+)
 from aircoach.quiz.service import ExamAttempt
 from aircoach.services import build_exam_store
 
@@ -20,7 +26,7 @@ async def test_a_late_submission_is_graded_and_marked_late(scheduled_quiz, wall,
     assert (on_time.in_ritardo, on_time.punteggio, on_time.totale) == (False, 0, 5)
 
     late_exam, questions = await exams.create("alice", domande=5)
-    wall.advance(seconds=late_exam.durata_s + 1)
+    wall.advance(seconds=late_exam.durata_s + LATE_GRACE_S + 1)
     first = questions[0]
     answer = ExamAnswer(
         capitolo=first["capitolo"], numero=first["numero"], risposta=first["corretta"]
@@ -29,6 +35,34 @@ async def test_a_late_submission_is_graded_and_marked_late(scheduled_quiz, wall,
     assert (late.in_ritardo, late.punteggio, late.superato) == (True, 1, False)
     # No question repeats across the two exams while the chapters have others.
     assert not {tuple(k) for k in exam.domande} & {tuple(k) for k in late_exam.domande}
+
+
+async def test_an_exam_handed_in_after_its_time_is_not_passed_however_right(
+    scheduled_quiz, wall, store_settings
+):
+    """As at the real exam, the time limit counts: a submission past `scadenza` (beyond a
+    grace for a phone that submits at the deadline on a slow network) is graded, each
+    answer counted in the progress, but the exam is not passed, and the chat says why."""
+    exams = ExamService(scheduled_quiz, build_exam_store(store_settings))
+
+    def all_right(questions):
+        return [
+            ExamAnswer(capitolo=q["capitolo"], numero=q["numero"], risposta=q["corretta"])
+            for q in questions
+        ]
+
+    exam, questions = await exams.create("alice", domande=5)
+    wall.advance(seconds=exam.durata_s + LATE_GRACE_S)  # sent at the deadline, arrived late
+    in_grace = await exams.submit("alice", exam.id, all_right(questions), turn_id=None)
+    assert (in_grace.punteggio, in_grace.in_ritardo, in_grace.superato) == (5, False, True)
+
+    late_exam, questions = await exams.create("alice", domande=5)
+    wall.advance(seconds=late_exam.durata_s + LATE_GRACE_S + 1)
+    late = await exams.submit("alice", late_exam.id, all_right(questions), turn_id=None)
+    assert (late.punteggio, late.totale, late.in_ritardo, late.superato) == (5, 5, True, False)
+    assert (await scheduled_quiz.progress("alice")).corrette == 10
+    text = result_text(late, {})
+    assert "non superata" in text and "fuori tempo" in text
 
 
 class _FinishFailsOnce:
@@ -108,3 +142,34 @@ async def test_a_resubmission_after_a_failure_half_way_counts_each_answer_once(
     )
     await scheduled_quiz.grade("alice", *(exam.domande[0]), "a", turn_id=None)
     assert (await scheduled_quiz.progress("alice")).risposte == 5
+
+
+async def test_the_exam_store_pages_newest_first_exams_of_the_same_moment_by_id(
+    store_settings,
+):
+    from aircoach.quiz.exam_models import ExamRecord
+
+    store = build_exam_store(store_settings)
+    moments = [
+        ("0a", "2026-03-01T09:00:00.000000+00:00"),
+        ("0b", "2026-03-01T09:00:00.000000+00:00"),
+        ("0c", "2026-03-01T10:00:00.000000+00:00"),
+    ]
+    for exam_id, creato in moments:
+        await store.create(
+            ExamRecord(
+                id=exam_id,
+                userId="alice",
+                creato=creato,
+                scadenza=creato,
+                durata_s=1,
+                soglia=0.75,
+                domande=[],
+            )
+        )
+    listed, before = [], None
+    while page := await store.list_for("alice", 1, before=before):
+        listed.append(page[0].id)
+        before = (page[0].creato, page[0].id)
+    assert listed == ["0c", "0b", "0a"]
+    assert await store.list_for("bob", 5) == []

@@ -104,7 +104,8 @@ async def test_submitting_grades_once_with_unanswered_counted_wrong(api, auth):
     assert [(e["id"], e["punteggio"], e["totale"], e["superato"]) for e in listed] == [
         (exam["id"], 2, 6, False)
     ]
-    assert (await api.get("/api/exams", headers=auth("bob"))).json() == {"items": []}
+    empty = {"items": [], "next_cursor": None}
+    assert (await api.get("/api/exams", headers=auth("bob"))).json() == empty
 
 
 @pytest.mark.parametrize(
@@ -157,3 +158,65 @@ async def test_a_submission_while_another_is_graded_is_409_saying_when_to_retry(
         refused = await api.post(url, json={"risposte": []}, headers=auth("alice"))
     assert refused.status_code == 409 and refused.json()["error"] == "conflict"
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert "ancora in correzione" in refused.json()["message"]
+
+
+async def test_a_refused_submission_tells_the_student_why_in_italian(api, auth):
+    """The phone shows `message`: "already handed in" and "no such exam" in words a student
+    understands (it was "La risorsa non è in uno stato che consente questa operazione.")."""
+    exam = (await api.post("/api/exams", json={"domande": 5}, headers=auth("alice"))).json()
+    url = f"/api/exams/{exam['id']}/submit"
+    assert (await api.post(url, json={"risposte": []}, headers=auth("alice"))).is_success
+    again = await api.post(url, json={"risposte": []}, headers=auth("alice"))
+    assert again.status_code == 409 and again.json()["error"] == "conflict"
+    assert again.json()["message"] == "Questa simulazione d'esame è già stata consegnata."
+    english = await api.post(
+        url, json={"risposte": []}, headers={**auth("alice"), "Accept-Language": "en"}
+    )
+    assert english.json()["message"] == "This mock exam was handed in already."
+    for response in (
+        await api.post(url, json={"risposte": []}, headers=auth("bob")),
+        await api.get(f"/api/exams/{exam['id']}", headers=auth("bob")),
+    ):
+        assert response.status_code == 404 and response.json()["error"] == "not_found"
+        assert response.json()["message"] == "Nessuna tua simulazione d'esame con questo id."
+
+
+async def test_the_exam_list_pages_newest_first_with_a_cursor(api, auth):
+    """A student with more exams than a page sees them all, page by page (the list stopped at
+    the newest 100, with no way to the older ones)."""
+    created = [
+        (await api.post("/api/exams", json={"domande": 5}, headers=auth("alice"))).json()["id"]
+        for _ in range(3)
+    ]
+    whole = (await api.get("/api/exams", headers=auth("alice"))).json()
+    assert [e["id"] for e in whole["items"]] == created[::-1] and whole["next_cursor"] is None
+    first = (await api.get("/api/exams?limit=2", headers=auth("alice"))).json()
+    assert [e["id"] for e in first["items"]] == created[:0:-1] and first["next_cursor"]
+    url = f"/api/exams?limit=2&cursor={first['next_cursor']}"
+    second = (await api.get(url, headers=auth("alice"))).json()
+    assert [e["id"] for e in second["items"]] == created[:1] and second["next_cursor"] is None
+    # A cursor only bounds the page: another user's lists none of alice's exams.
+    url = f"/api/exams?cursor={first['next_cursor']}"
+    assert (await api.get(url, headers=auth("bob"))).json()["items"] == []
+    # Bounded and checked: a 422 naming the parameter.
+    for query, field in [
+        ("limit=0", "limit"),
+        ("limit=101", "limit"),
+        ("cursor=xyz", "cursor"),
+        ("cursor=" + created[0], "cursor"),
+        ("cursor=" + "1" * 20 + "." + "a" * 65, "cursor"),
+    ]:
+        bad = await api.get(f"/api/exams?{query}", headers=auth("bob"))
+        assert bad.status_code == 422, query
+        assert [d["loc"] for d in bad.json()["detail"]] == [["query", field]], query
+
+
+def test_the_exam_list_is_documented_with_its_paging(app):
+    schema = app.openapi()
+    operation = schema["paths"]["/api/exams"]["get"]
+    params = {p["name"]: p["schema"] for p in operation["parameters"]}
+    assert (params["limit"]["minimum"], params["limit"]["maximum"]) == (1, 100)
+    assert params["cursor"]["anyOf"][0]["pattern"] == r"^[0-9]{20}\.[0-9a-f]{1,64}$"
+    listing = schema["components"]["schemas"]["ExamList"]["properties"]
+    assert set(listing) == {"items", "next_cursor"}
