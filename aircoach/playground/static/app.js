@@ -962,7 +962,7 @@ function showExamResult(r, domande) {
     el("strong", { text: r.superato ? "✔ Simulazione superata" : "✘ Simulazione non superata" }));
   $("exam-result").replaceChildren(
     verdict,
-    el("p", { class: "exam-score", text: `Punteggio: ${r.punteggio} su ${r.totale} (${share} %) · soglia per superarla ${Math.round(100 * r.soglia)} %${r.in_ritardo ? " · consegnata dopo la scadenza" : ""}` }),
+    el("p", { class: "exam-score", text: `Punteggio: ${r.punteggio} su ${r.totale} (${share} %) · soglia per superarla ${Math.round(100 * r.soglia)} %${r.in_ritardo ? " · consegnata dopo la scadenza: non superata" : ""}` }),
     el("h3", { text: "Per capitolo" }),
     el("ul", { class: "chapters exam-chapters" },
       ...r.capitoli.map((c) => {
