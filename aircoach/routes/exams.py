@@ -149,9 +149,9 @@ async def submit_exam(
     wrong), `superato` when the share right reaches `soglia` on time, per-chapter scores and,
     per question, the key, explanation and manual section. A submission more than a minute
     after `scadenza` is graded (each answer counts in the progress) but marked `in_ritardo`
-    and not passed, as at the real exam. An answer to a question not in the exam, a second answer to the same
-    question, or one that is not an option, is a 422 naming it, and nothing is graded; a
-    second submission is 409."""
+    and not passed, as at the real exam. An answer to a question not in the exam, a second
+    answer to the same question, or one that is not an option, is a 422 naming it, and
+    nothing is graded; a second submission is 409."""
     try:
         return await exams.submit(user.sub, exam_id, body.risposte, turn_id=None)
     except ExamNotFound:
