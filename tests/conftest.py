@@ -184,6 +184,21 @@ def settings(data_dir: Path) -> Settings:
     return _settings_for(environment).model_copy(update={"data_dir": data_dir}, deep=True)
 
 
+@functools.lru_cache(maxsize=4)
+def _openapi_for(environment: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    from aircoach.app import create_app
+
+    return create_app(_settings_for(environment)).openapi()
+
+
+@pytest.fixture
+def openapi_schema(settings: Settings) -> dict[str, Any]:
+    """The OpenAPI document of an app on these settings, built once per process and
+    environment (about 150 ms each time otherwise). Read it; do not change it."""
+    environment = tuple(sorted(i for i in os.environ.items() if i[0] != "PYTEST_CURRENT_TEST"))
+    return _openapi_for(environment)
+
+
 @pytest.fixture
 def issuer(data_dir: Path) -> DevIssuer:
     from aircoach.auth.tokens import DevIssuer

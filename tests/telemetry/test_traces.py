@@ -141,7 +141,7 @@ async def test_a_model_call_cut_by_the_turn_timeout_ends_its_span_as_an_error(se
     """LangChain reports no end for a model call whose task is cancelled (TURN_TIMEOUT_S, a
     cancel): its `chat` span stayed open, so it was never exported (until 256 later calls
     pushed it out, as `abandoned`, in another request's export). It ends with its stage."""
-    cut = settings.model_copy(update={"turn_timeout_s": 0.2})  # the timeout is the outcome
+    cut = settings.model_copy(update={"turn_timeout_s": 0.05})  # the timeout is the outcome
     app = app_with(cut, models=_HangingModels())
     traced = traced_app(app, cut)
     async with asgi_client(app) as client:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-from aircoach.app import create_app
 from aircoach.grounding.feedback import Feedback
 from aircoach.grounding.models import CitationCheck, GroundingResult, ResponseGrounding, Retrieved
 from aircoach.models import HistoryTurn, MessageResponse
@@ -73,8 +72,8 @@ def test_the_event_models_are_the_contract():
     assert {e.model_fields["type"].default: set(e.model_fields) for e in EVENT_TYPES} == CONTRACT
 
 
-def test_the_openapi_stream_schema_is_generated_from_the_events(settings):
-    schema = create_app(settings).openapi()
+def test_the_openapi_stream_schema_is_generated_from_the_events(openapi_schema):
+    schema = openapi_schema
     # `itemSchema` is OpenAPI 3.2's: the document declares the version it uses.
     assert schema["openapi"] == "3.2.0"
     content = schema["paths"]["/api/stream_query"]["post"]["responses"]["200"]["content"]
