@@ -74,7 +74,7 @@ def current_request_id() -> str | None:
 
 def log_fields(logger: logging.Logger, event: str, fields: Mapping[str, Any]) -> None:
     """One INFO line `event k=v ...`; in JSON the fields are keys of the object. The fields
-    also feed the metrics, which count whatever the log level."""
+    also feed the metrics (and a turn's request span), which count whatever the log level."""
     if logger.isEnabledFor(logging.INFO):
         text = " ".join(f"{key}={_text(value)}" for key, value in fields.items())
         logger.info("%s %s", event, text, extra={"fields": {"event": event, **fields}})

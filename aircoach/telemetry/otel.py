@@ -232,7 +232,18 @@ class OtelTelemetry:
         if event == "turn":
             status, model = str(fields.get("outcome")), str(fields.get("model"))
             labels = {"aircoach.turn.status": status, "gen_ai.request.model": model}
+            # Why a failed turn failed, bounded (a message key of the catalogue): our deadline
+            # (`turn_timeout`) or the provider (`model_unavailable`, `model_failed`).
+            failure = _turn_failure(status, fields.get("reasons"))
+            if failure is not None:
+                labels["error.type"] = failure
             self.turns.add(1, labels)
+            # The request's span (current while the turn ends), so that a trace search for
+            # failed turns finds them: their HTTP status is 200 once the stream has begun.
+            request_span = trace.get_current_span()
+            request_span.set_attribute("aircoach.turn.status", status)
+            if failure is not None:
+                request_span.set_attribute("error.type", failure)
             if isinstance(latency := fields.get("latency_ms"), int | float):
                 self.turn_duration.record(latency / 1000, labels)
             if status == "ok":
@@ -301,6 +312,15 @@ class OtelTelemetry:
             self.meter_provider.force_flush()
         except Exception:  # the exporters log their own failures; a flush never fails a request
             log.warning("telemetry flush failed", exc_info=True)
+
+
+def _turn_failure(status: str, reasons: object) -> str | None:
+    """The first reason of a failed turn (`_OTHER` when it gave none), None for any other."""
+    if status != "error":
+        return None
+    if isinstance(reasons, list | tuple) and reasons:
+        return str(reasons[0])
+    return "_OTHER"
 
 
 class RequestScope:

@@ -99,7 +99,8 @@ class ChatTurn:
     steps: list[ToolStep] = field(default_factory=list)
     status: TurnStatus = "ok"
     tools_used: list[str] = field(default_factory=list)
-    error_codes: list[str] = field(default_factory=list)
+    error_codes: list[str] = field(default_factory=list)  # the `error` events' codes
+    error_reasons: list[str] = field(default_factory=list)  # their message keys, one per code
     started: float = field(default_factory=time.monotonic)
     grounding: TurnGrounding | None = None  # None: no citation guard (a test's bare turn)
     checked: GroundingResult | None = None  # the guard's verdict on the answer
@@ -152,6 +153,7 @@ class ChatTurn:
             "latency_ms": request.elapsed_ms() if request else _ms_since(self.started),
             "outcome": self.status,
             "errors": self.error_codes,
+            "reasons": self.error_reasons,
             "stored": self.recorder.outcome,
             "context_turns": self.context_turns,
             "stream": self.request.stream,
@@ -310,9 +312,12 @@ class ChatTurn:
 
     def _error(self, exc: Exception) -> ErrorEvent:
         """The `error` event of a failure, in the request's language (any failure that is not
-        ours to name is the model's: `model_unavailable`)."""
+        ours to name is the model's: `model_unavailable`). The summary line keeps its message
+        key beside the code: the reason an operator reads (`turn_timeout`: our deadline cut
+        the turn; `model_unavailable`, `model_failed`: the provider or the agent failed)."""
         error = exc if isinstance(exc, AppError) else ModelUnavailable("model_failed")
         self.error_codes.append(error.code)
+        self.error_reasons.append(error.key)
         return ErrorEvent(code=error.code, message=error.message_in(self.language))
 
     async def _grounded(self, deadline: float) -> AsyncGenerator[TurnEvent, None]:

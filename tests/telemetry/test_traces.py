@@ -114,8 +114,82 @@ async def test_a_failed_model_call_is_an_error_span_and_the_turn_still_answers(
     assert traced.tree(root)[0] == (1, "auth")
     assert "persist" in _names(traced.tree(root))  # the turn is stored all the same
     assert traced.points("aircoach.turns") == [
-        ({"aircoach.turn.status": "error", "gen_ai.request.model": "scripted"}, 1)
+        (
+            {
+                "aircoach.turn.status": "error",
+                "gen_ai.request.model": "scripted",
+                "error.type": "model_unavailable",
+            },
+            1,
+        )
     ]
+
+
+def _summary(caplog) -> dict[str, Any]:
+    [line] = [r for r in caplog.records if r.getMessage().startswith("turn user=")]
+    return {"text": line.getMessage(), **line.fields}
+
+
+async def test_a_turn_whose_model_fails_says_so_in_its_line_metric_and_root_span(
+    traced: Traced, client, auth, script, caplog
+):
+    """The provider failed (every model of the failover): the reason beside the code that the
+    client gets, the same reason on the turn counter and on the request's span."""
+    script([RuntimeError("model down")])
+    with caplog.at_level(logging.INFO, logger=APP_LOGGER):
+        events = await chat(client, auth(), "Ciao")
+    assert [e["code"] for e in events if e["type"] == "error"] == ["model_unavailable"]
+    summary = _summary(caplog)
+    assert summary["errors"] == ["model_unavailable"]
+    assert summary["reasons"] == ["model_unavailable"]
+    assert " errors=model_unavailable reasons=model_unavailable " in summary["text"]
+    [(labels, _)] = traced.points("aircoach.turns")
+    assert labels["error.type"] == "model_unavailable"
+    [root] = traced.roots()
+    assert root.attributes["aircoach.turn.status"] == "error"
+    assert root.attributes["error.type"] == "model_unavailable"
+
+
+async def test_a_turn_cut_by_the_deadline_says_so_in_its_line_metric_and_root_span(
+    settings, auth, caplog
+):
+    """TURN_TIMEOUT_S cut it: the client still reads `model_unavailable`, the operator reads
+    `turn_timeout` in the summary line, on the turn counter and on the request's span."""
+    cut = settings.model_copy(update={"turn_timeout_s": 0.05})  # the timeout is the outcome
+    app = app_with(cut, models=_HangingModels())
+    traced = traced_app(app, cut)
+    with caplog.at_level(logging.INFO, logger=APP_LOGGER):
+        async with asgi_client(app) as client:
+            events = await chat(client, auth(), "Ciao")
+    assert [e["code"] for e in events if e["type"] == "error"] == ["model_unavailable"]
+    summary = _summary(caplog)
+    assert summary["outcome"] == "error" and summary["errors"] == ["model_unavailable"]
+    assert summary["reasons"] == ["turn_timeout"]
+    assert " errors=model_unavailable reasons=turn_timeout " in summary["text"]
+    assert traced.points("aircoach.turns") == [
+        (
+            {
+                "aircoach.turn.status": "error",
+                "gen_ai.request.model": "scripted",
+                "error.type": "turn_timeout",
+            },
+            1,
+        )
+    ]
+    [root] = traced.roots()
+    assert root.attributes["aircoach.turn.status"] == "error"
+    assert root.attributes["error.type"] == "turn_timeout"
+    traced.telemetry.shutdown()
+
+
+async def test_an_answered_turn_carries_no_error_type(traced: Traced, client, auth, script):
+    script([text("Ciao!")])
+    await chat(client, auth(), "Ciao")
+    [(labels, _)] = traced.points("aircoach.turns")
+    assert "error.type" not in labels
+    [root] = traced.roots()
+    assert root.attributes["aircoach.turn.status"] == "ok"
+    assert "error.type" not in root.attributes
 
 
 class _Hanging(ScriptedChatModel):
