@@ -102,7 +102,7 @@ async def _charge_answer(services: Services, user_id: str) -> None:
     now = services.clock()
     minute = int(now // 60)
     if not await services.guards.quotas.hit(
-        user_id, f"answers:m:{minute}", limit=limit, expires_at=(minute + 2) * 60.0
+        user_id, f"answers:m:{minute}", limit=limit, now=now, expires_at=(minute + 2) * 60.0
     ):
         retry = max(1, int((minute + 1) * 60 - now) + 1)
         log.warning("quota: %r sent its %d quiz answers of this minute", user_id, limit)

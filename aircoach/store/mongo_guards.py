@@ -117,7 +117,10 @@ class MongoQuotaStore:
     def __init__(self, connection: MongoConnection):
         self._db = connection
 
-    async def hit(self, user_id: str, window: str, *, limit: int, expires_at: float) -> bool:
+    async def hit(
+        self, user_id: str, window: str, *, limit: int, now: float, expires_at: float
+    ) -> bool:
+        # `now` is unused: the TTL index on `expires` drops expired counters.
         async def op(c: AsyncCollection) -> bool:
             # At the limit the filter matches nothing, the upsert collides with the existing
             # counter's _id, and nothing is counted.

@@ -1,5 +1,7 @@
-"""SQLite reservations and quota counters (see `aircoach.store.guards`): each operation is
-one transaction, so instances sharing the file never count past a limit."""
+"""SQLite reservations and quota counters (see `aircoach.turn.guards`): each operation is
+one transaction, so instances sharing the file never count past a limit. Each write that adds
+a row first drops up to `_PURGE_BATCH` rows that expired by the caller's `now` (what MongoDB's
+TTL indexes do), so the file never grows without bound and no request pays for a backlog."""
 
 from __future__ import annotations
 
@@ -27,7 +29,20 @@ CREATE TABLE IF NOT EXISTS quotas (
     expires_at REAL NOT NULL,
     PRIMARY KEY (userId, window)
 );
+CREATE INDEX IF NOT EXISTS idempotency_expiry ON idempotency (expires_at);
+CREATE INDEX IF NOT EXISTS quotas_expiry ON quotas (expires_at);
 """
+_PURGE_BATCH = 200  # expired rows dropped per write: each write adds at most one
+
+
+def _purge(c: sqlite3.Connection, table: str, now: float) -> None:
+    """Drop up to `_PURGE_BATCH` rows of `table` that expired by `now` (through its
+    `expires_at` index)."""
+    c.execute(
+        f"DELETE FROM {table} WHERE rowid IN "
+        f"(SELECT rowid FROM {table} WHERE expires_at <= ? LIMIT ?)",
+        (now, _PURGE_BATCH),
+    )
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -60,6 +75,7 @@ class SqliteReservationStore:
         fingerprint: str = "",
     ) -> Reservation | None:
         def op(c: sqlite3.Connection) -> Reservation | None:
+            _purge(c, "idempotency", now)
             # An expired reservation is replaced in the same statement that would insert.
             c.execute(
                 "INSERT INTO idempotency (userId, key, turn_id, created_at, expires_at, "
@@ -113,8 +129,11 @@ class SqliteQuotaStore:
     def __init__(self, path: Path, *, timeout_s: float = BUSY_TIMEOUT_S):
         self._db = _Sqlite(path, schema=_SCHEMA, timeout_s=timeout_s)
 
-    async def hit(self, user_id: str, window: str, *, limit: int, expires_at: float) -> bool:
+    async def hit(
+        self, user_id: str, window: str, *, limit: int, now: float, expires_at: float
+    ) -> bool:
         def op(c: sqlite3.Connection) -> bool:
+            _purge(c, "quotas", now)
             # One statement: the increment happens only below the limit, whoever runs it.
             row = c.execute(
                 "INSERT INTO quotas VALUES (?, ?, 1, ?) ON CONFLICT (userId, window) DO "

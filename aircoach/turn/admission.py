@@ -250,10 +250,11 @@ async def charge(gate: Gate, user_id: str) -> list[str]:
     seconds until the window ends in `Retry-After`; the windows counted in. All or nothing: a
     refusal, or a store failure, gives back the windows already counted."""
     charged: list[str] = []
+    now = gate.clock()
     try:
-        for window, limit, name, ends_at, expires_at in _windows(gate):
+        for window, limit, name, ends_at, expires_at in _windows(gate, now):
             if not await gate.guards.quotas.hit(
-                user_id, window, limit=limit, expires_at=expires_at
+                user_id, window, limit=limit, now=now, expires_at=expires_at
             ):
                 retry = max(1, int(ends_at - gate.clock()) + 1)
                 _refused(user_id, name, limit)
@@ -270,13 +271,12 @@ async def charge(gate: Gate, user_id: str) -> list[str]:
     return charged
 
 
-def _windows(gate: Gate) -> list[tuple[str, int, str, float, float]]:
-    """The quota windows a turn is counted in now: (key, limit, name, end, expiry), the day's
+def _windows(gate: Gate, now: float) -> list[tuple[str, int, str, float, float]]:
+    """The quota windows a turn is counted in at `now`: (key, limit, name, end, expiry), the day's
     first: a turn refused by the minute then found room in the day, so the minute's
     `Retry-After` is true, and one refused by the day is told the day's end even when its
     minute is spent too."""
     settings = gate.settings
-    now = gate.clock()
     windows = []
     if per_day := settings.quota_turns_per_day:
         day = int(now // _DAY_S)

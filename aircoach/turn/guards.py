@@ -62,9 +62,12 @@ class ReservationStore(Protocol):
 
 
 class QuotaStore(Protocol):
-    async def hit(self, user_id: str, window: str, *, limit: int, expires_at: float) -> bool:
+    async def hit(
+        self, user_id: str, window: str, *, limit: int, now: float, expires_at: float
+    ) -> bool:
         """Count one turn in `window` unless it already holds `limit`: whether it was
-        counted. Atomic across instances; the counter may be dropped after `expires_at`."""
+        counted. Atomic across instances; the counter may be dropped after `expires_at`
+        (counters that expired by `now` may be dropped as this one is written)."""
         ...
 
     async def refund(self, user_id: str, window: str) -> None:

@@ -4,7 +4,10 @@ through the real PyMongo async driver), each shared by two instances' stores."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 
@@ -89,29 +92,29 @@ async def test_a_quota_never_counts_past_its_limit_across_instances(two):
     a, b = two
     hits = await asyncio.gather(
         *(
-            (a if i % 2 else b).quotas.hit("alice", "m:1", limit=5, expires_at=T + 60.0)
+            (a if i % 2 else b).quotas.hit("alice", "m:1", limit=5, now=T, expires_at=T + 60.0)
             for i in range(12)
         )
     )
     assert hits.count(True) == 5
-    assert await a.quotas.hit("alice", "m:2", limit=5, expires_at=T + 120.0) is True
-    assert await b.quotas.hit("bob", "m:1", limit=5, expires_at=T + 60.0) is True
-    assert await b.quotas.hit("alice", "m:1", limit=5, expires_at=T + 60.0) is False
+    assert await a.quotas.hit("alice", "m:2", limit=5, now=T, expires_at=T + 120.0) is True
+    assert await b.quotas.hit("bob", "m:1", limit=5, now=T, expires_at=T + 60.0) is True
+    assert await b.quotas.hit("alice", "m:1", limit=5, now=T, expires_at=T + 60.0) is False
 
 
 async def test_a_refund_gives_one_count_back_and_never_goes_below_zero(two):
     a, b = two
     expires = T + DAY
-    assert await a.quotas.hit("alice", "w", limit=2, expires_at=expires)
-    assert await b.quotas.hit("alice", "w", limit=2, expires_at=expires)
-    assert not await a.quotas.hit("alice", "w", limit=2, expires_at=expires)
+    assert await a.quotas.hit("alice", "w", limit=2, now=T, expires_at=expires)
+    assert await b.quotas.hit("alice", "w", limit=2, now=T, expires_at=expires)
+    assert not await a.quotas.hit("alice", "w", limit=2, now=T, expires_at=expires)
     await b.quotas.refund("alice", "w")
-    assert await a.quotas.hit("alice", "w", limit=2, expires_at=expires)
+    assert await a.quotas.hit("alice", "w", limit=2, now=T, expires_at=expires)
     await a.quotas.refund("bob", "w")  # nothing counted: nothing happens
     for _ in range(3):
         await a.quotas.refund("alice", "w")
-    assert await a.quotas.hit("alice", "w", limit=1, expires_at=expires)
-    assert not await a.quotas.hit("alice", "w", limit=1, expires_at=expires)
+    assert await a.quotas.hit("alice", "w", limit=1, now=T, expires_at=expires)
+    assert not await a.quotas.hit("alice", "w", limit=1, now=T, expires_at=expires)
 
 
 async def test_a_reservation_keeps_the_digest_of_its_question(two):
@@ -133,8 +136,6 @@ async def test_a_reservation_keeps_the_digest_of_its_question(two):
 
 
 async def test_a_sqlite_file_made_before_fingerprints_gets_the_column(settings):
-    import sqlite3
-
     path = settings.sqlite_file
     path.parent.mkdir(parents=True, exist_ok=True)
     with sqlite3.connect(path) as old:
@@ -151,3 +152,57 @@ async def test_a_sqlite_file_made_before_fingerprints_gets_the_column(settings):
         await guards.reservations.reserve("alice", "k2", "t3", now=T, ttl_s=DAY, fingerprint="q")
         is None
     )
+    # and the expiry indexes the purge reads through.
+    assert {"idempotency_expiry", "quotas_expiry"} <= _indexes(path)
+
+
+def _indexes(path: Path) -> set[str]:
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+
+
+def _rows(path: Path, sql: str, *params: float) -> list[tuple[object, ...]]:
+    """What `sql` finds in the file, through a connection of its own."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return sorted(db.execute(sql, params).fetchall())
+
+
+async def test_sqlite_drops_expired_reservations_and_counters_as_it_writes(settings):
+    guards, path = build_guard_stores(settings), settings.sqlite_file
+    for i in range(3):
+        assert (
+            await guards.reservations.reserve("alice", f"k{i}", f"t{i}", now=T, ttl_s=DAY) is None
+        )
+        assert await guards.quotas.hit("alice", f"m:{i}", limit=5, now=T, expires_at=T + 120.0)
+    assert await guards.quotas.hit("alice", "d:0", limit=1, now=T, expires_at=T + 2 * DAY)
+    assert await guards.reservations.reserve("bob", "k", "tb", now=T + DAY / 2, ttl_s=DAY) is None
+
+    later = T + DAY + 1.0  # alice's reservations and the minute counters have expired
+    assert await guards.reservations.reserve("alice", "new", "tn", now=later, ttl_s=DAY) is None
+    assert await guards.quotas.hit("alice", "m:9", limit=5, now=later, expires_at=later + 120)
+
+    assert _rows(path, "SELECT userId, key FROM idempotency") == [("alice", "new"), ("bob", "k")]
+    assert _rows(path, "SELECT window FROM quotas") == [("d:0",), ("m:9",)]
+    # What is kept still holds: bob's key, and the day counter at its limit.
+    held = await guards.reservations.reserve("bob", "k", "tx", now=later, ttl_s=DAY)
+    assert held == Reservation("tb", T + DAY / 2)
+    assert not await guards.quotas.hit("alice", "d:0", limit=1, now=later, expires_at=T + 2 * DAY)
+
+
+async def test_sqlite_drops_a_backlog_of_expired_rows_a_batch_per_write(settings):
+    guards, path = build_guard_stores(settings), settings.sqlite_file
+    await guards.reservations.reserve("alice", "k", "t", now=T, ttl_s=DAY)
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.executemany(
+            "INSERT INTO idempotency VALUES (?, 'k', 't', ?, ?, '')",
+            [(f"u{i}", T, T + 1.0) for i in range(250)],
+        )
+    expired = "SELECT COUNT(*) FROM idempotency WHERE expires_at <= ?"
+
+    await guards.reservations.reserve("alice", "k2", "t2", now=T + 2.0, ttl_s=DAY)
+    left = _rows(path, expired, T + 2.0)[0][0]
+    assert 0 < left < 250  # one write dropped a batch, not the whole backlog
+    for _ in range(2):
+        await guards.reservations.reserve("alice", "k2", "t2", now=T + 2.0, ttl_s=DAY)
+    assert _rows(path, expired, T + 2.0) == [(0,)]
+    assert _rows(path, "SELECT key FROM idempotency") == [("k",), ("k2",)]

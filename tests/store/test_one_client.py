@@ -44,7 +44,9 @@ async def test_every_mongo_store_shares_one_client(mongo_server, settings, clien
     assert await services.quiz.count() >= 0
     anna = Contact(email="anna@example.it", name="Anna")
     assert await services.task_stores.contacts.upsert_contacts([anna]) == 1
-    assert await services.guards.quotas.hit("u", "w", limit=5, expires_at=time.time() + 60)
+    assert await services.guards.quotas.hit(
+        "u", "w", limit=5, now=time.time(), expires_at=time.time() + 60
+    )
     assert await services.chats.get_turn("u", "t-one-client") == turn
     assert await services.task_stores.contacts.find_contact("email:anna@example.it") == anna
     assert len(clients_made) == 1

@@ -5,7 +5,9 @@ exceeded, whichever instance answers."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -480,3 +482,25 @@ async def test_a_429_names_the_day_when_both_budgets_are_spent(two, auth, wall):
     wall.advance(60)  # the next minute: still the day's refusal
     again = await post(a, auth(), query="tre")
     assert again.status_code == 429 and again.headers["retry-after"] == str(86_400 - 70 + 1)
+
+
+async def test_sqlite_drops_expired_keys_and_counters_as_turns_are_admitted(settings, auth, wall):
+    """A server that runs for months keeps only live reservations and counters: each turn's
+    writes drop the expired ones, by the gate's clock (MongoDB's TTL indexes do it there)."""
+    settings = settings.model_copy(update={"quota_turns_per_minute": 5, "quota_turns_per_day": 1})
+    app = app_with(settings, models=ScriptedModels(Script([text("uno"), text("due")])), clock=wall)
+
+    def rows(sql: str) -> list[tuple[object, ...]]:
+        with contextlib.closing(sqlite3.connect(settings.sqlite_file)) as db:
+            return sorted(db.execute(sql).fetchall())
+
+    async with asgi_client(app) as client:
+        assert (await post(client, auth(), client_message_id="m1")).status_code == 200
+        assert len(rows("SELECT window FROM quotas")) == 2  # the day and the minute
+        wall.advance(2 * 86_400)  # the key (24 h) and both windows have expired
+        assert (await post(client, auth(), client_message_id="m2")).status_code == 200
+        day, minute = int(wall.now // 86_400), int(wall.now // 60)
+        assert rows("SELECT key FROM idempotency") == [("m2",)]
+        assert rows("SELECT window FROM quotas") == [(f"d:{day}",), (f"m:{minute}",)]
+        # The day's one turn is spent: the live counter still counts.
+        assert (await post(client, auth(), client_message_id="m3")).status_code == 429
