@@ -935,6 +935,78 @@ def test_a_choice_whose_turn_fails_reopens_its_card_with_an_italian_notice(setti
     assert all("status of 503" in e for e in s.console_errors), s.console_errors
 
 
+def test_a_skip_whose_request_fails_reopens_its_card_with_an_italian_notice(settings, session_for):
+    """ "Salta" is refused (a 429), then its request fails on the network before any answer
+    (nothing to rejoin): each time the card opens again, unskipped, and says in Italian what
+    happened; the third "Salta" brings the next question and its card stays skipped (before,
+    a failed skip left the card closed: the student could neither answer nor skip it)."""
+    first = {"capitolo": 3, "numero": 1, "testo": "Domanda?", "risposte": {"a": "Sì", "b": "No"}}
+    done = {"type": "done", "status": "ok", "model": "finto", "prompt_version": "abc"}
+
+    def quiz(question: dict[str, Any]) -> str:
+        return _canned(
+            {"type": "tool_result", "tool_name": "domanda_teoria", "data": {"question": question}},
+            done,
+        )
+
+    refused = json.dumps(
+        {
+            "error": "quota_exceeded",
+            "message": "Hai raggiunto il limite di 1 domande al minuto; riprova tra 30 secondi.",
+        }
+    )
+    sent: list[str] = []
+
+    def stream(route: Any) -> None:
+        sent.append(json.loads(route.request.post_data)["query"])
+        if len(sent) == 2:
+            route.fulfill(status=429, content_type="application/json", body=refused)
+        elif len(sent) == 3:
+            route.abort("connectionreset")
+        else:
+            question = first if len(sent) == 1 else {**first, "numero": 2, "testo": "Altra?"}
+            route.fulfill(status=200, content_type="text/event-stream", body=quiz(question))
+
+    with served(app_with(settings)) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in()
+        s.page.route(f"{origin}/api/stream_query", stream)
+        card = s.answered(s.ask("Dammi una domanda del capitolo 3")).locator("article.quiz")
+        skip = card.locator("button.skip-question")
+        problem = card.locator(".grading .notice")
+
+        skip.click()
+        expect(problem).to_have_text(
+            "La domanda non è stata saltata: Hai raggiunto il limite di 1 domande al minuto; "
+            "riprova tra 30 secondi. Rispondi o salta di nuovo."
+        )
+        expect(card).not_to_have_class(re.compile(r"\bskipped\b"))
+        for option in card.locator("button.option").all():
+            expect(option).to_be_enabled()
+        expect(skip).to_be_visible()
+        s.shot("skip-refused")
+
+        skip.click()
+        expect(problem).to_have_text(
+            "La domanda non è stata saltata: Errore di rete: la connessione si è interrotta. "
+            "Controlla la rete e riprova. Rispondi o salta di nuovo."
+        )
+        expect(skip).to_be_visible()
+
+        skip.click()
+        expect(s.page.locator('article.quiz[data-question="3-2"]')).to_be_visible()
+        expect(s.page.locator("#turns > li").nth(3)).to_have_class(re.compile(r"\bturn-done\b"))
+        expect(card).to_have_class(re.compile(r"\bskipped\b"))
+        expect(card.locator(".grading")).to_have_text("Domanda saltata.")
+        expect(skip).to_have_count(0)
+        for option in card.locator("button.option").all():
+            expect(option).to_be_disabled()
+        assert sent[1:] == ["Dammi un'altra domanda del capitolo 3"] * 3
+    # Chromium logs the refused and the dropped request itself; nothing else.
+    assert all("status of 429" in e or "net::ERR" in e for e in s.console_errors), s.console_errors
+
+
 def test_a_stream_dropped_before_done_rejoins_the_turn_after_the_last_event(settings, session_for):
     """A phone losing its signal: the stream of a turn stops after its first event. The page
     rejoins the turn (`GET /api/turns/{id}/events`, `Last-Event-ID` the last id read) and shows

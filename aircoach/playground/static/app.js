@@ -32,7 +32,7 @@ const state = {
   chapters: [], // [{capitolo, titolo, domande}] of the course
   historyCursor: null,
   busy: false, // a turn is streaming or the panels after it are refreshing
-  queued: [], // [{query, choice}] made while busy: sent in order, one turn each, when the turn ends
+  queued: [], // [{query, quiz}] made while busy: sent in order, one turn each, when the turn ends
   reviewCursor: null, // `next_cursor` of the review page on screen: null on the last one
   opener: null, // what opened the side panel on screen: focus goes back there
   conversation: null, // the chat on screen: null is the user's default conversation
@@ -375,9 +375,9 @@ function setBusy(busy) {
   for (const button of $("conversations").querySelectorAll("button")) button.disabled = busy;
 }
 
-// `choice` ({card, q, letter}) when the query is a quiz card's `la <lettera>`: a card whose
-// turn ends without grading it opens again.
-async function send(query, choice = null) {
+// `quiz` ({card, q, letter} for a quiz card's `la <lettera>`, {card, q} for its "Salta"): a
+// card whose choice ends without grading it, or whose skip fails, opens again.
+async function send(query, quiz = null) {
   if (state.busy || !query.trim()) return;
   setBusy(true);
   clearNotices();
@@ -428,18 +428,21 @@ async function send(query, choice = null) {
   } finally {
     setBusy(false);
   }
-  if (choice && state.token && !choice.card.querySelector(".result")) reopenCard(choice, problem);
+  if (quiz && state.token) {
+    if (quiz.letter && !quiz.card.querySelector(".result")) reopenCard(quiz, problem);
+    if (!quiz.letter && problem) unskipCard(quiz, problem);
+  }
   // The panels follow the turn; meanwhile the chat takes the next message or a new chat.
   Promise.all([loadProgress(), loadHistory(true), loadConversations()]).catch(failed);
   const queued = state.queued.shift();
-  if (queued && state.token) send(queued.query, queued.choice);
+  if (queued && state.token) send(queued.query, queued.quiz);
 }
 
 // A choice or a button in a card is never lost: made while the previous answer is still
 // arriving (or the panels after it refreshing), it is sent as soon as that turn ends.
-function sendWhenFree(query, choice = null) {
-  if (state.busy) state.queued.push({ query, choice });
-  else send(query, choice);
+function sendWhenFree(query, quiz = null) {
+  if (state.busy) state.queued.push({ query, quiz });
+  else send(query, quiz);
 }
 
 // SSE over POST: EventSource only does GET, so read the body and split it into messages;
@@ -589,20 +592,31 @@ function reopenCard({ card, q, letter }, problem) {
   // Disabled, the chosen option lost the focus: a keyboard user gets it back there.
   const refocus = chosen && (!document.activeElement || document.activeElement === document.body);
   chosen?.classList.remove("chosen");
+  openCard(card, q, `La risposta «${letter}» non è stata valutata: ${problem || "il coach non l'ha corretta."} Scegli di nuovo la risposta.`);
+  if (refocus) chosen.focus();
+}
+
+// A skip whose request failed (refused, the connection lost for good): the card is not
+// skipped; it takes a choice or a skip again and says what happened.
+function unskipCard({ card, q }, problem) {
+  // "Salta" went with the skip, and the focus with it: a keyboard user gets it back there.
+  const refocus = !document.activeElement || document.activeElement === document.body;
+  card.classList.remove("skipped");
+  openCard(card, q, `La domanda non è stata saltata: ${problem} Rispondi o salta di nuovo.`);
+  if (refocus) card.querySelector("button.skip-question").focus();
+}
+
+function openCard(card, q, why) {
   for (const b of card.querySelectorAll("button.option")) b.disabled = false;
   card.querySelector(".card-actions").replaceChildren(skipButton(card, q));
-  const why = problem || "il coach non l'ha corretta.";
-  card.querySelector(".grading").replaceChildren(
-    el("p", { class: "notice notice-warning", text: `La risposta «${letter}» non è stata valutata: ${why} Scegli di nuovo la risposta.` }),
-  );
-  if (refocus) chosen.focus();
+  card.querySelector(".grading").replaceChildren(el("p", { class: "notice notice-warning", text: why }));
 }
 
 function skipQuestion(card, q) {
   closeCard(card);
   card.classList.add("skipped");
   card.querySelector(".grading").replaceChildren(el("p", { class: "muted small", text: "Domanda saltata." }));
-  sendWhenFree(`Dammi un'altra domanda del capitolo ${q.capitolo}`);
+  sendWhenFree(`Dammi un'altra domanda del capitolo ${q.capitolo}`, { card, q });
 }
 
 // The result shown once: in the question's card when it is on the page (right option green,
