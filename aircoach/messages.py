@@ -295,15 +295,15 @@ CATALOGUE: dict[str, Text] = {
         "{retry_after} seconds.",
     ),
     "quota_per_minute": Text(
-        it="Hai raggiunto il limite di {limit} domande al minuto; riprova tra {retry_after} "
-        "secondi.",
-        en="You have reached the limit of {limit} questions per minute; retry in {retry_after} "
-        "seconds.",
+        # Worded so that a limit or a wait of 1 reads right (not "1 domande", "1 secondi").
+        it="Hai raggiunto il limite di domande al minuto ({limit}); riprova tra {retry_after} s.",
+        en="You have reached the per-minute limit of questions ({limit}); retry in "
+        "{retry_after} s.",
     ),
     "quota_per_day": Text(
-        it="Hai raggiunto il limite di {limit} domande al giorno; il conteggio riparte a "
+        it="Hai raggiunto il limite di domande al giorno ({limit}); il conteggio riparte a "
         "mezzanotte (UTC).",
-        en="You have reached the limit of {limit} questions per day; the count starts again at "
+        en="You have reached the daily limit of questions ({limit}); the count starts again at "
         "midnight (UTC).",
     ),
 }

@@ -952,7 +952,7 @@ def test_a_skip_whose_request_fails_reopens_its_card_with_an_italian_notice(sett
     refused = json.dumps(
         {
             "error": "quota_exceeded",
-            "message": "Hai raggiunto il limite di 1 domande al minuto; riprova tra 30 secondi.",
+            "message": "Hai raggiunto il limite di domande al minuto (1); riprova tra 30 s.",
         }
     )
     sent: list[str] = []
@@ -978,8 +978,8 @@ def test_a_skip_whose_request_fails_reopens_its_card_with_an_italian_notice(sett
 
         skip.click()
         expect(problem).to_have_text(
-            "La domanda non è stata saltata: Hai raggiunto il limite di 1 domande al minuto; "
-            "riprova tra 30 secondi. Rispondi o salta di nuovo."
+            "La domanda non è stata saltata: Hai raggiunto il limite di domande al minuto (1); "
+            "riprova tra 30 s. Rispondi o salta di nuovo."
         )
         expect(card).not_to_have_class(re.compile(r"\bskipped\b"))
         for option in card.locator("button.option").all():

@@ -152,7 +152,7 @@ async def test_the_quota_holds_across_instances_and_replays_are_free(two, auth):
     assert statuses == [200] * 3 + [429] * 5 and len(script.calls) == 3
     refused = next(r for r in responses if r.status_code == 429)
     assert refused.json()["error"] == "quota_exceeded"
-    assert refused.json()["message"].startswith("Hai raggiunto il limite di 3 domande al giorno")
+    assert refused.json()["message"].startswith("Hai raggiunto il limite di domande al giorno (3)")
     assert refused.headers["retry-after"] == str(86_400 - 10 + 1)  # the day's seconds left
     # A repeat of an answered message is replayed, not charged; a refused one stays free.
     answered = next(i for i, r in enumerate(responses) if r.status_code == 200)
@@ -172,7 +172,7 @@ async def test_the_minute_quota_answers_429_with_the_seconds_left(two, auth, wal
     )
     assert refused.status_code == 429
     assert refused.json()["message"].startswith(
-        "You have reached the limit of 1 questions per minute; retry in "
+        "You have reached the per-minute limit of questions (1); retry in "
     )
     assert refused.headers["retry-after"] == "21"  # the minute's 20 s left, rounded up
     wall.advance(20)  # the next minute: a new budget
@@ -477,7 +477,7 @@ async def test_a_429_names_the_day_when_both_budgets_are_spent(two, auth, wall):
     assert (await post(a, auth())).status_code == 200
     refused = await post(b, auth(), query="due")
     assert refused.status_code == 429
-    assert refused.json()["message"].startswith("Hai raggiunto il limite di 1 domande al giorno")
+    assert refused.json()["message"].startswith("Hai raggiunto il limite di domande al giorno (1)")
     assert refused.headers["retry-after"] == str(86_400 - 10 + 1)
     wall.advance(60)  # the next minute: still the day's refusal
     again = await post(a, auth(), query="tre")
