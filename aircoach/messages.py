@@ -170,9 +170,9 @@ CATALOGUE: dict[str, Text] = {
     ),
     "exam_grading": Text(
         it="Questa simulazione d'esame è ancora in correzione: se non si conclude, potrai "
-        "consegnarla di nuovo tra {retry_after} secondi.",
+        "consegnarla di nuovo tra {retry_after} s.",
         en="This mock exam is still being graded: if that does not finish, you may hand it "
-        "in again in {retry_after} seconds.",
+        "in again in {retry_after} s.",
     ),
     "question_not_found": Text(
         it="Domanda {numero} del capitolo {capitolo} non trovata.",
@@ -289,10 +289,10 @@ CATALOGUE: dict[str, Text] = {
         "seconds.",
     ),
     "quota_answers_per_minute": Text(
-        it="Hai inviato {limit} risposte in un minuto, il massimo; riprova tra {retry_after} "
-        "secondi.",
-        en="You have sent {limit} answers in a minute, the most allowed; retry in "
-        "{retry_after} seconds.",
+        it="Hai inviato il massimo di risposte in un minuto ({limit}); riprova tra "
+        "{retry_after} s.",
+        en="You have sent the most answers allowed in a minute ({limit}); retry in "
+        "{retry_after} s.",
     ),
     "quota_per_minute": Text(
         # Worded so that a limit or a wait of 1 reads right (not "1 domande", "1 secondi").

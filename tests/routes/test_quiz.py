@@ -280,7 +280,11 @@ async def test_answers_sent_past_the_minute_budget_are_refused_and_not_counted(
     refused = [a for a in answers if a.status_code == 429]
     assert (len(graded), len(refused)) == (limit, 2 * limit)
     assert refused[0].json()["error"] == "quota_exceeded"
-    assert refused[0].json()["message"].startswith(f"Hai inviato {limit} risposte in un minuto")
+    assert (
+        refused[0]
+        .json()["message"]
+        .startswith(f"Hai inviato il massimo di risposte in un minuto ({limit})")
+    )
     assert refused[0].headers["retry-after"] == "51"  # 10 s into the minute, rounded up
     assert progress["risposte"] == len(graded)  # a refused answer is no attempt
     assert other.status_code == 200  # the budget is the user's
