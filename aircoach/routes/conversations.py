@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.errors import NotFound
 from aircoach.models import ErrorBody, TurnInProgressBody
-from aircoach.routes.history import CURSOR_PATTERN, MAX_CURSOR, decode_cursor, encode_cursor
+from aircoach.routes.history import TurnCursor, decode_cursor, encode_cursor
 from aircoach.routes.responses import INVALID_BODY, UNAUTHORIZED, unavailable
 from aircoach.turn.conversations import ConversationIdText, listed_conversations
 from aircoach.turn.records import ConversationSummary
@@ -49,15 +49,7 @@ async def list_conversations(
     chats: ChatStoreDep,
     services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
-    cursor: Annotated[
-        str | None,
-        Query(
-            min_length=2,
-            max_length=MAX_CURSOR,
-            pattern=CURSOR_PATTERN,
-            description="`next_cursor` of the previous page",
-        ),
-    ] = None,
+    cursor: TurnCursor = None,
 ) -> ConversationList:
     """The caller's conversations (those started with a `conversation_id`), the most recently
     active first (by their newest turn), with their first question and last activity; pass

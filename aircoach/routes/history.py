@@ -25,6 +25,18 @@ _CURSOR = re.compile(CURSOR_PATTERN)
 MAX_CURSOR = 88  # base64 of 64 bytes
 
 
+# The `cursor` query parameter of a page that `encode_cursor` ends (history, conversations).
+TurnCursor = Annotated[
+    str | None,
+    Query(
+        min_length=2,
+        max_length=MAX_CURSOR,
+        pattern=CURSOR_PATTERN,
+        description="`next_cursor` of the previous page",
+    ),
+]
+
+
 def encode_cursor(turn_id: str) -> str:
     """The opaque `next_cursor` after the turn `turn_id`."""
     return base64.urlsafe_b64encode(turn_id.encode()).decode().rstrip("=")
@@ -73,15 +85,7 @@ async def history(
     chats: ChatStoreDep,
     services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    cursor: Annotated[
-        str | None,
-        Query(
-            min_length=2,
-            max_length=MAX_CURSOR,
-            pattern=CURSOR_PATTERN,
-            description="`next_cursor` of the previous page",
-        ),
-    ] = None,
+    cursor: TurnCursor = None,
     before: Annotated[
         str | None,
         Query(
