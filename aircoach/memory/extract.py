@@ -4,7 +4,8 @@ Italian and shown to the student as it was read.
 
 - `facts`: "studio per il VDS" -> goal `VDS`; "ho l'esame a marzo" -> exam `a marzo`;
   "faccio fatica con la meteo" -> difficulty `meteo`. A theory question yields nothing.
-- `asks_to_forget`: "dimentica quello che ti ho detto", "cancella la mia memoria".
+- `forget_request`: "dimentica quello che ti ho detto", "cancella la mia memoria" (everything);
+  "dimentica quello che ti ho detto sul QNH" (what is about `QNH` only).
 - `carries_credential`: a token, an API key or a password pasted into the chat.
 
 Pure functions; every pattern is linear in the text (bounded repeats, no nested quantifiers),
@@ -17,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from aircoach.text import fold
+from aircoach.text import fold, words
 
 MAX_MESSAGE_CHARS = 2000
 MAX_FACT_CHARS = 60
@@ -60,6 +61,15 @@ _FORGET = re.compile(
     + _COURTESY
     + r"(?:dimentica(?:ti)?|scorda(?:ti)?|cancella)\s{1,3}(?:tutto|quello|cio|le cose|"
     r"cosa|di me|la (?:mia )?memoria|i miei dati|quanto)\b"
+)
+# What a request to forget is about, right after it: "dimentica quello [che ti ho detto] sul
+# QNH", "cancella tutto riguardo all'esame", "scordati quello che sai sulla meteo".
+_FORGET_ABOUT = re.compile(
+    r"(?:\s{1,3}(?:che\s{1,3}|di cui\s{1,3})?(?:ti\s{1,3}|mi\s{1,3})?(?:ho|hai|avevo|avevi)\s{1,3}"
+    r"(?:detto|chiesto|scritto|raccontato|parlato)|\s{1,3}che\s{1,3}(?:sai|ricordi))?"
+    r"\s{1,3}(?:su|sul|sullo|sulla|sull'|sui|sugli|sulle|riguardo|a proposito)\b\s{0,3}"
+    r"(?:all'|dell'|(?:alle|alla|allo|agli|al|ai|a|delle|della|dello|degli|dei|del|di)\s{1,3})?"
+    r"(?P<about>[a-z0-9][a-z0-9' ]{1,59})"
 )
 # What a credential pasted into the chat looks like: a JWT, an Authorization header, the word
 # "password", or a long run of key characters with letters and digits (an API key). The codes
@@ -107,9 +117,32 @@ def facts(message: str) -> list[Fact]:
     return found
 
 
+@dataclass(frozen=True)
+class ForgetRequest:
+    """A request to forget: `about` the topic it names (`QNH`, `meteo`), None for
+    everything."""
+
+    about: str | None = None
+
+
+def forget_request(message: str) -> ForgetRequest | None:
+    """ "dimentica quello che ti ho detto" (everything), "dimentica quello che ti ho detto
+    sul QNH" (about `QNH`); None when the message does not ask to forget."""
+    folded = " ".join(fold(message[:MAX_MESSAGE_CHARS]).split())
+    match = _FORGET.search(folded)
+    if match is None:
+        return None
+    about = _FORGET_ABOUT.match(folded, match.end())
+    value = _value(about["about"]) if about else ""
+    if value and value.upper() in message:  # as written: "sul QNH" is about QNH
+        value = value.upper()
+    # "dimentica tutto su di me" is everything: the topic must have a word that means something.
+    return ForgetRequest(value if words(value) else None)
+
+
 def asks_to_forget(message: str) -> bool:
     """ "dimentica quello che ti ho detto", "cancella la mia memoria"."""
-    return bool(_FORGET.search(" ".join(fold(message[:MAX_MESSAGE_CHARS]).split())))
+    return forget_request(message) is not None
 
 
 def carries_credential(message: str) -> bool:

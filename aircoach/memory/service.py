@@ -9,16 +9,21 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from aircoach.memory.extract import asks_to_forget
+from aircoach.memory.extract import ForgetRequest, forget_request
 from aircoach.memory.ports import DEFAULT_CONVERSATION, MemoryItem, MemoryStore
 from aircoach.memory.recall import memory_section, read_items, relevant
+from aircoach.text import terms
 
 log = logging.getLogger(__name__)
 
 FORGOTTEN = (
-    "Fatto: ho dimenticato quello che mi avevi detto di te e gli argomenti delle nostre "
-    "conversazioni passate. Da qui riparto da zero."
+    "Fatto: ho dimenticato quello che mi avevi detto di te e gli argomenti che ricordavo delle "
+    "nostre conversazioni. Da qui riparto da zero; le conversazioni restano nella cronologia."
 )
+FORGOTTEN_ABOUT = (
+    "Fatto: ho dimenticato quello che ricordavo su «{about}». Il resto lo ricordo ancora."
+)
+NOTHING_ABOUT = "Non ricordo niente su «{about}»: la memoria resta com'è."
 NOT_FORGOTTEN = (
     "Non sono riuscito a cancellare la memoria in questo momento: riprova tra poco, oppure "
     "cancellala dalle impostazioni."
@@ -76,21 +81,37 @@ class UserMemory:
             return 0
         return len(items)
 
-    def asks_to_forget(self, message: str) -> bool:
-        """Whether `message` asks the coach to forget (a turn that clears the memory, with
-        `forget`'s answer instead of the agent's)."""
-        return asks_to_forget(message)
+    def forget_request(self, message: str) -> ForgetRequest | None:
+        """Whether `message` asks the coach to forget, and what (a turn that changes the
+        memory, with `forget`'s answer instead of the agent's)."""
+        return forget_request(message)
 
-    async def forget(self, user_id: str) -> str:
-        """Clear the user's memory on their request in the chat: the coach's answer (in
-        Italian, also when the store failed)."""
+    async def forget(self, user_id: str, about: str | None = None) -> str:
+        """Forget on the user's request in the chat: everything, or the items `about` a topic
+        (those with every term of it: "sul QNH" takes the questions about the QNH, not the
+        goal). The coach's answer, in Italian, also when the store failed."""
         try:
-            removed = await self.store.clear(user_id)
+            if about is None:
+                removed = await self.store.clear(user_id)
+            else:
+                wanted = set(terms(about))
+                items = await self.store.items(user_id, limit=self.max_items)
+                chosen = [item for item in items if wanted <= set(terms(item.text))]
+                for item in chosen:
+                    await self.store.delete(user_id, item.id)
+                removed = len(chosen)
         except Exception as exc:
             _warn("clear", user_id, exc)
             return NOT_FORGOTTEN
-        log.info("memory of %r cleared on request in the chat: %d items", user_id, removed)
-        return FORGOTTEN
+        log.info(
+            "memory of %r: %d items forgotten on request in the chat%s",
+            user_id,
+            removed,
+            "" if about is None else f" (about {about!r})",
+        )
+        if about is None:
+            return FORGOTTEN
+        return (FORGOTTEN_ABOUT if removed else NOTHING_ABOUT).format(about=about)
 
 
 def _warn(what: str, user_id: str, exc: Exception) -> None:

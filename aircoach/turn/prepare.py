@@ -18,6 +18,7 @@ from aircoach.errors import StoreUnavailable
 from aircoach.grounding.context import ThreadView, TurnGrounding, with_citation_rule
 from aircoach.grounding.style import resolved_style
 from aircoach.logs import current_stages
+from aircoach.memory.extract import ForgetRequest
 from aircoach.memory.ports import DEFAULT_CONVERSATION
 from aircoach.memory.service import UserMemory
 from aircoach.messages import DEFAULT_LANGUAGE, Language
@@ -78,7 +79,7 @@ async def prepare_turn(
         parts, principal, request, registry, snapshot, enabled
     )
     turn_id = turn_id or new_turn_id()
-    forgetting = parts.recall is not None and parts.recall.asks_to_forget(request.query)
+    forgetting = parts.recall.forget_request(request.query) if parts.recall else None
     ctx = ToolContext(
         user_id=principal.sub,
         env=settings.tool_env,
@@ -180,16 +181,21 @@ async def _recall(
 
 
 async def _memory_step(
-    parts: TurnParts, principal: Principal, request: TurnRequest, turn_id: str, *, forgetting: bool
+    parts: TurnParts,
+    principal: Principal,
+    request: TurnRequest,
+    turn_id: str,
+    *,
+    forgetting: ForgetRequest | None,
 ) -> str | None:
     """What the turn does to the memory, first thing once it runs (it holds its thread then,
     so a request refused as busy changes nothing): keep what the message says, before
     anything streams, so it is stored whatever happens to the answer; or, for a request to
     forget, clear the memory and return the coach's reply, which is then the answer (a turn
     apart from the thread, which the next turn reseeds from the store)."""
-    if forgetting and parts.recall is not None:
+    if forgetting is not None and parts.recall is not None:
         with current_stages().timed("memory"):
-            return await parts.recall.forget(principal.sub)
+            return await parts.recall.forget(principal.sub, forgetting.about)
     await _remember(parts, principal, request, turn_id)
     return None
 

@@ -9,9 +9,11 @@ import pytest
 from aircoach.memory.extract import (
     MAX_FACT_CHARS,
     Fact,
+    ForgetRequest,
     asks_to_forget,
     carries_credential,
     facts,
+    forget_request,
 )
 
 
@@ -77,11 +79,32 @@ def test_a_request_to_forget_is_recognised(message, forget):
     assert asks_to_forget(message) is forget
 
 
+@pytest.mark.parametrize(
+    ("message", "about"),
+    [
+        ("dimentica quello che ti ho detto", None),
+        ("Dimentica tutto su di me", None),
+        ("Dimentica quello che ho detto sul QNH", "QNH"),
+        ("cancella tutto riguardo all'esame", "esame"),
+        ("scordati quello che sai sulla meteo in montagna, grazie", "meteo in montagna"),
+        ("dimentica quanto ti ho detto sul VDS e ricominciamo", "VDS"),
+        (
+            "ok, dimentica quello che ti ho chiesto a proposito del vento al traverso",
+            "vento al traverso",
+        ),
+        ("dimentica tutto sull'altimetro", "altimetro"),
+    ],
+)
+def test_a_request_to_forget_may_name_what_to_forget(message, about):
+    assert forget_request(message) == ForgetRequest(about)
+
+
 def test_the_rules_are_linear_in_the_text():
     hostile = "faccio fatica con " + "a " * 50_000 + "ho l'esame " * 5_000
     started = time.perf_counter()
     facts(hostile)
     asks_to_forget(hostile)
+    forget_request("dimentica tutto sul " + "vento " * 50_000)
     carries_credential(hostile)
     carries_credential("eyJ" + "a" * 100_000)
     assert time.perf_counter() - started < 2.0

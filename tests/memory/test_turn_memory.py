@@ -14,7 +14,7 @@ from langchain_core.messages import SystemMessage
 from aircoach.errors import StoreUnavailable
 from aircoach.memory.ports import MemoryItem, NewItem
 from aircoach.memory.recall import SECTION_TITLE
-from aircoach.memory.service import FORGOTTEN, NOT_FORGOTTEN
+from aircoach.memory.service import FORGOTTEN, FORGOTTEN_ABOUT, NOT_FORGOTTEN, NOTHING_ABOUT
 from aircoach.settings import Settings
 from tests.helpers import app_with, asgi_client, chat, services_of
 from tests.scripted_model import text
@@ -135,6 +135,26 @@ async def test_a_request_to_forget_clears_the_memory_and_says_so(client, auth, s
     assert FORGOTTEN in shown and SECTION_TITLE not in system_prompt(s)
     history = (await client.get("/api/history", headers=auth())).json()["turns"]
     assert history[1]["system"] == FORGOTTEN
+
+
+async def test_a_request_to_forget_one_topic_forgets_that_topic_only(client, auth, script):
+    s = script([text("Ok."), text("Il QNH è..."), text("Il vento...")])
+    await chat(client, auth(), "studio per il VDS")
+    await chat(client, auth(), "Che cos'è il QNH?")
+    await chat(client, auth(), "come si legge il vento al traverso?")
+    events = await chat(client, auth(), "Dimentica quello che ti ho detto sul QNH")
+    assert answer(events) == FORGOTTEN_ABOUT.format(about="QNH")
+    assert len(s.calls) == 3  # the model was not asked
+    left = [i["text"] for i in await memory_of(client, auth)]
+    assert left == [
+        "Ha chiesto: come si legge il vento al traverso?",
+        "Studia per: VDS",
+        "Ha chiesto: studio per il VDS",
+    ]
+    # A topic the memory does not hold forgets nothing, and says so.
+    events = await chat(client, auth(), "cancella tutto riguardo alla meteo")
+    assert answer(events) == NOTHING_ABOUT.format(about="meteo")
+    assert [i["text"] for i in await memory_of(client, auth)] == left
 
 
 async def test_a_question_about_flying_with_a_verb_of_forgetting_is_answered(client, auth, script):
