@@ -68,9 +68,15 @@ class FileSpool:
             raise OSError(f"dead-letter folder holds {self.max_entries} turns already")
         path = self.folder / f"{turn.turn_id}{_SUFFIX}"
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(turn.model_dump_json(), encoding="utf-8")
-        tmp.chmod(0o600)  # the user's question and the answer
-        tmp.replace(path)
+        try:
+            tmp.write_text(turn.model_dump_json(), encoding="utf-8")
+            tmp.chmod(0o600)  # the user's question and the answer
+            tmp.replace(path)
+        except BaseException:
+            # A full disk stops the write half-way: the partial file would never be listed
+            # nor removed, and would hold half a question and answer, and the disk's space.
+            tmp.unlink(missing_ok=True)
+            raise
 
     def _keys(self, limit: int) -> list[str]:
         if not self.folder.is_dir():

@@ -3,8 +3,12 @@ replayed into the store by the next request that finds it healthy, each turn onc
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import sqlite3
+import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -12,6 +16,7 @@ import pytest
 
 from aircoach.errors import StoreUnavailable
 from aircoach.services import Services, build_dead_letters
+from aircoach.settings import ROOT
 from aircoach.store.spool import FileSpool
 from aircoach.turn.dead_letters import DeadLetters
 from aircoach.turn.records import Turn
@@ -371,3 +376,39 @@ async def test_an_entry_another_instance_replayed_since_the_listing_is_skipped(s
     await DeadLetters(spool).drain(services.chats)
     turns = await services.chats.history("user-1", limit=10, before=None)
     assert [t.human for t in turns] == ["uno"] and await spool.keys(10) == []
+
+
+# A disk that fills up while a turn is spooled, in a process of its own: RLIMIT_FSIZE makes
+# a write past 4 KiB fail with EFBIG, as ENOSPC does on a full /tmp.
+_FULL_DISK_PUT = """
+import asyncio, resource, signal, sys
+from pathlib import Path
+from aircoach.store.spool import FileSpool
+from aircoach.turn.records import Turn
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+turn = Turn(userId="user-1", human="domanda", system="risposta " * 2000, timestamp="t",
+            prompt_version="v1", model="scripted", thread_id="user-1:vv1", turn_id="0001")
+try:
+    asyncio.run(FileSpool(Path(sys.argv[1])).put(turn))
+except OSError as exc:
+    print(type(exc).__name__, exc.errno)
+"""
+
+
+@pytest.mark.integration  # a process of its own, about half a second
+def test_a_spool_write_that_fails_half_way_leaves_no_partial_file(tmp_path: Path):
+    folder = tmp_path / "spool"
+    folder.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_PUT, str(folder)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["OSError", str(errno.EFBIG)]
+    # No entry, and no hidden temp file holding half a question and answer, filling the disk.
+    assert sorted(os.listdir(folder)) == []
