@@ -26,7 +26,14 @@ from typing import Any
 
 from aircoach.knowledge.glossary import alternatives
 from aircoach.knowledge.manual import Section
-from aircoach.text import FUZZY_MIN_LETTERS, one_edit_away, stem, typo_stems, words
+from aircoach.text import (
+    FUZZY_MAX_LETTERS,
+    FUZZY_MIN_LETTERS,
+    one_edit_away,
+    stem,
+    typo_stems,
+    words,
+)
 
 MAX_QUERY_CHARS = 500  # a longer query is cut: more words add cost, not precision
 MAX_QUERY_WORDS = 12
@@ -168,7 +175,9 @@ class CourseIndex:
             exact = frozenset({term} | glossary.get(term, frozenset())) & known
             if exact:
                 planned[term] = (exact, False)
-            elif len(word) >= FUZZY_MIN_LETTERS and not word.isdigit():
+            elif FUZZY_MIN_LETTERS <= len(word) <= FUZZY_MAX_LETTERS and not word.isdigit():
+                # (A longer "word" is looked up as written: its variants grow with the
+                # square of its length, 27,000 strings of 500 letters for one of 500.)
                 # The commonest Italian typo is a single letter doubled or not (stalo,
                 # nebia): when such a variant is indexed, it is the word meant.
                 fuzzy = frozenset(_doubling_variants(term) & known)

@@ -79,6 +79,18 @@ def test_a_typo_is_undone_only_on_a_stem_of_five_letters(course, query):
     assert course.search(query) == []
 
 
+def test_a_long_word_is_looked_up_as_written(course, monkeypatch):
+    """A "word" of hundreds of letters (a pasted hash, a URL) made every string one edit
+    from it: 17,000 of 400 letters, about 7 MB, for each such word of a query."""
+    import aircoach.knowledge.index as index
+
+    edited: list[str] = []
+    real = index.one_edit_away
+    monkeypatch.setattr(index, "one_edit_away", lambda term: edited.append(term) or real(term))
+    course.search("resistnza " + "x" * 400)
+    assert edited == ["resistnz"]  # the typo of the short word is still undone
+
+
 def test_a_typo_hiding_a_derivational_ending_is_still_undone(course):
     assert _refs(course, "resistnza")[0] == "1.5"
 
