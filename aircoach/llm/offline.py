@@ -254,7 +254,8 @@ class OfflineChatModel(BaseChatModel):
         if len(results) == 1 and offline_exam.is_exam_result(results[0]):
             return self._say(results[0].text)  # written in Italian for the student
         if any(r.name != offline_course.KB for r in results):
-            return self._say(" ".join(self._other_result(r) for r in results))
+            # Several gradings ("1a 2b 3c"): one a paragraph.
+            return self._say("\n\n".join(self._other_result(r) for r in results))
         if any(r.status == "error" for r in results):
             return self._say("La ricerca nel manuale del corso non è riuscita: riprova tra poco.")
         question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
@@ -279,6 +280,8 @@ class OfflineChatModel(BaseChatModel):
 
     @staticmethod
     def _other_result(result: ToolMessage) -> str:
+        if (quiz := offline_quiz.result_reply(result)) is not None:
+            return quiz
         if result.status == "error":  # the tool's message is for a model, in English
             return "Non sono riuscito a completare la richiesta: prova a riformularla."
         return f"Risultato di {result.name}: {result.text}"

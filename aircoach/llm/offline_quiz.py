@@ -213,3 +213,27 @@ def explanation(grading: str) -> str:
     if source := lines.get("Fonte"):
         text += f" (Fonte: {source.strip()} del manuale del corso)"
     return text
+
+
+_FAILED = re.compile(r"^\[Tool \w+ failed: (.*)\]$", re.DOTALL)
+# The grader's refusals are written for the student, in Italian (`quiz.service.InvalidAnswer`,
+# `QuestionNotFound`); the tools' other failures are for a model, in English.
+_REFUSAL = re.compile(r"non è un'opzione|non riconosciuta|non trovata")
+
+
+def result_reply(result: ToolMessage) -> str | None:
+    """A quiz tool's result as the coach tells it to the student, without the tool's name: a
+    grading as it is, a refused answer with the reason and the valid options; None for
+    another tool's result, or a failure not written for the student."""
+    if result.name not in (ASK, GRADE):
+        return None
+    if result.status != "error":
+        return result.text
+    failed = _FAILED.match(result.text)
+    reason = failed.group(1).strip().rstrip(".") if failed else ""
+    if result.name == GRADE and _REFUSAL.search(reason):
+        return (
+            f"Non ho registrato la risposta: {reason}. Rispondi con la lettera di un'opzione "
+            "o con il suo testo."
+        )
+    return None
