@@ -219,6 +219,12 @@ class OfflineChatModel(BaseChatModel):
         if several := self._grade_numbered_answers(messages, query):
             return AIMessage("", tool_calls=several)
         call = self._grade_pending_answer(messages, query)
+        if (
+            call is None
+            and self._bound(offline_quiz.GRADE) is not None
+            and (nothing_waits := offline_quiz.no_question_waiting(messages, query))
+        ):
+            return self._say(nothing_waits)
         if call is None and offline_course.continues_course(messages, query):
             return self._search_course(messages, query)
         if call is None:

@@ -237,3 +237,28 @@ def result_reply(result: ToolMessage) -> str | None:
             "o con il suo testo."
         )
     return None
+
+
+def no_question_waiting(messages: Sequence[BaseMessage], query: str) -> str | None:
+    """What to say to a letter ("c", "la b") when no question waits for an answer: the
+    grading of the last one stands (a double tap is graded once), or there is none to answer
+    yet; None when the message is not a letter answer."""
+    text = query.strip()
+    if not text or "?" in text or len(text) > MAX_ANSWER_CHARS or read_letter(text) is None:
+        return None
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            continue
+        graded = _GRADED.search(message.text) if message.status != "error" else None
+        if message.name == GRADE and graded:
+            verdict = "giusta" if "risposta CORRETTA" in message.text else "sbagliata"
+            return (
+                f"Ho già registrato la tua risposta alla domanda {graded.group(2)} del "
+                f"capitolo {graded.group(1)} ({verdict}): non la conto due volte. Per "
+                "continuare chiedimi «un'altra»."
+            )
+        break  # only the conversation's last tool result tells
+    return (
+        "Non c'è una domanda in attesa di risposta: chiedimi «fammi una domanda» e poi "
+        "rispondi con la lettera di un'opzione."
+    )
