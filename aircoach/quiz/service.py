@@ -235,10 +235,13 @@ class QuizService:
             and record.reviewed_at >= unless_reviewed_since
         ):
             return
-        if review.counts(record, now, self.settings.quiz_repeat_window_s):
+        window = self.settings.quiz_repeat_window_s
+        if review.counts(record, now, window):
             await self.reviews.save_schedule(
                 review.review(record, user_id, key, right=right, now=now)
             )
+        elif right and record is not None and (later := review.not_yet(record, now, window)):
+            await self.reviews.save_schedule(later)
 
     async def asked(self, user_id: str, questions: Iterable[Question]) -> None:
         """Remember that these questions were put to the user (drawing avoids them)."""
