@@ -265,10 +265,24 @@ class QuizService:
         if campo is not None:
             wanted = str(valore).strip().casefold()
             candidates = [q for q in candidates if str(q.get(campo, "")).casefold() == wanted]
+        return await self.draw_from(user_id, candidates, count, capitolo=capitolo)
+
+    async def draw_from(
+        self,
+        user_id: str,
+        candidates: list[Question],
+        count: int,
+        *,
+        capitolo: int | None = None,
+    ) -> list[Question]:
+        """Up to `count` of `candidates` (all of chapter `capitolo` when given), in the order
+        of `draw`: never asked, then due, then asked longest ago. They are remembered as
+        asked."""
         if not candidates:
             return []
         records = {r.key: r for r in await self.reviews.records(user_id, capitolo=capitolo)}
         now = review.iso(self._now())
+        candidates = list(candidates)
         random.shuffle(candidates)
 
         def rank(q: Question) -> tuple[int, str]:
