@@ -219,6 +219,12 @@ class OfflineChatModel(BaseChatModel):
         if several := self._grade_numbered_answers(messages, query):
             return AIMessage("", tool_calls=several)
         call = self._grade_pending_answer(messages, query)
+        if (
+            call is None
+            and self._bound(offline_quiz.GRADE) is not None
+            and (nothing_waits := offline_quiz.no_question_waiting(messages, query))
+        ):
+            return self._say(nothing_waits)
         if call is None and offline_course.continues_course(messages, query):
             return self._search_course(messages, query)
         if call is None:
@@ -254,7 +260,8 @@ class OfflineChatModel(BaseChatModel):
         if len(results) == 1 and offline_exam.is_exam_result(results[0]):
             return self._say(results[0].text)  # written in Italian for the student
         if any(r.name != offline_course.KB for r in results):
-            return self._say(" ".join(self._other_result(r) for r in results))
+            # Several gradings ("1a 2b 3c"): one a paragraph.
+            return self._say("\n\n".join(self._other_result(r) for r in results))
         if any(r.status == "error" for r in results):
             return self._say("La ricerca nel manuale del corso non è riuscita: riprova tra poco.")
         question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
@@ -279,6 +286,8 @@ class OfflineChatModel(BaseChatModel):
 
     @staticmethod
     def _other_result(result: ToolMessage) -> str:
+        if (quiz := offline_quiz.result_reply(result)) is not None:
+            return quiz
         if result.status == "error":  # the tool's message is for a model, in English
             return "Non sono riuscito a completare la richiesta: prova a riformularla."
         return f"Risultato di {result.name}: {result.text}"

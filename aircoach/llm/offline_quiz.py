@@ -213,3 +213,52 @@ def explanation(grading: str) -> str:
     if source := lines.get("Fonte"):
         text += f" (Fonte: {source.strip()} del manuale del corso)"
     return text
+
+
+_FAILED = re.compile(r"^\[Tool \w+ failed: (.*)\]$", re.DOTALL)
+# The grader's refusals are written for the student, in Italian (`quiz.service.InvalidAnswer`,
+# `QuestionNotFound`); the tools' other failures are for a model, in English.
+_REFUSAL = re.compile(r"non è un'opzione|non riconosciuta|non trovata")
+
+
+def result_reply(result: ToolMessage) -> str | None:
+    """A quiz tool's result as the coach tells it to the student, without the tool's name: a
+    grading as it is, a refused answer with the reason and the valid options; None for
+    another tool's result, or a failure not written for the student."""
+    if result.name not in (ASK, GRADE):
+        return None
+    if result.status != "error":
+        return result.text
+    failed = _FAILED.match(result.text)
+    reason = failed.group(1).strip().rstrip(".") if failed else ""
+    if result.name == GRADE and _REFUSAL.search(reason):
+        return (
+            f"Non ho registrato la risposta: {reason}. Rispondi con la lettera di un'opzione "
+            "o con il suo testo."
+        )
+    return None
+
+
+def no_question_waiting(messages: Sequence[BaseMessage], query: str) -> str | None:
+    """What to say to a letter ("c", "la b") when no question waits for an answer: the
+    grading of the last one stands (a double tap is graded once), or there is none to answer
+    yet; None when the message is not a letter answer."""
+    text = query.strip()
+    if not text or "?" in text or len(text) > MAX_ANSWER_CHARS or read_letter(text) is None:
+        return None
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            continue
+        graded = _GRADED.search(message.text) if message.status != "error" else None
+        if message.name == GRADE and graded:
+            verdict = "giusta" if "risposta CORRETTA" in message.text else "sbagliata"
+            return (
+                f"Ho già registrato la tua risposta alla domanda {graded.group(2)} del "
+                f"capitolo {graded.group(1)} ({verdict}): non la conto due volte. Per "
+                "continuare chiedimi «un'altra»."
+            )
+        break  # only the conversation's last tool result tells
+    return (
+        "Non c'è una domanda in attesa di risposta: chiedimi «fammi una domanda» e poi "
+        "rispondi con la lettera di un'opzione."
+    )

@@ -5,7 +5,8 @@ A graded answer reviews the question's card: right is `Rating.Good`, wrong is
 `Rating.Again`. A wrong answer makes the question due at once (FSRS would wait for its first
 learning step, a minute); a right one leaves it due when FSRS says. An answer within
 `QUIZ_REPEAT_WINDOW_S` of the last one that counted (the same question asked again in a
-session) does not move the schedule. Pure functions: the quiz service stores the records.
+session) does not move the schedule, except that a right one to a question due waits for
+the window's end to be due again. Pure functions: the quiz service stores the records.
 """
 
 from __future__ import annotations
@@ -39,6 +40,17 @@ def counts(record: ReviewRecord | None, now: datetime, window_s: float) -> bool:
     if record is None or record.reviewed_at is None:
         return True
     return now - datetime.fromisoformat(record.reviewed_at) >= timedelta(seconds=window_s)
+
+
+def not_yet(record: ReviewRecord, now: datetime, window_s: float) -> ReviewRecord | None:
+    """The record after a right answer at `now` that does not count (within `window_s` of
+    the last one that did) to a question due (answered wrong moments ago): due again when an
+    answer counts, so the review does not ask it again at once, its card as it was (right
+    moments after seeing the key is not recall). None when it is not due."""
+    if record.due is None or record.reviewed_at is None or record.due > iso(now):
+        return None
+    again = datetime.fromisoformat(record.reviewed_at) + timedelta(seconds=window_s)
+    return record.model_copy(update={"due": iso(again)})
 
 
 def review(

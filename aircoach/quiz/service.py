@@ -235,10 +235,13 @@ class QuizService:
             and record.reviewed_at >= unless_reviewed_since
         ):
             return
-        if review.counts(record, now, self.settings.quiz_repeat_window_s):
+        window = self.settings.quiz_repeat_window_s
+        if review.counts(record, now, window):
             await self.reviews.save_schedule(
                 review.review(record, user_id, key, right=right, now=now)
             )
+        elif right and record is not None and (later := review.not_yet(record, now, window)):
+            await self.reviews.save_schedule(later)
 
     async def asked(self, user_id: str, questions: Iterable[Question]) -> None:
         """Remember that these questions were put to the user (drawing avoids them)."""
@@ -262,10 +265,24 @@ class QuizService:
         if campo is not None:
             wanted = str(valore).strip().casefold()
             candidates = [q for q in candidates if str(q.get(campo, "")).casefold() == wanted]
+        return await self.draw_from(user_id, candidates, count, capitolo=capitolo)
+
+    async def draw_from(
+        self,
+        user_id: str,
+        candidates: list[Question],
+        count: int,
+        *,
+        capitolo: int | None = None,
+    ) -> list[Question]:
+        """Up to `count` of `candidates` (all of chapter `capitolo` when given), in the order
+        of `draw`: never asked, then due, then asked longest ago. They are remembered as
+        asked."""
         if not candidates:
             return []
         records = {r.key: r for r in await self.reviews.records(user_id, capitolo=capitolo)}
         now = review.iso(self._now())
+        candidates = list(candidates)
         random.shuffle(candidates)
 
         def rank(q: Question) -> tuple[int, str]:

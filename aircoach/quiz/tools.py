@@ -9,7 +9,6 @@ tool message, marked not to be revealed before the student answers; the model th
 from __future__ import annotations
 
 import logging
-import random
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -198,7 +197,7 @@ async def domanda_teoria(
         found, query = await _several(quiz, ctx.user_id, request)
     else:
         found, query = await _one(quiz, ctx.user_id, request)
-    if query.get("mode") in ("capitolo_numero", "testo", "multi", REVIEW):
+    if query.get("mode") in ("capitolo_numero", "multi", REVIEW):
         await quiz.asked(ctx.user_id, found)  # draws remember theirs
     if quante is not None and _as_int("quante", quante) > MAX_QUESTIONS:
         query["limitate_a"] = MAX_QUESTIONS
@@ -219,37 +218,31 @@ async def domanda_teoria(
 async def _one(
     quiz: QuizService, user_id: str, request: _Request
 ) -> tuple[list[Question], dict[str, Any]]:
-    query: dict[str, Any]
-    question: Question | None
     if request.testo is not None:
-        query = {"mode": "testo", "testo": request.testo}
         matches = await quiz.find(testo=request.testo, limit=_SEARCH_POOL)
-        query["matches"] = len(matches)
-        question = _pick_best(matches, request.testo)
-    elif request.campo is not None:
-        query = {"mode": "campo", "campo": request.campo, "valore": request.valore}
+        query = {"mode": "testo", "testo": request.testo, "matches": len(matches)}
+        # Asked again ("un'altra sull'altimetro"), the best matches not asked yet come first.
+        return await quiz.draw_from(user_id, _best(matches, request.testo), 1), query
+    if request.campo is not None:
         chapter = request.capitoli[0] if request.capitoli else None
         drawn = await quiz.draw(
             user_id, 1, capitolo=chapter, campo=request.campo, valore=request.valore
         )
-        return drawn, query
-    elif request.capitoli:
+        return drawn, {"mode": "campo", "campo": request.campo, "valore": request.valore}
+    if request.capitoli:
         query = {"mode": "capitolo", "capitolo": request.capitoli[0]}
         return await quiz.draw(user_id, 1, capitolo=request.capitoli[0]), query
-    else:
-        query = {"mode": "random"}
-        return await quiz.draw(user_id, 1), query
-    return ([question] if question else []), query
+    return await quiz.draw(user_id, 1), {"mode": "random"}
 
 
-def _pick_best(matches: list[Question], testo: str) -> Question | None:
-    """A question drawn among the best-scoring matches (asking twice gives variety)."""
+def _best(matches: list[Question], testo: str) -> list[Question]:
+    """The best-scoring matches."""
     if not matches:
-        return None
+        return []
     plan = search_plan(testo)
     scores = [plan.score(index_terms(q)) for q in matches]
     best = max(scores)
-    return random.choice([q for q, s in zip(matches, scores, strict=True) if s == best])
+    return [q for q, s in zip(matches, scores, strict=True) if s == best]
 
 
 async def _several(

@@ -65,3 +65,42 @@ async def test_everyday_quiz_phrases(store_settings: Settings, auth):
         progress = said(await chat(client, auth(), "su cosa devo esercitarmi?"))
         assert "I tuoi progressi nei quiz" in progress and "risposte ai quiz: 5" in progress
         assert "Proponi" not in progress
+
+
+async def test_a_refused_answer_is_explained_and_gradings_read_without_tool_names(
+    settings: Settings, auth
+):
+    async with asgi_client(app_with(settings)) as client:
+        await chat(client, auth(), "Dammi la domanda 1 del capitolo 1")
+        refused = said(await chat(client, auth(), "la e"))
+        assert "la lettera 'e' non è un'opzione" in refused and "a, b, c, d" in refused
+        assert "Non sono riuscito" not in refused and "Tool" not in refused
+
+        graded = said(await chat(client, auth(), "C"))  # the question still waits: graded now
+        assert "CORRETTA" in graded and "c) quadruplica" in graded and EXPLANATION in graded
+        assert "verifica_risposta" not in graded and "Risultato di" not in graded
+
+        await chat(client, auth(), "Dammi 2 domande dai capitoli 2 e 5")
+        both = said(await chat(client, auth(), "1a 2b"))
+        assert "verifica_risposta" not in both
+        first, second = both.split("\n\nEsito: ")  # one grading a paragraph
+        assert first.count("Esito: ") == 1 and "Esito: " not in second
+
+
+async def test_a_letter_with_no_question_waiting_is_not_searched_in_the_manual(
+    settings: Settings, auth
+):
+    async with asgi_client(app_with(settings)) as client:
+        headers = auth()
+        nothing_asked = await chat(client, headers, "b")
+        assert not [e for e in nothing_asked if e["type"] == "tool_result"]
+        assert "Non c'è una domanda in attesa" in said(nothing_asked)
+
+        await chat(client, headers, "Dammi la domanda 1 del capitolo 1")
+        await chat(client, headers, "c")
+        again = await chat(client, headers, "c")  # a double tap, or a repeat: graded once
+        assert not [e for e in again if e["type"] == "tool_result"]
+        text = said(again)
+        assert "già registrato" in text and "domanda 1 del capitolo 1" in text
+        progress = (await client.get("/api/progress", headers=headers)).json()
+        assert progress["risposte"] == 1

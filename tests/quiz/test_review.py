@@ -66,13 +66,36 @@ async def test_a_repeat_within_the_window_does_not_move_the_schedule(quiz: QuizS
     first = await quiz.reviews.get("alice", (1, 1))
     wall.advance(minutes=2)
     await answer(quiz, "alice", (1, 1), right=True)  # asked again moments later
-    assert await quiz.reviews.get("alice", (1, 1)) == first
+    repeat = await quiz.reviews.get("alice", (1, 1))
+    assert repeat is not None  # the card is as it was; only when it is due again moved
+    assert repeat.model_dump(exclude={"due"}) == first.model_dump(exclude={"due"})
     assert (await quiz.progress("alice")).risposte == 2  # still two attempts
     wall.advance(minutes=4)  # past the window: this one counts
     await answer(quiz, "alice", (1, 1), right=True)
     moved = await quiz.reviews.get("alice", (1, 1))
     assert moved is not None and moved.reviews == 2 and moved.last_right is True
     assert moved.due is not None and moved.due > iso(wall.now)
+
+
+async def test_a_question_answered_wrong_then_right_is_not_asked_again_at_once(
+    quiz: QuizService, wall
+):
+    await answer(quiz, "alice", (6, 3), right=False)
+    assert keys(await quiz.review_items("alice", 3))[0] == (6, 3)  # due at once
+    wall.advance(minutes=1)
+    await answer(quiz, "alice", (6, 3), right=True)  # the review asked it, and it was right
+    wall.advance(seconds=1)
+    assert (6, 3) not in keys(await quiz.review_items("alice", 3))  # not the same one again
+    (drawn,) = await quiz.draw("alice", 1, capitolo=6)
+    assert (drawn["capitolo"], drawn["numero"]) != (6, 3)
+    progress = await quiz.progress("alice")
+    assert (progress.viste, progress.padroneggiate) == (1, 0)  # moments after the key: no
+    wall.advance(minutes=4)  # the window is over: it is asked again, and this answer counts
+    assert keys(await quiz.review_items("alice", 3))[0] == (6, 3)
+    await answer(quiz, "alice", (6, 3), right=True)
+    record = await quiz.reviews.get("alice", (6, 3))
+    assert record is not None and (record.reviews, record.last_right) == (2, True)
+    assert (6, 3) not in keys(await quiz.review_items("alice", 3))
 
 
 async def test_drawing_asks_every_question_of_a_chapter_before_repeating_one(

@@ -234,6 +234,21 @@ async def test_chapter_draws_do_not_repeat_until_the_chapter_is_done(ctx):
     assert len(set(seen)) == 10 <= total
 
 
+async def test_a_question_found_by_text_is_not_asked_again_while_others_match_as_well(ctx):
+    # "altimetro": ten questions match it equally well.
+    asked = [
+        keys([(await domanda_teoria(ctx, testo="altimetro")).data["question"]])[0]
+        for _ in range(10)
+    ]
+    assert len(set(asked)) == 10
+    again = await domanda_teoria(ctx, testo="l'altimetro")  # then the one asked longest ago
+    assert keys([again.data["question"]]) == [asked[0]]
+    # Only the best matches: one question has both words, the others one of them.
+    for _ in range(2):
+        vortex = await domanda_teoria(ctx, testo="vortice di estremità")
+        assert keys([vortex.data["question"]]) == [(10, 28)]
+
+
 async def test_nothing_found_lets_the_model_answer_with_the_chapters(ctx):
     out = await domanda_teoria(ctx, testo="elicottero")
     assert out.ok and not out.final
