@@ -239,12 +239,17 @@ def result_reply(result: ToolMessage) -> str | None:
     return None
 
 
+_OPTION_LETTERS = frozenset("abcd")  # the bank's options
+
+
 def no_question_waiting(messages: Sequence[BaseMessage], query: str) -> str | None:
     """What to say to a letter ("c", "la b") when no question waits for an answer: the
     grading of the last one stands (a double tap is graded once), or there is none to answer
     yet; None when the message is not a letter answer."""
     text = query.strip()
-    if not text or "?" in text or len(text) > MAX_ANSWER_CHARS or read_letter(text) is None:
+    if not text or "?" in text or len(text) > MAX_ANSWER_CHARS:
+        return None
+    if read_letter(text) not in _OPTION_LETTERS:  # "e quindi", "è giusto": words, not options
         return None
     for message in reversed(messages):
         if not isinstance(message, ToolMessage):

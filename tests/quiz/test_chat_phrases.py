@@ -104,3 +104,6 @@ async def test_a_letter_with_no_question_waiting_is_not_searched_in_the_manual(
         assert "già registrato" in text and "domanda 1 del capitolo 1" in text
         progress = (await client.get("/api/progress", headers=headers)).json()
         assert progress["risposte"] == 1
+        # "e quindi", "è giusto": a word, not a letter of the options (a to d).
+        for follow_up in ("e quindi", "è giusto"):
+            assert "già registrato" not in said(await chat(client, headers, follow_up))
