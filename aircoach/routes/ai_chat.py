@@ -61,7 +61,14 @@ class UIChatRequest(BaseModel):
     chat_history: bool = True
     user_data: bool = True
     use_memory_retrieval: bool = True
-    if_busy: Literal["reject", "interrupt"] = "reject"
+    # `useChat`'s `stop()` only aborts the fetch, and the turn runs on (a dropped connection
+    # must not lose it): the next message would find it running. The AI SDK's own backends
+    # let a new message replace a running one, and `useChat` shows a refusal as raw JSON.
+    if_busy: Literal["reject", "interrupt"] = Field(
+        default="interrupt",
+        description="While another turn of this chat runs: `interrupt` (the default here) "
+        "cancels it and answers this message; `reject` answers 409 `turn_in_progress`.",
+    )
 
 
 def _as_message(body: UIChatRequest) -> MessageRequest:
