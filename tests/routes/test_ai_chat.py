@@ -228,3 +228,17 @@ async def test_a_new_message_after_stop_replaces_the_turn_still_running(
     assert answer == "La seconda domanda ha la sua risposta."
     stopped = chunks(first[0].text)
     assert stopped[-1]["messageMetadata"]["status"] == "cancelled"
+
+
+def test_the_chat_routes_document_every_status_and_header_of_the_turn_pipeline(openapi_schema):
+    """`POST /api/chat` runs `/api/stream_query`'s pipeline: the same refusals (409
+    `turn_in_progress`, 429 `quota_exceeded`...) reach it, and a client reads the turn's id
+    and the replay flag from the same headers; the resume route reads the store."""
+    paths = openapi_schema["paths"]
+    ui = paths["/api/chat"]["post"]["responses"]
+    sse = paths["/api/stream_query"]["post"]["responses"]
+    assert set(sse) - set(ui) == set()
+    assert ui["409"]["content"] == sse["409"]["content"]
+    assert {"X-Turn-ID", "Idempotent-Replayed"} <= set(ui["200"].get("headers", {}))
+    resume = paths["/api/chat/{chat_id}/stream"]["get"]["responses"]
+    assert "503" in resume and "X-Turn-ID" in resume["200"].get("headers", {})
