@@ -23,7 +23,13 @@ from aircoach.models import (
     MessageRequest,
 )
 from aircoach.routes.chat import run_chat
-from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, unavailable
+from aircoach.routes.responses import (
+    INVALID_BODY,
+    TOO_LARGE,
+    TURN_REFUSED,
+    UNAUTHORIZED,
+    unavailable,
+)
 from aircoach.routes.ui_stream import UI_STREAM_HEADER, UI_STREAM_VERSION, ui_encoder
 from aircoach.tools.registry import MAX_TOOLS
 from aircoach.turn.conversations import ConversationIdText
@@ -61,7 +67,14 @@ class UIChatRequest(BaseModel):
     chat_history: bool = True
     user_data: bool = True
     use_memory_retrieval: bool = True
-    if_busy: Literal["reject", "interrupt"] = "reject"
+    # `useChat`'s `stop()` only aborts the fetch, and the turn runs on (a dropped connection
+    # must not lose it): the next message would find it running. The AI SDK's own backends
+    # let a new message replace a running one, and `useChat` shows a refusal as raw JSON.
+    if_busy: Literal["reject", "interrupt"] = Field(
+        default="interrupt",
+        description="While another turn of this chat runs: `interrupt` (the default here) "
+        "cancels it and answers this message; `reject` answers 409 `turn_in_progress`.",
+    )
 
 
 def _as_message(body: UIChatRequest) -> MessageRequest:
@@ -119,9 +132,26 @@ def _body_openapi() -> dict[str, Any]:
 
 
 _UI_HEADERS = {UI_STREAM_HEADER: UI_STREAM_VERSION}
+_HEADER_DOCS: dict[str, Any] = {
+    UI_STREAM_HEADER: {
+        "description": "The stream's protocol version.",
+        "schema": {"type": "string", "const": UI_STREAM_VERSION},
+    },
+    "X-Turn-ID": {
+        "description": "The turn's id (the assistant message's `id`), sent before the first "
+        "chunk: `GET /api/turns/{turn_id}` fetches it once stored.",
+        "schema": {"type": "string"},
+    },
+}
+_REPLAYED_DOC = {
+    "description": "`true` when the last user message's id was sent before: the stored turn "
+    "again (the model did not run), or the turn still running for it.",
+    "schema": {"type": "string", "enum": ["true"]},
+}
 _STREAM_DOC = {
     "description": "The AI SDK UI message stream (protocol v1): `data:` lines of JSON chunks "
     "ending with `data: [DONE]`; header `x-vercel-ai-ui-message-stream: v1`.",
+    "headers": _HEADER_DOCS,
     "content": {
         "text/event-stream": {
             "itemSchema": {
@@ -144,10 +174,11 @@ _STREAM_DOC = {
 @router.post(
     "/chat",
     responses={
-        200: _STREAM_DOC,
+        200: {**_STREAM_DOC, "headers": {**_HEADER_DOCS, "Idempotent-Replayed": _REPLAYED_DOC}},
         **UNAUTHORIZED,
         **TOO_LARGE,
         **INVALID_BODY,
+        **TURN_REFUSED,
         **unavailable("auth_unavailable", "prompt_unavailable", "store_unavailable"),
     },
     response_class=Response,
@@ -181,6 +212,7 @@ async def ai_chat(
         200: _STREAM_DOC,
         204: {"description": "Nothing runs in this chat."},
         **UNAUTHORIZED,
+        **unavailable("auth_unavailable", "store_unavailable"),
     },
     response_class=Response,
 )

@@ -19,12 +19,16 @@ from aircoach.logs import current_request_id, current_stages
 from aircoach.models import (
     CLIENT_MESSAGE_ID_PATTERN,
     MAX_CLIENT_MESSAGE_ID,
-    ErrorBody,
     MessageRequest,
     MessageResponse,
-    TurnInProgressBody,
 )
-from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, unavailable
+from aircoach.routes.responses import (
+    INVALID_BODY,
+    TOO_LARGE,
+    TURN_REFUSED,
+    UNAUTHORIZED,
+    unavailable,
+)
 from aircoach.routes.sse import sse_item_schema
 from aircoach.startup import first_import
 from aircoach.turn.answer import FALLBACK_ANSWER, json_answer
@@ -76,18 +80,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     **UNAUTHORIZED,
     **TOO_LARGE,
     **INVALID_BODY,
-    409: {
-        "model": TurnInProgressBody,
-        "description": "`turn_in_progress`: another turn of the user's is running (send "
-        '`if_busy: "interrupt"` to replace it), or the first request with this '
-        "`client_message_id` is between its end and its store write; `turn_id` names it "
-        "(rejoin with `GET /api/turns/{turn_id}/events`), `Retry-After` says when to retry.",
-    },
-    429: {
-        "model": ErrorBody,
-        "description": "`quota_exceeded`: the user's turns per minute or per day are spent; "
-        "`Retry-After` says when the window ends.",
-    },
+    **TURN_REFUSED,
     **unavailable("auth_unavailable", "prompt_unavailable", "store_unavailable"),
 }
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from aircoach.models import ErrorBody, ValidationErrorBody
+from aircoach.models import ErrorBody, TurnInProgressBody, ValidationErrorBody
 
 Responses = dict[int | str, dict[str, Any]]
 
@@ -41,6 +41,24 @@ UNAUTHORIZED: Responses = {
         "description": "No bearer token (`missing_token`), or an invalid, expired or foreign "
         "one (`invalid_token`).",
     }
+}
+
+
+# The refusals of the turn pipeline (`aircoach.routes.chat.run_chat`), whichever chat route
+# encodes its events.
+TURN_REFUSED: Responses = {
+    409: {
+        "model": TurnInProgressBody,
+        "description": "`turn_in_progress`: another turn of the conversation is running (send "
+        '`if_busy: "interrupt"` to replace it), or the first request with this '
+        "`client_message_id` is between its end and its store write; `turn_id` names it "
+        "(rejoin with `GET /api/turns/{turn_id}/events`), `Retry-After` says when to retry.",
+    },
+    429: {
+        "model": ErrorBody,
+        "description": "`quota_exceeded`: the user's turns per minute or per day are spent; "
+        "`Retry-After` says when the window ends.",
+    },
 }
 
 

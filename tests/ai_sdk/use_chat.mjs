@@ -6,13 +6,10 @@
 import { AbstractChat, DefaultChatTransport, readUIMessageStream } from "ai";
 
 const { BASE_URL, TOKEN, CHAT_ID } = process.env;
+// No prepareReconnectToStreamRequest: the transport's default resume URL is `${api}/${id}/stream`.
 const transport = new DefaultChatTransport({
   api: `${BASE_URL}/api/chat`,
   headers: { Authorization: `Bearer ${TOKEN}` },
-  prepareReconnectToStreamRequest: ({ id }) => ({
-    api: `${BASE_URL}/api/chat/${id}/stream`,
-    headers: { Authorization: `Bearer ${TOKEN}` },
-  }),
 });
 
 const messages = [];

@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
+import httpx
+
 from aircoach.grounding.guard import caveat
 from tests.helpers import services_of
-from tests.scripted_model import call, text
+from tests.scripted_model import Script, ScriptedChatModel, ScriptedModels, call, text
 
 
 def ui_body(query: str, *, chat_id: str = "chat-1", message_id: str = "m-1", **extra: Any):
@@ -179,3 +182,63 @@ async def test_an_edited_message_keeps_its_id_and_gets_a_new_answer(client, auth
     again = await client.post("/api/chat", json=edit, headers=auth())
     assert again.headers["Idempotent-Replayed"] == "true"
     assert again.headers["X-Turn-ID"] == edited.headers["X-Turn-ID"]
+
+
+async def test_a_new_message_after_stop_replaces_the_turn_still_running(
+    settings, models, client, auth
+):
+    """useChat's `stop()` only aborts the fetch: the turn runs on (a dropped connection must
+    not lose it), so the student's next message finds it running. The AI SDK sends no
+    `if_busy`, and `useChat` shows a refusal as its raw JSON: the chat route interrupts the
+    running turn by default, and a client that wants the 409 sends `if_busy: "reject"`."""
+    started = anyio.Event()
+
+    class Held(ScriptedChatModel):
+        """The first turn's model never answers (until its turn is stopped); later ones do."""
+
+        async def _astream(self, *args: Any, **kwargs: Any) -> Any:
+            if not started.is_set():
+                started.set()
+                await anyio.sleep_forever()
+            async for chunk in super()._astream(*args, **kwargs):
+                yield chunk
+
+    class HeldModels(ScriptedModels):
+        async def models_for(self, tools: list[Any]) -> list[Any]:
+            return [Held(script=self.script)]
+
+    models.provider = HeldModels(Script([text("La seconda domanda ha la sua risposta.")]))
+    first: list[httpx.Response] = []
+    async with anyio.create_task_group() as tg:
+
+        async def ask_first() -> None:
+            first.append(await client.post("/api/chat", json=ui_body("Prima"), headers=auth()))
+
+        tg.start_soon(ask_first)
+        await started.wait()  # the first turn runs; its client has stopped reading
+        refused = await client.post(
+            "/api/chat", json=ui_body("Altra", message_id="m-0", if_busy="reject"), headers=auth()
+        )
+        assert refused.status_code == 409 and refused.json()["error"] == "turn_in_progress"
+        second = await client.post(
+            "/api/chat", json=ui_body("Seconda", message_id="m-2"), headers=auth()
+        )
+    assert second.status_code == 200, second.text
+    answer = "".join(c["delta"] for c in chunks(second.text) if c["type"] == "text-delta")
+    assert answer == "La seconda domanda ha la sua risposta."
+    stopped = chunks(first[0].text)
+    assert stopped[-1]["messageMetadata"]["status"] == "cancelled"
+
+
+def test_the_chat_routes_document_every_status_and_header_of_the_turn_pipeline(openapi_schema):
+    """`POST /api/chat` runs `/api/stream_query`'s pipeline: the same refusals (409
+    `turn_in_progress`, 429 `quota_exceeded`...) reach it, and a client reads the turn's id
+    and the replay flag from the same headers; the resume route reads the store."""
+    paths = openapi_schema["paths"]
+    ui = paths["/api/chat"]["post"]["responses"]
+    sse = paths["/api/stream_query"]["post"]["responses"]
+    assert set(sse) - set(ui) == set()
+    assert ui["409"]["content"] == sse["409"]["content"]
+    assert {"X-Turn-ID", "Idempotent-Replayed"} <= set(ui["200"].get("headers", {}))
+    resume = paths["/api/chat/{chat_id}/stream"]["get"]["responses"]
+    assert "503" in resume and "X-Turn-ID" in resume["200"].get("headers", {})
