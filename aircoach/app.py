@@ -76,6 +76,10 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         docs_url="/docs" if public_docs else None,
         redoc_url="/redoc" if public_docs else None,
         openapi_url="/openapi.json" if public_docs else None,
+        # No 307 to the path without its trailing slash: `/api/memory/%2F` (an id decoded to
+        # `/`) was sent on to `DELETE /api/memory`, which removes everything, and an unknown
+        # id such as `/api/manual/sections/%2F` answered a redirect instead of a 404.
+        redirect_slashes=False,
     )
     # 3.2: the streams describe their events with `itemSchema`, a 3.2 keyword.
     app.openapi_version = "3.2.0"
