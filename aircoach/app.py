@@ -35,7 +35,10 @@ from aircoach.routes import (
     turns,
 )
 from aircoach.routes.openapi_events import install_event_components
-from aircoach.routes.responses import install_validation_error_body
+from aircoach.routes.responses import (
+    install_unsupported_media_type,
+    install_validation_error_body,
+)
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
 from aircoach.telemetry import instrument
@@ -129,6 +132,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             _add_routes(app, dev_signin.router)
     install_event_components(app)  # the stream's events in components/schemas
     install_validation_error_body(app)  # every 422 as the API sends it
+    install_unsupported_media_type(app)  # the 415 of every route that takes JSON
     instrument(
         app, settings
     )  # OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL=console
