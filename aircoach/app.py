@@ -35,7 +35,10 @@ from aircoach.routes import (
     turns,
 )
 from aircoach.routes.openapi_events import install_event_components
-from aircoach.routes.responses import install_validation_error_body
+from aircoach.routes.responses import (
+    install_unsupported_media_type,
+    install_validation_error_body,
+)
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
 from aircoach.telemetry import instrument
@@ -76,6 +79,10 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         docs_url="/docs" if public_docs else None,
         redoc_url="/redoc" if public_docs else None,
         openapi_url="/openapi.json" if public_docs else None,
+        # No 307 to the path without its trailing slash: `/api/memory/%2F` (an id decoded to
+        # `/`) was sent on to `DELETE /api/memory`, which removes everything, and an unknown
+        # id such as `/api/manual/sections/%2F` answered a redirect instead of a 404.
+        redirect_slashes=False,
     )
     # 3.2: the streams describe their events with `itemSchema`, a 3.2 keyword.
     app.openapi_version = "3.2.0"
@@ -125,6 +132,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             _add_routes(app, dev_signin.router)
     install_event_components(app)  # the stream's events in components/schemas
     install_validation_error_body(app)  # every 422 as the API sends it
+    install_unsupported_media_type(app)  # the 415 of every route that takes JSON
     instrument(
         app, settings
     )  # OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL=console

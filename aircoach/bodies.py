@@ -24,6 +24,14 @@ Every JSON body is checked before any model is built from it (`load_json`): at m
 accepts them, a NaN in a 422's echo was a 500, and so was an integer past Python's 4,300 digits).
 Each is a 422 naming the place at fault. Routes whose body FastAPI parses get
 the check from `CheckedJsonRoute`; `parse_json_body` and `read_json_body` do it themselves.
+
+A body must also say it is JSON: `Content-Type: application/json` (or `application/*+json`,
+any parameters). Any other, or none, is `415 unsupported_media_type` on every JSON route,
+once the body has been read (after the token, and after the 413 of a body too large). FastAPI
+parses a body it is given only under a JSON type (its `strict_content_type`: a browser sends
+a body as `text/plain`, or with no type, without asking the server first, and `curl -d` sends
+`application/x-www-form-urlencoded`), so the routes whose body it parses refused the others
+with a 422 about `body`, while the routes that parse their own accepted them as JSON.
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aircoach.errors import BodyTooLarge
+from aircoach.errors import BodyTooLarge, UnsupportedMediaType
 from aircoach.messages import header_language
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -229,14 +237,31 @@ def _refused(
     )
 
 
+def is_json_media_type(content_type: str | None) -> bool:
+    """Whether a `Content-Type` value says JSON: `application/json` or `application/*+json`,
+    with any parameters (`; charset=utf-8`)."""
+    media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    main, _, sub = media_type.partition("/")
+    return main == "application" and (sub == "json" or sub.endswith("+json"))
+
+
+def _require_json(request: Request, raw: bytes) -> None:
+    """415 for a body that is not declared JSON. An empty body is left to the model (a 422
+    naming what is missing), as FastAPI leaves it."""
+    if raw and not is_json_media_type(request.headers.get("content-type")):
+        raise UnsupportedMediaType()
+
+
 # A body larger than this is parsed in a worker thread: a 4 MB batch takes the C parser
 # some 100 ms, which the event loop would spend on one request.
 _INLINE_PARSE_BYTES = 128 * 1024
 
 
 async def read_json_body(request: Request) -> Any:
-    """The body as JSON (any shape), checked (`load_json`)."""
+    """The body as JSON (any shape), checked (`load_json`); 415 when it is not declared
+    JSON."""
     raw = await request.body()
+    _require_json(request, raw)
     if len(raw) > _INLINE_PARSE_BYTES:
         return await anyio.to_thread.run_sync(load_json, raw)
     return load_json(raw)
@@ -255,6 +280,7 @@ class CheckedJsonRoute(APIRoute):
         async def checked(request: Request) -> Response:
             raw = await request.body()
             if raw:
+                _require_json(request, raw)
                 request._json = load_json(raw)
             return await handler(request)
 
@@ -277,8 +303,10 @@ def _not_json(position: int, reason: str) -> RequestValidationError:
 
 async def parse_json_body(request: Request, model: type[M]) -> M:
     """The body as `model`, or a 422 naming the fields at fault (loc `["body", ...]`). The
-    body is checked (`load_json`) before the model sees it."""
+    body is checked (`load_json`) before the model sees it; 415 when it is not declared
+    JSON."""
     raw = await request.body()
+    _require_json(request, raw)
     load_json(raw)
     try:
         return model.model_validate_json(raw)

@@ -113,6 +113,15 @@ class BodyTooLarge(AppError):
         self.limit = limit
 
 
+class UnsupportedMediaType(AppError):
+    """A request body not declared JSON (`Content-Type` missing, `text/plain`, a form) on a
+    route that takes JSON."""
+
+    code = "unsupported_media_type"
+    status = 415
+    key = "unsupported_media_type"
+
+
 class InvalidDocs(AppError):
     """A forced docs reload found docs that must not be served; the last good ones stay."""
 

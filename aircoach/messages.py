@@ -56,6 +56,11 @@ CATALOGUE: dict[str, Text] = {
         it="Il corpo della richiesta supera {limit} byte.",
         en="The request body is larger than {limit} bytes.",
     ),
+    "unsupported_media_type": Text(
+        it="Il corpo della richiesta deve essere JSON, con l'intestazione "
+        "Content-Type: application/json.",
+        en="The request body must be JSON, sent with the header Content-Type: application/json.",
+    ),
     "invalid_docs": Text(
         it="I documenti del prompt non sono validi; resta in servizio la versione precedente.",
         en="The prompt docs are invalid; the previous version keeps serving.",

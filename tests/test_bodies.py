@@ -15,7 +15,8 @@ from pydantic import BaseModel
 from aircoach.auth import webhook
 from aircoach.bodies import BodyLimit, load_json, max_body_bytes
 from aircoach.errors import AppError
-from tests.helpers import app_with
+from tests.helpers import app_with, asgi_client, chat, services_of
+from tests.scripted_model import text
 
 CHUNK = 16 * 1024
 
@@ -229,3 +230,92 @@ def test_load_json_refuses_a_huge_integer_anywhere_and_keeps_ordinary_ones():
     (error,) = refused.value.errors()
     assert error["loc"] == ("body", "items", 2) and error["type"] == "finite_number"
     assert load_json(b'{"n": -9007199254740993, "m": 0}') == {"n": -9007199254740993, "m": 0}
+
+
+EN = {"Accept-Language": "en"}
+PERMISSIONS = ["admin:docs", "tasks:email_triage", "tasks:review"]
+# Every route that takes a JSON body, with the paths the test sends it to (ids that reach the
+# body: an unknown turn is a 404 before its feedback is read).
+JSON_ROUTES = {
+    ("post", "/api/stream_query"): "/api/stream_query",
+    ("post", "/api/chat"): "/api/chat",
+    ("post", "/api/tasks/{task}"): "/api/tasks/email_triage",
+    ("post", "/api/tasks/{task}/batch"): "/api/tasks/email_triage/batch",
+    ("post", "/api/tasks/review/{review_id}/resolve"): "/api/tasks/review/r1/resolve",
+    ("post", "/api/tasks/review/{review_id}/dismiss"): "/api/tasks/review/r1/dismiss",
+    ("post", "/api/quiz/answers"): "/api/quiz/answers",
+    ("post", "/api/exams"): "/api/exams",
+    ("post", "/api/exams/{exam_id}/submit"): "/api/exams/e1/submit",
+    ("post", "/api/turns/{turn_id}/feedback"): "/api/turns/{turn_id}/feedback",
+}
+
+
+def test_the_routes_that_take_json_are_all_listed(openapi_schema):
+    taking_json = {
+        (method, path)
+        for path, operations in openapi_schema["paths"].items()
+        for method, operation in operations.items()
+        if "application/json" in operation.get("requestBody", {}).get("content", {})
+    }
+    assert taking_json == set(JSON_ROUTES)
+    for method, path in JSON_ROUTES:
+        assert "415" in openapi_schema["paths"][path][method]["responses"], (method, path)
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [None, "text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded"],
+)
+async def test_a_body_not_declared_json_is_415_on_every_json_route(app, auth, content_type, script):
+    """`curl -d` sends a form type, `fetch` with a string body `text/plain`, some clients
+    none. The routes whose body FastAPI parses answered a 422 about `body`; the chat, tasks
+    and feedback routes parsed it as JSON anyway."""
+    script([text("Ciao.")])
+    async with asgi_client(app) as client:
+        turn = (await chat(client, auth(), "ciao"))[-1]
+        headers = auth(permissions=PERMISSIONS)
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        answers = {}
+        for path in JSON_ROUTES.values():
+            path = path.replace("{turn_id}", turn["turn_id"])
+            answers[path] = await client.post(path, content=b'{"query": "ciao"}', headers=headers)
+        english = await client.post(
+            "/api/stream_query", content=b'{"query": "ciao"}', headers={**headers, **EN}
+        )
+    assert english.json()["message"] == (
+        "The request body must be JSON, sent with the header Content-Type: application/json."
+    )
+    wrong = {p: (r.status_code, r.text[:80]) for p, r in answers.items() if r.status_code != 415}
+    assert wrong == {}
+    for response in answers.values():
+        assert response.json() == {
+            "error": "unsupported_media_type",
+            "message": "Il corpo della richiesta deve essere JSON, con l'intestazione "
+            "Content-Type: application/json.",
+        }
+    stored = await services_of(app).chats.history("user-1", limit=5, before=None)
+    assert len(stored) == 1  # the turn asked as JSON, no other
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/json",
+        "application/json; charset=utf-8",
+        "Application/JSON",
+        "application/vnd.api+json",
+    ],
+)
+async def test_a_body_declared_json_is_read(client, auth, content_type):
+    response = await client.post(
+        "/api/quiz/answers",
+        content=b'{"capitolo": 3, "numero": 1, "risposta": "b"}',
+        headers={**auth(), "Content-Type": content_type},
+    )
+    assert response.status_code == 200, response.text
+
+
+async def test_an_anonymous_body_not_declared_json_is_401(client):
+    response = await client.post("/api/stream_query", content=b"query=ciao")
+    assert response.status_code == 401

@@ -98,7 +98,10 @@ async def test_a_422_names_the_field_in_a_sentence(client, auth):
     assert body["error"] == "invalid_request"
     assert body["message"] == "La richiesta non è valida: controlla il campo 'query'."
     assert body["detail"][0]["loc"] == ["body", "query"]
-    english = await client.post("/api/stream_query", content=b"{not json", headers={**auth(), **EN})
+    json_type = {"Content-Type": "application/json"}
+    english = await client.post(
+        "/api/stream_query", content=b"{not json", headers={**auth(), **EN, **json_type}
+    )
     assert english.json()["message"] == "The request body is not valid JSON."
     limit = await client.get("/api/history", params={"limit": 0}, headers={**auth(), **EN})
     assert limit.json()["message"] == "The request is not valid: see the field 'limit'."

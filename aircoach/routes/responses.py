@@ -92,3 +92,27 @@ def install_validation_error_body(app: FastAPI) -> None:
         return app.openapi_schema or generate()
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+_UNSUPPORTED_MEDIA_TYPE = {
+    "description": "The body is not declared JSON: `Content-Type` missing or not "
+    "`application/json` (`unsupported_media_type`).",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+}
+
+
+def install_unsupported_media_type(app: FastAPI) -> None:
+    """Make `app.openapi()` list the 415 of every route that takes a JSON body: each answers
+    it (`aircoach.bodies`), whether FastAPI or the route parses the body. (Every such route
+    declares `ErrorBody` answers already, so the component is there.)"""
+    generate: Callable[[], dict[str, Any]] = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            for operations in generate()["paths"].values():
+                for operation in operations.values():
+                    if "application/json" in operation.get("requestBody", {}).get("content", {}):
+                        operation["responses"].setdefault("415", _UNSUPPORTED_MEDIA_TYPE)
+        return app.openapi_schema or generate()
+
+    app.openapi = openapi  # type: ignore[method-assign]

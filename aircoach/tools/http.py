@@ -13,6 +13,7 @@ ToolOutput the model can explain.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -25,12 +26,21 @@ import httpx
 
 from aircoach.errors import ConfigError
 from aircoach.grounding.followups import expanded_search
+from aircoach.threads import Threads
 from aircoach.tls import shared_tls_context
 from aircoach.tools.formatting import format_result
 from aircoach.tools.registry import ToolContext, ToolOutput, ToolSpec, expand_env
 from aircoach.tools.results import failure_data, result_items, success_data
 
 log = logging.getLogger(__name__)
+
+# An answer larger than this is parsed in a worker thread. A 2 MB answer (the default
+# `max_response_bytes`) of many small objects or numbers takes the C parser about 20 ms here,
+# one of long strings about 2 ms; an answer of this size about 1 ms, less than it is worth
+# sending to a thread and back.
+INLINE_PARSE_BYTES = 128 * 1024
+# Parsing is CPU-bound: more threads than cores would not help.
+_threads = Threads("tool-json", limit=2)
 
 
 class _Failed(Exception):
@@ -136,8 +146,11 @@ async def _attempt(
     if content is None:
         raise _Failed(f"answer larger than {http.max_response_bytes} bytes", retryable=False)
     try:
-        body = json.loads(content)
-    except ValueError:
+        if len(content) > INLINE_PARSE_BYTES:
+            body = await _threads.run(functools.partial(json.loads, content))
+        else:
+            body = json.loads(content)
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's limit
         raise _Failed("the service did not answer JSON", retryable=False) from None
     if isinstance(body, list):
         body = {spec.format.results_key: body}

@@ -364,3 +364,37 @@ def test_every_documented_400_and_422_is_the_error_body_the_api_sends(openapi_sc
     body = resolve(validation["content"]["application/json"]["schema"])
     issue = resolve(body["properties"]["detail"]["items"])
     assert {"loc", "msg", "type", "input"} <= set(issue["properties"])
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/api/tools/"),
+        ("GET", "/api/exams/%2F"),
+        ("GET", "/api/tasks/runs/%2F"),
+        ("DELETE", "/api/conversations/%2F"),
+        ("POST", "/api/tasks/%2F"),
+    ],
+)
+async def test_a_path_with_a_trailing_or_encoded_slash_is_404_not_a_redirect(
+    client, auth, method, path
+):
+    """No route ends with `/`, and an id is never `/`: such a path is not found. A 307 to the
+    path without the slash sent the request (method and body kept) to another route."""
+    response = await client.request(method, path, headers=auth())
+    assert response.status_code == 404, response.text
+    assert "location" not in response.headers
+    assert response.json()["error"] == "not_found"
+
+
+async def test_deleting_the_memory_item_slash_removes_nothing(client, auth, script):
+    """`DELETE /api/memory/%2F` was redirected (307 keeps the method) to `DELETE /api/memory`,
+    which removes everything the coach remembers of the caller."""
+    script([text("Il QNH è la pressione al livello del mare.")])
+    await chat(client, auth(), "Studio per il VDS. Cos'è il QNH?")
+    before = (await client.get("/api/memory", headers=auth())).json()["items"]
+    assert before
+    for path in ("/api/memory/%2F", "/api/memory/"):
+        response = await client.delete(path, headers=auth(), follow_redirects=True)
+        assert response.status_code == 404, response.text
+    assert (await client.get("/api/memory", headers=auth())).json()["items"] == before

@@ -108,3 +108,15 @@ async def test_a_chapter_search_finds_the_chapter_s_sections_ranked_low_overall(
     items = response.json()["items"]
     assert items and {s["capitolo"] for s in items} == {3}
     assert "3.10" in [s["riferimento"] for s in items]
+
+
+@pytest.mark.parametrize("reference", ["%2F", "%2f", "3.2%2F"])
+async def test_an_encoded_slash_is_an_unknown_section_not_a_redirect(app, auth, reference):
+    """`%2F` decodes to `/`: the path then ends with a slash and matched no route. It was a
+    307 to `/api/manual/sections` (the search, a 422 without `testo`), or for `3.2%2F` to the
+    section `3.2` itself."""
+    async with asgi_client(app) as client:
+        response = await client.get(f"/api/manual/sections/{reference}", headers=auth())
+    assert response.status_code == 404, response.text
+    assert "location" not in response.headers
+    assert response.json() == {"error": "not_found", "message": "Non trovato."}

@@ -132,7 +132,11 @@ async def test_unknown_task_bad_input_and_bodies_too_large(task_app, auth):
             "/api/tasks/email_triage", json={**MAIL, "cc": "x"}, headers=headers
         )
         assert extra.status_code == 422 and extra.json()["detail"][0]["loc"] == ["body", "cc"]
-        not_json = await client.post("/api/tasks/email_triage", content=b"{nope", headers=headers)
+        not_json = await client.post(
+            "/api/tasks/email_triage",
+            content=b"{nope",
+            headers={**headers, "Content-Type": "application/json"},
+        )
         assert (
             not_json.status_code == 422 and not_json.json()["detail"][0]["type"] == "json_invalid"
         )

@@ -4,11 +4,15 @@ shaping, caps and no-results text; and the same failures inside a chat turn."""
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from langchain_core.messages import ToolMessage
 
+from aircoach.tools import http as http_tools
 from aircoach.tools.formatting import format_result
 from aircoach.tools.http import call_http_tool
 from aircoach.tools.registry import ResultFormat, ToolContext, ToolSpec, parse_tools_config
@@ -338,3 +342,43 @@ async def test_a_follow_up_whose_topic_finds_nothing_searches_the_query_as_asked
     assert out.data["meta"]["attempts"] == 2
     assert "expanded_query" not in out.data["meta"]  # what was searched in the end: the query
     assert KB_HIT["testo"] in out.text  # the plain search's result reached the model
+
+
+def _many_small_objects(size: int) -> dict[str, Any]:
+    """An answer of about `size` bytes of small objects: the slowest kind to parse."""
+    item = {"title": "Titolo", "url": "https://x.it/1", "score": 0.5, "tags": ["a", "b"]}
+    return {"results": [item] * (size // len(json.dumps(item)))}
+
+
+async def test_a_large_answer_is_parsed_off_the_event_loop(tool_service, specs, ctx, monkeypatch):
+    """A 2 MB answer of small objects took the parser about 20 ms on the loop, where every
+    other request of the instance waited. A small one is parsed in place."""
+    loop_thread = threading.get_ident()
+    parsed_on: dict[int, int] = {}
+
+    def spying_loads(raw: bytes) -> Any:
+        parsed_on[len(raw)] = threading.get_ident()
+        return json.loads(raw)
+
+    monkeypatch.setattr(http_tools, "json", SimpleNamespace(loads=spying_loads))
+    tool_service.plan("/lex", Reply(200, _many_small_objects(1_900_000)))
+    large = await call_http_tool(specs["lex_search"], ctx, query="SERA")
+    tool_service.plan("/lex", Reply(200, {"results": [{"content": "c" * 1000}]}))
+    small = await call_http_tool(specs["lex_search"], ctx, query="SERA")
+    assert large.ok and small.ok
+    assert large.text.startswith("[Normativa: ") and len(large.data["items"]) == 8
+    sizes = sorted(parsed_on)
+    assert sizes[0] < 10_000 and sizes[-1] > 1_800_000
+    assert parsed_on[sizes[0]] == loop_thread
+    assert parsed_on[sizes[-1]] != loop_thread
+
+
+@pytest.mark.parametrize("size", [1_000, 300_000])
+async def test_an_answer_nested_too_deep_is_a_failure_not_an_exception(
+    tool_service, specs, ctx, size
+):
+    """Past the parser's nesting limit `json.loads` raises RecursionError, not ValueError: it
+    escaped into the turn (on the loop, and off it for a large answer)."""
+    tool_service.plan("/lex", Reply(200, b"[" * size + b"]" * size))
+    out = await call_http_tool(specs["lex_search"], ctx, query="SERA")
+    assert not out.ok and out.text == "[Tool lex_search failed: the service did not answer JSON]"
