@@ -14,7 +14,12 @@ from fastapi.exceptions import RequestValidationError
 from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.models import HistoryPage, HistoryTurn
 from aircoach.routes.responses import INVALID_BODY, UNAUTHORIZED, unavailable
-from aircoach.turn.conversations import ConversationIdText
+from aircoach.turn.conversations import (
+    CONVERSATION_ID_PATTERN,
+    MAX_CONVERSATION_ID,
+    RESERVED_CONVERSATION_ID,
+)
+from aircoach.turn.ports import ConversationScope
 
 router = APIRouter(prefix="/api", tags=["meta"])
 
@@ -66,6 +71,14 @@ def parse_before(before: str) -> str:
     return moment.astimezone(UTC).isoformat()  # the format turns are stored in
 
 
+def _scope(conversation_id: str | None) -> str | ConversationScope:
+    if conversation_id is None:
+        return ConversationScope.EVERY
+    if conversation_id == RESERVED_CONVERSATION_ID:
+        return ConversationScope.DEFAULT
+    return conversation_id
+
+
 def _invalid(name: str, value: str, message: str) -> RequestValidationError:
     return RequestValidationError(
         [{"type": "value_error", "loc": ("query", name), "msg": message, "input": value[:64]}]
@@ -95,22 +108,35 @@ async def history(
             description="`next_before` of the previous page (deprecated: use `cursor`)",
         ),
     ] = None,
+    # Not `ConversationIdText`: on this read the reserved id names the default conversation.
     conversation_id: Annotated[
-        ConversationIdText | None,
+        str | None,
         Query(
-            description="Only this conversation's turns (else every conversation's).",
+            min_length=1,
+            max_length=MAX_CONVERSATION_ID,
+            pattern=CONVERSATION_ID_PATTERN,
+            description=(
+                f"Only this conversation's turns; `{RESERVED_CONVERSATION_ID}`: only the "
+                "default conversation's (the turns sent without `conversation_id`); "
+                "absent: every conversation's."
+            ),
         ),
     ] = None,
 ) -> HistoryPage:
     """The caller's stored turns, newest first, with every tool call's client data (what the
     model alone was given, such as a quiz question's key, is never returned). Pass the page's
-    `next_cursor` as `cursor` for the next (older) page."""
+    `next_cursor` as `cursor` for the next (older) page; `conversation_id` pages one
+    conversation, `default` the default one."""
     before_turn = decode_cursor(cursor) if cursor is not None else None
     since = parse_before(before) if before is not None else None
     # Turns the store refused earlier belong in this page once it takes writes again.
     await services.dead_letters.replay(chats)
     turns = await chats.history(
-        user.sub, limit=limit, before=since, before_turn=before_turn, conversation=conversation_id
+        user.sub,
+        limit=limit,
+        before=since,
+        before_turn=before_turn,
+        conversation=_scope(conversation_id),
     )
     full = len(turns) == limit
     return HistoryPage(

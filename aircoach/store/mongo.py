@@ -32,6 +32,7 @@ from aircoach.quiz.ports import QUESTION_FIELDS, Question, QuestionKey, index_te
 from aircoach.settings import StoreSettings
 from aircoach.text import TERMS_VERSION
 from aircoach.text import plan as search_plan
+from aircoach.turn.ports import RESERVED_CONVERSATION_ID, ConversationScope
 from aircoach.turn.records import ConversationSummary, Turn
 
 T = TypeVar("T")
@@ -379,10 +380,13 @@ class MongoChatStore:
         limit: int,
         before: str | None = None,
         before_turn: str | None = None,
-        conversation: str | None = None,
+        conversation: str | ConversationScope = ConversationScope.EVERY,
     ) -> list[Turn]:
         query: dict[str, Any] = {"userId": user_id}
-        if conversation is not None:
+        if conversation is ConversationScope.DEFAULT:
+            # None also matches a turn stored before conversations existed (no such field).
+            query["conversation_id"] = {"$in": [None, RESERVED_CONVERSATION_ID]}
+        elif isinstance(conversation, str):
             query["conversation_id"] = conversation
         if before:
             query["timestamp"] = {"$lt": before}

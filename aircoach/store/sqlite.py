@@ -20,6 +20,7 @@ from aircoach.quiz.ports import QUESTION_FIELDS, Question, QuestionKey, index_te
 from aircoach.text import TERMS_VERSION
 from aircoach.text import plan as search_plan
 from aircoach.threads import Threads
+from aircoach.turn.ports import RESERVED_CONVERSATION_ID, ConversationScope
 from aircoach.turn.records import ConversationSummary, Turn
 
 T = TypeVar("T")
@@ -415,11 +416,16 @@ class SqliteChatStore:
         limit: int,
         before: str | None = None,
         before_turn: str | None = None,
-        conversation: str | None = None,
+        conversation: str | ConversationScope = ConversationScope.EVERY,
     ) -> list[Turn]:
         sql = "SELECT * FROM chats WHERE userId = ?"
         params: list[Any] = [user_id]
-        if conversation is not None:
+        if conversation is ConversationScope.DEFAULT:
+            # No index serves the OR: SQLite reads (userId, turn_id) newest first and stops at
+            # the end of the page.
+            sql += " AND (conversation_id IS NULL OR conversation_id = ?)"
+            params.append(RESERVED_CONVERSATION_ID)
+        elif isinstance(conversation, str):
             sql += " AND conversation_id = ?"
             params.append(conversation)
         if before:

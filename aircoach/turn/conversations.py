@@ -24,11 +24,10 @@ from pydantic import AfterValidator, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
 from aircoach.errors import TurnInProgress
-from aircoach.memory.ports import DEFAULT_CONVERSATION
 from aircoach.turn.dead_letters import DeadLetters
 from aircoach.turn.guards import ReservationStore
 from aircoach.turn.log import TurnLogStore
-from aircoach.turn.ports import ChatStore
+from aircoach.turn.ports import RESERVED_CONVERSATION_ID, ChatStore
 from aircoach.turn.records import ConversationSummary
 from aircoach.turn.run import RunningTurns
 
@@ -39,10 +38,6 @@ log = logging.getLogger(__name__)
 
 CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 MAX_CONVERSATION_ID = 64
-# The name the long-term memory gives the default conversation (a request without an id): a
-# client's conversation of that name would share its memory, and deleting it would forget
-# the default conversation's too. No client id may take it.
-RESERVED_CONVERSATION_ID = DEFAULT_CONVERSATION
 # How long a delete waits for the conversation's cancelled turn to stop (on this instance it
 # stops at once; on another it reads its cancel flag every `TICK_S` and stops within about a
 # second) before it gives up.

@@ -4,10 +4,25 @@ values only (no ObjectId, no datetime)."""
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Protocol
 
 from aircoach.grounding.feedback import Feedback, Voto
+from aircoach.memory.ports import DEFAULT_CONVERSATION
 from aircoach.turn.records import ConversationSummary, Turn
+
+# The name the long-term memory gives the default conversation (a request without an id): a
+# client's conversation of that name would share its memory, and deleting it would forget
+# the default conversation's too. No client id may take it; turns a client stored under it
+# before it was reserved are the default conversation's.
+RESERVED_CONVERSATION_ID = DEFAULT_CONVERSATION
+
+
+class ConversationScope(Enum):
+    """Whose turns `ChatStore.history` reads when not one named conversation's."""
+
+    EVERY = "every"  # every conversation's, the default one's included
+    DEFAULT = "default"  # the default conversation's: no conversation id, or the reserved one
 
 
 class ChatStore(Protocol):
@@ -42,11 +57,13 @@ class ChatStore(Protocol):
         limit: int,
         before: str | None = None,
         before_turn: str | None = None,
-        conversation: str | None = None,
+        conversation: str | ConversationScope = ConversationScope.EVERY,
     ) -> list[Turn]:
         """The user's turns newest first (by turn id: exact even within a second), older
         than the turn `before_turn` and than the `before` timestamp (deprecated) when given;
-        only those of `conversation` when given (else every conversation's)."""
+        those of `conversation`: one conversation's (by id), the default conversation's
+        (`ConversationScope.DEFAULT`, with those stored under `RESERVED_CONVERSATION_ID`) or
+        every conversation's (`ConversationScope.EVERY`)."""
         ...
 
     async def conversations(

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aircoach.turn.records import Turn
 from tests.helpers import app_with, asgi_client, chat, services_of
 from tests.scripted_model import Script, ScriptedModels, text
 from tests.store.test_dead_letters import accept_writes, refuse_writes
 
 
-def stored(user: str, n: int) -> Turn:
+def stored(user: str, n: int, conversation_id: str | None = None) -> Turn:
     return Turn(
         userId=user,
         human=f"{user} domanda {n}",
@@ -18,6 +20,7 @@ def stored(user: str, n: int) -> Turn:
         model="scripted",
         thread_id=f"{user}:vabc123",
         turn_id=f"{n:08x}-{user}",
+        conversation_id=conversation_id,
     )
 
 
@@ -58,6 +61,62 @@ async def test_history_pages_the_callers_turns_newest_first(store_settings, auth
             if cursor is None:
                 break
         assert seen == [f"alice domanda {n}" for n in (4, 3, 2, 1, 0)]
+
+
+async def test_the_default_conversation_pages_alone_as_default(store_settings, auth):
+    """A client shows the default conversation (its turns sent without `conversation_id`)
+    beside the named ones: `conversation_id=default` pages it alone, turns a client stored
+    under `default` before the id was reserved included, while no id still pages every
+    conversation's."""
+    app = app_with(store_settings)
+    chats = app.state.services.chats
+    where = [None, "alfa", "beta", "default", "alfa", None, "beta", None]
+    for n, conversation_id in enumerate(where):
+        await chats.append_turn(stored("alice", n, conversation_id))
+    await chats.append_turn(stored("mallory", 8))
+
+    async def pages(c: Any, **params: Any) -> list[list[tuple[str, str | None]]]:
+        seen, cursor = [], None
+        for _ in range(len(where)):
+            query = {"limit": 3, **params, **({"cursor": cursor} if cursor else {})}
+            response = await c.get("/api/history", params=query, headers=auth("alice"))
+            assert response.status_code == 200, response.text
+            page = response.json()
+            seen.append([(t["human"], t["conversation_id"]) for t in page["turns"]])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return seen
+        raise AssertionError(f"no last page: {seen}")
+
+    async with asgi_client(app) as c:
+        default = await pages(c, conversation_id="default")
+        alfa = await pages(c, conversation_id="alfa")
+        every = await pages(c)
+    assert default == [
+        [("alice domanda 7", None), ("alice domanda 5", None), ("alice domanda 3", None)],
+        [("alice domanda 0", None)],
+    ]
+    assert alfa == [[("alice domanda 4", "alfa"), ("alice domanda 1", "alfa")]]
+    assert [h for page in every for h, _ in page] == [
+        f"alice domanda {n}" for n in range(7, -1, -1)
+    ]
+
+
+def test_the_history_conversation_parameter_is_documented_with_default(openapi_schema):
+    (parameter,) = [
+        p
+        for p in openapi_schema["paths"]["/api/history"]["get"]["parameters"]
+        if p["name"] == "conversation_id"
+    ]
+    assert parameter["required"] is False
+    schema = parameter["schema"]["anyOf"][0]
+    assert schema == {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 64,
+        "pattern": "^[A-Za-z0-9_-]{1,64}$",
+    }  # `default` included: no `not`
+    assert "`default`: only the default conversation's" in parameter["description"]
 
 
 async def test_a_spooled_turn_is_read_by_id_from_any_instance(settings, auth):

@@ -17,7 +17,7 @@ from aircoach.quiz.models import Attempt, ChapterStats
 from aircoach.quiz.ports import AttemptStore, QuizStore
 from aircoach.services import build_stores, open_stores
 from aircoach.settings import ROOT, Settings
-from aircoach.turn.ports import ChatStore
+from aircoach.turn.ports import ChatStore, ConversationScope
 from aircoach.turn.records import ToolCall, ToolRecord, Turn
 from tests.mongo_server import MongoServer, mongo_settings
 
@@ -236,6 +236,62 @@ async def test_history_pages_by_turn_id_even_within_one_millisecond(chats: ChatS
             break
         before_turn = page[-1].turn_id
     assert seen == [f"domanda {n}" for n in reversed(range(7))]
+
+
+async def test_history_reads_one_conversation_the_default_one_or_every_one(chats: ChatStore):
+    # The default conversation: no id, or (stored before it was reserved) the id `default`.
+    where = [None, "alfa", "default", None, "beta", "alfa", None, "default"]
+    for n, conversation_id in enumerate(where):
+        await chats.append_turn(make_turn("alice", n, conversation_id=conversation_id))
+    await chats.append_turn(make_turn("bob", 8))
+
+    async def pages(conversation: str | ConversationScope) -> list[list[str]]:
+        seen: list[list[str]] = []
+        before_turn = None
+        while True:
+            page = await chats.history(
+                "alice", limit=2, before_turn=before_turn, conversation=conversation
+            )
+            seen.append([t.human for t in page])
+            if len(page) < 2:
+                return seen
+            before_turn = page[-1].turn_id
+
+    assert await pages(ConversationScope.DEFAULT) == [
+        ["domanda 7", "domanda 6"],
+        ["domanda 3", "domanda 2"],
+        ["domanda 0"],
+    ]
+    assert await pages("alfa") == [["domanda 5", "domanda 1"], []]
+    assert await pages("default") == [["domanda 7", "domanda 2"], []]  # the stored id only
+    every = await chats.history("alice", limit=10, conversation=ConversationScope.EVERY)
+    assert every == await chats.history("alice", limit=10)
+    assert [t.human for t in every] == [f"domanda {n}" for n in reversed(range(8))]
+    # The deprecated timestamp bound applies within it too.
+    older = await chats.history(
+        "alice",
+        limit=10,
+        before=make_turn("alice", 3).timestamp,
+        conversation=ConversationScope.DEFAULT,
+    )
+    assert [t.human for t in older] == ["domanda 2", "domanda 0"]
+
+
+@pytest.mark.integration
+async def test_mongodb_turns_stored_before_conversations_are_the_default_ones(
+    mongo_server: MongoServer, settings: Settings
+):
+    from pymongo import MongoClient
+
+    mongo = mongo_settings(mongo_server, settings)
+    chats = build_stores(mongo)[0]
+    await chats.append_turn(make_turn("alice", 1, conversation_id="alfa"))
+    await chats.append_turn(make_turn("alice", 2))
+    old = make_turn("alice", 0).model_dump(exclude={"conversation_id"})
+    with MongoClient(mongo.mongodb_uri, serverSelectionTimeoutMS=30_000) as client:
+        client[mongo.mongodb_db][mongo.mongodb_chats_collection].insert_one(old)
+    page = await chats.history("alice", limit=5, conversation=ConversationScope.DEFAULT)
+    assert [t.human for t in page] == ["domanda 2", "domanda 0"]
 
 
 # --- quiz store ---

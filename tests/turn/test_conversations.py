@@ -217,7 +217,6 @@ async def test_default_names_no_client_conversation(client, auth, script):
             ),
         ),
         ("conversation_id", await client.delete("/api/conversations/default", headers=me)),
-        ("conversation_id", await client.get("/api/history?conversation_id=default", headers=me)),
         (
             "id",
             await client.post(
@@ -243,6 +242,9 @@ async def test_default_names_no_client_conversation(client, auth, script):
     assert (await client.get("/api/memory", headers=me)).json()["items"] == memory
     turns = (await client.get("/api/history", headers=me)).json()["turns"]
     assert [t["human"] for t in turns] == ["Studio per il VDS. Cos'è il QNH?"]
+    # Reading is no naming: on `GET /api/history` the reserved id asks for that conversation.
+    default = await client.get("/api/history?conversation_id=default", headers=me)
+    assert default.json()["turns"] == turns
     # An id that only starts like it is a client's id as any other.
     assert (await client.delete("/api/conversations/defaults", headers=me)).status_code == 404
 
@@ -287,6 +289,10 @@ async def test_a_conversation_stored_as_default_before_the_id_was_reserved_is_th
         assert [(t["human"], t["conversation_id"]) for t in turns] == [
             ("Domanda di prima", None),
             ("Domanda alfa", "alfa"),
+        ]
+        default = await client.get("/api/history?conversation_id=default", headers=me)
+        assert [(t["human"], t["conversation_id"]) for t in default.json()["turns"]] == [
+            ("Domanda di prima", None)
         ]
         one = (await client.get(f"/api/turns/{legacy.turn_id}", headers=me)).json()
         assert one["conversation_id"] is None
