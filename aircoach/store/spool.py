@@ -1,8 +1,9 @@
 """The dead-letter spools (`aircoach.turn.dead_letters.TurnSpool`): S3 under
 `DEADLETTER_BUCKET`/`DEADLETTER_PREFIX`, shared by every instance, or one file per turn under
 `DATA_DIR/deadletter` (on Lambda/Vercel that is `/tmp`: it survives only as long as the
-instance, so a bucket is the production choice). An entry that is not a turn is moved aside
-to `quarantine/` in the same place, out of the replay's listing, for an operator to inspect.
+instance, so a bucket is the production choice). An entry that is not a turn, or that the
+store refuses while it takes other turns, is moved aside to `quarantine/` in the same place,
+out of the replay's listing, for an operator to inspect.
 Blocking work (boto3, file I/O) runs in worker threads."""
 
 from __future__ import annotations
