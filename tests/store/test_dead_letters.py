@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -555,3 +556,17 @@ async def test_an_s3_turn_the_store_refuses_is_quarantined_as_on_disk(s3, data_d
     stored = await services.chats.history("user-1", limit=10, before=None)
     assert [t.turn_id for t in stored] == ["0002"]
 
+
+async def test_a_temp_file_left_by_a_dead_process_is_swept_after_an_hour(tmp_path: Path):
+    """A process that died between the write and the rename left its temp file: a listing
+    removes it once it is an hour old (a younger one may still be written)."""
+    folder = tmp_path / "spool"
+    folder.mkdir()
+    old, fresh = folder / ".0001.json.41.tmp", folder / ".0002.json.42.tmp"
+    old.write_text("{mezza domanda")
+    fresh.write_text("{in scrittura")
+    an_hour_and_a_bit_ago = time.time() - 3700
+    os.utime(old, (an_hour_and_a_bit_ago, an_hour_and_a_bit_ago))
+    (folder / "0003.json").write_text("{}")
+    assert await FileSpool(folder).keys(10) == ["0003.json"]
+    assert sorted(os.listdir(folder)) == [".0002.json.42.tmp", "0003.json"]
