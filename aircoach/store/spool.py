@@ -1,8 +1,9 @@
 """The dead-letter spools (`aircoach.turn.dead_letters.TurnSpool`): S3 under
 `DEADLETTER_BUCKET`/`DEADLETTER_PREFIX`, shared by every instance, or one file per turn under
 `DATA_DIR/deadletter` (on Lambda/Vercel that is `/tmp`: it survives only as long as the
-instance, so a bucket is the production choice). An entry that is not a turn is moved aside
-to `quarantine/` in the same place, out of the replay's listing, for an operator to inspect.
+instance, so a bucket is the production choice). An entry that is not a turn, or that the
+store refuses while it takes other turns, is moved aside to `quarantine/` in the same place,
+out of the replay's listing, for an operator to inspect.
 Blocking work (boto3, file I/O) runs in worker threads."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,8 @@ from aircoach.turn.records import Turn
 log = logging.getLogger(__name__)
 
 _SUFFIX = ".json"
+# A temp file this old belongs to no running write: one takes milliseconds.
+_STALE_TMP_S = 3600.0
 QUARANTINE = "quarantine/"
 
 
@@ -81,8 +85,26 @@ class FileSpool:
     def _keys(self, limit: int) -> list[str]:
         if not self.folder.is_dir():
             return []
-        names = (e.name for e in os.scandir(self.folder) if e.name.endswith(_SUFFIX))
-        return sorted(name for name in names if not name.startswith("."))[:limit]
+        names = []
+        stale = time.time() - _STALE_TMP_S
+        for entry in os.scandir(self.folder):
+            if not entry.name.startswith("."):
+                if entry.name.endswith(_SUFFIX):
+                    names.append(entry.name)
+            elif entry.name.endswith(".tmp") and _older(entry, stale):
+                # Its process died between the write and the rename: never renamed, never
+                # listed, it would hold a question and answer and the disk's space for ever.
+                log.warning("dead-letter spool: removed a temp file left behind, %r", entry.name)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+        return sorted(names)[:limit]
+
+
+def _older(entry: os.DirEntry[str], than: float) -> bool:
+    try:
+        return entry.stat().st_mtime < than
+    except FileNotFoundError:
+        return False  # renamed or removed since the scan
 
 
 class S3Spool:

@@ -7,7 +7,10 @@ without a bucket, one file per turn under `DATA_DIR/deadletter` (on Lambda/Verce
 Entries are named by turn id, so they replay oldest first, and replaying is idempotent: the
 store keeps one turn per turn id, and an entry is deleted only once the store has the turn.
 An entry that is not a turn (spooled by a version with another schema, or damaged) is moved
-aside to the spool's quarantine, so it never holds a slot of the next replays.
+aside to the spool's quarantine, so it never holds a slot of the next replays; so is a turn
+the store refuses twice while it takes other turns (a MongoDB document over 16 MB, a value
+the store cannot encode), or that the spool cannot read, so it never blocks the turns behind
+it. A store that refuses every turn is down: nothing is moved aside, the turns wait for it.
 
 Blocking work (boto3, file I/O) runs in worker threads. Nothing runs in the background: the
 replay happens inside a request, after that request's own turn was stored.
@@ -60,6 +63,15 @@ class _ReplayFailed(Exception):
     """A replay stopped at a failure of the spool or the store (its cause)."""
 
 
+class _EntryFailed(Exception):
+    """One entry did not move: the spool could not read it, or the store refused it
+    (`in_store`); its cause says why."""
+
+    def __init__(self, *, in_store: bool):
+        super().__init__()
+        self.in_store = in_store
+
+
 class DeadLetters:
     """The spool and its replay. A replay is due when this process spooled a turn since the
     last one, or `recheck_s` after the last look (other instances may have spooled turns);
@@ -88,6 +100,8 @@ class DeadLetters:
         self._dirty = False
         self._looked_at = float("-inf")
         self._replaying = False
+        # Keys that failed the last look while the store seemed down (a batch at most).
+        self._failed_keys: set[str] = set()
 
     async def keep(self, turn: Turn) -> bool:
         """Spool a turn the store refused; False when the spool failed too (it is lost)."""
@@ -112,16 +126,18 @@ class DeadLetters:
     def due(self) -> bool:
         return self._dirty or self.clock() - self._looked_at >= self.recheck_s
 
-    async def replay(self, chats: ChatStore) -> int:
+    async def replay(self, chats: ChatStore, *, store_is_up: bool = False) -> int:
         """Move spooled turns into `chats` (oldest first); how many. Never raises: a store
-        that fails again leaves the rest for a later request."""
+        that fails again leaves the rest for a later request. `store_is_up`: the caller's
+        own turn was just stored, so an entry the store refuses is its own fault (see
+        `_move_batch`)."""
         if self._replaying or not self.due:
             return 0
         self._replaying = True
         before = self.replayed
         try:
             self._dirty, self._looked_at = False, self.clock()
-            listed = await self._move_batch(chats)
+            listed = await self._move_batch(chats, store_is_up=store_is_up)
             # A full batch: more may wait, the next request goes on.
             self._dirty = listed == self.batch
         except _ReplayFailed as failed:
@@ -172,47 +188,123 @@ class DeadLetters:
             cause,
         )
 
-    async def _move_batch(self, chats: ChatStore) -> int:
-        """Move the oldest `batch` spooled turns into `chats`, an entry that is not a turn to
-        the quarantine; how many were listed. The first failure stops it (`_ReplayFailed`,
-        caused by it), recorded as the spool's or the store's."""
-        in_store = False  # whether a failure is the store's (the spool is fine) or the spool's
+    async def _move_batch(self, chats: ChatStore, *, store_is_up: bool = False) -> int:
+        """Move the oldest `batch` spooled turns into `chats`, an entry that is not a turn or
+        that the store refuses while it is up to the quarantine; how many were listed.
+
+        The store counts as up once it took a turn in this look (or `store_is_up`: the
+        caller's own turn was just stored). An entry that fails (the store refuses it, or
+        the spool cannot read it) is tried again once the store is up, and moved aside if it
+        fails again; two failures before anything shows the store is up stop the look
+        (`_ReplayFailed`, caused by the last one): the store is taken as down, nothing is
+        moved aside. Entries that failed the last look are tried after the others, so a
+        good turn behind them can show the store is up."""
         try:
             keys = await self.spool.keys(self.batch)
-            moved = set_aside = 0
-            for key in keys:
-                try:
-                    turn = await self.spool.get(key)
-                except ValidationError as exc:
-                    await self.spool.quarantine(key)
-                    set_aside += 1
-                    self.quarantined += 1
-                    # The key only: the entry holds a user's question and answer.
-                    first = exc.errors(include_input=False, include_url=False)[0]
-                    log.warning(
-                        "dead letter %r is not a turn (%d errors, first %s at %r): moved to "
-                        "the spool's quarantine (%s)",
-                        key,
-                        exc.error_count(),
-                        first["type"],
-                        ".".join(map(str, first["loc"])),
-                        self.spool.kind,
-                    )
-                    continue
-                if turn is None:
-                    continue  # another instance replayed it since the listing
-                in_store = True
-                await chats.append_turn(turn)
-                in_store = False
-                await self.spool.delete(key)
-                moved += 1
-                self.replayed += 1
         except Exception as exc:
-            self._failed(exc, spool=not in_store)
+            self._failed(exc, spool=True)
             raise _ReplayFailed() from exc
+        failed_before = self._failed_keys.intersection(keys)  # at most a batch: bounded
+        self._failed_keys = set()
+        ordered = [k for k in keys if k not in failed_before] + [
+            k for k in keys if k in failed_before
+        ]
+        moved = set_aside = 0
+        waiting: list[str] = []  # failed before anything showed the store is up
+        last: _EntryFailed | None = None
+        try:
+            for key in ordered:
+                try:
+                    moved_it = await self._move(key, chats)
+                except _EntryFailed as failed:
+                    if not store_is_up:
+                        waiting.append(key)
+                        last = failed
+                        if len(waiting) == 2:
+                            break
+                        continue
+                    moved_it = await self._move_or_set_aside(key, chats)
+                if moved_it is None:
+                    set_aside += 1
+                    continue
+                moved += moved_it
+                if moved_it and not store_is_up:
+                    store_is_up = True
+                    for earlier in waiting:
+                        again = await self._move_or_set_aside(earlier, chats)
+                        set_aside += again is None
+                        moved += again or 0
+                    waiting = []
+        except Exception as exc:  # the spool failed to delete or move aside an entry
+            self._failed(exc, spool=True)
+            raise _ReplayFailed() from exc
+        if waiting:
+            assert last is not None
+            self._failed_keys = set(waiting)
+            cause = last.__cause__
+            assert isinstance(cause, Exception)
+            self._failed(cause, spool=not last.in_store)
+            raise _ReplayFailed() from cause
         self.pending = len(keys) - moved - set_aside
         self.spool_error = None
         return len(keys)
+
+    async def _move(self, key: str, chats: ChatStore) -> int | None:
+        """Move one entry into `chats`: 1, or 0 when it is gone (another instance replayed
+        it since the listing), None when it is not a turn (moved to the quarantine).
+        `_EntryFailed` when the spool cannot read it or the store refuses it."""
+        in_store = False
+        try:
+            turn = await self.spool.get(key)
+            if turn is None:
+                return 0
+            in_store = True
+            await chats.append_turn(turn)
+        except ValidationError as exc:
+            await self.spool.quarantine(key)
+            self.quarantined += 1
+            # The key only: the entry holds a user's question and answer.
+            first = exc.errors(include_input=False, include_url=False)[0]
+            log.warning(
+                "dead letter %r is not a turn (%d errors, first %s at %r): moved to the "
+                "spool's quarantine (%s)",
+                key,
+                exc.error_count(),
+                first["type"],
+                ".".join(map(str, first["loc"])),
+                self.spool.kind,
+            )
+            return None
+        except Exception as exc:
+            raise _EntryFailed(in_store=in_store) from exc
+        await self.spool.delete(key)
+        self.replayed += 1
+        return 1
+
+    async def _move_or_set_aside(self, key: str, chats: ChatStore) -> int | None:
+        """The store is up and the entry failed a moment ago: try it again (as `_move`); if
+        it fails again, move it to the quarantine (None)."""
+        try:
+            return await self._move(key, chats)
+        except _EntryFailed as exc:
+            failed = exc  # `exc` is unbound after the clause
+        cause = failed.__cause__
+        await self.spool.quarantine(key)
+        self.quarantined += 1
+        self.last_error = type(cause).__name__
+        # Class names only: an encoder's message may quote the turn's text.
+        reason = type(cause).__name__
+        if cause is not None and cause.__cause__ is not None:
+            reason += f" from {type(cause.__cause__).__name__}"
+        log.warning(
+            "dead letter %r %s while it took other turns (%s): moved to the spool's "
+            "quarantine (%s)",
+            key,
+            "refused twice by the store" if failed.in_store else "unreadable twice in the spool",
+            reason,
+            self.spool.kind,
+        )
+        return None
 
     async def find(self, user_id: str, turn_id: str) -> Turn | None:
         """The user's turn of that id if it waits in the spool (its store write failed), else

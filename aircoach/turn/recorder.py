@@ -89,4 +89,4 @@ class TurnRecorder:
     async def replay_dead_letters(self) -> None:
         """Once the store took this turn, move turns it refused earlier into it."""
         if self.stored:
-            await self.dead_letters.replay(self.chats)
+            await self.dead_letters.replay(self.chats, store_is_up=True)

@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -412,3 +413,160 @@ def test_a_spool_write_that_fails_half_way_leaves_no_partial_file(tmp_path: Path
     assert done.stdout.split() == ["OSError", str(errno.EFBIG)]
     # No entry, and no hidden temp file holding half a question and answer, filling the disk.
     assert sorted(os.listdir(folder)) == []
+
+
+def refuse_turn(path: Path, turn_id: str) -> None:
+    """A real refusal of one turn (as MongoDB refuses a document over 16 MB): the database
+    refuses that turn's insert every time and takes the others."""
+    with closing(sqlite3.connect(path)) as db:
+        db.execute(
+            f"CREATE TRIGGER refuse_{turn_id} BEFORE INSERT ON chats WHEN NEW.turn_id = "
+            f"'{turn_id}' BEGIN SELECT RAISE(ABORT, 'too big'); END"
+        )
+        db.commit()
+
+
+async def test_a_turn_the_store_always_refuses_is_quarantined_and_the_turns_behind_it_stored(
+    settings, data_dir, caplog: pytest.LogCaptureFixture
+):
+    chats = Services.build(settings).chats
+    await chats.latest_turn_ids("user-1")  # creates the file
+    refuse_turn(settings.sqlite_file, "0001")
+    folder = data_dir / "spool"
+    spool = FileSpool(folder)
+    await spool.put(a_turn("0001", "segreto dello studente"))
+    for n in (2, 3):
+        await spool.put(a_turn(f"000{n}"))
+    dead_letters = DeadLetters(spool)
+    with caplog.at_level(logging.INFO, logger="aircoach.turn.dead_letters"):
+        await dead_letters.drain(chats)  # no StoreUnavailable: the store took the others
+    stored = await chats.history("user-1", limit=10, before=None)
+    assert sorted(t.turn_id for t in stored) == ["0002", "0003"]
+    assert await spool.keys(10) == []
+    assert [p.name for p in (folder / "quarantine").iterdir()] == ["0001.json"]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith("dead letter '0001.json' refused twice by the store")
+    assert "IntegrityError" in warning and "moved to the spool's quarantine" in warning
+    assert "segreto" not in caplog.text
+    health = dead_letters.health()
+    assert (health["quarantined"], health["replayed"], health["pending"]) == (1, 2, 0)
+
+
+async def test_a_store_that_is_down_quarantines_nothing(settings, data_dir):
+    chats = Services.build(settings).chats
+    await chats.latest_turn_ids("user-1")  # creates the file
+    refuse_writes(settings.sqlite_file)
+    folder = data_dir / "spool"
+    spool = FileSpool(folder)
+    for n in range(4):
+        await spool.put(a_turn(f"000{n}"))
+    dead_letters = DeadLetters(spool)
+    for _ in range(3):
+        with pytest.raises(StoreUnavailable):
+            await dead_letters.drain(chats)
+    assert len(await spool.keys(10)) == 4 and not (folder / "quarantine").exists()
+    assert dead_letters.health()["quarantined"] == 0
+    accept_writes(settings.sqlite_file)
+    await dead_letters.drain(chats)
+    assert len(await chats.history("user-1", limit=10, before=None)) == 4
+
+
+async def test_several_refused_turns_first_do_not_block_the_turn_behind_them(settings, data_dir):
+    """Two refused turns sort first: the first look cannot tell a refusal from an outage and
+    stops; the next tries the turns that did not fail first, and the store's answer to those
+    settles it."""
+    chats = Services.build(settings).chats
+    await chats.latest_turn_ids("user-1")
+    refuse_turn(settings.sqlite_file, "0001")
+    refuse_turn(settings.sqlite_file, "0002")
+    spool = FileSpool(data_dir / "spool")
+    for n in (1, 2, 3):
+        await spool.put(a_turn(f"000{n}"))
+    dead_letters = DeadLetters(spool)
+    with pytest.raises(StoreUnavailable):
+        await dead_letters.drain(chats)
+    await dead_letters.drain(chats)
+    assert [t.turn_id for t in await chats.history("user-1", limit=10, before=None)] == ["0003"]
+    assert await spool.keys(10) == [] and dead_letters.quarantined == 2
+
+
+async def test_a_delete_is_not_refused_for_ever_by_a_turn_the_store_refuses(settings, auth):
+    script = Script([text("uno")])
+    app = app_with(settings, models=ScriptedModels(script))
+    me = auth()
+    async with asgi_client(app) as client:
+        await chat(client, me, "salvata", conversation_id="c1")
+        spool = services_of(app).dead_letters.spool
+        refuse_turn(settings.sqlite_file, "0001")
+        await spool.put(a_turn("0001", "troppo grande"))
+        await spool.put(a_turn("0002", "in attesa"))
+        deleted = await client.delete("/api/conversations/c1", headers=me)
+        assert deleted.status_code == 204, deleted.text
+        turns = (await client.get("/api/history", headers=me)).json()["turns"]
+    assert [t["human"] for t in turns] == ["in attesa"]
+    assert await spool.keys(10) == []
+
+
+async def test_a_refused_turn_alone_in_the_spool_is_quarantined_after_a_stored_turn(
+    settings, auth, data_dir
+):
+    """Nothing else in the spool shows the store is up; the next chat turn it stores does."""
+    app = app_with(settings, models=ScriptedModels(Script([text("uno")])))
+    dead_letters = services_of(app).dead_letters
+    async with asgi_client(app) as client:
+        await services_of(app).chats.latest_turn_ids("user-1")
+        refuse_turn(settings.sqlite_file, "0001")
+        await dead_letters.spool.put(a_turn("0001", "troppo grande"))
+        refused = await client.delete("/api/conversations/c1", headers=auth())
+        assert refused.status_code == 503, refused.text
+        assert await dead_letters.spool.keys(10) == ["0001.json"]  # an outage, for all it knows
+        events = await chat(client, auth(), "salvata")
+        assert events[-1]["type"] == "done" and "error" not in {e["type"] for e in events}
+    assert await dead_letters.spool.keys(10) == []
+    assert dead_letters.quarantined == 1
+    assert (data_dir / "deadletter" / "quarantine" / "0001.json").exists()
+
+
+async def test_a_spool_entry_that_cannot_be_read_is_quarantined(settings, data_dir):
+    """An entry the process cannot read (here a folder where the file should be: the read
+    fails with an OSError, as a PermissionError would) while the others read fine."""
+    chats = Services.build(settings).chats
+    folder = data_dir / "spool"
+    spool = FileSpool(folder)
+    (folder / "0001.json").mkdir(parents=True)
+    await spool.put(a_turn("0002"))
+    await DeadLetters(spool).drain(chats)
+    assert [t.turn_id for t in await chats.history("user-1", limit=10, before=None)] == ["0002"]
+    assert await spool.keys(10) == []
+    assert (folder / "quarantine" / "0001.json").is_dir()
+
+
+async def test_an_s3_turn_the_store_refuses_is_quarantined_as_on_disk(s3, data_dir):
+    settings = s3_settings(data_dir, deadletter_bucket=BUCKET, deadletter_prefix="deadletter/")
+    services = Services.build(settings)
+    await services.chats.latest_turn_ids("user-1")
+    refuse_turn(settings.sqlite_file, "0001")
+    spool = services.dead_letters.spool
+    await spool.put(a_turn("0001", "troppo grande"))
+    await spool.put(a_turn("0002"))
+    await DeadLetters(spool).drain(services.chats)
+    assert [k for k in s3.all_keys() if k.startswith("deadletter/")] == [
+        "deadletter/quarantine/0001.json"
+    ]
+    stored = await services.chats.history("user-1", limit=10, before=None)
+    assert [t.turn_id for t in stored] == ["0002"]
+
+
+async def test_a_temp_file_left_by_a_dead_process_is_swept_after_an_hour(tmp_path: Path):
+    """A process that died between the write and the rename left its temp file: a listing
+    removes it once it is an hour old (a younger one may still be written)."""
+    folder = tmp_path / "spool"
+    folder.mkdir()
+    old, fresh = folder / ".0001.json.41.tmp", folder / ".0002.json.42.tmp"
+    old.write_text("{mezza domanda")
+    fresh.write_text("{in scrittura")
+    an_hour_and_a_bit_ago = time.time() - 3700
+    os.utime(old, (an_hour_and_a_bit_ago, an_hour_and_a_bit_ago))
+    (folder / "0003.json").write_text("{}")
+    assert await FileSpool(folder).keys(10) == ["0003.json"]
+    assert sorted(os.listdir(folder)) == [".0002.json.42.tmp", "0003.json"]
