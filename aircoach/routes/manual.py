@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from aircoach.deps import CurrentUser, ServicesDep
 from aircoach.errors import NotFound
 from aircoach.knowledge.index import MAX_TOP_K, Passage
-from aircoach.knowledge.manual import SECTION_ID
+from aircoach.knowledge.manual import SECTION_ID, canonical_id
 from aircoach.models import ErrorBody
 from aircoach.routes.responses import UNAUTHORIZED, unavailable
 
@@ -26,7 +26,8 @@ Reference = Annotated[
     Path(
         max_length=5,
         pattern=REFERENCE_PATTERN,
-        description="The section's id as cited, e.g. `3.7` (without the `§`).",
+        description="The section's id as cited, e.g. `3.7` (without the `§`); a leading "
+        "zero names the same section (`03.7`).",
         examples=["3.2"],
     ),
 ]
@@ -67,11 +68,13 @@ async def section(
     riferimento: Reference, user: CurrentUser, services: ServicesDep
 ) -> ManualSection:
     """The section `riferimento` of the manual the server holds now (the docs' `manual/`
-    area): what a citation such as `(Fonte: § 3.7 ...)` points to."""
+    area): what a citation such as `(Fonte: § 3.7 ...)` points to. `03.7` and `3.07` are
+    `3.7` too, answered with its id as cited (`3.7`)."""
     snapshot = await services.prompts.current()
     index = await services.knowledge.index_for(snapshot.contents)
+    wanted = canonical_id(riferimento)
     for passage in index.passages:
-        if passage.kind == "manuale" and passage.riferimento == riferimento:
+        if passage.kind == "manuale" and passage.riferimento == wanted:
             return _section(passage)
     raise NotFound(fields={"riferimento": riferimento})
 

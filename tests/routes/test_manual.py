@@ -120,3 +120,24 @@ async def test_an_encoded_slash_is_an_unknown_section_not_a_redirect(app, auth, 
     assert response.status_code == 404, response.text
     assert "location" not in response.headers
     assert response.json() == {"error": "not_found", "message": "Non trovato."}
+
+
+@pytest.mark.parametrize("reference", ["01.1", "1.01", "01.01", "03.10"])
+async def test_a_reference_with_a_leading_zero_opens_the_same_section(app, auth, reference):
+    """A client that pads the chapter as the manual's files do (`01_aerodinamica.md`) asks
+    for `01.1`: it was a 404 although the manual has § 1.1. The answer keeps the id answers
+    cite."""
+    canonical = ".".join(str(int(number)) for number in reference.split("."))
+    async with asgi_client(app) as client:
+        padded = await client.get(f"/api/manual/sections/{reference}", headers=auth())
+        cited = await client.get(f"/api/manual/sections/{canonical}", headers=auth())
+    assert padded.status_code == 200, padded.text
+    assert padded.json() == cited.json()
+    assert padded.json()["riferimento"] == canonical
+
+
+async def test_a_padded_reference_the_manual_lacks_is_404_naming_it(app, auth):
+    async with asgi_client(app) as client:
+        response = await client.get("/api/manual/sections/03.99", headers=auth())
+    assert response.status_code == 404
+    assert response.json()["riferimento"] == "03.99"
