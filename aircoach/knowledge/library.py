@@ -25,6 +25,9 @@ from aircoach.quiz.bank import DEMO_QUESTIONS
 
 log = logging.getLogger(__name__)
 
+# The version of the index of docs without a manual (it still holds the quiz explanations).
+NO_MANUAL = "none"
+
 
 @functools.lru_cache(maxsize=4)
 def course_bank(path: Path = DEMO_QUESTIONS) -> tuple[list[dict[str, Any]], dict[int, str]]:
@@ -53,7 +56,7 @@ class CourseKnowledge:
     async def index_for(self, contents: Mapping[str, str]) -> CourseIndex:
         """The index of these docs' manual; built (in a worker thread) if it is not the one
         held."""
-        version = manual_version(contents) or "none"
+        version = manual_version(contents) or NO_MANUAL
         held = self._index
         if held is not None and held.version == version:
             return held

@@ -33,6 +33,13 @@ class Section:
     doc: str  # the key of its file inside the manual area
 
 
+def canonical_id(reference: str) -> str:
+    """The id a section is cited by: `01.1`, `1.01` and `1.1` name the same section, `1.1`
+    (a client may pad the chapter as the manual's files do, `01_aerodinamica.md`)."""
+    chapter, _, number = reference.partition(".")
+    return f"{int(chapter)}.{int(number)}"
+
+
 def manual_docs(contents: Mapping[str, str]) -> dict[str, str]:
     """The manual's Markdown files of a docs snapshot, keyed by their path inside `manual/`."""
     docs = docs_under(contents, MANUAL_AREA)
@@ -72,8 +79,9 @@ def parse_manual(contents: Mapping[str, str]) -> list[Section]:
 
 def check_manual(contents: Mapping[str, str]) -> None:
     """The prompt store's check: a manual whose citations would be ambiguous is never served.
-    Every section id is unique, of its file's chapter, and servable (`SECTION_ID`): an answer
-    citing `§ 3.10` and the section a client opens for it must be the same."""
+    Every section id is unique, of its file's chapter, servable (`SECTION_ID`) and written
+    without a leading zero (`canonical_id`): an answer citing `§ 3.10` and the section a
+    client opens for it must be the same."""
     problems = []
     seen: dict[str, str] = {}
     for section in parse_manual(contents):
@@ -84,6 +92,11 @@ def check_manual(contents: Mapping[str, str]) -> None:
             )
         elif section.id.split(".")[0] != str(section.capitolo):
             problems.append(f"section {section.id!r} is in chapter {section.capitolo} ({where})")
+        elif section.id != canonical_id(section.id):
+            problems.append(
+                f"section {section.id!r} ({where}): write it {canonical_id(section.id)!r}, "
+                "without a leading zero (the route serves both as one section)"
+            )
         if section.id in seen:
             problems.append(f"section {section.id!r} appears twice ({seen[section.id]}, {where})")
         seen.setdefault(section.id, where)

@@ -1,5 +1,5 @@
-"""GET /api/manual/sections/{riferimento}: one section of the course manual, as the answers
-cite it (`Fonte: § 3.7 ...`), so a client can open the citation."""
+"""The course manual over HTTP: one section as the answers cite it (`Fonte: § 3.7 ...`), so a
+client can open the citation; the sections that match a text; the table of contents."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from typing import Annotated
 
 import anyio
 from fastapi import APIRouter, Path, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from aircoach.deps import CurrentUser, ServicesDep
 from aircoach.errors import NotFound
 from aircoach.knowledge.index import MAX_TOP_K, Passage
-from aircoach.knowledge.manual import SECTION_ID
+from aircoach.knowledge.library import NO_MANUAL
+from aircoach.knowledge.manual import SECTION_ID, canonical_id
 from aircoach.models import ErrorBody
 from aircoach.routes.responses import UNAUTHORIZED, unavailable
 
@@ -26,7 +27,8 @@ Reference = Annotated[
     Path(
         max_length=5,
         pattern=REFERENCE_PATTERN,
-        description="The section's id as cited, e.g. `3.7` (without the `§`).",
+        description="The section's id as cited, e.g. `3.7` (without the `§`); a leading "
+        "zero names the same section (`03.7`).",
         examples=["3.2"],
     ),
 ]
@@ -67,11 +69,13 @@ async def section(
     riferimento: Reference, user: CurrentUser, services: ServicesDep
 ) -> ManualSection:
     """The section `riferimento` of the manual the server holds now (the docs' `manual/`
-    area): what a citation such as `(Fonte: § 3.7 ...)` points to."""
+    area): what a citation such as `(Fonte: § 3.7 ...)` points to. `03.7` and `3.07` are
+    `3.7` too, answered with its id as cited (`3.7`)."""
     snapshot = await services.prompts.current()
     index = await services.knowledge.index_for(snapshot.contents)
+    wanted = canonical_id(riferimento)
     for passage in index.passages:
-        if passage.kind == "manuale" and passage.riferimento == riferimento:
+        if passage.kind == "manuale" and passage.riferimento == wanted:
             return _section(passage)
     raise NotFound(fields={"riferimento": riferimento})
 
@@ -113,3 +117,56 @@ async def sections(
     wanted = [str(hit["riferimento"]) for hit in found if hit.get("tipo") == "manuale"][:limit]
     by_reference = {p.riferimento: p for p in index.passages if p.kind == "manuale"}
     return ManualSections(items=[_section(by_reference[ref]) for ref in wanted])
+
+
+class ManualSectionHeading(BaseModel):
+    """A section as a table of contents lists it: its id and heading."""
+
+    riferimento: str
+    titolo: str
+
+
+class ManualChapter(BaseModel):
+    """A chapter of the manual and its sections, in the manual's order."""
+
+    capitolo: int
+    materia: str  # the chapter's title
+    sezioni: list[ManualSectionHeading]
+
+
+class ManualChapters(BaseModel):
+    items: list[ManualChapter] = Field(
+        description="The manual's chapters by number; at most 99, each with at most 100 "
+        "sections (a section id is two numbers of one or two digits)."
+    )
+    manual_version: str | None = Field(
+        description="The version of the manual listed (as `POST /api/update_docs` reports "
+        "it); null when the docs have no manual."
+    )
+
+
+@router.get(
+    "/manual/chapters",
+    responses={**UNAUTHORIZED, **unavailable("auth_unavailable", "prompt_unavailable")},
+)
+async def chapters(user: CurrentUser, services: ServicesDep) -> ManualChapters:
+    """The table of contents of the manual the server holds now: each chapter with its title
+    and its sections' ids and headings, in the manual's order (`3.9` before `3.10`). Open a
+    section with `GET /api/manual/sections/{riferimento}`."""
+    snapshot = await services.prompts.current()
+    index = await services.knowledge.index_for(snapshot.contents)
+    by_chapter: dict[int, ManualChapter] = {}
+    for passage in index.passages:
+        if passage.kind != "manuale":
+            continue
+        chapter = by_chapter.get(passage.capitolo)
+        if chapter is None:  # a chapter's title is the one of its first section's file
+            chapter = ManualChapter(capitolo=passage.capitolo, materia=passage.materia, sezioni=[])
+            by_chapter[passage.capitolo] = chapter
+        chapter.sezioni.append(
+            ManualSectionHeading(riferimento=passage.riferimento, titolo=passage.titolo)
+        )
+    return ManualChapters(
+        items=[by_chapter[number] for number in sorted(by_chapter)],
+        manual_version=None if index.version == NO_MANUAL else index.version,
+    )

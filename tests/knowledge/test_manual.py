@@ -121,6 +121,11 @@ def test_the_shipped_manual_passes_its_check():
             {"manual/01.md": "# Capitolo 1 — Aerodinamica\n\n## 1.130 Lunga\n\nUno."},
             "section '1.130' (manual/01.md): an id is two numbers of one or two digits",
         ),
+        (
+            # `GET /api/manual/sections/1.1` serves `1.01` too: the manual writes it once.
+            {"manual/01.md": "# Capitolo 1 — Aerodinamica\n\n## 1.01 Zero\n\nUno."},
+            "section '1.01' (manual/01.md): write it '1.1', without a leading zero",
+        ),
     ],
 )
 def test_a_manual_whose_citations_would_be_ambiguous_is_refused_naming_the_section(files, problem):

@@ -31,6 +31,7 @@ OPERATIONS = [
     ("GET", "/api/tools"),
     ("GET", "/api/manual/sections/{riferimento}"),
     ("GET", "/api/manual/sections"),
+    ("GET", "/api/manual/chapters"),
     ("GET", "/api/history"),
     ("GET", "/api/conversations"),
     ("DELETE", "/api/conversations/{conversation_id}"),

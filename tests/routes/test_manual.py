@@ -7,7 +7,7 @@ import pytest
 
 from aircoach.knowledge.library import course_bank
 from aircoach.knowledge.manual import parse_manual
-from tests.helpers import asgi_client, shipped_docs
+from tests.helpers import app_with, asgi_client, shipped_docs
 
 
 async def test_a_cited_section_is_served_whole_with_its_title(app, auth):
@@ -120,3 +120,64 @@ async def test_an_encoded_slash_is_an_unknown_section_not_a_redirect(app, auth, 
     assert response.status_code == 404, response.text
     assert "location" not in response.headers
     assert response.json() == {"error": "not_found", "message": "Non trovato."}
+
+
+@pytest.mark.parametrize("reference", ["01.1", "1.01", "01.01", "03.10"])
+async def test_a_reference_with_a_leading_zero_opens_the_same_section(app, auth, reference):
+    """A client that pads the chapter as the manual's files do (`01_aerodinamica.md`) asks
+    for `01.1`: it was a 404 although the manual has § 1.1. The answer keeps the id answers
+    cite."""
+    canonical = ".".join(str(int(number)) for number in reference.split("."))
+    async with asgi_client(app) as client:
+        padded = await client.get(f"/api/manual/sections/{reference}", headers=auth())
+        cited = await client.get(f"/api/manual/sections/{canonical}", headers=auth())
+    assert padded.status_code == 200, padded.text
+    assert padded.json() == cited.json()
+    assert padded.json()["riferimento"] == canonical
+
+
+async def test_a_padded_reference_the_manual_lacks_is_404_naming_it(app, auth):
+    async with asgi_client(app) as client:
+        response = await client.get("/api/manual/sections/03.99", headers=auth())
+    assert response.status_code == 404
+    assert response.json()["riferimento"] == "03.99"
+
+
+async def test_the_chapters_list_every_section_in_order_with_the_manual_version(app, auth):
+    """A table of contents: every chapter of the manual, its title, and its sections' ids and
+    titles in the manual's order, from the same manual as the sections."""
+    from aircoach.knowledge.manual import manual_version
+
+    docs = shipped_docs()
+    sections = parse_manual(docs)
+    async with asgi_client(app) as client:
+        response = await client.get("/api/manual/chapters", headers=auth())
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["manual_version"] == manual_version(docs)
+    chapters = body["items"]
+    assert [c["capitolo"] for c in chapters] == list(range(1, 11))
+    assert chapters[2]["materia"] == next(s.materia for s in sections if s.capitolo == 3)
+    assert set(chapters[0]) == {"capitolo", "materia", "sezioni"}
+    assert chapters[0]["sezioni"][0] == {"riferimento": "1.1", "titolo": sections[0].title}
+    listed = [(s["riferimento"], s["titolo"]) for c in chapters for s in c["sezioni"]]
+    assert listed == [(s.id, s.title) for s in sections]
+    third = [s["riferimento"] for s in chapters[2]["sezioni"]]
+    assert third.index("3.9") + 1 == third.index("3.10")  # the manual's order, not the text's
+
+
+async def test_the_chapters_of_docs_without_a_manual_are_empty(settings, tmp_path, auth):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "00_a.md").write_text("# Uno\nSolo il prompt.")
+    app = app_with(settings.model_copy(update={"prompt_docs_dir": docs}))
+    async with asgi_client(app) as client:
+        response = await client.get("/api/manual/chapters", headers=auth())
+    assert response.status_code == 200, response.text
+    assert response.json() == {"items": [], "manual_version": None}
+
+
+async def test_the_chapters_need_a_user_token(app):
+    async with asgi_client(app) as client:
+        response = await client.get("/api/manual/chapters")
+    assert response.status_code == 401
