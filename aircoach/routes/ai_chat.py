@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from aircoach.bodies import json_body_openapi, max_body_bytes, parse_json_body
+from aircoach.bodies import MAX_JSON_ITEMS, json_body_openapi, max_body_bytes, parse_json_body
 from aircoach.deps import CurrentUser, RequestLanguage, ServicesDep
 from aircoach.models import (
     CLIENT_MESSAGE_ID_PATTERN,
@@ -38,6 +38,12 @@ router = APIRouter(prefix="/api", tags=["chat"])
 
 CLIENT_MESSAGE_ID = re.compile(CLIENT_MESSAGE_ID_PATTERN)
 MAX_UI_MESSAGES = 1000  # a conversation's messages useChat resends with each new one
+# What a chat sent whole is told once it passes a cap: only the last message is read.
+_LONG_CHAT = (
+    f"a chat of more than {MAX_UI_MESSAGES} messages or {MAX_JSON_ITEMS} JSON values; only "
+    "the last user message is read (the server keeps the conversation): send that one alone "
+    "(DefaultChatTransport's prepareSendMessagesRequest, see docs/integrating.md)"
+)
 
 
 class UIMessage(BaseModel):
@@ -58,7 +64,12 @@ class UIChatRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     id: ConversationIdText = Field(description="The chat's id: its `conversation_id`.")
-    messages: list[UIMessage] = Field(min_length=1, max_length=MAX_UI_MESSAGES)
+    messages: list[UIMessage] = Field(
+        min_length=1,
+        max_length=MAX_UI_MESSAGES,
+        description="Only the last user message is read (the history comes from the store): "
+        "a client may send that one alone.",
+    )
     trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
     messageId: str | None = Field(default=None, max_length=MAX_CLIENT_MESSAGE_ID)
     tools: dict[Annotated[str, Field(max_length=MAX_TOOL_NAME)], bool] | None = Field(
@@ -75,6 +86,24 @@ class UIChatRequest(BaseModel):
         description="While another turn of this chat runs: `interrupt` (the default here) "
         "cancels it and answers this message; `reject` answers 409 `turn_in_progress`.",
     )
+
+
+async def _chat_body(request: Request) -> UIChatRequest:
+    """The body; a chat sent whole past its caps is a 422 on `messages` that says to send the
+    last message alone. In a valid chat body only `messages` grows, so a body of too many JSON
+    values is a chat too long (the parse names no field: its check stops at the count)."""
+    try:
+        return await parse_json_body(request, UIChatRequest)
+    except RequestValidationError as exc:
+        if any(_is_long_chat(error) for error in exc.errors()):
+            raise _invalid(("body", "messages"), _LONG_CHAT, "chat_too_long") from None
+        raise
+
+
+def _is_long_chat(error: Any) -> bool:
+    loc = tuple(error.get("loc", ()))
+    kind = error.get("type")
+    return kind == "json_too_many_items" or (kind == "too_long" and loc == ("body", "messages"))
 
 
 def _as_message(body: UIChatRequest) -> MessageRequest:
@@ -117,8 +146,8 @@ def _message_key(message_id: str) -> str:
     return "sha256:" + hashlib.sha256(message_id.encode()).hexdigest()[:40]
 
 
-def _invalid(loc: tuple[Any, ...], msg: str) -> RequestValidationError:
-    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg}])
+def _invalid(loc: tuple[Any, ...], msg: str, kind: str = "value_error") -> RequestValidationError:
+    return RequestValidationError([{"type": kind, "loc": loc, "msg": msg}])
 
 
 def _body_openapi() -> dict[str, Any]:
@@ -193,8 +222,9 @@ async def ai_chat(
 ) -> Response:
     """Chat as the Vercel AI SDK's `useChat` (`DefaultChatTransport`) does: the chat `id` is
     the conversation, the last user message is the question (the rest of `messages` is not
-    read: history comes from the store)."""
-    body = _as_message(await parse_json_body(request, UIChatRequest))
+    read: history comes from the store, so a client may send the last message alone; a chat
+    sent whole past 1000 messages is a 422 on `messages`)."""
+    body = _as_message(await _chat_body(request))
     return await run_chat(
         services,
         user,

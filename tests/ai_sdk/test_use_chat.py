@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from typing import Any
 
 import anyio
 import pytest
@@ -98,3 +99,71 @@ async def test_use_chat_assembles_the_stored_answer_and_the_quiz_tool_part(setti
     assert message["metadata"]["turn_id"] == failed_turn.turn_id
     assert message["metadata"]["status"] == "error"
     assert got["resumed"] is None  # nothing runs in the chat any more: 204
+
+
+LAST_MESSAGE = ROOT / "tests" / "ai_sdk" / "last_message.mjs"
+QUESTIONS = ["Che cos'è la portanza?", "E la resistenza?", "Come si combinano?"]
+ANSWERS = [
+    "La portanza sostiene l'aereo.",
+    "La resistenza si oppone al moto.",
+    "Insieme danno l'efficienza.",
+    "In equilibrio, portanza e peso si bilanciano.",
+]
+
+
+async def test_prepare_send_messages_request_sends_one_message_and_the_store_keeps_the_chat(
+    settings, token
+):
+    """docs/integrating.md's transport: `prepareSendMessagesRequest` sends the chat id and the
+    last message alone (the body's switches kept), through `useChat`'s own chat class, for
+    new messages and for a regeneration. Each answer is given with the stored history, and
+    the chat on the client holds every question and answer."""
+    script = Script([text(answer) for answer in ANSWERS])
+    app = app_with(settings, models=ScriptedModels(script))
+    with served(app) as url:
+        env = {
+            **os.environ,
+            "BASE_URL": url,
+            "TOKEN": token(),
+            "CHAT_ID": "chat-last-message",
+            "QUESTIONS": json.dumps(QUESTIONS),
+        }
+        with anyio.fail_after(120):
+            done = await anyio.run_process(
+                [node(), str(LAST_MESSAGE)], env=env, cwd=ROOT, check=False
+            )
+    assert done.returncode == 0, done.stderr.decode()
+    got = json.loads(done.stdout)
+    script.assert_used()
+    assert got["status"] == "ready" and got["error"] is None
+
+    sent = got["sent"]
+    assert [body["trigger"] for body in sent] == ["submit-message"] * 3 + ["regenerate-message"]
+    for body in sent:
+        assert body["id"] == "chat-last-message" and body["tools"] == {"web_search": False}
+        (message,) = body["messages"]
+        assert message["role"] == "user"
+    asked = [body["messages"][0]["parts"][0]["text"] for body in sent]
+    assert asked == [*QUESTIONS, QUESTIONS[-1]]
+
+    # The model saw the earlier turns, from the store: no request carried them.
+    shown = [[str(m.content) for m in call] for call in script.calls]
+    assert QUESTIONS[0] in shown[1] and ANSWERS[0] in shown[1]
+    assert {*QUESTIONS[:2], *ANSWERS[:2]} <= set(shown[2])
+
+    def said(message: dict[str, Any]) -> str:
+        return "".join(p["text"] for p in message["parts"] if p["type"] == "text")
+
+    messages = got["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"] * 3
+    assert [said(m) for m in messages] == [
+        QUESTIONS[0],
+        ANSWERS[0],
+        QUESTIONS[1],
+        ANSWERS[1],
+        QUESTIONS[2],
+        ANSWERS[3],  # the regeneration replaced the third answer
+    ]
+    services = services_of(app)
+    stored = await services.chats.history("user-1", limit=10, conversation="chat-last-message")
+    assert [turn.system for turn in reversed(stored)] == ANSWERS

@@ -3,7 +3,9 @@
 // message, reconnectToStream asks to resume. Prints what it assembled, as JSON. A question
 // whose turn fails goes through the chat class `useChat` is built on (AbstractChat), which
 // stops reading at an `error` chunk: what it kept of the message, its status and its error.
-import { AbstractChat, DefaultChatTransport, readUIMessageStream } from "ai";
+import { DefaultChatTransport, readUIMessageStream } from "ai";
+
+import { Chat } from "./chat.mjs";
 
 const { BASE_URL, TOKEN, CHAT_ID } = process.env;
 // No prepareReconnectToStreamRequest: the transport's default resume URL is `${api}/${id}/stream`.
@@ -34,33 +36,6 @@ async function ask(text) {
   }
   messages.push(assembled);
   return assembled;
-}
-
-// The state `useChat` keeps in React, kept here in plain fields.
-class ChatState {
-  constructor(messages) {
-    this.messages = messages;
-    this.status = "ready";
-    this.error = undefined;
-  }
-  pushMessage(message) {
-    this.messages = this.messages.concat(message);
-  }
-  popMessage() {
-    this.messages = this.messages.slice(0, -1);
-  }
-  replaceMessage(index, message) {
-    this.messages = [...this.messages.slice(0, index), message, ...this.messages.slice(index + 1)];
-  }
-  snapshot(value) {
-    return structuredClone(value);
-  }
-}
-
-class Chat extends AbstractChat {
-  constructor({ messages, ...options }) {
-    super({ ...options, state: new ChatState(messages) });
-  }
 }
 
 async function askAsUseChat(text) {

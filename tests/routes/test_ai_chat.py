@@ -109,6 +109,73 @@ async def test_nothing_running_is_204_and_bad_bodies_are_422(client, auth):
         assert (await client.post("/api/chat", json=body, headers=auth())).status_code == 422
 
 
+def long_chat(turns: int) -> dict[str, Any]:
+    """A chat as `useChat` resends it whole: each answer with its metadata and parts."""
+    messages: list[dict[str, Any]] = []
+    for i in range(turns):
+        question = {"type": "text", "text": f"Domanda {i}"}
+        messages.append({"id": f"u-{i}", "role": "user", "parts": [question]})
+        grounding = {"verified": ["PHAK cap. 4"], "unverified": [], "caveat": None}
+        metadata = {"turn_id": f"t-{i}", "model": "m", "prompt_version": "v1"}
+        options = [{"lettera": letter, "testo": "Un'opzione"} for letter in "abcd"]
+        question = {"capitolo": 3, "numero": 1, "testo": "Quale?", "opzioni": options}
+        quiz = {
+            "type": "tool-domanda_teoria",
+            "toolCallId": f"call-{i}",
+            "state": "output-available",
+            "input": {"capitolo": 3, "numero": 1},
+            "output": {"question": question},
+        }
+        parts = [
+            {"type": "step-start"},
+            quiz,
+            {"type": "text", "text": "La portanza. " * 20, "state": "done"},
+            {"type": "data-grounding", "data": grounding},
+        ]
+        messages.append({"id": f"t-{i}", "role": "assistant", "metadata": metadata, "parts": parts})
+    last = {"id": "u-last", "role": "user", "parts": [{"type": "text", "text": "E adesso?"}]}
+    return {"id": "chat-long", "messages": [*messages, last], "trigger": "submit-message"}
+
+
+async def test_a_chat_too_long_to_send_whole_is_a_422_on_messages_saying_what_to_send(
+    app, client, auth
+):
+    """Past 1000 messages, or (with answers' parts and metadata) past the JSON values one body
+    may hold, well before: a 422 naming `messages` that says to send the last message alone,
+    the body never echoed, nothing stored. The values' cap named only `body`."""
+    by_values = long_chat(450)  # 901 messages of some 24,000 values
+    by_count = long_chat(0)
+    by_count["messages"] = by_count["messages"] * 1001
+    for body in (by_values, by_count):
+        response = await client.post("/api/chat", json=body, headers=auth())
+        assert response.status_code == 422, response.text
+        got = response.json()
+        assert got["error"] == "invalid_request"
+        assert got["message"] == "La richiesta non è valida: controlla il campo 'messages'."
+        (error,) = got["detail"]
+        assert error["loc"] == ["body", "messages"] and error["type"] == "chat_too_long"
+        assert "last user message" in error["msg"] and "prepareSendMessagesRequest" in error["msg"]
+        assert error["input"] is None and len(response.content) < 1000
+    assert await services_of(app).chats.history("user-1", limit=5, conversation="chat-long") == []
+
+
+async def test_the_last_message_alone_is_a_turn_of_the_stored_conversation(
+    app, client, auth, script
+):
+    """What `prepareSendMessagesRequest` sends: the chat id and one message. The answer is
+    given with the stored history (tests/ai_sdk drives it through the real `ai` package)."""
+    scripted = script([text("Prima risposta."), text("Seconda risposta.")])
+    for n, query in enumerate(("Cos'è la portanza?", "E la resistenza?")):
+        message = {"id": f"m-{n}", "role": "user", "parts": [{"type": "text", "text": query}]}
+        body = {"id": "chat-one", "messages": [message], "trigger": "submit-message"}
+        response = await client.post("/api/chat", json=body, headers=auth())
+        assert response.status_code == 200, response.text
+    shown = [str(m.content) for m in scripted.calls[1]]
+    assert "Cos'è la portanza?" in shown and "Prima risposta." in shown
+    stored = await services_of(app).chats.history("user-1", limit=5, conversation="chat-one")
+    assert [t.human for t in stored] == ["E la resistenza?", "Cos'è la portanza?"]
+
+
 async def test_an_answer_the_store_refused_finishes_as_stop_with_its_error_part(
     settings, client, auth, script
 ):
