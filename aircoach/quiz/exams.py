@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from aircoach.quiz import review
-from aircoach.quiz.answers import read_answer
+from aircoach.quiz.answers import dont_know, read_answer
 from aircoach.quiz.exam_models import (
     ChapterScore,
     ExamAnswer,
@@ -137,7 +137,8 @@ class ExamService:
     ) -> ExamResult:
         """Grade the exam once: `InvalidExamAnswers` (nothing graded) for an answer to a
         question not in it, or answered already earlier in `answers`, or that names no
-        option; `ExamAlreadySubmitted` the second time."""
+        option and is no "non lo so" (graded wrong, as the quiz grades it);
+        `ExamAlreadySubmitted` the second time."""
         exam = await self._own(user_id, exam_id)
         now = self.quiz.now()
         if exam.consegnato is not None and (
@@ -166,17 +167,9 @@ class ExamService:
                     (i, "numero", f"la domanda {key[1]} del capitolo {key[0]} ha già una risposta")
                 )
                 continue
-            options = question.get("risposte", {})
-            letter = read_answer(answer.risposta, options)
-            if letter not in options:
-                valid = ", ".join(sorted(options))
+            if (refused := _refused(answer.risposta, question.get("risposte", {}))) is not None:
                 problems.append(
-                    (
-                        i,
-                        "risposta",
-                        f"domanda {key[1]} del capitolo {key[0]}: "
-                        f"la risposta non è un'opzione; valide: {valid}",
-                    )
+                    (i, "risposta", f"domanda {key[1]} del capitolo {key[0]}: {refused}")
                 )
                 continue
             given[key] = answer.risposta
@@ -215,6 +208,23 @@ class ExamService:
         result = _result(exam, outcomes, self.quiz, late=now > deadline)
         await self.exams.finish(user_id, exam_id, result.model_dump())
         return result
+
+
+def _refused(answer: str, options: dict[str, str]) -> str | None:
+    """Why the answer cannot be graded, as `QuizService.grade` would refuse it; None when it
+    can ("non lo so" can: graded wrong, as the quiz grades it)."""
+    if dont_know(answer):
+        return None
+    letter = read_answer(answer, options)
+    valid = ", ".join(sorted(options))
+    if letter is None:
+        return (
+            f"risposta non riconosciuta: scrivi la lettera di un'opzione ({valid}), il suo "
+            "testo o «non lo so»"
+        )
+    if letter not in options:
+        return f"la lettera {letter!r} non è un'opzione; valide: {valid}"
+    return None
 
 
 def _result(

@@ -149,8 +149,9 @@ async def submit_exam(
     wrong), `superato` when the share right reaches `soglia` on time, per-chapter scores and,
     per question, the key, explanation and manual section. A submission more than a minute
     after `scadenza` is graded (each answer counts in the progress) but marked `in_ritardo`
-    and not passed, as at the real exam. An answer to a question not in the exam, a second
-    answer to the same question, or one that is not an option, is a 422 naming it, and
+    and not passed, as at the real exam. `risposta` is read as by `/api/quiz/answers`: "non
+    lo so" is graded wrong (`-`). An answer to a question not in the exam, a second answer to
+    the same question, or one that is no option and no "non lo so", is a 422 naming it, and
     nothing is graded; a second submission is 409."""
     try:
         return await exams.submit(user.sub, exam_id, body.risposte, turn_id=None)
@@ -172,7 +173,8 @@ async def submit_exam(
                     "type": "value_error",
                     "loc": ("body", "risposte", index, field),
                     "msg": message,
-                    "input": body.risposte[index].model_dump()[field],
+                    # Never the whole answer back (up to 500 characters each).
+                    "input": str(body.risposte[index].model_dump()[field])[:40],
                 }
                 for index, field, message in exc.problems
             ]
