@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -62,10 +63,42 @@ class InvalidExamAnswers(ValueError):
         self.problems = problems
 
 
-def _shares(total: int, parts: int) -> list[int]:
-    shares = [total // parts] * parts
-    for i in range(total % parts):
-        shares[i] += 1
+class ExamTooLarge(ValueError):
+    """More questions asked than the chosen chapters hold together (`available`); nothing
+    was drawn."""
+
+    def __init__(self, asked: int, available: int):
+        super().__init__(
+            f"i capitoli scelti hanno {available} domande in tutto: chiedine al massimo "
+            f"{available}, o scegli altri capitoli"
+        )
+        self.asked = asked
+        self.available = available
+
+
+@dataclass(frozen=True)
+class ExamPlan:
+    """How many questions of each chapter an exam draws; `asked`: how many were asked (more
+    than `size` when the chapters hold fewer and the plan was fitted to them)."""
+
+    shares: tuple[tuple[int, int], ...]
+    asked: int
+
+    @property
+    def size(self) -> int:
+        return sum(n for _, n in self.shares)
+
+
+def spread(total: int, room: list[int]) -> list[int]:
+    """`total` spread evenly over parts holding `room` each (the first parts take the odd
+    ones); a part with less room than its share gives what it holds and the others make up
+    the rest, as far as they can."""
+    shares = [0] * len(room)
+    while total and any(s < r for s, r in zip(shares, room, strict=True)):
+        for i, r in enumerate(room):
+            if total and shares[i] < r:
+                shares[i] += 1
+                total -= 1
     return shares
 
 
@@ -74,14 +107,38 @@ class ExamService:
         self.quiz = quiz
         self.exams = exams
 
-    async def create(
-        self, user_id: str, *, capitoli: list[int] | None = None, domande: int | None = None
-    ) -> tuple[ExamRecord, list[Question]]:
-        settings = self.quiz.settings
+    async def plan(
+        self,
+        *,
+        capitoli: list[int] | None = None,
+        domande: int | None = None,
+        fit: bool = False,
+    ) -> ExamPlan:
+        """`domande` (default `EXAM_QUESTIONS`) spread evenly over `capitoli` (default all);
+        `ExamTooLarge` when the chapters hold fewer, unless `fit`: then all they hold."""
         chapters = list(dict.fromkeys(capitoli or sorted(self.quiz.titles)))
-        count = domande or settings.exam_questions
+        asked = domande or self.quiz.settings.exam_questions
+        counts = await self.quiz.questions.chapter_counts()
+        room = [counts.get(chapter, 0) for chapter in chapters]
+        if asked > sum(room) and not fit:
+            raise ExamTooLarge(asked, sum(room))
+        return ExamPlan(tuple(zip(chapters, spread(asked, room), strict=True)), asked)
+
+    async def create(
+        self,
+        user_id: str,
+        *,
+        capitoli: list[int] | None = None,
+        domande: int | None = None,
+        plan: ExamPlan | None = None,
+    ) -> tuple[ExamRecord, list[Question]]:
+        """An exam drawn by `plan`, else by `self.plan(capitoli=..., domande=...)` (which
+        may raise `ExamTooLarge`, before anything is drawn)."""
+        settings = self.quiz.settings
+        if plan is None:
+            plan = await self.plan(capitoli=capitoli, domande=domande)
         questions: list[Question] = []
-        for chapter, size in zip(chapters, _shares(count, len(chapters)), strict=True):
+        for chapter, size in plan.shares:
             if size:
                 questions += await self.quiz.draw(user_id, size, capitolo=chapter)
         now = self.quiz.now()

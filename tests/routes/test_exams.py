@@ -263,3 +263,17 @@ async def test_an_exam_answer_that_is_no_answer_is_422_saying_what_to_write(api,
     assert "non riconosciuta" in detail["msg"] and "(a, b, c, d)" in detail["msg"]
     assert "non lo so" in detail["msg"] and len(bad.text) < 1000
     assert (await api.get("/api/progress", headers=auth("alice"))).json()["risposte"] == 0
+
+
+async def test_an_exam_larger_than_its_chapters_is_422_naming_domande_and_costs_no_turn(api, auth):
+    """Chapter 3 holds 34 questions: 60 of it came back as 34, silently. Now a 422 naming
+    `domande` says how many the chapters hold; nothing is drawn and no turn is counted."""
+    body = {"capitoli": [3], "domande": 60}
+    refused = await api.post("/api/exams", json=body, headers=auth("alice"))
+    assert refused.status_code == 422
+    (detail,) = refused.json()["detail"]
+    assert detail["loc"] == ["body", "domande"] and "34" in detail["msg"]
+    for _ in range(3):  # the quota is 3 a minute: the refused request took none of it
+        body = {"capitoli": [3], "domande": 34}
+        created = await api.post("/api/exams", json=body, headers=auth("alice"))
+        assert created.status_code == 201 and len(created.json()["domande"]) == 34
