@@ -71,9 +71,9 @@ def exam_text(view: ExamView) -> str:
 async def start_exam(ctx: ToolContext, domande: Any = None, capitoli: Any = None) -> ToolOutput:
     """Start a mock exam for the student: all its questions in one result."""
     exams = ctx.need(ExamService)
-    exam, questions = await exams.create(
-        ctx.user_id, capitoli=_chapters(capitoli), domande=_count(domande)
-    )
+    # As the chat serves a big request: all the chapters hold, saying so (the API refuses).
+    plan = await exams.plan(capitoli=_chapters(capitoli), domande=_count(domande), fit=True)
+    exam, questions = await exams.create(ctx.user_id, plan=plan)
     view = ExamView(
         id=exam.id,
         domande=[PublicQuestion.of(q) for q in questions],
@@ -81,7 +81,16 @@ async def start_exam(ctx: ToolContext, domande: Any = None, capitoli: Any = None
         scadenza=exam.scadenza,
         soglia=exam.soglia,
     )
-    return ToolOutput(text=exam_text(view), data={"esame": view.model_dump()})
+    data: dict[str, Any] = {"esame": view.model_dump()}
+    text = exam_text(view)
+    if len(questions) < plan.asked:
+        data["limitate_a"] = len(questions)
+        first, rest = text.split("\n", 1)
+        text = (
+            f"{first}\nRichieste {plan.asked} domande: i capitoli scelti ne hanno "
+            f"{len(questions)}, dillo all'allievo.\n{rest}"
+        )
+    return ToolOutput(text=text, data=data)
 
 
 def result_text(result: ExamResult, questions: dict[tuple[int, int], dict[str, Any]]) -> str:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from aircoach.quiz import review
-from aircoach.quiz.answers import read_answer
+from aircoach.quiz.answers import dont_know, read_answer
 from aircoach.quiz.exam_models import (
     ChapterScore,
     ExamAnswer,
@@ -62,10 +63,42 @@ class InvalidExamAnswers(ValueError):
         self.problems = problems
 
 
-def _shares(total: int, parts: int) -> list[int]:
-    shares = [total // parts] * parts
-    for i in range(total % parts):
-        shares[i] += 1
+class ExamTooLarge(ValueError):
+    """More questions asked than the chosen chapters hold together (`available`); nothing
+    was drawn."""
+
+    def __init__(self, asked: int, available: int):
+        super().__init__(
+            f"i capitoli scelti hanno {available} domande in tutto: chiedine al massimo "
+            f"{available}, o scegli altri capitoli"
+        )
+        self.asked = asked
+        self.available = available
+
+
+@dataclass(frozen=True)
+class ExamPlan:
+    """How many questions of each chapter an exam draws; `asked`: how many were asked (more
+    than `size` when the chapters hold fewer and the plan was fitted to them)."""
+
+    shares: tuple[tuple[int, int], ...]
+    asked: int
+
+    @property
+    def size(self) -> int:
+        return sum(n for _, n in self.shares)
+
+
+def spread(total: int, room: list[int]) -> list[int]:
+    """`total` spread evenly over parts holding `room` each (the first parts take the odd
+    ones); a part with less room than its share gives what it holds and the others make up
+    the rest, as far as they can."""
+    shares = [0] * len(room)
+    while total and any(s < r for s, r in zip(shares, room, strict=True)):
+        for i, r in enumerate(room):
+            if total and shares[i] < r:
+                shares[i] += 1
+                total -= 1
     return shares
 
 
@@ -74,14 +107,38 @@ class ExamService:
         self.quiz = quiz
         self.exams = exams
 
-    async def create(
-        self, user_id: str, *, capitoli: list[int] | None = None, domande: int | None = None
-    ) -> tuple[ExamRecord, list[Question]]:
-        settings = self.quiz.settings
+    async def plan(
+        self,
+        *,
+        capitoli: list[int] | None = None,
+        domande: int | None = None,
+        fit: bool = False,
+    ) -> ExamPlan:
+        """`domande` (default `EXAM_QUESTIONS`) spread evenly over `capitoli` (default all);
+        `ExamTooLarge` when the chapters hold fewer, unless `fit`: then all they hold."""
         chapters = list(dict.fromkeys(capitoli or sorted(self.quiz.titles)))
-        count = domande or settings.exam_questions
+        asked = domande or self.quiz.settings.exam_questions
+        counts = await self.quiz.questions.chapter_counts()
+        room = [counts.get(chapter, 0) for chapter in chapters]
+        if asked > sum(room) and not fit:
+            raise ExamTooLarge(asked, sum(room))
+        return ExamPlan(tuple(zip(chapters, spread(asked, room), strict=True)), asked)
+
+    async def create(
+        self,
+        user_id: str,
+        *,
+        capitoli: list[int] | None = None,
+        domande: int | None = None,
+        plan: ExamPlan | None = None,
+    ) -> tuple[ExamRecord, list[Question]]:
+        """An exam drawn by `plan`, else by `self.plan(capitoli=..., domande=...)` (which
+        may raise `ExamTooLarge`, before anything is drawn)."""
+        settings = self.quiz.settings
+        if plan is None:
+            plan = await self.plan(capitoli=capitoli, domande=domande)
         questions: list[Question] = []
-        for chapter, size in zip(chapters, _shares(count, len(chapters)), strict=True):
+        for chapter, size in plan.shares:
             if size:
                 questions += await self.quiz.draw(user_id, size, capitolo=chapter)
         now = self.quiz.now()
@@ -137,7 +194,8 @@ class ExamService:
     ) -> ExamResult:
         """Grade the exam once: `InvalidExamAnswers` (nothing graded) for an answer to a
         question not in it, or answered already earlier in `answers`, or that names no
-        option; `ExamAlreadySubmitted` the second time."""
+        option and is no "non lo so" (graded wrong, as the quiz grades it);
+        `ExamAlreadySubmitted` the second time."""
         exam = await self._own(user_id, exam_id)
         now = self.quiz.now()
         if exam.consegnato is not None and (
@@ -166,17 +224,9 @@ class ExamService:
                     (i, "numero", f"la domanda {key[1]} del capitolo {key[0]} ha già una risposta")
                 )
                 continue
-            options = question.get("risposte", {})
-            letter = read_answer(answer.risposta, options)
-            if letter not in options:
-                valid = ", ".join(sorted(options))
+            if (refused := _refused(answer.risposta, question.get("risposte", {}))) is not None:
                 problems.append(
-                    (
-                        i,
-                        "risposta",
-                        f"domanda {key[1]} del capitolo {key[0]}: "
-                        f"la risposta non è un'opzione; valide: {valid}",
-                    )
+                    (i, "risposta", f"domanda {key[1]} del capitolo {key[0]}: {refused}")
                 )
                 continue
             given[key] = answer.risposta
@@ -215,6 +265,23 @@ class ExamService:
         result = _result(exam, outcomes, self.quiz, late=now > deadline)
         await self.exams.finish(user_id, exam_id, result.model_dump())
         return result
+
+
+def _refused(answer: str, options: dict[str, str]) -> str | None:
+    """Why the answer cannot be graded, as `QuizService.grade` would refuse it; None when it
+    can ("non lo so" can: graded wrong, as the quiz grades it)."""
+    if dont_know(answer):
+        return None
+    letter = read_answer(answer, options)
+    valid = ", ".join(sorted(options))
+    if letter is None:
+        return (
+            f"risposta non riconosciuta: scrivi la lettera di un'opzione ({valid}), il suo "
+            "testo o «non lo so»"
+        )
+    if letter not in options:
+        return f"la lettera {letter!r} non è un'opzione; valide: {valid}"
+    return None
 
 
 def _result(

@@ -26,6 +26,7 @@ from aircoach.quiz.exams import (
     ExamAlreadySubmitted,
     ExamNotFound,
     ExamService,
+    ExamTooLarge,
     InvalidExamAnswers,
 )
 from aircoach.quiz.models import PublicQuestion
@@ -70,16 +71,31 @@ async def create_exam(
     """A mock exam for the caller: `domande` questions (default `EXAM_QUESTIONS`, 30) spread
     evenly over `capitoli` (default all ten), none the caller was asked recently if the bank
     allows; `durata_s` (`EXAM_DURATION_S`) until `scadenza`, and the pass mark `soglia`
-    (`EXAM_PASS_MARK`, 0.75). Questions come without their key. Counts as one chat turn in
-    the caller's quota."""
+    (`EXAM_PASS_MARK`, 0.75). A chapter holding fewer than its share gives all it has and
+    the others make up the rest; more questions than the chapters hold together is a 422
+    naming `domande` (with how many they hold), and counts no turn. Questions come without
+    their key. Counts as one chat turn in the caller's quota."""
     # Imported here: the admission module brings LangGraph, which routes that never chat
     # (health) must not import; the first time with the collector paused (aircoach/startup.py).
     first_import("aircoach.turn.admission")
     from aircoach.turn.admission import charge
 
     body = body or ExamRequest()
+    try:
+        plan = await exams.plan(capitoli=body.capitoli, domande=body.domande)
+    except ExamTooLarge as exc:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("body", "domande"),
+                    "msg": str(exc),
+                    "input": exc.asked,
+                }
+            ]
+        ) from None
     await charge(services.gate, user.sub)
-    exam, questions = await exams.create(user.sub, capitoli=body.capitoli, domande=body.domande)
+    exam, questions = await exams.create(user.sub, plan=plan)
     return ExamView(
         id=exam.id,
         domande=[PublicQuestion.of(q) for q in questions],
@@ -149,8 +165,9 @@ async def submit_exam(
     wrong), `superato` when the share right reaches `soglia` on time, per-chapter scores and,
     per question, the key, explanation and manual section. A submission more than a minute
     after `scadenza` is graded (each answer counts in the progress) but marked `in_ritardo`
-    and not passed, as at the real exam. An answer to a question not in the exam, a second
-    answer to the same question, or one that is not an option, is a 422 naming it, and
+    and not passed, as at the real exam. `risposta` is read as by `/api/quiz/answers`: "non
+    lo so" is graded wrong (`-`). An answer to a question not in the exam, a second answer to
+    the same question, or one that is no option and no "non lo so", is a 422 naming it, and
     nothing is graded; a second submission is 409."""
     try:
         return await exams.submit(user.sub, exam_id, body.risposte, turn_id=None)
@@ -172,7 +189,8 @@ async def submit_exam(
                     "type": "value_error",
                     "loc": ("body", "risposte", index, field),
                     "msg": message,
-                    "input": body.risposte[index].model_dump()[field],
+                    # Never the whole answer back (up to 500 characters each).
+                    "input": str(body.risposte[index].model_dump()[field])[:40],
                 }
                 for index, field, message in exc.problems
             ]

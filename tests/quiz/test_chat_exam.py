@@ -93,3 +93,18 @@ async def test_answers_sent_while_the_exam_is_being_graded_are_told_to_wait(
     (told,) = [m.content for m in script.calls[-1] if isinstance(m, ToolMessage)]
     assert "Sto ancora correggendo questa simulazione" in told, told
     assert "già stata consegnata" not in told
+
+
+async def test_a_chat_exam_larger_than_its_chapter_is_what_it_holds_and_says_so(
+    settings: Settings, auth
+):
+    """Chapter 3 holds 34 questions: "60 domande del capitolo 3" starts an exam of 34, as
+    the chat serves a big request, and the result says so (it was shorter, silently)."""
+    async with asgi_client(app_with(settings)) as client:
+        query = "simulazione d'esame del capitolo 3 con 60 domande"
+        started = await chat(client, auth(), query)
+        result = next(e for e in started if e["type"] == "tool_result")
+        assert len(result["data"]["esame"]["domande"]) == 34
+        assert result["data"]["limitate_a"] == 34
+        asked = await chat(client, auth(), "simulazione d'esame del capitolo 3 con 20 domande")
+        assert "limitate_a" not in next(e for e in asked if e["type"] == "tool_result")["data"]

@@ -12,6 +12,7 @@ from aircoach.quiz.exams import (
     UNFINISHED_SUBMISSION_S,
     ExamAlreadySubmitted,
     ExamService,
+    spread,
 )
 from aircoach.quiz.service import ExamAttempt
 from aircoach.services import build_exam_store
@@ -173,3 +174,20 @@ async def test_the_exam_store_pages_newest_first_exams_of_the_same_moment_by_id(
         before = (page[0].creato, page[0].id)
     assert listed == ["0c", "0b", "0a"]
     assert await store.list_for("bob", 5) == []
+
+
+@pytest.mark.parametrize(
+    ("total", "room", "shares"),
+    [
+        (30, [40] * 10, [3] * 10),
+        (7, [40, 40, 40], [3, 2, 2]),
+        # A chapter with fewer than its share gives all it has; the others make up the rest
+        # (the exam was shorter by the difference).
+        (60, [20, 40], [20, 40]),
+        (12, [2, 40, 40], [2, 5, 5]),
+        (60, [20, 25], [20, 25]),  # all they hold: the caller decides (422 or fitted)
+        (5, [0, 40], [0, 5]),
+    ],
+)
+def test_an_exam_spreads_its_questions_evenly_as_far_as_each_chapter_holds(total, room, shares):
+    assert spread(total, room) == shares

@@ -220,3 +220,60 @@ def test_the_exam_list_is_documented_with_its_paging(openapi_schema):
     assert params["cursor"]["anyOf"][0]["pattern"] == r"^[0-9]{20}\.[0-9a-f]{1,64}$"
     listing = schema["components"]["schemas"]["ExamList"]["properties"]
     assert set(listing) == {"items", "next_cursor"}
+
+
+async def test_non_lo_so_in_an_exam_is_graded_wrong_as_in_the_quiz(api, auth):
+    """A student who does not know says so, as to a single question: graded wrong (`-`), an
+    attempt, due for review. It was a 422 (the exam read only letters and option texts)."""
+    exam = (await api.post("/api/exams", json={"domande": 5}, headers=auth("alice"))).json()
+    first, second = ((q["capitolo"], q["numero"]) for q in exam["domande"][:2])
+    answers = [
+        {"capitolo": first[0], "numero": first[1], "risposta": "Non lo so"},
+        {"capitolo": second[0], "numero": second[1], "risposta": "salto"},
+    ]
+    url = f"/api/exams/{exam['id']}/submit"
+    graded = await api.post(url, json={"risposte": answers}, headers=auth("alice"))
+    assert graded.status_code == 200, graded.text
+    by_key = {(e["capitolo"], e["numero"]): e for e in graded.json()["esiti"]}
+    assert [(by_key[k]["risposta"], by_key[k]["corretta"]) for k in (first, second)] == [
+        ("-", False),
+        ("-", False),
+    ]
+    assert graded.json()["punteggio"] == 0
+    progress = (await api.get("/api/progress", headers=auth("alice"))).json()
+    assert (progress["risposte"], progress["corrette"]) == (2, 0)
+    review = (await api.get("/api/quiz/review", headers=auth("alice"))).json()["items"]
+    assert {(q["capitolo"], q["numero"]) for q in review[:2]} == {first, second}
+
+
+async def test_an_exam_answer_that_is_no_answer_is_422_saying_what_to_write(api, auth):
+    """Garbage is a 422 naming `risposta`, in Italian, saying what an answer looks like (it
+    said "not an option"), without echoing the whole text; nothing is graded."""
+    exam = (await api.post("/api/exams", json={"domande": 5}, headers=auth("alice"))).json()
+    first = exam["domande"][0]
+    garbage = "qwerty " * 60
+    bad = await api.post(
+        f"/api/exams/{exam['id']}/submit",
+        json={"risposte": [{**{k: first[k] for k in ("capitolo", "numero")}, "risposta": garbage}]},
+        headers=auth("alice"),
+    )
+    assert bad.status_code == 422
+    (detail,) = bad.json()["detail"]
+    assert detail["loc"] == ["body", "risposte", 0, "risposta"]
+    assert "non riconosciuta" in detail["msg"] and "(a, b, c, d)" in detail["msg"]
+    assert "non lo so" in detail["msg"] and len(bad.text) < 1000
+    assert (await api.get("/api/progress", headers=auth("alice"))).json()["risposte"] == 0
+
+
+async def test_an_exam_larger_than_its_chapters_is_422_naming_domande_and_costs_no_turn(api, auth):
+    """Chapter 3 holds 34 questions: 60 of it came back as 34, silently. Now a 422 naming
+    `domande` says how many the chapters hold; nothing is drawn and no turn is counted."""
+    body = {"capitoli": [3], "domande": 60}
+    refused = await api.post("/api/exams", json=body, headers=auth("alice"))
+    assert refused.status_code == 422
+    (detail,) = refused.json()["detail"]
+    assert detail["loc"] == ["body", "domande"] and "34" in detail["msg"]
+    for _ in range(3):  # the quota is 3 a minute: the refused request took none of it
+        body = {"capitoli": [3], "domande": 34}
+        created = await api.post("/api/exams", json=body, headers=auth("alice"))
+        assert created.status_code == 201 and len(created.json()["domande"]) == 34
