@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import anyio
 import pymongo
 from bson import ObjectId
+from bson.errors import BSONError
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError, PyMongoError, ServerSelectionTimeoutError
@@ -226,7 +227,8 @@ class MongoConnection:
         It is bounded too: the driver ends each of its operations after STORE_TIMEOUT_S
         (`timeoutMS`), and `op` (at most two of them) is cancelled at `_deadline_s()`. A
         client that did not end `op` by then, or that failed inside the driver with an
-        error that is not a `PyMongoError`, is replaced (`MongoClients.discard`). Either
+        error that is not a `PyMongoError` (nor a document BSON cannot hold), is replaced
+        (`MongoClients.discard`). Either
         way the caller gets a `StoreUnavailable`, never a hang or a 500."""
         if self.clients.unreachable():
             raise StoreUnavailable()
@@ -249,6 +251,11 @@ class MongoConnection:
                     raise StoreUnavailable() from exc
                 if not _raised_in_driver(exc):
                     raise  # ours: a 500 that its traceback explains
+                if isinstance(exc, BSONError | UnicodeEncodeError):
+                    # The document, not the client: one over 16 MB (`DocumentTooLarge`) or
+                    # that BSON cannot encode fails alone, and the pool stays.
+                    log.warning("MongoDB %s: a document was refused (%r)", name, exc)
+                    raise StoreUnavailable() from exc
             failure = exc
         if _expired(deadline):
             what = f"an operation the driver did not end in {self._deadline_s()}s was cancelled"

@@ -240,6 +240,33 @@ async def test_an_error_inside_the_driver_that_is_not_its_own_replaces_the_clien
     await connection.close()
 
 
+async def test_a_document_too_large_fails_alone_and_keeps_the_client(settings, caplog):
+    """A turn over MongoDB's 16 MB (or that BSON cannot encode) is refused by the driver before
+    it is sent: that says nothing about the connection. Its client, the process's one pool,
+    was replaced on every try (each retry of the spooled turn dropped every connection)."""
+    from pymongo.message import _raise_document_too_large
+
+    from aircoach.errors import StoreUnavailable
+    from aircoach.store.mongo import MongoConnection
+    from tests.loopback import free_port
+
+    configured = settings.model_copy(update={"mongodb_uri": f"mongodb://127.0.0.1:{free_port()}"})
+    connection = MongoConnection(configured, create_indexes=_no_indexes)
+    client = connection.clients.current()
+
+    async def too_large(collection) -> None:
+        _raise_document_too_large("insert", 17_000_000, 16_777_216)
+
+    with (
+        caplog.at_level(logging.WARNING, logger="aircoach.store.mongo"),
+        pytest.raises(StoreUnavailable),
+    ):
+        await connection.run("chats", too_large)
+    assert "MongoDB chats: a document was refused (DocumentTooLarge(" in caplog.text
+    assert connection.clients.current() is client
+    await connection.close()
+
+
 async def test_a_cancelled_caller_waits_for_its_mongodb_operation_to_end(settings):
     """A store operation is never cancelled from outside: PyMongo on Python 3.11 swallows a
     cancellation now and then, and an operation stopped halfway may leave half a write.
