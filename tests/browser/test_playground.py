@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import threading
+from contextlib import closing
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -1005,6 +1007,64 @@ def test_a_skip_whose_request_fails_reopens_its_card_with_an_italian_notice(sett
         assert sent[1:] == ["Dammi un'altra domanda del capitolo 3"] * 3
     # Chromium logs the refused and the dropped request itself; nothing else.
     assert all("status of 429" in e or "net::ERR" in e for e in s.console_errors), s.console_errors
+
+
+def test_a_skip_whose_turn_ends_with_the_models_error_reopens_its_card(settings, session_for):
+    """ "Salta" sends a turn in which the model fails (an `error` event, then `done`): the card
+    opens again, unskipped, with the error's Italian message. The next "Salta" brings a new
+    question, but its turn cannot be stored (an `error` event after the new card): that skip
+    happened, and the card stays skipped (before, a skip whose turn ended with the model's
+    error left its card skipped and closed, with no new question to answer)."""
+    script = Script(
+        [
+            call("domanda_teoria", capitolo=3, numero=1),
+            RuntimeError("the model broke"),
+            call("domanda_teoria", capitolo=3, numero=2),
+        ]
+    )
+    with served(app_with(settings, models=ScriptedModels(script))) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in()
+        card = s.answered(s.ask("Dammi una domanda del capitolo 3")).locator("article.quiz")
+        skip = card.locator("button.skip-question")
+        problem = card.locator(".grading .notice")
+        turns = s.page.locator("#turns > li")
+
+        skip.click()
+        s.answered(turns.nth(1))
+        # The page takes a message again in the same task that decides on the card.
+        expect(s.page.locator("#send")).to_be_enabled()
+        expect(turns.nth(1).locator(".notice-error")).to_have_count(1)
+        expect(problem).to_have_text(
+            "La domanda non è stata saltata: Il modello linguistico non è disponibile in "
+            "questo momento; riprova tra poco. Rispondi o salta di nuovo."
+        )
+        expect(card).not_to_have_class(re.compile(r"\bskipped\b"))
+        for option in card.locator("button.option").all():
+            expect(option).to_be_enabled()
+        expect(skip).to_be_visible()
+        s.shot("skip-model-failed")
+
+        # A real backend failure: the database refuses writes, reads still work.
+        with closing(sqlite3.connect(settings.sqlite_file)) as db:
+            db.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON chats "
+                "BEGIN SELECT RAISE(ABORT, 'full'); END"
+            )
+            db.commit()
+        skip.click()
+        unsaved = s.answered(turns.nth(2))
+        expect(s.page.locator("#send")).to_be_enabled()
+        expect(unsaved.locator('article.quiz[data-question="3-2"]')).to_be_visible()
+        expect(unsaved.locator(".notice-error")).to_have_text(
+            "Non è stato possibile salvare la risposta nella tua cronologia."
+        )
+        expect(card).to_have_class(re.compile(r"\bskipped\b"))
+        expect(card.locator(".grading")).to_have_text("Domanda saltata.")
+        expect(skip).to_have_count(0)
+    script.assert_used()
+    assert s.console_errors == []
 
 
 def test_a_stream_dropped_before_done_rejoins_the_turn_after_the_last_event(settings, session_for):

@@ -376,7 +376,8 @@ function setBusy(busy) {
 }
 
 // `quiz` ({card, q, letter} for a quiz card's `la <lettera>`, {card, q} for its "Salta"): a
-// card whose choice ends without grading it, or whose skip fails, opens again.
+// card whose choice ends without grading it, or whose skip fails or brings no new question
+// before an `error`, opens again.
 async function send(query, quiz = null) {
   if (state.busy || !query.trim()) return;
   setBusy(true);
@@ -389,10 +390,12 @@ async function send(query, quiz = null) {
   let last = 0; // the id of the last event read: a rejoin goes on after it
   let ended = false;
   let problem = null; // why the turn failed, in Italian
+  let failure = null; // the message of the turn's `error` event: the model or the store failed
   const read = async (response) => {
     for await (const { id, data } of sseEvents(response)) {
       if (id) last = id;
       render(view, data, started);
+      if (data.type === "error") failure = data.message;
       if (data.type === "done") ended = true;
     }
   };
@@ -430,7 +433,10 @@ async function send(query, quiz = null) {
   }
   if (quiz && state.token) {
     if (quiz.letter && !quiz.card.querySelector(".result")) reopenCard(quiz, problem);
-    if (!quiz.letter && problem) unskipCard(quiz, problem);
+    // A turn survives an `error` after its new question (the store refused it): that skip
+    // happened. Without a new question the card is not skipped.
+    const asked = view.item.querySelector("article.quiz");
+    if (!quiz.letter && (problem || (failure && !asked))) unskipCard(quiz, problem || failure);
   }
   // The panels follow the turn; meanwhile the chat takes the next message or a new chat.
   Promise.all([loadProgress(), loadHistory(true), loadConversations()]).catch(failed);
@@ -596,8 +602,9 @@ function reopenCard({ card, q, letter }, problem) {
   if (refocus) chosen.focus();
 }
 
-// A skip whose request failed (refused, the connection lost for good): the card is not
-// skipped; it takes a choice or a skip again and says what happened.
+// A skip whose request failed (refused, the connection lost for good) or whose turn ended
+// with an error and no new question: the card is not skipped; it takes a choice or a skip
+// again and says what happened.
 function unskipCard({ card, q }, problem) {
   // "Salta" went with the skip, and the focus with it: a keyboard user gets it back there.
   const refocus = !document.activeElement || document.activeElement === document.body;
