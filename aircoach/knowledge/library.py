@@ -1,9 +1,12 @@
 """The course index of the current docs: built once per manual version, off the event loop,
 shared by every request of the process.
 
-Only the latest index is kept (bounded memory: a few hundred passages). The build runs in a
-worker thread under a lock, so concurrent requests after a docs update build it once, whatever
-event loop they run on (a serverless invocation may bring a new one).
+The two latest indexes are kept (bounded memory: a few hundred passages each): while a docs
+update reaches the instances, a request may still carry the previous docs (its prompt store
+was loaded before), and with one index kept each such request rebuilt the old index and the
+next the new one. The build runs in a worker thread under a lock, so concurrent requests after
+a docs update build it once, whatever event loop they run on (a serverless invocation may
+bring a new one).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,8 @@ log = logging.getLogger(__name__)
 
 # The version of the index of docs without a manual (it still holds the quiz explanations).
 NO_MANUAL = "none"
+# Indexes kept per process: the current docs' and the previous ones', during an update.
+KEPT_INDEXES = 2
 
 
 @functools.lru_cache(maxsize=4)
@@ -51,27 +57,37 @@ class CourseKnowledge:
     def __init__(self, questions: Path = DEMO_QUESTIONS):
         self.questions = questions
         self._lock = threading.Lock()
-        self._index: CourseIndex | None = None
+        # By manual version, the newest build last; changed under the lock only (a read on
+        # the event loop never waits for a build).
+        self._indexes: OrderedDict[str, CourseIndex] = OrderedDict()
+        self.builds = 0
+
+    @property
+    def latest(self) -> CourseIndex | None:
+        """The index built last, if any."""
+        return next(reversed(self._indexes.values()), None)
 
     async def index_for(self, contents: Mapping[str, str]) -> CourseIndex:
-        """The index of these docs' manual; built (in a worker thread) if it is not the one
-        held."""
+        """The index of these docs' manual; built (in a worker thread) if it is not held."""
         version = manual_version(contents) or NO_MANUAL
-        held = self._index
-        if held is not None and held.version == version:
+        held = self._indexes.get(version)
+        if held is not None:
             return held
         return await anyio.to_thread.run_sync(self._build, contents, version)
 
     def _build(self, contents: Mapping[str, str], version: str) -> CourseIndex:
         with self._lock:
-            held = self._index
-            if held is not None and held.version == version:
+            held = self._indexes.get(version)
+            if held is not None:
                 return held  # another request built it while this one waited
             started = time.perf_counter()
             questions, chapters = course_bank(self.questions)
             sections = parse_manual(contents)
             index = CourseIndex(passages_of(sections, questions, chapters), version)
-            self._index = index
+            self._indexes[version] = index
+            while len(self._indexes) > KEPT_INDEXES:
+                self._indexes.popitem(last=False)
+            self.builds += 1
             log.info(
                 "course index %s built: %d sections, %d passages (%d ms)",
                 version,

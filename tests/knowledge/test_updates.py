@@ -73,19 +73,28 @@ async def test_a_new_section_is_found_after_update_docs_s3(s3, data_dir, auth):
         await _new_section_is_found_after_update_docs(client, auth, add_section)
 
 
-async def test_the_index_is_built_once_per_manual_version_and_only_the_latest_kept():
+async def test_the_index_is_built_once_per_manual_version_and_the_two_latest_kept():
     knowledge = CourseKnowledge()
     docs = shipped_docs()
     built = await asyncio.gather(*(knowledge.index_for(docs) for _ in range(20)))
-    assert all(index is built[0] for index in built)
+    assert all(index is built[0] for index in built) and knowledge.builds == 1
     assert await knowledge.index_for(dict(docs)) is built[0]  # equal docs, same version
     edited = {**docs, "manual/03_strumenti.md": docs["manual/03_strumenti.md"] + NEW_SECTION}
     newer = await knowledge.index_for(edited)
     assert newer is not built[0] and newer.version != built[0].version
-    assert knowledge._index is newer  # the older index is released
+    assert knowledge.latest is newer
+    # While an update reaches the instances, requests on the old docs and on the new ones
+    # alternate: each keeps its index (one kept, each of them rebuilt the other's).
     prompt_only = {**docs, "10_stile.md": "Stile nuovo."}
-    assert await knowledge.index_for(prompt_only) is not newer  # back to the first manual
-    assert (await knowledge.index_for(prompt_only)).version == built[0].version
+    for _ in range(3):
+        assert await knowledge.index_for(prompt_only) is built[0]  # the first manual
+        assert await knowledge.index_for(edited) is newer
+    assert knowledge.builds == 2
+    # A third version releases the oldest: memory stays two indexes.
+    third = {**docs, "manual/03_strumenti.md": docs["manual/03_strumenti.md"] + "\n\nAltro."}
+    await knowledge.index_for(third)
+    assert await knowledge.index_for(edited) is newer
+    assert await knowledge.index_for(docs) is not built[0] and knowledge.builds == 4
 
 
 async def test_services_share_one_course_index_between_requests(settings, auth):
@@ -93,11 +102,11 @@ async def test_services_share_one_course_index_between_requests(settings, auth):
     async with asgi_client(app) as client:
         for _ in range(3):
             await _ask(client, auth())
-    first = services_of(app).knowledge._index
+    first = services_of(app).knowledge.latest
     assert first is not None
     async with asgi_client(app) as client:
         await _ask(client, auth())
-    assert services_of(app).knowledge._index is first
+    assert services_of(app).knowledge.latest is first
 
 
 async def test_a_manual_citing_one_id_for_two_sections_is_refused_and_the_old_one_served(
