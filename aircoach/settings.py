@@ -85,6 +85,23 @@ def _http_url(name: str, value: str | None) -> str | None:
     return value
 
 
+def _bucket(name: str, value: str | None) -> str | None:
+    """`value` if it can be an S3 bucket's name (or unset): `s3://docs` or `docs/prompts`
+    failed at the first request that read the bucket. Loose enough for the legacy names of
+    us-east-1 (capitals, underscores); the message never quotes the value."""
+    if value and (
+        len(value) > 255
+        or any(char in value for char in ":/")
+        or value != value.strip()
+        or any(char.isspace() for char in value)
+    ):
+        raise ConfigError(
+            f"{name} must be a bucket's name, e.g. 'aircoach-docs': no s3:// and no folder "
+            "(the folder goes in the matching _PREFIX setting)"
+        )
+    return value
+
+
 def _names(value: Any) -> Any:
     """A list setting from the environment: JSON (`["a","b"]`) or comma-separated (`a,b`;
     `CORS_ORIGINS=http://a.example` was a crash at start-up). Blank entries are dropped."""
@@ -273,6 +290,11 @@ class PromptSettings(_Group):
     def _s3_endpoint_is_a_url(cls, value: str | None) -> str | None:
         return _http_url("AWS_ENDPOINT_URL", value)
 
+    @field_validator("prompt_bucket")
+    @classmethod
+    def _prompt_bucket_is_a_name(cls, value: str | None) -> str | None:
+        return _bucket("PROMPT_BUCKET", value)
+
 
 class StoreSettings(_Group):
     """Chat store: SQLite under data_dir, or MongoDB when MONGODB_URI is set; and the
@@ -320,6 +342,11 @@ class StoreSettings(_Group):
                 "password's special characters)"
             )
         return value
+
+    @field_validator("deadletter_bucket")
+    @classmethod
+    def _deadletter_bucket_is_a_name(cls, value: str | None) -> str | None:
+        return _bucket("DEADLETTER_BUCKET", value)
 
     @field_validator("mongodb_db")
     @classmethod

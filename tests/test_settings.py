@@ -367,6 +367,9 @@ def test_otlp_headers_without_the_endpoint_stop_the_start(monkeypatch):
         ("AUTH0_BASE_URL", "https://tenant.example:port"),
         ("KB_SEARCH_URL", "kb.internal/search?token=s3cr3t"),
         ("SEARXNG_URL", "searx.example"),
+        ("PROMPT_BUCKET", "s3://aircoach-docs"),  # boto3: "Invalid bucket name" at a request
+        ("PROMPT_BUCKET", "aircoach-docs/prompt_docs"),
+        ("DEADLETTER_BUCKET", "aircoach dead letters"),
     ],
 )
 def test_a_malformed_url_or_connection_string_stops_the_start(monkeypatch, variable, value):
@@ -390,6 +393,8 @@ def test_a_malformed_url_or_connection_string_stops_the_start(monkeypatch, varia
         ("AWS_ENDPOINT_URL", "http://localhost:4566"),
         ("OPENAI_BASE_URL", "http://[::1]:11434/v1"),
         ("KB_SEARCH_URL", "https://kb.internal/search"),
+        ("PROMPT_BUCKET", "aircoach-docs.eu-west-1"),
+        ("DEADLETTER_BUCKET", "Legacy_Bucket"),  # us-east-1 names of before 2018
     ],
 )
 def test_well_formed_urls_and_connection_strings_are_kept(monkeypatch, variable, value):
