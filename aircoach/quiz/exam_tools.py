@@ -1,13 +1,15 @@
 """The chat's mock exam, through the quiz tools: `domanda_teoria` with `modo="esame"` starts
 one (one `tool_result` with all its questions, without their key), `verifica_risposta` with
-`esame` grades the student's answers ("1a 2b 3c") at the end. Both use `ExamService`, as
-`/api/exams` does; what the student may read is Italian, never an internal error."""
+`esame` grades the student's answers ("1a 2b 3c", "4 non lo so") at the end. Both use
+`ExamService`, as `/api/exams` does; what the student may read is Italian, never an internal
+error."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from aircoach.quiz.answers import NOT_KNOWN, read_numbered_answers
 from aircoach.quiz.exam_models import (
     MAX_EXAM_QUESTIONS,
     MIN_EXAM_QUESTIONS,
@@ -20,7 +22,6 @@ from aircoach.quiz.exams import (
     ExamNotFound,
     ExamService,
     InvalidExamAnswers,
-    read_numbered_answers,
 )
 from aircoach.quiz.models import PublicQuestion
 from aircoach.quiz.service import option_line
@@ -28,6 +29,9 @@ from aircoach.tools.registry import ToolContext, ToolOutput
 
 EXAM = "esame"  # domanda_teoria's `modo`
 MAX_ANSWERS_CHARS = 2000
+# How a numbered "non lo so" / "-" / "salta" is handed to the grader (it reads "non lo so"
+# as not known; the `NOT_KNOWN` letter alone is no answer to it).
+NOT_KNOWN_ANSWER = "non lo so"
 
 
 def _failure(message: str) -> ToolOutput:
@@ -58,9 +62,10 @@ def exam_text(view: ExamView) -> str:
     lines = [
         f"Simulazione d'esame {view.id}: {len(view.domande)} domande, {minutes} minuti, "
         f"soglia {round(view.soglia * 100)}%.",
-        'L\'allievo risponde con numero e lettera ("1a 2b 3c"), anche in più messaggi; '
-        "quando ha risposto a tutte, o chiede di consegnare, chiama `verifica_risposta` con "
-        f"`esame` = {view.id} e tutte le risposte in `risposta`.",
+        'L\'allievo risponde con numero e lettera ("1a 2b 3c"), o "4 non lo so" per una che '
+        "non sa (conta come sbagliata), anche in più messaggi; quando ha risposto a tutte, o "
+        f"chiede di consegnare, chiama `verifica_risposta` con `esame` = {view.id} e tutte le "
+        'risposte in `risposta` ("1a 2b 3c 4 non lo so").',
     ]
     for i, q in enumerate(view.domande, 1):
         options = "\n".join(f"   {k}) {v}" for k, v in sorted(q.risposte.items()))
@@ -115,7 +120,9 @@ def result_text(result: ExamResult, questions: dict[tuple[int, int], dict[str, A
         if outcome.corretta:
             continue
         question = questions.get((outcome.capitolo, outcome.numero), {})
-        given = "nessuna risposta" if outcome.risposta is None else outcome.risposta
+        given = {None: "nessuna risposta", NOT_KNOWN: "non la sapevi"}.get(
+            outcome.risposta, outcome.risposta
+        )
         source = f" (Fonte: § {outcome.riferimento})" if outcome.riferimento else ""
         lines.append(
             f"{i}. {given} → corretta {option_line(question, outcome.risposta_corretta)}. "
@@ -125,7 +132,8 @@ def result_text(result: ExamResult, questions: dict[tuple[int, int], dict[str, A
 
 
 async def submit_exam(ctx: ToolContext, id: Any = None, risposte: Any = None) -> ToolOutput:
-    """Grade the student's answers to a mock exam ("1a 2b 3c": number in the exam, letter)."""
+    """Grade the student's answers to a mock exam ("1a 2b 3c": number in the exam, letter;
+    "4 non lo so", "5 -", "6 salta": not known, graded wrong)."""
     exams = ctx.need(ExamService)
     exam_id = str(id or "").strip()
     if not re.fullmatch(r"[0-9a-f]{1,64}", exam_id):
@@ -144,7 +152,11 @@ async def submit_exam(ctx: ToolContext, id: Any = None, risposte: Any = None) ->
                 "Correggi il numero e rimanda le risposte."
             )
         answers = [
-            ExamAnswer(capitolo=exam.domande[n - 1][0], numero=exam.domande[n - 1][1], risposta=x)
+            ExamAnswer(
+                capitolo=exam.domande[n - 1][0],
+                numero=exam.domande[n - 1][1],
+                risposta=NOT_KNOWN_ANSWER if x == NOT_KNOWN else x,
+            )
             for n, x in sorted(numbered.items())
         ]
         result = await exams.submit(ctx.user_id, exam_id, answers, turn_id=ctx.turn_id)
