@@ -40,12 +40,11 @@ def _failure(message: str) -> ToolOutput:
 
 
 def _count(value: Any) -> int | None:
+    """The number of questions asked, as asked (the exam holds 5 to 60: `_size_note`)."""
     if value is None or isinstance(value, bool):
         return None
     digits = re.findall(r"\d+", str(value))
-    if not digits:
-        return None
-    return max(MIN_EXAM_QUESTIONS, min(MAX_EXAM_QUESTIONS, int(digits[0])))
+    return int(digits[0]) if digits else None
 
 
 def _chapters(value: Any) -> list[int] | None:
@@ -76,8 +75,10 @@ def exam_text(view: ExamView) -> str:
 async def start_exam(ctx: ToolContext, domande: Any = None, capitoli: Any = None) -> ToolOutput:
     """Start a mock exam for the student: all its questions in one result."""
     exams = ctx.need(ExamService)
+    asked = _count(domande)
+    size = None if asked is None else max(MIN_EXAM_QUESTIONS, min(MAX_EXAM_QUESTIONS, asked))
     # As the chat serves a big request: all the chapters hold, saying so (the API refuses).
-    plan = await exams.plan(capitoli=_chapters(capitoli), domande=_count(domande), fit=True)
+    plan = await exams.plan(capitoli=_chapters(capitoli), domande=size, fit=True)
     exam, questions = await exams.create(ctx.user_id, plan=plan)
     view = ExamView(
         id=exam.id,
@@ -88,14 +89,27 @@ async def start_exam(ctx: ToolContext, domande: Any = None, capitoli: Any = None
     )
     data: dict[str, Any] = {"esame": view.model_dump()}
     text = exam_text(view)
-    if len(questions) < plan.asked:
+    wanted = plan.asked if asked is None else asked
+    if wanted > len(questions):
         data["limitate_a"] = len(questions)
+    if note := _size_note(wanted, len(questions), fitted=plan.size < plan.asked):
         first, rest = text.split("\n", 1)
-        text = (
-            f"{first}\nRichieste {plan.asked} domande: i capitoli scelti ne hanno "
-            f"{len(questions)}, dillo all'allievo.\n{rest}"
-        )
+        text = f"{first}\n{note}\n{rest}"
     return ToolOutput(text=text, data=data)
+
+
+def _size_note(asked: int, size: int, *, fitted: bool) -> str | None:
+    """The line telling the model (for the student) why the exam has not the questions asked:
+    the chosen chapters hold fewer (`fitted`), or an exam holds 5 to 60."""
+    if asked == size:
+        return None
+    if fitted:
+        why = f"i capitoli scelti ne hanno {size}"
+    elif asked > size:
+        why = f"una simulazione ne ha al massimo {MAX_EXAM_QUESTIONS}"
+    else:
+        why = f"una simulazione ne ha almeno {MIN_EXAM_QUESTIONS}"
+    return f"Richieste {asked} domande: {why}, dillo all'allievo."
 
 
 def result_text(result: ExamResult, questions: dict[tuple[int, int], dict[str, Any]]) -> str:

@@ -161,3 +161,35 @@ def test_numbered_exam_answers_are_read_alike_by_the_tool_and_the_offline_model(
 
     assert read_numbered_answers(text) == read
     assert offline_exam.numbered(text) == read
+
+
+async def test_a_chat_exam_asked_outside_5_to_60_questions_says_what_it_serves(
+    store_settings: Settings, auth
+):
+    """ "100 domande" starts an exam of 60 (the most an exam has), "3 domande" one of 5: the
+    result says so, `limitate_a` for the client and a line for the model, as when the
+    chapters hold fewer (60 was served silently, as if asked)."""
+    from aircoach.quiz.exam_tools import start_exam
+    from aircoach.quiz.exams import ExamService
+    from aircoach.tools.registry import ToolContext
+    from tests.helpers import services_of
+
+    app = app_with(store_settings)
+    async with asgi_client(app) as client:
+        started = await chat(client, auth(), "simulazione d'esame con 100 domande")
+        result = next(e for e in started if e["type"] == "tool_result")["data"]
+        assert len(result["esame"]["domande"]) == 60 and result["limitate_a"] == 60
+
+        exams = await services_of(app).exam_service()
+        ctx = ToolContext(user_id="user-2", turn_id="turn-1", deps={ExamService: exams})
+        many = await start_exam(ctx, domande=100)
+        assert many.data["limitate_a"] == 60
+        assert "Richieste 100 domande: una simulazione ne ha al massimo 60" in many.text
+        few = await start_exam(ctx, domande="3")
+        assert len(few.data["esame"]["domande"]) == 5 and "limitate_a" not in few.data
+        assert "Richieste 3 domande: una simulazione ne ha almeno 5" in few.text
+        chapter = await start_exam(ctx, domande=100, capitoli=[3])
+        assert chapter.data["limitate_a"] == 34
+        assert "Richieste 100 domande: i capitoli scelti ne hanno 34" in chapter.text
+        exact = await start_exam(ctx, domande=60)
+        assert "limitate_a" not in exact.data and "Richieste" not in exact.text
