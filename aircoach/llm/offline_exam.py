@@ -1,7 +1,7 @@
 """What the offline model knows about the chat's mock exam: a request to start one
 (`domanda_teoria` with `modo="esame"`), the exam still open in the conversation (from that
-result's first line) with the answers the student gave since ("1a 2b 3c", in one message or
-several), and when to submit them (`verifica_risposta` with `esame`).
+result's first line) with the answers the student gave since ("1a 2b 3c", "4 non lo so", in
+one message or several), and when to submit them (`verifica_risposta` with `esame`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
+from aircoach.quiz.answers import NOT_KNOWN, read_numbered_answers
 from aircoach.text import fold
 
 ASK = "domanda_teoria"
@@ -23,8 +24,6 @@ MAX_MESSAGE_CHARS = 2000
 _WANTS = re.compile(r"simulazion|esame di prova|esame simulato|prova d.esame")
 _HEADER = re.compile(r"^Simulazione d'esame ([0-9a-f]+): (\d+) domande", re.MULTILINE)
 _SUBMIT_WORDS = re.compile(r"\b(?:consegn\w*|ho finito|finito|correggi\w*)\b")
-# The same reading as `quiz.exams.read_numbered_answers` (adapters do not import it).
-_NUMBERED = re.compile(r"\b(\d{1,2})\s{0,2}[).:=-]?\s{0,2}([a-z])\b")
 _HOW_MANY = re.compile(r"\b(\d{1,3})\s+domande\b")
 _CHAPTERS = re.compile(r"\bcapitol[io]\s+((?:\d+(?:\s{0,3}(?:,|\be\b)\s{0,3})?)+)")
 
@@ -41,7 +40,8 @@ class OpenExam:
 
 
 def numbered(text: str) -> dict[int, str]:
-    return {int(n): x for n, x in _NUMBERED.findall(fold(text[:MAX_MESSAGE_CHARS]))}
+    """As the exam tool reads them: "1a 2b" -> {1: "a", 2: "b"}, "3 non lo so" -> `NOT_KNOWN`."""
+    return read_numbered_answers(text[:MAX_MESSAGE_CHARS])
 
 
 def wants_exam(query: str) -> bool:
@@ -84,7 +84,9 @@ def open_exam(messages: Sequence[BaseMessage]) -> OpenExam | None:
 
 
 def submit_call(exam: OpenExam) -> dict[str, Any]:
-    given = " ".join(f"{n}{x}" for n, x in sorted(exam.answers.items()))
+    given = " ".join(
+        f"{n} non lo so" if x == NOT_KNOWN else f"{n}{x}" for n, x in sorted(exam.answers.items())
+    )
     return {"esame": exam.id, "risposta": given or "-"}
 
 
@@ -108,6 +110,7 @@ def progress_note(exam: OpenExam) -> str:
     listed = ", ".join(str(n) for n in missing[:15]) + ("…" if len(missing) > 15 else "")
     return (
         f"Ho preso nota di {len(exam.answers)} risposte su {exam.size}. Mancano le domande "
-        f'{listed}. Continua con numero e lettera (per esempio "{missing[0]}a"), oppure '
-        "scrivi «consegno» per la correzione: le domande senza risposta contano come sbagliate."
+        f'{listed}. Continua con numero e lettera (per esempio "{missing[0]}a", o '
+        f'"{missing[0]} non lo so" se non la sai), oppure scrivi «consegno» per la correzione: '
+        "le domande senza risposta contano come sbagliate."
     )

@@ -86,3 +86,24 @@ NOT_KNOWN = "-"  # the letter a "don't know" is recorded as
 
 def dont_know(text: str) -> bool:
     return " ".join(_TOKEN.findall(fold(text))) in DONT_KNOW
+
+
+_DONT_KNOW_WORDS = "|".join(
+    r"\s+".join(phrase.split()) for phrase in sorted(DONT_KNOW, key=len, reverse=True)
+)
+# "1a", "2) b", "3: c"; "4 non lo so", "5 -", "6 salta" (not known), where that answer ends:
+# at the end, a comma or a full stop, or the next number ("sulla 4 non so ancora" is no answer).
+_NUMBERED_ANSWER = re.compile(
+    r"\b(\d{1,2})\s{0,2}(?:"
+    r"[).:=-]?\s{0,2}([a-z])\b"
+    rf"|[).:=]?\s{{0,2}}(?:(?:{_DONT_KNOW_WORDS})\b|-)(?=\s*(?:$|[,;.!]|e\s+\d|\d))"
+    r")",
+    re.MULTILINE,
+)
+
+
+def read_numbered_answers(text: str) -> dict[int, str]:
+    """The answers to numbered questions (a mock exam in the chat): "1a 2) b, 3: c" ->
+    {1: "a", 2: "b", 3: "c"}; "4 non lo so", "5 -", "6 salta" -> `NOT_KNOWN` for each. A
+    later answer to the same number wins."""
+    return {int(m[1]): m[2] or NOT_KNOWN for m in _NUMBERED_ANSWER.finditer(fold(text))}

@@ -1,13 +1,15 @@
 """The chat's mock exam, through the quiz tools: `domanda_teoria` with `modo="esame"` starts
 one (one `tool_result` with all its questions, without their key), `verifica_risposta` with
-`esame` grades the student's answers ("1a 2b 3c") at the end. Both use `ExamService`, as
-`/api/exams` does; what the student may read is Italian, never an internal error."""
+`esame` grades the student's answers ("1a 2b 3c", "4 non lo so") at the end. Both use
+`ExamService`, as `/api/exams` does; what the student may read is Italian, never an internal
+error."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from aircoach.quiz.answers import NOT_KNOWN, read_numbered_answers
 from aircoach.quiz.exam_models import (
     MAX_EXAM_QUESTIONS,
     MIN_EXAM_QUESTIONS,
@@ -20,7 +22,6 @@ from aircoach.quiz.exams import (
     ExamNotFound,
     ExamService,
     InvalidExamAnswers,
-    read_numbered_answers,
 )
 from aircoach.quiz.models import PublicQuestion
 from aircoach.quiz.service import option_line
@@ -28,6 +29,9 @@ from aircoach.tools.registry import ToolContext, ToolOutput
 
 EXAM = "esame"  # domanda_teoria's `modo`
 MAX_ANSWERS_CHARS = 2000
+# How a numbered "non lo so" / "-" / "salta" is handed to the grader (it reads "non lo so"
+# as not known; the `NOT_KNOWN` letter alone is no answer to it).
+NOT_KNOWN_ANSWER = "non lo so"
 
 
 def _failure(message: str) -> ToolOutput:
@@ -36,12 +40,11 @@ def _failure(message: str) -> ToolOutput:
 
 
 def _count(value: Any) -> int | None:
+    """The number of questions asked, as asked (the exam holds 5 to 60: `_size_note`)."""
     if value is None or isinstance(value, bool):
         return None
     digits = re.findall(r"\d+", str(value))
-    if not digits:
-        return None
-    return max(MIN_EXAM_QUESTIONS, min(MAX_EXAM_QUESTIONS, int(digits[0])))
+    return int(digits[0]) if digits else None
 
 
 def _chapters(value: Any) -> list[int] | None:
@@ -58,9 +61,10 @@ def exam_text(view: ExamView) -> str:
     lines = [
         f"Simulazione d'esame {view.id}: {len(view.domande)} domande, {minutes} minuti, "
         f"soglia {round(view.soglia * 100)}%.",
-        'L\'allievo risponde con numero e lettera ("1a 2b 3c"), anche in più messaggi; '
-        "quando ha risposto a tutte, o chiede di consegnare, chiama `verifica_risposta` con "
-        f"`esame` = {view.id} e tutte le risposte in `risposta`.",
+        'L\'allievo risponde con numero e lettera ("1a 2b 3c"), o "4 non lo so" per una che '
+        "non sa (conta come sbagliata), anche in più messaggi; quando ha risposto a tutte, o "
+        f"chiede di consegnare, chiama `verifica_risposta` con `esame` = {view.id} e tutte le "
+        'risposte in `risposta` ("1a 2b 3c 4 non lo so").',
     ]
     for i, q in enumerate(view.domande, 1):
         options = "\n".join(f"   {k}) {v}" for k, v in sorted(q.risposte.items()))
@@ -71,8 +75,10 @@ def exam_text(view: ExamView) -> str:
 async def start_exam(ctx: ToolContext, domande: Any = None, capitoli: Any = None) -> ToolOutput:
     """Start a mock exam for the student: all its questions in one result."""
     exams = ctx.need(ExamService)
+    asked = _count(domande)
+    size = None if asked is None else max(MIN_EXAM_QUESTIONS, min(MAX_EXAM_QUESTIONS, asked))
     # As the chat serves a big request: all the chapters hold, saying so (the API refuses).
-    plan = await exams.plan(capitoli=_chapters(capitoli), domande=_count(domande), fit=True)
+    plan = await exams.plan(capitoli=_chapters(capitoli), domande=size, fit=True)
     exam, questions = await exams.create(ctx.user_id, plan=plan)
     view = ExamView(
         id=exam.id,
@@ -83,14 +89,27 @@ async def start_exam(ctx: ToolContext, domande: Any = None, capitoli: Any = None
     )
     data: dict[str, Any] = {"esame": view.model_dump()}
     text = exam_text(view)
-    if len(questions) < plan.asked:
+    wanted = plan.asked if asked is None else asked
+    if wanted > len(questions):
         data["limitate_a"] = len(questions)
+    if note := _size_note(wanted, len(questions), fitted=plan.size < plan.asked):
         first, rest = text.split("\n", 1)
-        text = (
-            f"{first}\nRichieste {plan.asked} domande: i capitoli scelti ne hanno "
-            f"{len(questions)}, dillo all'allievo.\n{rest}"
-        )
+        text = f"{first}\n{note}\n{rest}"
     return ToolOutput(text=text, data=data)
+
+
+def _size_note(asked: int, size: int, *, fitted: bool) -> str | None:
+    """The line telling the model (for the student) why the exam has not the questions asked:
+    the chosen chapters hold fewer (`fitted`), or an exam holds 5 to 60."""
+    if asked == size:
+        return None
+    if fitted:
+        why = f"i capitoli scelti ne hanno {size}"
+    elif asked > size:
+        why = f"una simulazione ne ha al massimo {MAX_EXAM_QUESTIONS}"
+    else:
+        why = f"una simulazione ne ha almeno {MIN_EXAM_QUESTIONS}"
+    return f"Richieste {asked} domande: {why}, dillo all'allievo."
 
 
 def result_text(result: ExamResult, questions: dict[tuple[int, int], dict[str, Any]]) -> str:
@@ -115,7 +134,9 @@ def result_text(result: ExamResult, questions: dict[tuple[int, int], dict[str, A
         if outcome.corretta:
             continue
         question = questions.get((outcome.capitolo, outcome.numero), {})
-        given = "nessuna risposta" if outcome.risposta is None else outcome.risposta
+        given = {None: "nessuna risposta", NOT_KNOWN: "non la sapevi"}.get(
+            outcome.risposta, outcome.risposta
+        )
         source = f" (Fonte: § {outcome.riferimento})" if outcome.riferimento else ""
         lines.append(
             f"{i}. {given} → corretta {option_line(question, outcome.risposta_corretta)}. "
@@ -125,7 +146,8 @@ def result_text(result: ExamResult, questions: dict[tuple[int, int], dict[str, A
 
 
 async def submit_exam(ctx: ToolContext, id: Any = None, risposte: Any = None) -> ToolOutput:
-    """Grade the student's answers to a mock exam ("1a 2b 3c": number in the exam, letter)."""
+    """Grade the student's answers to a mock exam ("1a 2b 3c": number in the exam, letter;
+    "4 non lo so", "5 -", "6 salta": not known, graded wrong)."""
     exams = ctx.need(ExamService)
     exam_id = str(id or "").strip()
     if not re.fullmatch(r"[0-9a-f]{1,64}", exam_id):
@@ -144,7 +166,11 @@ async def submit_exam(ctx: ToolContext, id: Any = None, risposte: Any = None) ->
                 "Correggi il numero e rimanda le risposte."
             )
         answers = [
-            ExamAnswer(capitolo=exam.domande[n - 1][0], numero=exam.domande[n - 1][1], risposta=x)
+            ExamAnswer(
+                capitolo=exam.domande[n - 1][0],
+                numero=exam.domande[n - 1][1],
+                risposta=NOT_KNOWN_ANSWER if x == NOT_KNOWN else x,
+            )
             for n, x in sorted(numbered.items())
         ]
         result = await exams.submit(ctx.user_id, exam_id, answers, turn_id=ctx.turn_id)

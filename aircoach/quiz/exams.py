@@ -8,7 +8,6 @@ and moves its review schedule like any other answer. An unanswered question coun
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -28,7 +27,6 @@ from aircoach.quiz.exam_models import (
 from aircoach.quiz.models import PublicQuestion
 from aircoach.quiz.ports import ExamStore, Question, QuestionKey
 from aircoach.quiz.service import ExamAttempt, QuizService, public
-from aircoach.text import fold
 
 MAX_LISTED = 100
 # A submission with no result after this long stopped half-way (its grading failed): the
@@ -309,15 +307,6 @@ def _result(
 
 def exam_questions(questions: list[Question]) -> list[dict[str, Any]]:
     return [public(q) for q in questions]
-
-
-_NUMBERED_ANSWER = re.compile(r"\b(\d{1,2})\s{0,2}[).:=-]?\s{0,2}([a-z])\b")
-
-
-def read_numbered_answers(text: str) -> dict[int, str]:
-    """ "1a 2b 3c", "1) a, 2) b", "4: d" -> {1: "a", 2: "b", ...} (question number in the
-    exam, from 1); a later answer to the same number wins."""
-    return {int(n): letter for n, letter in _NUMBERED_ANSWER.findall(fold(text))}
 
 
 def _grading_for(exam: ExamRecord, now: datetime) -> int | None:

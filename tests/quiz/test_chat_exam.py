@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from aircoach.llm import offline_exam
 from aircoach.quiz.bank import load_demo_questions
 from aircoach.settings import Settings
 from tests.helpers import app_with, asgi_client, chat
@@ -108,3 +111,85 @@ async def test_a_chat_exam_larger_than_its_chapter_is_what_it_holds_and_says_so(
         assert result["data"]["limitate_a"] == 34
         asked = await chat(client, auth(), "simulazione d'esame del capitolo 3 con 20 domande")
         assert "limitate_a" not in next(e for e in asked if e["type"] == "tool_result")["data"]
+
+
+async def test_a_chat_exam_question_the_student_does_not_know_is_graded_wrong(
+    settings: Settings, auth
+):
+    """ "2 non lo so", "3 -", "4 salta" answer those questions as not known (wrong, an attempt
+    in the progress), as the REST exam route grades "non lo so"; they were not read at all,
+    so the chat kept asking for them."""
+    bank = {(q["capitolo"], q["numero"]): q["corretta"] for q in await load_demo_questions()}
+    async with asgi_client(app_with(settings)) as client:
+        started = await chat(client, auth(), "simulazione d'esame con 5 domande")
+        exam = started[0]["data"]["esame"]
+        keys = [bank[(q["capitolo"], q["numero"])] for q in exam["domande"]]
+
+        noted = await chat(client, auth(), f"1{keys[0]} 2 non lo so, 3 -")
+        assert "Ho preso nota di 3 risposte su 5. Mancano le domande 4, 5." in said(noted)
+
+        graded = await chat(client, auth(), f"4 salta 5) {keys[4]}")
+        result = next(e for e in graded if e["type"] == "tool_result")["data"]
+        assert (result["punteggio"], result["totale"]) == (2, 5)
+        assert [e["risposta"] for e in result["esiti"]] == [keys[0], "-", "-", "-", keys[4]]
+        assert "2. non la sapevi → corretta" in said(graded)
+        progress = (await client.get("/api/progress", headers=auth())).json()
+        assert (progress["risposte"], progress["corrette"]) == (5, 2)
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ("1a 2b 3c", {1: "a", 2: "b", 3: "c"}),
+        ("1 - a, 2) b, 3: c", {1: "a", 2: "b", 3: "c"}),
+        ("3 non lo so", {3: "-"}),
+        ("1a 2 non so 3b", {1: "a", 2: "-", 3: "b"}),
+        ("3 -, 4) salta 5: c", {3: "-", 4: "-", 5: "c"}),
+        ("4 - 5d", {4: "-", 5: "d"}),
+        ("7: Passo. 8 non ne ho idea e 9a", {7: "-", 8: "-", 9: "a"}),
+        ("2b 2 non lo so", {2: "-"}),  # a later answer to the same number wins
+        ("non lo so", {}),
+        ("sulla 4 non so ancora, ci penso", {}),
+        ("ho risposto a 3 domande, salta la 4", {}),
+        ("la 3 - ci penso su", {}),
+    ],
+)
+def test_numbered_exam_answers_are_read_alike_by_the_tool_and_the_offline_model(
+    text: str, read: dict[int, str]
+):
+    from aircoach.quiz.answers import read_numbered_answers
+
+    assert read_numbered_answers(text) == read
+    assert offline_exam.numbered(text) == read
+
+
+async def test_a_chat_exam_asked_outside_5_to_60_questions_says_what_it_serves(
+    store_settings: Settings, auth
+):
+    """ "100 domande" starts an exam of 60 (the most an exam has), "3 domande" one of 5: the
+    result says so, `limitate_a` for the client and a line for the model, as when the
+    chapters hold fewer (60 was served silently, as if asked)."""
+    from aircoach.quiz.exam_tools import start_exam
+    from aircoach.quiz.exams import ExamService
+    from aircoach.tools.registry import ToolContext
+    from tests.helpers import services_of
+
+    app = app_with(store_settings)
+    async with asgi_client(app) as client:
+        started = await chat(client, auth(), "simulazione d'esame con 100 domande")
+        result = next(e for e in started if e["type"] == "tool_result")["data"]
+        assert len(result["esame"]["domande"]) == 60 and result["limitate_a"] == 60
+
+        exams = await services_of(app).exam_service()
+        ctx = ToolContext(user_id="user-2", turn_id="turn-1", deps={ExamService: exams})
+        many = await start_exam(ctx, domande=100)
+        assert many.data["limitate_a"] == 60
+        assert "Richieste 100 domande: una simulazione ne ha al massimo 60" in many.text
+        few = await start_exam(ctx, domande="3")
+        assert len(few.data["esame"]["domande"]) == 5 and "limitate_a" not in few.data
+        assert "Richieste 3 domande: una simulazione ne ha almeno 5" in few.text
+        chapter = await start_exam(ctx, domande=100, capitoli=[3])
+        assert chapter.data["limitate_a"] == 34
+        assert "Richieste 100 domande: i capitoli scelti ne hanno 34" in chapter.text
+        exact = await start_exam(ctx, domande=60)
+        assert "limitate_a" not in exact.data and "Richieste" not in exact.text
