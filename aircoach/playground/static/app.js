@@ -376,8 +376,8 @@ function setBusy(busy) {
 }
 
 // `quiz` ({card, q, letter} for a quiz card's `la <lettera>`, {card, q} for its "Salta"): a
-// card whose choice ends without grading it, or whose skip fails or brings no new question
-// before an `error`, opens again.
+// card whose choice ends without grading it, or whose skip brings no new question, opens
+// again.
 async function send(query, quiz = null) {
   if (state.busy || !query.trim()) return;
   setBusy(true);
@@ -432,11 +432,11 @@ async function send(query, quiz = null) {
     setBusy(false);
   }
   if (quiz && state.token) {
-    if (quiz.letter && !quiz.card.querySelector(".result")) reopenCard(quiz, problem);
-    // A turn survives an `error` after its new question (the store refused it): that skip
-    // happened. Without a new question the card is not skipped.
-    const asked = view.item.querySelector("article.quiz");
-    if (!quiz.letter && (problem || (failure && !asked))) unskipCard(quiz, problem || failure);
+    if (quiz.letter && !quiz.card.querySelector(".result")) reopenCard(quiz, problem || failure);
+    // A skip happened when its turn brought a new question, even one followed by an `error`
+    // (the store refused the turn) or a lost connection: that question is there to answer.
+    // Without one (refused, failed, text only, interrupted) the card is not skipped.
+    if (!quiz.letter && !view.item.querySelector("article.quiz")) unskipCard(quiz, problem || failure || "il coach non ha mandato una nuova domanda.");
   }
   // The panels follow the turn; meanwhile the chat takes the next message or a new chat.
   Promise.all([loadProgress(), loadHistory(true), loadConversations()]).catch(failed);
@@ -602,9 +602,9 @@ function reopenCard({ card, q, letter }, problem) {
   if (refocus) chosen.focus();
 }
 
-// A skip whose request failed (refused, the connection lost for good) or whose turn ended
-// with an error and no new question: the card is not skipped; it takes a choice or a skip
-// again and says what happened.
+// A skip whose turn brought no new question (the request refused, the connection lost for
+// good, the model failed, only text, interrupted): the card is not skipped; it takes a
+// choice or a skip again and says what happened.
 function unskipCard({ card, q }, problem) {
   // "Salta" went with the skip, and the focus with it: a keyboard user gets it back there.
   const refocus = !document.activeElement || document.activeElement === document.body;
