@@ -581,6 +581,56 @@ def test_the_history_panel_pages_through_older_turns(settings, session_for, toke
     script.assert_used()
 
 
+def test_the_default_conversation_shows_its_own_last_turns_and_pages_to_older_ones(
+    settings, session_for, token
+):
+    """21 turns in the default conversation, then one in another: "Chat principale" shows
+    the default conversation's last 20 (`conversation_id=default`), and "Messaggi precedenti
+    di questa chat" the one before them, then goes (before, the page fetched every
+    conversation's last 20 turns and kept the default one's: 19 here, none after 20 turns
+    elsewhere, and no way to older ones)."""
+    with served(app_with(settings)) as origin:
+        headers = {"Authorization": f"Bearer {token('dev|lungo')}"}
+        bodies = [{"query": f"Domanda {i}"} for i in range(21)]
+        bodies.append({"query": "Altrove", "conversation_id": "altra"})
+        for body in bodies:
+            response = httpx.post(
+                f"{origin}/api/stream_query",
+                json={**body, "stream": False},
+                headers=headers,
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in("lungo")
+        page = s.page
+        asked: list[str] = []
+        page.on("request", lambda r: "/api/history?" in r.url and asked.append(r.url))
+        page.click('#conversations button[data-conversation="altra"]')
+        expect(page.locator("#turns .human")).to_have_text(["Altrove"])
+        older = page.locator("#turns-older")
+        expect(older).to_be_hidden()
+
+        page.click('#conversations button[data-conversation=""]')
+        humans = page.locator("#turns .human")
+        expect(humans).to_have_text([f"Domanda {i}" for i in range(1, 21)])
+        expect(page.locator("#welcome")).to_be_hidden()
+        assert any("conversation_id=default" in url for url in asked), asked
+        s.shot("default-conversation")
+
+        expect(older).to_have_text("Messaggi precedenti di questa chat")
+        older.click()
+        expect(humans).to_have_text([f"Domanda {i}" for i in range(21)])
+        expect(older).to_be_hidden()
+        expect(humans.first).to_be_in_viewport()
+        # A new message goes after the stored turns.
+        s.answered(s.ask("Domanda nuova"))
+        expect(humans.last).to_have_text("Domanda nuova")
+        expect(humans).to_have_count(22)
+    assert s.console_errors == []
+
+
 MARKDOWN_ANSWER = """Il **QNH** è la pressione riportata al livello del mare.
 
 - con il QNH l'altimetro indica l'*altitudine*;

@@ -31,6 +31,7 @@ const state = {
   switches: {},
   chapters: [], // [{capitolo, titolo, domande}] of the course
   historyCursor: null,
+  turnsCursor: null, // `next_cursor` of the chat on screen's stored turns: null when none is older
   busy: false, // a turn is streaming or the panels after it are refreshing
   queued: [], // [{query, quiz}] made while busy: sent in order, one turn each, when the turn ends
   reviewCursor: null, // `next_cursor` of the review page on screen: null on the last one
@@ -138,6 +139,7 @@ async function signIn(token) {
   $("app").hidden = false;
   $("docs-panel").hidden = !state.permissions.includes(state.config.admin_permission);
   $("turns").replaceChildren();
+  showOlderTurns(null);
   $("welcome").hidden = false;
   state.conversation = null;
   stopExam();
@@ -823,6 +825,7 @@ function newChat() {
   if (state.busy) return;
   state.conversation = newConversationId();
   $("turns").replaceChildren();
+  showOlderTurns(null);
   $("welcome").hidden = false;
   showView("chat");
   loadConversations().catch(failed);
@@ -834,18 +837,37 @@ async function switchChat(id) {
   if (state.busy) return;
   state.conversation = id;
   showView("chat");
-  const params = new URLSearchParams({ limit: "20" });
-  if (id) params.set("conversation_id", id);
   try {
-    const page = await api(`/api/history?${params}`);
-    // Without an id the history has every conversation's turns: keep the default one's.
-    const turns = page.turns.filter((t) => (t.conversation_id ?? null) === id).reverse();
-    $("turns").replaceChildren(...turns.map(storedTurn));
-    $("welcome").hidden = turns.length > 0;
+    await loadTurns(false);
     await loadConversations();
   } catch (error) {
     failed(error);
   }
+}
+
+// The chat on screen's last 20 stored turns, or with `older` the 20 before those shown.
+// `conversation_id=default` pages the default conversation alone (docs/http.md).
+async function loadTurns(older) {
+  const id = state.conversation;
+  const params = new URLSearchParams({ limit: "20", conversation_id: id ?? "default" });
+  if (older && state.turnsCursor) params.set("cursor", state.turnsCursor);
+  const page = await api(`/api/history?${params}`);
+  if (state.conversation !== id) return; // another chat was opened meanwhile
+  const turns = page.turns.slice().reverse().map(storedTurn);
+  if (older) $("turns").prepend(...turns);
+  else $("turns").replaceChildren(...turns);
+  showOlderTurns(page.next_cursor);
+  $("welcome").hidden = $("turns").children.length > 0;
+  // The button may be gone: the reader goes on from the oldest turn just shown.
+  if (older && turns.length) {
+    turns[0].tabIndex = -1;
+    turns[0].focus();
+  }
+}
+
+function showOlderTurns(cursor) {
+  state.turnsCursor = cursor || null;
+  $("turns-older").hidden = !state.turnsCursor;
 }
 
 function storedTurn(turn) {
@@ -1139,6 +1161,7 @@ async function start() {
     }
   });
   $("history-more").addEventListener("click", () => loadHistory(false).catch(failed));
+  $("turns-older").addEventListener("click", () => loadTurns(true).catch(failed));
   $("docs-reload").addEventListener("click", reloadDocs);
   try {
     state.config = await api("/playground/config");
