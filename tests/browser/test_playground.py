@@ -581,6 +581,56 @@ def test_the_history_panel_pages_through_older_turns(settings, session_for, toke
     script.assert_used()
 
 
+def test_the_default_conversation_shows_its_own_last_turns_and_pages_to_older_ones(
+    settings, session_for, token
+):
+    """21 turns in the default conversation, then one in another: "Chat principale" shows
+    the default conversation's last 20 (`conversation_id=default`), and "Messaggi precedenti
+    di questa chat" the one before them, then goes (before, the page fetched every
+    conversation's last 20 turns and kept the default one's: 19 here, none after 20 turns
+    elsewhere, and no way to older ones)."""
+    with served(app_with(settings)) as origin:
+        headers = {"Authorization": f"Bearer {token('dev|lungo')}"}
+        bodies = [{"query": f"Domanda {i}"} for i in range(21)]
+        bodies.append({"query": "Altrove", "conversation_id": "altra"})
+        for body in bodies:
+            response = httpx.post(
+                f"{origin}/api/stream_query",
+                json={**body, "stream": False},
+                headers=headers,
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in("lungo")
+        page = s.page
+        asked: list[str] = []
+        page.on("request", lambda r: "/api/history?" in r.url and asked.append(r.url))
+        page.click('#conversations button[data-conversation="altra"]')
+        expect(page.locator("#turns .human")).to_have_text(["Altrove"])
+        older = page.locator("#turns-older")
+        expect(older).to_be_hidden()
+
+        page.click('#conversations button[data-conversation=""]')
+        humans = page.locator("#turns .human")
+        expect(humans).to_have_text([f"Domanda {i}" for i in range(1, 21)])
+        expect(page.locator("#welcome")).to_be_hidden()
+        assert any("conversation_id=default" in url for url in asked), asked
+        s.shot("default-conversation")
+
+        expect(older).to_have_text("Messaggi precedenti di questa chat")
+        older.click()
+        expect(humans).to_have_text([f"Domanda {i}" for i in range(21)])
+        expect(older).to_be_hidden()
+        expect(humans.first).to_be_in_viewport()
+        # A new message goes after the stored turns.
+        s.answered(s.ask("Domanda nuova"))
+        expect(humans.last).to_have_text("Domanda nuova")
+        expect(humans).to_have_count(22)
+    assert s.console_errors == []
+
+
 MARKDOWN_ANSWER = """Il **QNH** è la pressione riportata al livello del mare.
 
 - con il QNH l'altimetro indica l'*altitudine*;
@@ -860,9 +910,11 @@ def test_choices_made_while_an_answer_arrives_are_all_sent_in_order(settings, se
 
 def test_a_choice_whose_turn_fails_reopens_its_card_with_an_italian_notice(settings, session_for):
     """The answer `la a` is refused (a 503), then `la b` ends without a grading (the model
-    failed): each time the card opens again, says in Italian what happened and takes another
-    choice; `la c` is graded (before, the card stayed closed after a failed choice: the
-    student could no longer answer it)."""
+    failed: its `error` event's message says why), then `la a` ends with text only: each
+    time the card opens again, says in Italian what happened and takes another choice; `la c`
+    is graded (before, the card stayed closed after a failed choice: the student could no
+    longer answer it; and a failing model's turn said "il coach non l'ha corretta." instead
+    of the error's message)."""
     question = {
         "capitolo": 3,
         "numero": 1,
@@ -888,6 +940,7 @@ def test_a_choice_whose_turn_fails_reopens_its_card_with_an_italian_notice(setti
     graded = _canned(
         {"type": "tool_result", "tool_name": "verifica_risposta", "data": grading}, done
     )
+    chatted = _canned({"type": "agent_message", "content": "Ci penso."}, done)
     refused = json.dumps({"error": "model_unavailable", "message": "Il coach non è disponibile."})
     sent: list[str] = []
 
@@ -896,7 +949,7 @@ def test_a_choice_whose_turn_fails_reopens_its_card_with_an_italian_notice(setti
         if len(sent) == 2:
             route.fulfill(status=503, content_type="application/json", body=refused)
             return
-        body = {1: quiz, 3: ungraded}.get(len(sent), graded)
+        body = {1: quiz, 3: ungraded, 4: chatted}.get(len(sent), graded)
         route.fulfill(status=200, content_type="text/event-stream", body=body)
 
     with served(app_with(settings)) as origin:
@@ -922,7 +975,15 @@ def test_a_choice_whose_turn_fails_reopens_its_card_with_an_italian_notice(setti
         card.locator('button[data-letter="b"]').click()
         expect(s.page.locator("#turns > li").nth(2)).to_have_class(re.compile(r"\bturn-done\b"))
         expect(problem).to_have_text(
-            "La risposta «b» non è stata valutata: il coach non l'ha corretta. "
+            "La risposta «b» non è stata valutata: Il modello non ha risposto. "
+            "Scegli di nuovo la risposta."
+        )
+        expect(options.first).to_be_enabled()
+
+        card.locator('button[data-letter="a"]').click()
+        expect(s.page.locator("#turns > li").nth(3)).to_have_class(re.compile(r"\bturn-done\b"))
+        expect(problem).to_have_text(
+            "La risposta «a» non è stata valutata: il coach non l'ha corretta. "
             "Scegli di nuovo la risposta."
         )
         expect(options.first).to_be_enabled()
@@ -932,7 +993,7 @@ def test_a_choice_whose_turn_fails_reopens_its_card_with_an_italian_notice(setti
         expect(card.locator(".grading .notice")).to_have_count(0)
         for option in options.all():
             expect(option).to_be_disabled()
-        assert sent[1:] == ["la a", "la b", "la c"]
+        assert sent[1:] == ["la a", "la b", "la a", "la c"]
     # Chromium logs the refused request itself; nothing else.
     assert all("status of 503" in e for e in s.console_errors), s.console_errors
 
@@ -1064,6 +1125,71 @@ def test_a_skip_whose_turn_ends_with_the_models_error_reopens_its_card(settings,
         expect(card.locator(".grading")).to_have_text("Domanda saltata.")
         expect(skip).to_have_count(0)
     script.assert_used()
+    assert s.console_errors == []
+
+
+def test_a_skip_whose_turn_brings_no_new_question_reopens_its_card(settings, session_for):
+    """ "Salta" sends a turn that ends `done` ok with text only, then one that ends
+    `interrupted` without an `error` event: neither brings a new question, so each time the
+    card opens again, unskipped, saying in Italian that no new question came; the third
+    "Salta" brings one and the card stays skipped (before, both kept the card skipped and
+    closed, with nothing new to answer)."""
+    first = {"capitolo": 3, "numero": 1, "testo": "Domanda?", "risposte": {"a": "Sì", "b": "No"}}
+    done = {"type": "done", "status": "ok", "model": "finto", "prompt_version": "abc"}
+    replies = {
+        1: _canned(
+            {"type": "tool_result", "tool_name": "domanda_teoria", "data": {"question": first}},
+            done,
+        ),
+        2: _canned({"type": "agent_message", "content": "Va bene, passiamo oltre."}, done),
+        3: _canned({"type": "agent_message", "content": "Ecco"}, {**done, "status": "interrupted"}),
+        4: _canned(
+            {
+                "type": "tool_result",
+                "tool_name": "domanda_teoria",
+                "data": {"question": {**first, "numero": 2, "testo": "Altra?"}},
+            },
+            done,
+        ),
+    }
+    sent: list[str] = []
+
+    def stream(route: Any) -> None:
+        sent.append(json.loads(route.request.post_data)["query"])
+        route.fulfill(status=200, content_type="text/event-stream", body=replies[len(sent)])
+
+    with served(app_with(settings)) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in()
+        s.page.route(f"{origin}/api/stream_query", stream)
+        card = s.answered(s.ask("Dammi una domanda del capitolo 3")).locator("article.quiz")
+        skip = card.locator("button.skip-question")
+        problem = card.locator(".grading .notice")
+        turns = s.page.locator("#turns > li")
+        no_question = (
+            "La domanda non è stata saltata: il coach non ha mandato una nuova domanda. "
+            "Rispondi o salta di nuovo."
+        )
+
+        for n in (1, 2):
+            skip.click()
+            s.answered(turns.nth(n))
+            expect(problem).to_have_text(no_question)
+            expect(card).not_to_have_class(re.compile(r"\bskipped\b"))
+            for option in card.locator("button.option").all():
+                expect(option).to_be_enabled()
+            expect(skip).to_be_visible()
+        s.shot("skip-without-question")
+
+        skip.click()
+        expect(turns.nth(3).locator('article.quiz[data-question="3-2"]')).to_be_visible()
+        s.answered(turns.nth(3))
+        expect(s.page.locator("#send")).to_be_enabled()
+        expect(card).to_have_class(re.compile(r"\bskipped\b"))
+        expect(card.locator(".grading")).to_have_text("Domanda saltata.")
+        expect(skip).to_have_count(0)
+        assert sent[1:] == ["Dammi un'altra domanda del capitolo 3"] * 3
     assert s.console_errors == []
 
 

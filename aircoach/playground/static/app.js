@@ -31,6 +31,7 @@ const state = {
   switches: {},
   chapters: [], // [{capitolo, titolo, domande}] of the course
   historyCursor: null,
+  turnsCursor: null, // `next_cursor` of the chat on screen's stored turns: null when none is older
   busy: false, // a turn is streaming or the panels after it are refreshing
   queued: [], // [{query, quiz}] made while busy: sent in order, one turn each, when the turn ends
   reviewCursor: null, // `next_cursor` of the review page on screen: null on the last one
@@ -138,6 +139,7 @@ async function signIn(token) {
   $("app").hidden = false;
   $("docs-panel").hidden = !state.permissions.includes(state.config.admin_permission);
   $("turns").replaceChildren();
+  showOlderTurns(null);
   $("welcome").hidden = false;
   state.conversation = null;
   stopExam();
@@ -376,8 +378,8 @@ function setBusy(busy) {
 }
 
 // `quiz` ({card, q, letter} for a quiz card's `la <lettera>`, {card, q} for its "Salta"): a
-// card whose choice ends without grading it, or whose skip fails or brings no new question
-// before an `error`, opens again.
+// card whose choice ends without grading it, or whose skip brings no new question, opens
+// again.
 async function send(query, quiz = null) {
   if (state.busy || !query.trim()) return;
   setBusy(true);
@@ -432,11 +434,11 @@ async function send(query, quiz = null) {
     setBusy(false);
   }
   if (quiz && state.token) {
-    if (quiz.letter && !quiz.card.querySelector(".result")) reopenCard(quiz, problem);
-    // A turn survives an `error` after its new question (the store refused it): that skip
-    // happened. Without a new question the card is not skipped.
-    const asked = view.item.querySelector("article.quiz");
-    if (!quiz.letter && (problem || (failure && !asked))) unskipCard(quiz, problem || failure);
+    if (quiz.letter && !quiz.card.querySelector(".result")) reopenCard(quiz, problem || failure);
+    // A skip happened when its turn brought a new question, even one followed by an `error`
+    // (the store refused the turn) or a lost connection: that question is there to answer.
+    // Without one (refused, failed, text only, interrupted) the card is not skipped.
+    if (!quiz.letter && !view.item.querySelector("article.quiz")) unskipCard(quiz, problem || failure || "il coach non ha mandato una nuova domanda.");
   }
   // The panels follow the turn; meanwhile the chat takes the next message or a new chat.
   Promise.all([loadProgress(), loadHistory(true), loadConversations()]).catch(failed);
@@ -602,9 +604,9 @@ function reopenCard({ card, q, letter }, problem) {
   if (refocus) chosen.focus();
 }
 
-// A skip whose request failed (refused, the connection lost for good) or whose turn ended
-// with an error and no new question: the card is not skipped; it takes a choice or a skip
-// again and says what happened.
+// A skip whose turn brought no new question (the request refused, the connection lost for
+// good, the model failed, only text, interrupted): the card is not skipped; it takes a
+// choice or a skip again and says what happened.
 function unskipCard({ card, q }, problem) {
   // "Salta" went with the skip, and the focus with it: a keyboard user gets it back there.
   const refocus = !document.activeElement || document.activeElement === document.body;
@@ -823,6 +825,7 @@ function newChat() {
   if (state.busy) return;
   state.conversation = newConversationId();
   $("turns").replaceChildren();
+  showOlderTurns(null);
   $("welcome").hidden = false;
   showView("chat");
   loadConversations().catch(failed);
@@ -834,18 +837,37 @@ async function switchChat(id) {
   if (state.busy) return;
   state.conversation = id;
   showView("chat");
-  const params = new URLSearchParams({ limit: "20" });
-  if (id) params.set("conversation_id", id);
   try {
-    const page = await api(`/api/history?${params}`);
-    // Without an id the history has every conversation's turns: keep the default one's.
-    const turns = page.turns.filter((t) => (t.conversation_id ?? null) === id).reverse();
-    $("turns").replaceChildren(...turns.map(storedTurn));
-    $("welcome").hidden = turns.length > 0;
+    await loadTurns(false);
     await loadConversations();
   } catch (error) {
     failed(error);
   }
+}
+
+// The chat on screen's last 20 stored turns, or with `older` the 20 before those shown.
+// `conversation_id=default` pages the default conversation alone (docs/http.md).
+async function loadTurns(older) {
+  const id = state.conversation;
+  const params = new URLSearchParams({ limit: "20", conversation_id: id ?? "default" });
+  if (older && state.turnsCursor) params.set("cursor", state.turnsCursor);
+  const page = await api(`/api/history?${params}`);
+  if (state.conversation !== id) return; // another chat was opened meanwhile
+  const turns = page.turns.slice().reverse().map(storedTurn);
+  if (older) $("turns").prepend(...turns);
+  else $("turns").replaceChildren(...turns);
+  showOlderTurns(page.next_cursor);
+  $("welcome").hidden = $("turns").children.length > 0;
+  // The button may be gone: the reader goes on from the oldest turn just shown.
+  if (older && turns.length) {
+    turns[0].tabIndex = -1;
+    turns[0].focus();
+  }
+}
+
+function showOlderTurns(cursor) {
+  state.turnsCursor = cursor || null;
+  $("turns-older").hidden = !state.turnsCursor;
 }
 
 function storedTurn(turn) {
@@ -1139,6 +1161,7 @@ async function start() {
     }
   });
   $("history-more").addEventListener("click", () => loadHistory(false).catch(failed));
+  $("turns-older").addEventListener("click", () => loadTurns(true).catch(failed));
   $("docs-reload").addEventListener("click", reloadDocs);
   try {
     state.config = await api("/playground/config");
