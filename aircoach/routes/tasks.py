@@ -65,7 +65,11 @@ _FORBIDDEN: Responses = {
 }
 _NOT_FOUND: Responses = {404: {"model": ErrorBody, "description": "No such task (`not_found`)."}}
 _INVALID: Responses = {
-    422: {"description": "The input does not validate (FastAPI's `detail` list)."}
+    422: {
+        "model": ValidationErrorBody,
+        "description": "The input is not JSON or does not validate against the task's input "
+        'schema; `detail` names each field (for a batch, `["body", "inputs", i, ...]`).',
+    }
 }
 _UNAVAILABLE = unavailable("auth_unavailable", "prompt_unavailable", "store_unavailable")
 
