@@ -123,6 +123,16 @@ CATALOGUE: dict[str, Text] = {
     ),
     "token_not_yet_valid": Text(it="Il token non è ancora valido.", en="token not yet valid"),
     "token_invalid": Text(it="Token non valido: {reason}", en="invalid token: {reason}"),
+    # The two reasons a token of the right issuer meets most, said in Italian (PyJWT's reason
+    # is English; it stays the English text, which WWW-Authenticate carries).
+    "signature_mismatch": Text(
+        it="La firma del token non corrisponde: accedi di nuovo.",
+        en="invalid token: Signature verification failed",
+    ),
+    "claim_missing": Text(
+        it="Nel token manca il claim {claim!r}: accedi di nuovo.",
+        en="invalid token: the {claim!r} claim is missing",
+    ),
     "claim_not_integer": Text(
         it="Il claim {name!r} del token deve essere un numero intero.",
         en="claim {name!r} must be an integer",

@@ -150,7 +150,9 @@ class TokenVerifier:
         except jwt.ImmatureSignatureError as exc:
             raise AuthError("token_not_yet_valid") from exc
         except jwt.InvalidSignatureError as exc:
-            raise AuthError("token_invalid", reason=str(exc)) from exc
+            raise AuthError("signature_mismatch") from exc
+        except jwt.MissingRequiredClaimError as exc:
+            raise AuthError("claim_missing", claim=exc.claim[:32]) from exc
         except jwt.DecodeError as exc:  # a payload or signature segment that does not decode
             raise AuthError("malformed_token") from exc
         except jwt.PyJWTError as exc:

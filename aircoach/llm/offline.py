@@ -258,7 +258,7 @@ class OfflineChatModel(BaseChatModel):
             for call in (calling.tool_calls if isinstance(calling, AIMessage) else [])
         }
         if len(results) == 1 and offline_exam.is_exam_result(results[0]):
-            return self._say(results[0].text)  # written in Italian for the student
+            return self._say(offline_exam.for_the_student(results[0].text))
         if any(r.name != offline_course.KB for r in results):
             # Several gradings ("1a 2b 3c"): one a paragraph.
             return self._say("\n\n".join(self._other_result(r) for r in results))

@@ -105,6 +105,33 @@ def is_exam_result(result: ToolMessage) -> bool:
     return bool(_HEADER.search(result.text)) or result.text.startswith(GRADED_HEADER)
 
 
+_FOR_THE_MODEL = "L'allievo risponde"
+_SIZE_NOTE = re.compile(r"^Richieste (\d+) domande: (.+), dillo all'allievo\.$")
+HOW_TO_ANSWER = (
+    'Rispondi con numero e lettera (per esempio "1a 2b 3c"), anche in più messaggi, o '
+    '"4 non lo so" per una che non sai; scrivi «consegno» per la correzione.'
+)
+
+
+def for_the_student(result: str) -> str:
+    """An exam result as the student reads it. A started exam's text is written for the
+    model: its id, the line telling it how to submit, and the size note "dillo all'allievo"
+    become the header without the id, how to answer, and the note said to the student."""
+    if (header := _HEADER.search(result)) is None:
+        return result  # a grading: written for the student
+    lines = []
+    for line in result.split("\n"):
+        if line.startswith(_FOR_THE_MODEL):
+            lines.append(HOW_TO_ANSWER)
+        elif note := _SIZE_NOTE.match(line):
+            lines.append(f"Hai chiesto {note.group(1)} domande, ma {note.group(2)}.")
+        elif _HEADER.match(line):
+            lines.append(line.replace(f" {header.group(1)}:", ":", 1))
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
 def progress_note(exam: OpenExam) -> str:
     missing = exam.missing
     listed = ", ".join(str(n) for n in missing[:15]) + ("…" if len(missing) > 15 else "")

@@ -15,22 +15,53 @@ FALLBACK_ANSWER = (
     "Riprova tra poco o riformula la domanda."
 )
 
-FALLBACK_ANSWER = (
-    "Mi dispiace, non sono riuscito a preparare una risposta questa volta. "
-    "Riprova tra poco o riformula la domanda."
-)
-
 # Characters of a question's text and of each option written into the answer.
 _MAX_FIELD_CHARS = 1000
 
 
 def json_answer(text: str, tool: ToolRecord | None, fallback: str) -> str:
-    """The model's text; else the question(s) of the last tool result; else `fallback`."""
+    """The model's text; else the question(s) of the last tool result (a mock exam's,
+    numbered, with how to answer them); else `fallback`."""
     if text.strip():
         return text
+    if tool is not None and isinstance(exam := tool.data.get("esame"), dict):
+        return _exam_text(exam) or fallback
     questions = _questions(tool.data) if tool is not None else []
     written = [_question_text(q) for q in questions if isinstance(q, dict)]
     return "\n\n".join(w for w in written if w) or fallback
+
+
+def _exam_text(exam: dict[str, Any]) -> str:
+    """A mock exam the chat started, as the student reads it: its size, time and pass mark,
+    how to answer, then its questions numbered as the answers name them."""
+    questions = exam.get("domande")
+    if not isinstance(questions, list) or not questions:
+        return ""
+    minutes = int(_number(exam.get("durata_s"))) // 60
+    threshold = round(_number(exam.get("soglia")) * 100)
+    lines = [
+        f"Simulazione d'esame: {len(questions)} domande, {minutes} minuti, soglia {threshold}%. "
+        "Rispondi con numero e lettera (per esempio «1a 2b 3c»), anche in più messaggi, o "
+        "«4 non lo so» per una che non sai; scrivi «consegno» per la correzione."
+    ]
+    for n, question in enumerate(questions, 1):
+        if not isinstance(question, dict):
+            continue
+        risposte = question.get("risposte")
+        options = sorted(risposte.items()) if isinstance(risposte, dict) else []
+        lines.append(
+            "\n".join(
+                [
+                    f"{n}. (capitolo {question.get('capitolo')}) {_cut(question.get('testo'))}",
+                    *(f"   {letter}) {_cut(text)}" for letter, text in options),
+                ]
+            )
+        )
+    return "\n\n".join(lines)
+
+
+def _number(value: Any) -> float:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
 def _questions(data: dict[str, Any]) -> list[Any]:

@@ -140,7 +140,25 @@ async def test_a_well_formed_token_with_another_signature_is_invalid_not_malform
     other = issuer.mint("someone-else", audience=AUDIENCE).split(".")[2]
     with pytest.raises(AuthError) as refused:
         await verifier.verify(f"{header}.{payload}.{other}")
-    assert refused.value.key == "token_invalid"
+    # Said in Italian: it was "Token non valido: Signature verification failed" (PyJWT's).
+    assert refused.value.code == "invalid_token"
+    assert refused.value.message_in("it") == "La firma del token non corrisponde: accedi di nuovo."
+    assert "Signature verification failed" in refused.value.headers["WWW-Authenticate"]
+
+
+async def test_a_token_without_a_required_claim_is_refused_in_italian(setup):
+    """It read 'Token non valido: Token is missing the "exp" claim'."""
+    issuer, _keys, _clock, verifier = setup
+    token = jwt.encode(
+        {"sub": "u", "aud": AUDIENCE, "iss": DEV_ISSUER, "iat": int(time.time())},
+        issuer.private_key,
+        algorithm="RS256",
+        headers={"kid": issuer.kid},
+    )
+    with pytest.raises(AuthError) as refused:
+        await verifier.verify(token)
+    assert refused.value.message_in("it") == "Nel token manca il claim 'exp': accedi di nuovo."
+    assert refused.value.message_in("en") == "invalid token: the 'exp' claim is missing"
 
 
 def test_the_header_read_before_the_key_is_the_tokens_header(setup):

@@ -18,9 +18,10 @@ from aircoach.llm.offline import (
 from aircoach.settings import ROOT
 from aircoach.tools.registry import ToolRegistry
 
-QUIZ = ToolRegistry.from_docs(
+SHIPPED = ToolRegistry.from_docs(
     {"tools.json": (ROOT / "prompt_docs" / "tools.json").read_text("utf-8")}
-).specs["domanda_teoria"]
+).specs
+QUIZ = SHIPPED["domanda_teoria"]
 
 
 def test_quiz_requests_score_above_the_threshold_and_questions_below():
@@ -233,3 +234,36 @@ async def test_an_answer_comes_before_a_quiz_request_and_grading_is_never_scored
     for query in ("Verifica la risposta dell'allievo", "corregge la risposta a una domanda"):
         reply = await model.ainvoke([HumanMessage(query)])
         assert all(c["name"] != "verifica_risposta" for c in reply.tool_calls)
+
+
+def test_a_started_exam_that_reaches_the_model_is_told_without_the_lines_for_the_model():
+    """When the exam's start reaches the model (its tool is not return_direct, or its result
+    not final), the offline model showed the tool's text as is: the exam's id, the line
+    telling the model to call `verifica_risposta` with `esame`, and "dillo all'allievo"."""
+    from aircoach.quiz.exam_models import ExamView
+    from aircoach.quiz.exam_tools import _size_note, exam_text
+    from aircoach.quiz.models import PublicQuestion
+
+    question = PublicQuestion(
+        capitolo=3, numero=4, testo="Il QNH è:", risposte={"a": "una pressione", "b": "un'ora"}
+    )
+    view = ExamView(
+        id="abc123", domande=[question] * 5, durata_s=600, scadenza="2030-01-01", soglia=0.75
+    )
+    first, rest = exam_text(view).split("\n", 1)
+    # The note as the tool writes it when 100 questions were asked (an exam has at most 60).
+    started = f"{first}\n{_size_note(100, 60, fitted=False)}\n{rest}"
+    model = OfflineChatModel().bind_tools([_as_tool(QUIZ), _as_tool(SHIPPED["verifica_risposta"])])
+    said = model.respond(
+        [
+            HumanMessage("simulazione d'esame con 100 domande"),
+            AIMessage("", tool_calls=[{"name": "domanda_teoria", "args": {}, "id": "c1"}]),
+            ToolMessage(started, tool_call_id="c1", name="domanda_teoria"),
+        ]
+    ).text
+    assert said.startswith(f"{OFFLINE_NOTICE} Simulazione d'esame: 5 domande, 10 minuti")
+    assert "Hai chiesto 100 domande, ma una simulazione ne ha al massimo 60." in said
+    assert "1a 2b 3c" in said and "«consegno»" in said
+    assert "5. (capitolo 3) Il QNH è:\n   a) una pressione" in said
+    for for_the_model in ("abc123", "verifica_risposta", "esame`", "allievo", "chiama"):
+        assert for_the_model not in said, for_the_model
