@@ -293,8 +293,13 @@ async def test_a_new_message_after_stop_replaces_the_turn_still_running(
     assert second.status_code == 200, second.text
     answer = "".join(c["delta"] for c in chunks(second.text) if c["type"] == "text-delta")
     assert answer == "La seconda domanda ha la sua risposta."
+    # The replaced turn ends as stopped, not failed: `abort`, no `finish`, no `error`.
     stopped = chunks(first[0].text)
-    assert stopped[-1]["messageMetadata"]["status"] == "cancelled"
+    assert stopped[-1] == {"type": "abort", "reason": "cancelled"}
+    assert not [c for c in stopped if c["type"] in ("finish", "error")]
+    (metadata,) = [c for c in stopped if c["type"] == "message-metadata"]
+    assert metadata["messageMetadata"]["status"] == "cancelled"
+    assert metadata["messageMetadata"]["turn_id"] == first[0].headers["X-Turn-ID"]
 
 
 def test_the_chat_routes_document_every_status_and_header_of_the_turn_pipeline(openapi_schema):
@@ -309,3 +314,4 @@ def test_the_chat_routes_document_every_status_and_header_of_the_turn_pipeline(o
     assert {"X-Turn-ID", "Idempotent-Replayed"} <= set(ui["200"].get("headers", {}))
     resume = paths["/api/chat/{chat_id}/stream"]["get"]["responses"]
     assert "503" in resume and "X-Turn-ID" in resume["200"].get("headers", {})
+
