@@ -315,3 +315,28 @@ def test_the_chat_routes_document_every_status_and_header_of_the_turn_pipeline(o
     resume = paths["/api/chat/{chat_id}/stream"]["get"]["responses"]
     assert "503" in resume and "X-Turn-ID" in resume["200"].get("headers", {})
 
+
+async def test_a_replay_s_metadata_describes_the_stored_turn_and_this_request(
+    app, client, auth, script
+):
+    """The message metadata is `done`'s (docs/http.md): a resend of the same message replays
+    the stored turn, whose `turn_id`, `model`, `prompt_version` and `status` it carries; its
+    `request_id` is the replay's own (its `X-Request-ID`), the first request's not being
+    stored, and `context_turns` 0."""
+    script([text("La portanza dipende.")])
+
+    def metadata(response: httpx.Response) -> dict[str, Any]:
+        (chunk,) = [c for c in chunks(response.text) if c["type"] == "message-metadata"]
+        return chunk["messageMetadata"]
+
+    body = ui_body("Cos'è la portanza?")
+    first = await client.post("/api/chat", json=body, headers={**auth(), "X-Request-ID": "req-1"})
+    again = await client.post("/api/chat", json=body, headers={**auth(), "X-Request-ID": "req-2"})
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.headers["X-Request-ID"] == "req-2"
+    was, now = metadata(first), metadata(again)
+    assert was["request_id"] == "req-1" and now["request_id"] == "req-2"
+    assert now["context_turns"] == 0
+    turn = ("turn_id", "prompt_version", "model", "status")
+    assert {k: now[k] for k in turn} == {k: was[k] for k in turn}
+    assert now["turn_id"] == first.headers["X-Turn-ID"]
