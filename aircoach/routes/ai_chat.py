@@ -191,7 +191,8 @@ _STREAM_DOC = {
                         "type": "string",
                         "description": "A chunk's JSON (`start`, `text-delta`, "
                         "`tool-output-available`, `data-grounding`, `data-progress`, `error`, "
-                        "`finish`...), or `[DONE]` last.",
+                        "`finish`, or `abort` for a turn stopped before its end...), or "
+                        "`[DONE]` last.",
                     }
                 },
             }

@@ -9,9 +9,12 @@ output the client data of `tool_result`, never what only the model was given), a
 grading's `progresso` (the student's progress after it) also as a `data-progress` part; the
 grounding verdict as a `data-grounding` part, with the guard's caveat in its `caveat` (never in
 the text parts, which are exactly the stored answer); `done` as the message metadata
-(`turn_id`, `prompt_version`, `model`, `context_turns`, `status`), `finish-step` and `finish`
-(`finishReason` `stop` when the turn's `status` is `ok`, even after an error such as
-`persist_failed`; else `error`); each `error` event as an `error` chunk after `finish`.
+(`turn_id`, `prompt_version`, `model`, `context_turns`, `status`, `request_id`), `finish-step`
+and `finish` (`finishReason` `stop` when the turn's `status` is `ok`, even after an error such
+as `persist_failed`; `error` when it is `error`), or, for a turn stopped before its end
+(`cancelled`, `interrupted`), `abort` (`reason`: that status) in place of `finish`, as the AI
+SDK's own `streamText` ends a stream its abort signal stopped; each `error` event as an `error`
+chunk after that end.
 
 Errors come last because the AI SDK's `useChat` stops reading at an `error` chunk (its
 `onError` throws): one sent where it happened would cut off the rest of the message, the
@@ -31,6 +34,9 @@ UI_STREAM_VERSION = "v1"
 _DONE = b"data: [DONE]\n\n"
 # `done` fields a client reads from the message's metadata.
 METADATA_FIELDS = ("turn_id", "prompt_version", "model", "context_turns", "status", "request_id")
+# `done` statuses of a turn stopped before its end (by a newer message, a cancel, or its
+# instance going away) rather than failed: the stream ends with `abort`, not `finish`.
+STOPPED = ("cancelled", "interrupted")
 
 
 def _chunk(data: dict[str, Any]) -> bytes:
@@ -123,18 +129,21 @@ class _Message:
             return []
         if kind == "done":
             metadata = {name: data[name] for name in METADATA_FIELDS if name in data}
-            # The turn's outcome: an error it ended ok with (its answer whole but not
-            # stored) is its own `error` chunk, the message itself finished.
-            failed = data.get("status") not in (None, "ok")
+            status = data.get("status")
+            if status in STOPPED:
+                # Stopped, not failed: what the AI SDK's own streamText sends when its abort
+                # signal stops it, an `abort` chunk and no `finish`.
+                end = {"type": "abort", "reason": status}
+            else:
+                # An error the turn ended ok with (its answer whole but not stored) is its
+                # own `error` chunk, the message itself finished.
+                reason = "stop" if status in (None, "ok") else "error"
+                end = {"type": "finish", "finishReason": reason, "messageMetadata": metadata}
             return [
                 *self._close_text(),
                 {"type": "message-metadata", "messageMetadata": metadata},
                 {"type": "finish-step"},
-                {
-                    "type": "finish",
-                    "finishReason": "error" if failed else "stop",
-                    "messageMetadata": metadata,
-                },
+                end,
                 *self.flush(),
             ]
         return []  # a type this encoder does not know yet: our SSE still carries it

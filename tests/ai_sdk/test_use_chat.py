@@ -17,7 +17,7 @@ import pytest
 from aircoach.settings import ROOT
 from aircoach.turn.answer import FALLBACK_ANSWER
 from tests.helpers import app_with, served, services_of
-from tests.scripted_model import Script, ScriptedModels, call, text
+from tests.scripted_model import Script, ScriptedChatModel, ScriptedModels, call, text
 
 pytestmark = pytest.mark.integration
 
@@ -167,3 +167,67 @@ async def test_prepare_send_messages_request_sends_one_message_and_the_store_kee
     services = services_of(app)
     stored = await services.chats.history("user-1", limit=10, conversation="chat-last-message")
     assert [turn.system for turn in reversed(stored)] == ANSWERS
+
+
+INTERRUPTED = ROOT / "tests" / "ai_sdk" / "interrupted.mjs"
+SECOND_ANSWER = "La seconda domanda ha la sua risposta."
+
+
+async def test_a_turn_replaced_by_a_newer_message_is_stopped_not_failed(settings, token):
+    """A newer message interrupts the running turn (`if_busy: interrupt`, the chat route's
+    default): the stream of the replaced turn ends with `abort`, as the AI SDK's own
+    `streamText` ends one its abort signal stopped. `useChat` keeps the message with its
+    metadata (`status: cancelled`) and shows no error: status `ready`, no `error`, and
+    `onFinish` is told no `finishReason` (never `error`) and no error."""
+    answered: list[bool] = []
+
+    class Held(ScriptedChatModel):
+        """The first call never answers (its turn is interrupted); later ones do."""
+
+        async def _astream(self, *args: Any, **kwargs: Any) -> Any:
+            if not answered:
+                answered.append(False)
+                await anyio.sleep_forever()
+            async for chunk in super()._astream(*args, **kwargs):
+                yield chunk
+
+    class HeldModels(ScriptedModels):
+        async def models_for(self, tools: list[Any]) -> list[Any]:
+            return [Held(script=self.script)]
+
+    script = Script([text(SECOND_ANSWER)])
+    app = app_with(settings, models=HeldModels(script))
+    with served(app) as url:
+        env = {
+            **os.environ,
+            "BASE_URL": url,
+            "TOKEN": token(),
+            "CHAT_ID": "chat-interrupted",
+            "FIRST_QUESTION": "Che cos'è la portanza?",
+            "SECOND_QUESTION": "E la resistenza?",
+        }
+        with anyio.fail_after(120):
+            done = await anyio.run_process(
+                [node(), str(INTERRUPTED)], env=env, cwd=ROOT, check=False
+            )
+    assert done.returncode == 0, done.stderr.decode()
+    got = json.loads(done.stdout)
+    script.assert_used()
+
+    stored = await services_of(app).chats.history(
+        "user-1", limit=5, conversation="chat-interrupted"
+    )
+    answered_turn, interrupted_turn = stored
+    assert interrupted_turn.status == "interrupted" and answered_turn.system == SECOND_ANSWER
+
+    assert got["status"] == "ready" and got["error"] is None
+    assert got["finished"] == {"finishReason": None, "isAbort": False, "isError": False}
+    message = got["message"]
+    assert message["role"] == "assistant" and message["id"] == interrupted_turn.turn_id
+    assert message["metadata"]["status"] == "cancelled"
+    assert message["metadata"]["turn_id"] == interrupted_turn.turn_id
+
+    second = got["second"]
+    assert second["status"] == "ready" and second["message"]["id"] == answered_turn.turn_id
+    said = "".join(p["text"] for p in second["message"]["parts"] if p["type"] == "text")
+    assert said == SECOND_ANSWER

@@ -293,8 +293,13 @@ async def test_a_new_message_after_stop_replaces_the_turn_still_running(
     assert second.status_code == 200, second.text
     answer = "".join(c["delta"] for c in chunks(second.text) if c["type"] == "text-delta")
     assert answer == "La seconda domanda ha la sua risposta."
+    # The replaced turn ends as stopped, not failed: `abort`, no `finish`, no `error`.
     stopped = chunks(first[0].text)
-    assert stopped[-1]["messageMetadata"]["status"] == "cancelled"
+    assert stopped[-1] == {"type": "abort", "reason": "cancelled"}
+    assert not [c for c in stopped if c["type"] in ("finish", "error")]
+    (metadata,) = [c for c in stopped if c["type"] == "message-metadata"]
+    assert metadata["messageMetadata"]["status"] == "cancelled"
+    assert metadata["messageMetadata"]["turn_id"] == first[0].headers["X-Turn-ID"]
 
 
 def test_the_chat_routes_document_every_status_and_header_of_the_turn_pipeline(openapi_schema):
@@ -309,3 +314,29 @@ def test_the_chat_routes_document_every_status_and_header_of_the_turn_pipeline(o
     assert {"X-Turn-ID", "Idempotent-Replayed"} <= set(ui["200"].get("headers", {}))
     resume = paths["/api/chat/{chat_id}/stream"]["get"]["responses"]
     assert "503" in resume and "X-Turn-ID" in resume["200"].get("headers", {})
+
+
+async def test_a_replay_s_metadata_describes_the_stored_turn_and_this_request(
+    app, client, auth, script
+):
+    """The message metadata is `done`'s (docs/http.md): a resend of the same message replays
+    the stored turn, whose `turn_id`, `model`, `prompt_version` and `status` it carries; its
+    `request_id` is the replay's own (its `X-Request-ID`), the first request's not being
+    stored, and `context_turns` 0."""
+    script([text("La portanza dipende.")])
+
+    def metadata(response: httpx.Response) -> dict[str, Any]:
+        (chunk,) = [c for c in chunks(response.text) if c["type"] == "message-metadata"]
+        return chunk["messageMetadata"]
+
+    body = ui_body("Cos'è la portanza?")
+    first = await client.post("/api/chat", json=body, headers={**auth(), "X-Request-ID": "req-1"})
+    again = await client.post("/api/chat", json=body, headers={**auth(), "X-Request-ID": "req-2"})
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.headers["X-Request-ID"] == "req-2"
+    was, now = metadata(first), metadata(again)
+    assert was["request_id"] == "req-1" and now["request_id"] == "req-2"
+    assert now["context_turns"] == 0
+    turn = ("turn_id", "prompt_version", "model", "status")
+    assert {k: now[k] for k in turn} == {k: was[k] for k in turn}
+    assert now["turn_id"] == first.headers["X-Turn-ID"]
