@@ -116,7 +116,8 @@ def result_text(result: ExamResult, questions: dict[tuple[int, int], dict[str, A
     share = round(100 * result.punteggio / result.totale) if result.totale else 0
     verdict = "superata" if result.superato else "non superata"
     lines = [
-        f"Esito della simulazione: {result.punteggio} risposte corrette su {result.totale} "
+        f"Esito della simulazione: {result.punteggio} "
+        f"{'risposta corretta' if result.punteggio == 1 else 'risposte corrette'} su {result.totale} "
         f"({share}%), soglia {round(result.soglia * 100)}%: {verdict}."
     ]
     if result.in_ritardo:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aircoach.errors import StoreUnavailable
-from aircoach.quiz.exam_models import ExamAnswer
+from aircoach.quiz.exam_models import ExamAnswer, ExamResult
 from aircoach.quiz.exam_tools import result_text
 from aircoach.quiz.exams import (
     LATE_GRACE_S,
@@ -191,3 +191,24 @@ async def test_the_exam_store_pages_newest_first_exams_of_the_same_moment_by_id(
 )
 def test_an_exam_spreads_its_questions_evenly_as_far_as_each_chapter_holds(total, room, shares):
     assert spread(total, room) == shares
+
+
+@pytest.mark.parametrize(
+    ("right", "wording"),
+    [
+        (1, "1 risposta corretta su 5"),
+        (0, "0 risposte corrette su 5"),
+        (2, "2 risposte corrette su 5"),
+    ],
+)
+def test_the_exam_result_reads_right_for_one_answer(right, wording):
+    result = ExamResult.model_construct(
+        punteggio=right,
+        totale=5,
+        soglia=0.75,
+        superato=False,
+        in_ritardo=False,
+        capitoli=[],
+        esiti=[],
+    )
+    assert f"Esito della simulazione: {wording} (" in result_text(result, {})
