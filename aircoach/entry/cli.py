@@ -311,6 +311,7 @@ def _docs(args: argparse.Namespace) -> None:
                 ("only local", st.only_local),
                 ("only remote", st.only_remote),
                 ("different", st.different),
+                ("not the manifest's", st.unpublished),
             ):
                 for key in keys:
                     print(f"  {label}: {key}")

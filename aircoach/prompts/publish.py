@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import mimetypes
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from aircoach.errors import ConfigError
 from aircoach.prompts.keys import PROMPT_SUFFIX, folder_versions
-from aircoach.prompts.s3 import S3DocSource
+from aircoach.prompts.s3 import S3DocSource, differences, is_doc_key, manifest_body
 from aircoach.prompts.sources import DocInfo, LocalDocSource, PromptSource
 from aircoach.prompts.store import build_prompt
 from aircoach.settings import PromptSettings
@@ -39,11 +40,14 @@ class Status:
     different: list[str]
     # Each task's own version, local and remote (a task edit leaves `prompt_version` alone).
     tasks: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    # Docs whose object in the bucket is not the manifest's (changed, added or deleted by
+    # hand, or a push under way): instances serve the manifest's, "remote" above.
+    unpublished: list[str] = field(default_factory=list)
 
     @property
     def in_sync(self) -> bool:
         """Every doc the same on both sides (a task edit leaves the prompt version alone)."""
-        return not (self.only_local or self.only_remote or self.different)
+        return not (self.only_local or self.only_remote or self.different or self.unpublished)
 
 
 @dataclass(frozen=True)
@@ -92,18 +96,24 @@ class DocsBucket:
             )
 
     def push(self, *, delete: bool = False) -> list[PushResult]:
-        """Upload the local docs (sub-folders included) whose MD5 differs from the remote ETag.
-        Docs the server would refuse are not pushed at all: every instance started after
-        them would have no prompt to serve (503 on every chat)."""
+        """Upload the local docs (sub-folders included) whose MD5 differs from the remote ETag,
+        then write the manifest (`S3DocSource` serves its docs and only them: an instance
+        listing mid-push keeps the docs of the previous push), then, with `delete`, delete
+        the remote-only docs (without it they stay published). Docs the server would refuse
+        are not pushed at all: every instance started after them would have no prompt to
+        serve (503 on every chat)."""
         self.require_versioning()
         folder = LocalDocSource(self.folder)
         local, contents = asyncio.run(_read_all(folder))
         self._check(contents)
-        remote = {d.key: d for d in self.source.list_docs_blocking()}
+        remote = self._latest_objects()
         results = []
+        published = []
         for doc in local:
-            if remote.get(doc.key) is not None and remote[doc.key].etag == doc.etag:
+            current = remote.get(doc.key)
+            if current is not None and current.etag == doc.etag:
                 results.append(PushResult(doc.key, "unchanged", None))
+                published.append(current)
                 continue
             content_type = mimetypes.guess_type(doc.key)[0] or "application/octet-stream"
             if doc.key.endswith(".md"):
@@ -114,9 +124,15 @@ class DocsBucket:
                 Body=folder.path_of(doc.key).read_bytes(),
                 ContentType=content_type,
             )
-            results.append(PushResult(doc.key, "uploaded", response.get("VersionId")))
-        local_keys = {d.key for d in local}
-        for key in sorted(set(remote) - local_keys):
+            version_id = response.get("VersionId")
+            results.append(PushResult(doc.key, "uploaded", version_id))
+            etag = response["ETag"].strip('"')
+            published.append(DocInfo(doc.key, etag, doc.size, version_id=version_id))
+        remote_only = sorted(set(remote) - {d.key for d in local})
+        if not delete:
+            published += [remote[key] for key in remote_only]
+        self._write_manifest(published)
+        for key in remote_only:
             if delete:
                 # On a versioned bucket this adds a delete marker: the doc stays in history.
                 response = self.client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
@@ -124,6 +140,40 @@ class DocsBucket:
             else:
                 results.append(PushResult(key, "remote only"))
         return results
+
+    def _latest_objects(self) -> dict[str, DocInfo]:
+        """Each doc's latest object with its version id (a listing of versions: a plain listing
+        has no version ids); a doc whose latest version is a delete marker is not there."""
+        latest: dict[str, DocInfo] = {}
+        paginator = self.client.get_paginator("list_object_versions")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix):
+            for entry in page.get("Versions", []):
+                key = entry["Key"][len(self.prefix) :]
+                if entry["IsLatest"] and is_doc_key(key):
+                    latest[key] = DocInfo(
+                        key,
+                        entry["ETag"].strip('"'),
+                        entry["Size"],
+                        version_id=entry["VersionId"],
+                    )
+        return latest
+
+    def _write_manifest(self, published: list[DocInfo]) -> None:
+        """Written last: the one object whose change makes the push visible to readers. Left
+        alone when it names these docs already (an instance re-reads it when it changes)."""
+
+        def pinned(docs: Iterable[DocInfo]) -> set[tuple[str, str, str | None]]:
+            return {(d.key, d.etag, d.version_id) for d in docs}
+
+        current = self.source.read_manifest_blocking()
+        if current is not None and pinned(current.docs) == pinned(published):
+            return
+        self.client.put_object(
+            Bucket=self.bucket,
+            Key=self.source.manifest_key,
+            Body=manifest_body(published, datetime.now(UTC).isoformat(timespec="seconds")),
+            ContentType="application/json",
+        )
 
     def _check(self, contents: Mapping[str, str]) -> None:
         if not build_prompt(contents)[0]:
@@ -141,8 +191,11 @@ class DocsBucket:
             ) from None
 
     def status(self) -> Status:
+        """Local docs against the published ones: the manifest's when the bucket has one."""
         local_docs, local = asyncio.run(_read_all(LocalDocSource(self.folder)))
         remote_docs, remote = asyncio.run(_read_all(self.source))
+        listed, _ = self.source.list_objects_blocking()
+        manifest = self.source.read_manifest_blocking()
         local_etags = {d.key: d.etag for d in local_docs}
         remote_etags = {d.key: d.etag for d in remote_docs}
         # The task folders' versions (`tasks/<name>/`, see aircoach.tasks.definition).
@@ -160,6 +213,7 @@ class DocsBucket:
                 name: (local_tasks.get(name), remote_tasks.get(name))
                 for name in sorted(set(local_tasks) | set(remote_tasks))
             },
+            unpublished=differences(listed, manifest) if manifest is not None else [],
         )
 
     def history(self, key: str) -> list[ObjectVersion]:
@@ -206,7 +260,16 @@ class DocsBucket:
             Key=full_key,
             CopySource={"Bucket": self.bucket, "Key": full_key, "VersionId": version_id},
         )
-        return response["VersionId"]
+        new_id: str = response["VersionId"]
+        manifest = self.source.read_manifest_blocking()
+        if manifest is not None:
+            # Readers serve the manifest's docs: the rolled-back doc is published once it
+            # names the new object.
+            etag = response["CopyObjectResult"]["ETag"].strip('"')
+            copied = DocInfo(key, etag, target.size or 0, version_id=new_id)
+            others = [d for d in manifest.docs if d.key != key]
+            self._write_manifest([*others, copied])
+        return new_id
 
 
 async def _read_all(source: PromptSource) -> tuple[list[DocInfo], dict[str, str]]:

@@ -5,20 +5,36 @@ keys) giving keys, ETags, sizes and dates. Object version ids do not come with t
 `read_doc()` takes them from `get_object` when a doc is fetched. Keys in sub-folders are docs
 too (`tasks/email_triage/prompt.md`). The built prompt of each new version is archived under
 `{PROMPT_PREFIX}_built/`, a folder the listing skips.
+
+`docs push` writes a manifest last, `{PROMPT_PREFIX}.manifest.json` (a hidden file: never a
+doc), naming each doc's ETag and version id. When the listing holds one, the source serves the
+manifest's docs and nothing else: a listing taken between two uploads of a push gives the
+last pushed set, never a mix of old and new docs. The manifest is fetched again only when its
+ETag in the listing changed. A bucket without a manifest is served as it is listed.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import anyio
 
+from aircoach.errors import ConfigError
 from aircoach.prompts.sources import DocInfo
 from aircoach.settings import PromptSettings
 
 BUILT_FOLDER = "_built/"
+MANIFEST_KEY = ".manifest.json"
+MANIFEST_FORMAT = 1
+# What a GET answers when the object is no longer the one asked for (If-Match), or is gone.
+_OBJECT_MOVED = {"PreconditionFailed", "412", "NoSuchKey", "404", "NotFound"}
+
+log = logging.getLogger(__name__)
 
 
 _loader: Any = None
@@ -73,12 +89,61 @@ def _etag(value: str) -> str:
     return value.strip('"')
 
 
-def _is_doc_key(key: str) -> bool:
+def is_doc_key(key: str) -> bool:
     """Docs are every key under the prefix, sub-folders included (`tasks/email_triage/...`),
     except folder markers, the archive of built prompts and hidden files, as locally."""
     if not key or key.endswith("/") or key.startswith(BUILT_FOLDER):
         return False
     return not any(part.startswith(".") for part in key.split("/"))
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The docs one `docs push` published: key, ETag, size and version id of each."""
+
+    etag: str
+    pushed_at: str | None
+    docs: tuple[DocInfo, ...]
+
+
+def manifest_body(docs: list[DocInfo], pushed_at: str) -> bytes:
+    entries = {
+        d.key: {"etag": d.etag, "size": d.size, "version_id": d.version_id}
+        for d in sorted(docs, key=lambda d: d.key)
+    }
+    body = {"format": MANIFEST_FORMAT, "pushed_at": pushed_at, "docs": entries}
+    return json.dumps(body, indent=1, sort_keys=True).encode("utf-8") + b"\n"
+
+
+def _parse_manifest(data: bytes, etag: str, where: str) -> Manifest:
+    try:
+        body = json.loads(data)
+        if body.get("format") != MANIFEST_FORMAT:
+            raise ValueError(f"format {body.get('format')!r}, expected {MANIFEST_FORMAT}")
+        docs = tuple(
+            DocInfo(
+                key=key,
+                etag=str(entry["etag"]),
+                size=int(entry["size"]),
+                version_id=entry.get("version_id") or None,
+            )
+            for key, entry in sorted(body["docs"].items())
+            if is_doc_key(key)
+        )
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ConfigError(
+            f"{where} is not a docs manifest ({type(exc).__name__}: {exc}); run `docs push` "
+            "to write it again, or delete it to serve the docs as they are listed"
+        ) from None
+    return Manifest(etag=etag, pushed_at=body.get("pushed_at"), docs=docs)
+
+
+def differences(listed: list[DocInfo], manifest: Manifest) -> list[str]:
+    """The keys whose listed object is not the manifest's: changed, added or missing."""
+    listed_etags = {d.key: d.etag for d in listed}
+    pinned = {d.key: d.etag for d in manifest.docs}
+    keys = set(listed_etags) | set(pinned)
+    return sorted(k for k in keys if listed_etags.get(k) != pinned.get(k))
 
 
 class S3DocSource:
@@ -94,6 +159,13 @@ class S3DocSource:
         self.prefix = settings.prompt_prefix
         self._client: Any = None
         self._client_lock = threading.Lock()
+        self._manifest: Manifest | None = None
+        # The mismatch last logged (manifest ETag, keys), so a lasting one is logged once.
+        self._mismatch_logged: tuple[str, tuple[str, ...]] | None = None
+
+    @property
+    def manifest_key(self) -> str:
+        return self.prefix + MANIFEST_KEY
 
     @property
     def client(self) -> Any:
@@ -118,13 +190,35 @@ class S3DocSource:
     # The blocking halves: the server runs them in worker threads, the CLI calls them directly.
 
     def list_docs_blocking(self) -> list[DocInfo]:
+        """The docs to serve: the manifest's when the bucket has one, else the listing."""
+        listed, manifest_etag = self.list_objects_blocking()
+        if manifest_etag is None:
+            self._manifest = None
+            return listed
+        manifest = self._manifest
+        if manifest is None or manifest.etag != manifest_etag:
+            manifest = self._manifest = self._read_manifest()
+        self._note_differences(differences(listed, manifest), manifest)
+        current = {d.key: d for d in listed}
+        return [
+            replace(d, last_modified=current[d.key].last_modified)
+            if d.key in current and current[d.key].etag == d.etag
+            else d
+            for d in manifest.docs
+        ]
+
+    def list_objects_blocking(self) -> tuple[list[DocInfo], str | None]:
+        """The docs as listed now, and the manifest's ETag (None without one)."""
         docs: list[DocInfo] = []
+        manifest_etag = None
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix}
         while True:
             page = self.client.list_objects_v2(**kwargs)
             for obj in page.get("Contents", []):
                 key = obj["Key"][len(self.prefix) :]
-                if not _is_doc_key(key):
+                if key == MANIFEST_KEY:
+                    manifest_etag = _etag(obj["ETag"])
+                if not is_doc_key(key):
                     continue
                 docs.append(
                     DocInfo(
@@ -137,10 +231,52 @@ class S3DocSource:
             if not page.get("IsTruncated"):
                 break
             kwargs["ContinuationToken"] = page["NextContinuationToken"]
-        return sorted(docs, key=lambda d: d.key)
+        return sorted(docs, key=lambda d: d.key), manifest_etag
+
+    def read_manifest_blocking(self) -> Manifest | None:
+        """The manifest in the bucket now, None without one."""
+        from botocore.exceptions import ClientError
+
+        try:
+            return self._read_manifest()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404", "NotFound"):
+                raise
+        return None
+
+    def _read_manifest(self) -> Manifest:
+        response = self.client.get_object(Bucket=self.bucket, Key=self.manifest_key)
+        with response["Body"] as body:
+            data = body.read()
+        where = f"s3://{self.bucket}/{self.manifest_key}"
+        return _parse_manifest(data, _etag(response["ETag"]), where)
+
+    def _note_differences(self, keys: list[str], manifest: Manifest) -> None:
+        """Log a listing that differs from the manifest once, not at every check."""
+        state = (manifest.etag, tuple(keys))
+        if not keys:
+            if self._mismatch_logged is not None:
+                log.info("prompt docs match their manifest again (pushed %s)", manifest.pushed_at)
+            self._mismatch_logged = None
+            return
+        if state == self._mismatch_logged:
+            return
+        self._mismatch_logged = state
+        shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+        log.warning(
+            "prompt docs under s3://%s/%s differ from their manifest in %d doc(s) (%s): serving "
+            "the manifest's docs (pushed %s). A push is under way, or docs were changed by "
+            "hand: run `docs push`, or delete %s to serve the docs as listed",
+            self.bucket,
+            self.prefix,
+            len(keys),
+            shown,
+            manifest.pushed_at,
+            MANIFEST_KEY,
+        )
 
     def read_doc_blocking(self, info: DocInfo) -> tuple[str, DocInfo]:
-        response = self.client.get_object(Bucket=self.bucket, Key=self.prefix + info.key)
+        response = self._get(info)
         with response["Body"] as body:
             data = body.read()
         # What was actually read: the doc may have changed since the listing.
@@ -152,6 +288,22 @@ class S3DocSource:
             version_id=response.get("VersionId"),
         )
         return data.decode("utf-8"), read
+
+    def _get(self, info: DocInfo) -> Any:
+        """The doc's object. A doc of a manifest (it has a version id) is that object exactly:
+        the current one if its ETag is still the manifest's (a plain GET, no need of
+        s3:GetObjectVersion), else that version (a push replaced it since)."""
+        from botocore.exceptions import ClientError
+
+        key = self.prefix + info.key
+        if info.version_id is None:
+            return self.client.get_object(Bucket=self.bucket, Key=key)
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=key, IfMatch=info.etag)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in _OBJECT_MOVED:
+                raise
+        return self.client.get_object(Bucket=self.bucket, Key=key, VersionId=info.version_id)
 
     def _archive(self, version: str, text: str) -> bool:
         from botocore.exceptions import ClientError

@@ -8,9 +8,11 @@ import shutil
 import pytest
 
 from aircoach.__main__ import main
+from aircoach.prompts.publish import DocsBucket
 from aircoach.prompts.s3 import S3DocSource
 from aircoach.prompts.store import PromptStore, build_prompt
 from aircoach.settings import ROOT
+from tests.clock import FakeClock
 from tests.helpers import shipped_docs
 from tests.s3 import BUCKET, PREFIX, REGION, s3_settings
 
@@ -170,3 +172,102 @@ def test_push_refuses_docs_the_server_would_refuse_and_uploads_nothing(empty_buc
     with pytest.raises(SystemExit, match=r"no top-level \.md docs"):
         cli("push")
     assert empty_bucket.list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0
+
+
+def test_an_instance_listing_during_a_push_serves_the_old_or_the_new_version_never_a_mix(
+    empty_bucket, docs_dir, data_dir
+):
+    versioning_on(empty_bucket)
+    settings = s3_settings(data_dir, prompt_docs_dir=docs_dir)
+    DocsBucket(settings).push()
+    old = local_version(docs_dir)
+    clock = FakeClock()
+    warm = PromptStore(S3DocSource(settings), ttl_s=60, clock=clock)
+    assert asyncio.run(warm.current()).version == old
+
+    (docs_dir / "00_ruolo.md").write_text("Sei un istruttore di volo.\n")
+    (docs_dir / "10_stile.md").write_text("Rispondi in rima.\n")
+    new = local_version(docs_dir)
+    pusher = DocsBucket(settings)
+    served: list[str] = []
+
+    def instances_list_between_two_uploads(**kwargs) -> None:
+        if served:
+            return
+        clock.advance(60)  # the warm instance's TTL runs out mid-push
+        served.append(asyncio.run(warm.current()).version)
+        cold = PromptStore(S3DocSource(settings), ttl_s=60)  # an instance starting now
+        served.append(asyncio.run(cold.current()).version)
+
+    pusher.client.meta.events.register(
+        "after-call.s3.PutObject", instances_list_between_two_uploads
+    )
+    assert [r.action for r in pusher.push()].count("uploaded") == 2
+    assert served == [old, old]
+    clock.advance(60)
+    assert asyncio.run(warm.current()).version == new
+    assert asyncio.run(PromptStore(S3DocSource(settings), ttl_s=60).current()).version == new
+
+
+def test_push_delete_writes_the_manifest_before_deleting_and_keeps_the_layout(
+    empty_bucket, docs_dir, data_dir
+):
+    versioning_on(empty_bucket)
+    settings = s3_settings(data_dir, prompt_docs_dir=docs_dir)
+    DocsBucket(settings).push()
+    (docs_dir / "20_quiz.md").unlink()
+    new = local_version(docs_dir)
+    pusher = DocsBucket(settings)
+    served: list[tuple[str, bool]] = []
+
+    def an_instance_starts_before_the_delete(**kwargs) -> None:
+        snapshot = asyncio.run(PromptStore(S3DocSource(settings), ttl_s=60).current())
+        served.append((snapshot.version, "20_quiz.md" in snapshot.contents))
+
+    pusher.client.meta.events.register(
+        "before-call.s3.DeleteObject", an_instance_starts_before_the_delete
+    )
+    assert [r.action for r in pusher.push(delete=True)].count("deleted") == 1
+    assert served == [(new, False)]
+    # The docs' layout under the prefix is the local folder's, plus one hidden manifest.
+    keys = {k for k in (o["Key"] for o in empty_bucket.list_objects_v2(Bucket=BUCKET)["Contents"])}
+    local = {
+        PREFIX + p.relative_to(docs_dir).as_posix() for p in docs_dir.rglob("*") if p.is_file()
+    }
+    assert {k for k in keys if "/_built/" not in k} == local | {PREFIX + ".manifest.json"}
+
+
+def test_a_hand_upload_to_a_pushed_bucket_is_logged_once_until_pushed_or_the_manifest_goes(
+    empty_bucket, cli, docs_dir, data_dir, caplog
+):
+    versioning_on(empty_bucket)
+    cli("push")
+    pushed = local_version(docs_dir)
+    settings = s3_settings(data_dir)
+    clock = FakeClock()
+    warm = PromptStore(S3DocSource(settings), ttl_s=60, clock=clock)
+    assert asyncio.run(warm.current()).version == pushed
+
+    empty_bucket.put_object(Bucket=BUCKET, Key=PREFIX + "10_stile.md", Body=b"Scritto a mano.")
+    with caplog.at_level("WARNING", logger="aircoach.prompts.s3"):
+        for _ in range(2):
+            clock.advance(60)
+            assert asyncio.run(warm.current()).version == pushed
+        # An instance starting now serves the pushed docs too (the doc's pushed version).
+        cold = asyncio.run(PromptStore(S3DocSource(settings), ttl_s=60).current())
+    assert cold.version == pushed and "a mano" not in cold.text
+    warnings = [r.getMessage() for r in caplog.records if r.name == "aircoach.prompts.s3"]
+    assert len(warnings) == 2  # once per instance, not at every check
+    assert "differ from their manifest in 1 doc(s) (10_stile.md)" in warnings[0]
+    assert "delete .manifest.json" in warnings[0]
+    status = cli("status")
+    assert "not the manifest's: 10_stile.md" in status and "differs" in status
+
+    # Without the manifest the bucket is served as listed, as before any push.
+    empty_bucket.delete_object(Bucket=BUCKET, Key=PREFIX + ".manifest.json")
+    clock.advance(60)
+    assert "Scritto a mano." in asyncio.run(warm.current()).text
+    assert "in sync" not in cli("status")
+    assert "uploaded  10_stile.md" in cli("push")
+    clock.advance(60)
+    assert asyncio.run(warm.current()).version == pushed and "in sync" in cli("status")

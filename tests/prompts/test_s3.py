@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import shutil
 
+import anyio
 import pytest
 
+from aircoach.prompts.publish import DocsBucket
 from aircoach.prompts.s3 import S3DocSource
 from aircoach.prompts.store import PromptStore, build_prompt
+from aircoach.settings import ROOT
 from tests.clock import FakeClock
 from tests.helpers import shipped_docs
 from tests.s3 import PREFIX, CallCounter, s3_settings
@@ -99,6 +103,45 @@ async def test_missing_bucket_is_a_prompt_unavailable_with_the_error_code(aws_en
         with pytest.raises(PromptUnavailable):
             await store.current()
         assert store.health()["error"] == "NoSuchBucket"
+
+
+async def test_a_pushed_bucket_costs_one_listing_per_check_and_a_manifest_read_per_push(
+    s3, data_dir, tmp_path
+):
+    folder = tmp_path / "prompt_docs"
+    shutil.copytree(ROOT / "prompt_docs", folder)
+    settings = s3_settings(data_dir, prompt_docs_dir=folder)
+    clock = FakeClock()
+    source = S3DocSource(settings)
+    calls = CallCounter().attach(source.client)
+    store = PromptStore(source, ttl_s=60, clock=clock)
+    by_hand = await store.current()  # no manifest: the listing, as before any push
+
+    (folder / "10_stile.md").write_text("Rispondi in modo conciso.\n")
+    await anyio.to_thread.run_sync(DocsBucket(settings).push)
+    clock.advance(60)
+    calls.calls.clear()
+    pushed = await store.current()
+    assert pushed.version != by_hand.version and "conciso" in pushed.text
+    # One listing, the new manifest, the changed doc; then the new version's audit copy.
+    assert calls.calls == ["ListObjectsV2", "GetObject", "GetObject", "HeadObject", "PutObject"]
+    for _ in range(2):
+        clock.advance(60)
+        calls.calls.clear()
+        assert await store.current() is not None
+        assert calls.calls == ["ListObjectsV2"]
+
+
+async def test_a_broken_manifest_keeps_the_last_good_prompt_and_a_reload_names_it(s3, data_dir):
+    from aircoach.errors import InvalidDocs
+
+    store = PromptStore(S3DocSource(s3_settings(data_dir)), ttl_s=60)
+    good = await store.current()
+    s3.put(".manifest.json", '{"format": 1, "docs": {"00_ruolo.md": {"etag": "x"}}}')
+    with pytest.raises(InvalidDocs) as error:
+        await store.reload()
+    assert ".manifest.json is not a docs manifest (KeyError" in error.value.params["detail"]
+    assert store.snapshot is good
 
 
 @pytest.mark.integration
