@@ -631,6 +631,117 @@ def test_the_default_conversation_shows_its_own_last_turns_and_pages_to_older_on
     assert s.console_errors == []
 
 
+def test_sign_in_shows_the_default_conversations_last_turns_and_keeps_a_message_sent_meanwhile(
+    settings, session_for, token
+):
+    """A student who comes back sees where they left off: at sign-in the chat shows the
+    default conversation's last 20 turns with "Messaggi precedenti di questa chat" (before,
+    it started empty until "Chat principale" was clicked). A message sent while those turns
+    are on their way stays after them, once, though the page that arrives holds it too."""
+    with served(app_with(settings)) as origin:
+        headers = {"Authorization": f"Bearer {token('dev|ritorno')}"}
+        for i in range(21):
+            response = httpx.post(
+                f"{origin}/api/stream_query",
+                json={"query": f"Domanda {i}", "stream": False},
+                headers=headers,
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+        s = session_for(origin)
+        s.open()
+        page = s.page
+        held: list[Any] = []
+        default_turns = lambda url: "conversation_id=default" in url  # noqa: E731
+        page.route(default_turns, lambda route: held.append(route))
+        with page.expect_request(lambda r: "conversation_id=default" in r.url, timeout=WAIT_MS):
+            s.dev_sign_in("ritorno")
+        s.answered(s.ask("Domanda nuova"))
+        held[0].continue_()
+        page.unroute(default_turns)
+        humans = page.locator("#turns .human")
+        # The page of 20 holds the new turn: the 19 before it are added before it, not it again.
+        expect(humans).to_have_text([f"Domanda {i}" for i in range(2, 21)] + ["Domanda nuova"])
+        expect(page.locator("#turns > li").last).not_to_have_class(re.compile(r"\bturn-stored\b"))
+        expect(page.locator("#welcome")).to_be_hidden()
+        expect(page.locator('#conversations button[data-conversation=""]')).to_have_attribute(
+            "aria-current", "true"
+        )
+        older = page.locator("#turns-older")
+        expect(older).to_have_text("Messaggi precedenti di questa chat")
+        older.click()
+        expect(humans).to_have_text([f"Domanda {i}" for i in range(21)] + ["Domanda nuova"])
+        expect(older).to_be_hidden()
+    assert s.console_errors == []
+
+
+def test_stored_quiz_source_and_exam_turns_show_as_the_live_ones(settings, session_for, token):
+    """A conversation's stored turns show their tool results as the live turn did (before,
+    a question's turn, stored with an empty answer, showed the student's message alone): the
+    first question closed with its grading in the card (the wrong choice red, the key green)
+    and the coach's words folded; the manual search's source cards; the newest turn's
+    question still open, answered here and graded in its card; a chat exam's questions."""
+    with served(app_with(settings)) as origin:
+        headers = {"Authorization": f"Bearer {token('dev|ritorna')}"}
+
+        def turn(query: str, conversation: str) -> dict[str, Any]:
+            response = httpx.post(
+                f"{origin}/api/stream_query",
+                json={"query": query, "stream": False, "conversation_id": conversation},
+                headers=headers,
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+            return response.json()
+
+        first = turn("Dammi una domanda del capitolo 3", "ripasso")["tool"]["data"]["question"]
+        right = _key(first["capitolo"], first["numero"])
+        wrong = next(letter for letter in first["risposte"] if letter != right)
+        turn(f"la {wrong}", "ripasso")
+        turn("Cosa dice il manuale sullo stallo?", "ripasso")
+        second = turn("Dammi un'altra domanda del capitolo 3", "ripasso")["tool"]["data"]
+        second = second["question"]
+        exam = turn("simulazione d'esame con 5 domande", "esame")["tool"]["data"]["esame"]
+
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in("ritorna")
+        page = s.page
+        page.click('#conversations button[data-conversation="ripasso"]')
+        turns = page.locator("#turns > li")
+        expect(turns).to_have_count(4)
+        card = turns.nth(0).locator("article.quiz")
+        expect(card).to_have_attribute("data-question", f"3-{first['numero']}")
+        expect(card.locator(".question")).to_have_text(first["testo"])
+        expect(card.locator("button.option")).to_have_count(len(first["risposte"]))
+        for option in card.locator("button.option").all():
+            expect(option).to_be_disabled()
+        expect(card.locator(".skip-question")).to_have_count(0)
+        expect(card.locator(".result")).to_have_attribute("data-corretta", "false")
+        expect(card.locator("button.option.wrong")).to_have_attribute("data-letter", wrong)
+        expect(card.locator("button.option.correct")).to_have_attribute("data-letter", right)
+        expect(turns.nth(1).locator("details.coach-comment")).to_have_count(1)
+        expect(turns.nth(1).locator(".grading-card")).to_have_count(0)
+        expect(turns.nth(2).locator(".turn-sources .source").first).to_contain_text("§ 1.4")
+
+        newest = turns.nth(3).locator("article.quiz")
+        expect(newest).to_have_attribute("data-question", f"3-{second['numero']}")
+        expect(newest.locator(".skip-question")).to_be_enabled()
+        s.shot("stored-quiz")
+        key = _key(second["capitolo"], second["numero"])
+        newest.locator(f'button.option[data-letter="{key}"]').click()
+        expect(newest.locator(".result")).to_have_attribute("data-corretta", "true")
+        s.answered(turns.nth(4))
+
+        page.click('#conversations button[data-conversation="esame"]')
+        card = page.locator("#turns > li article.chat-exam")
+        expect(card).to_contain_text("Simulazione d'esame · 5 domande")
+        expect(card.locator(".chat-exam-questions > li")).to_have_count(5)
+        expect(card.locator(".question").first).to_have_text(exam["domande"][0]["testo"])
+        s.shot("stored-exam")
+    assert s.console_errors == []
+
+
 MARKDOWN_ANSWER = """Il **QNH** è la pressione riportata al livello del mare.
 
 - con il QNH l'altimetro indica l'*altitudine*;

@@ -144,6 +144,11 @@ async function signIn(token) {
   state.conversation = null;
   stopExam();
   showView("chat");
+  // Where the student left off: the default conversation's last turns. They never hold the
+  // rest of the page, and a message sent before they arrive stays after them.
+  loadTurns(false).catch((error) => {
+    if (!(error instanceof HttpError && error.status === 401)) failed(error); // the calls below say it once
+  });
   try {
     await loadTools();
     await Promise.all([loadChapters(), loadHistory(true), loadConversations(), $("docs-panel").hidden ? null : loadDocsVersion()]);
@@ -410,6 +415,7 @@ async function send(query, quiz = null) {
     });
     view.requestId = response.headers.get("X-Request-ID");
     turnId = response.headers.get("X-Turn-ID");
+    if (turnId) view.item.dataset.turn = turnId;
     try {
       await read(response);
     } catch (error) {
@@ -538,13 +544,15 @@ function labelOf(name) {
   return tool ? tool.label : name;
 }
 
-function toolCard(event, view) {
+// `cardOf(g)`: the question card a grading belongs to, if it is shown.
+function toolCard(event, view, cardOf = lastCardOf) {
   const data = event.data || {};
   if (event.tool_name === "domanda_teoria" && (data.question || data.questions)) {
     const questions = data.questions || [data.question];
     return el("div", { class: "cards" }, ...questions.map(questionCard));
   }
-  if (event.tool_name === "verifica_risposta" && "corretta" in data) return grading(data, view);
+  if (event.tool_name === "domanda_teoria" && data.esame && Array.isArray(data.esame.domande)) return chatExamCard(data.esame);
+  if (event.tool_name === "verifica_risposta" && "corretta" in data) return grading(data, view, cardOf(data));
   const items = Array.isArray(data.items) ? data.items : Array.isArray(data.results) ? data.results : null;
   if (data.success === false || data.error) {
     return el("div", { class: "card card-error" }, `${labelOf(event.tool_name)}: ${data.error || "errore"}`);
@@ -582,6 +590,22 @@ function questionCard(q) {
     );
   }
   return card;
+}
+
+// A mock exam started in the chat: its questions as text, answered in messages ("1a 2c").
+function chatExamCard(esame) {
+  const total = esame.domande.length;
+  return el("article", { class: "card chat-exam", "data-exam": esame.id, "aria-label": "Simulazione d'esame" },
+    el("header", { class: "muted small", text: `Simulazione d'esame · ${total} domande` }),
+    el("ol", { class: "chat-exam-questions" },
+      ...esame.domande.map((q) =>
+        el("li", { "data-question": `${q.capitolo}-${q.numero}` },
+          el("p", { class: "question", text: q.testo }),
+          el("ul", { class: "chat-exam-options" }, ...Object.entries(q.risposte || {}).map(([letter, text]) => el("li", {}, el("b", { text: `${letter}) ` }), text))),
+        )),
+    ),
+    el("p", { class: "muted small", text: "Rispondi con il numero e la lettera, per esempio «1a 2c», anche in più messaggi." }),
+  );
 }
 
 function skipButton(card, q) {
@@ -628,11 +652,14 @@ function skipQuestion(card, q) {
   sendWhenFree(`Dammi un'altra domanda del capitolo ${q.capitolo}`, { card, q });
 }
 
-// The result shown once: in the question's card when it is on the page (right option green,
-// a wrong choice red), else as a card of the turn.
-function grading(g, view) {
+function lastCardOf(g) {
   const cards = document.querySelectorAll(`article.quiz[data-question="${CSS.escape(`${g.capitolo}-${g.numero}`)}"]`);
-  const card = cards[cards.length - 1];
+  return cards[cards.length - 1];
+}
+
+// The result shown once: in the question's card when there is one (right option green, a
+// wrong choice red), else as a card of the turn.
+function grading(g, view, card) {
   const result = el(
     "div",
     { class: g.corretta ? "result right" : "result wrong", "data-corretta": String(g.corretta) },
@@ -655,7 +682,7 @@ function grading(g, view) {
   const comment = el("details", { class: "coach-comment" }, el("summary", { class: "small", text: "Commento del coach" }));
   view.answer.replaceWith(comment);
   comment.append(view.answer);
-  result.scrollIntoView({ block: "nearest" });
+  if (result.isConnected) result.scrollIntoView({ block: "nearest" });
   return null;
 }
 
@@ -846,16 +873,21 @@ async function switchChat(id) {
 }
 
 // The chat on screen's last 20 stored turns, or with `older` the 20 before those shown.
-// `conversation_id=default` pages the default conversation alone (docs/http.md).
+// `conversation_id=default` pages the default conversation alone (docs/http.md). Turns sent
+// while the page was on its way stay, after the stored ones and not repeated.
 async function loadTurns(older) {
   const id = state.conversation;
+  const token = state.token;
+  const replaced = older ? [] : [...$("turns").children];
   const params = new URLSearchParams({ limit: "20", conversation_id: id ?? "default" });
   if (older && state.turnsCursor) params.set("cursor", state.turnsCursor);
   const page = await api(`/api/history?${params}`);
-  if (state.conversation !== id) return; // another chat was opened meanwhile
-  const turns = page.turns.slice().reverse().map(storedTurn);
-  if (older) $("turns").prepend(...turns);
-  else $("turns").replaceChildren(...turns);
+  if (state.conversation !== id || state.token !== token) return; // another chat or user meanwhile
+  for (const node of replaced) node.remove();
+  const onScreen = new Set([...$("turns").children].map((node) => node.dataset.turn));
+  const waiting = !older && !$("turns").children.length; // nothing was said after the newest
+  const turns = storedTurns(page.turns.filter((t) => !onScreen.has(t.turn_id)), waiting);
+  $("turns").prepend(...turns);
   showOlderTurns(page.next_cursor);
   $("welcome").hidden = $("turns").children.length > 0;
   // The button may be gone: the reader goes on from the oldest turn just shown.
@@ -870,11 +902,37 @@ function showOlderTurns(cursor) {
   $("turns-older").hidden = !state.turnsCursor;
 }
 
-function storedTurn(turn) {
+// A page of stored turns (newest first) as the chat shows them, oldest first, with their tool
+// results as the live turn showed them: a grading in the card of its question (when that is
+// on the same page), source cards, a chat exam's questions. A question card takes an answer
+// only in the newest turn of the chat (`waiting`: nothing was said after it, so the coach
+// still waits for its answer) and not graded yet; any other is shown closed.
+function storedTurns(newestFirst, waiting) {
+  const cards = new Map(); // "capitolo-numero" -> the latest card of that question so far
+  const turns = newestFirst.slice().reverse();
+  return turns.map((turn, i) => storedTurn(turn, cards, waiting && i === turns.length - 1));
+}
+
+function storedTurn(turn, cards, waiting) {
   const { offline, text } = withoutOfflineMark(turn.system || "");
+  const view = {
+    answer: el("div", { class: "answer" }, markdown(text)),
+    extras: el("div", { class: "extras" }),
+    sources: el("div", { class: "turn-sources" }),
+  };
   const footer = el("footer", { class: "turn-footer muted small" }, el("span", { text: new Date(turn.timestamp).toLocaleString("it-IT") }));
   if (offline) footer.prepend(el("span", { class: "badge" }, "modello offline"));
-  return el("li", { class: "turn turn-done turn-stored" }, el("p", { class: "human", text: turn.human }), el("div", { class: "answer" }, markdown(text)), footer);
+  const item = el("li", { class: "turn turn-done turn-stored", "data-turn": turn.turn_id }, el("p", { class: "human", text: turn.human }), view.extras, view.answer, view.sources, footer);
+  for (const tool of turn.tools || []) {
+    const card = toolCard({ tool_name: tool.tool_name, data: tool.data }, view, (g) => cards.get(`${g.capitolo}-${g.numero}`));
+    if (!card) continue;
+    (card.classList.contains("sources") ? view.sources : view.extras).append(card);
+    for (const quiz of card.querySelectorAll("article.quiz")) {
+      if (!waiting) closeCard(quiz);
+      cards.set(quiz.dataset.question, quiz);
+    }
+  }
+  return item;
 }
 
 // ---- mock exams
