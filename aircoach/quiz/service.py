@@ -170,27 +170,21 @@ class QuizService:
         """`grade` for a question already looked up (`question`). An answer of a mock exam
         (`exam`) is stored once per exam and question, and its schedule moved once, however
         often the exam's grading is tried again."""
-        capitolo, numero = int(question["capitolo"]), int(question["numero"])
-        options: dict[str, str] = question.get("risposte", {})
-        valid = ", ".join(sorted(options))
-        letter = NOT_KNOWN if dont_know(risposta) else read_answer(risposta, options)
-        if letter is None:
-            raise InvalidAnswer(
-                f"risposta {_quote(risposta)} non riconosciuta: scrivi la lettera di "
-                f"un'opzione ({valid}) o il suo testo"
-            )
-        if letter not in options and letter != NOT_KNOWN:
-            raise InvalidAnswer(f"la lettera {letter!r} non è un'opzione; valide: {valid}")
-        key = str(question.get("corretta", "")).strip().lower()
-        result = AnswerResult(
-            capitolo=capitolo,
-            numero=numero,
-            risposta=letter,
-            corretta=letter == key,
-            risposta_corretta=key,
-            spiegazione=str(question.get("spiegazione", "")),
-            riferimento=question.get("riferimento"),
-        )
+        result = self.grading(question, risposta)
+        await self.record(user_id, result, turn_id=turn_id, exam=exam)
+        return Graded(result, question)
+
+    async def record(
+        self,
+        user_id: str,
+        result: AnswerResult,
+        *,
+        turn_id: str | None,
+        exam: ExamAttempt | None = None,
+    ) -> None:
+        """Store a grading (`grading`) as the user's attempt and move the question's review
+        schedule (see `grade_question`)."""
+        capitolo, numero, letter = result.capitolo, result.numero, result.risposta
         now = self._now()
         await self.attempts.add_attempt(
             Attempt(
@@ -214,7 +208,31 @@ class QuizService:
         # The next turn's prompt shows this answer (a read already under way when it was
         # stored may still remember the earlier figures, for PROMPT_PROGRESS_TTL_S at most).
         self._recent.pop(user_id, None)
-        return Graded(result, question)
+
+    def grading(self, question: Question, risposta: str) -> AnswerResult:
+        """The grading of `risposta` against the question's key, stored nowhere (the same for
+        the same question and answer). Raises `InvalidAnswer` when it names no option."""
+        capitolo, numero = int(question["capitolo"]), int(question["numero"])
+        options: dict[str, str] = question.get("risposte", {})
+        valid = ", ".join(sorted(options))
+        letter = NOT_KNOWN if dont_know(risposta) else read_answer(risposta, options)
+        if letter is None:
+            raise InvalidAnswer(
+                f"risposta {_quote(risposta)} non riconosciuta: scrivi la lettera di "
+                f"un'opzione ({valid}) o il suo testo"
+            )
+        if letter not in options and letter != NOT_KNOWN:
+            raise InvalidAnswer(f"la lettera {letter!r} non è un'opzione; valide: {valid}")
+        key = str(question.get("corretta", "")).strip().lower()
+        return AnswerResult(
+            capitolo=capitolo,
+            numero=numero,
+            risposta=letter,
+            corretta=letter == key,
+            risposta_corretta=key,
+            spiegazione=str(question.get("spiegazione", "")),
+            riferimento=question.get("riferimento"),
+        )
 
     async def _schedule(
         self,

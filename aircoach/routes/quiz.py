@@ -10,12 +10,13 @@ import logging
 from collections.abc import Iterable
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Header, Path, Query, Response
 from fastapi.exceptions import RequestValidationError
 
 from aircoach.deps import CurrentUser, ServicesDep, UserJsonRoute
-from aircoach.errors import NotFound, QuotaExceeded
-from aircoach.models import ErrorBody
+from aircoach.errors import Conflict, NotFound, QuotaExceeded
+from aircoach.models import CLIENT_MESSAGE_ID_PATTERN, MAX_CLIENT_MESSAGE_ID, ErrorBody
+from aircoach.quiz import repeats
 from aircoach.quiz.models import (
     MAX_CHAPTER,
     MAX_NUMBER,
@@ -121,39 +122,118 @@ _TOO_MANY: Responses = {
         "(`QUOTA_ANSWERS_PER_MINUTE`) are spent; `Retry-After` says when to retry.",
     }
 }
+_REPEATS: Responses = {
+    200: {
+        "description": "The grading.",
+        "headers": {
+            "Idempotent-Replayed": {
+                "description": "`true` when a repeated `Idempotency-Key` got the first "
+                "grading again (nothing was recorded).",
+                "schema": {"type": "string", "enum": ["true"]},
+            }
+        },
+    },
+    409: {
+        "model": ErrorBody,
+        "description": "`conflict`: the first request with this `Idempotency-Key` is still "
+        "recording its answer; `Retry-After` says when to retry.",
+    },
+}
+_BUSY_RETRY_S = 1
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+AnswerKey = Annotated[
+    str | None,
+    Header(
+        alias=IDEMPOTENCY_HEADER,
+        min_length=1,
+        max_length=MAX_CLIENT_MESSAGE_ID,
+        pattern=CLIENT_MESSAGE_ID_PATTERN,
+        description="The client's id of this answer (a UUID, a ULID...; letters, digits and "
+        "`. _ : -`). A repeat within 24 h (a double tap, a retry after a timeout) gets the "
+        "first grading, with `Idempotent-Replayed: true`, and is not recorded again; the same "
+        "id with another answer (question or letter) is a 422 naming it. Without it, every "
+        "request is a new answer: clients should send one.",
+    ),
+]
 
 
 @router.post(
     "/quiz/answers",
-    responses={**UNPARSABLE_BODY, **_FAILS, **_NOT_FOUND, **_TOO_MANY},
+    responses={**UNPARSABLE_BODY, **_FAILS, **_NOT_FOUND, **_TOO_MANY, **_REPEATS},
 )
 async def answer(
-    user: CurrentUser, quiz: Quiz, body: AnswerRequest, services: ServicesDep
+    user: CurrentUser,
+    quiz: Quiz,
+    body: AnswerRequest,
+    services: ServicesDep,
+    response: Response,
+    idempotency_key: AnswerKey = None,
 ) -> AnswerResult:
     """Grade an answer against the key and record it in the caller's progress. `risposta` is
     a letter (any case; "la c" and "risposta: c" too) or the text of an option; a letter
     that is not an option, or a text that is none of them, is a 422 naming `risposta`. Each
     answer that passes validation (graded, or refused as no option) counts in the caller's
-    `QUOTA_ANSWERS_PER_MINUTE`; an answer to a question that does not exist (404) does not."""
+    `QUOTA_ANSWERS_PER_MINUTE`; an answer to a question that does not exist (404) does not,
+    nor does a repeated `Idempotency-Key` (it records nothing)."""
     try:
         question = await quiz.question(body.capitolo, body.numero)
     except QuestionNotFound as exc:
         raise _not_found(exc) from None
-    await _charge_answer(services, user.sub)
     try:
-        graded = await quiz.grade_question(user.sub, question, body.risposta, turn_id=None)
+        result = quiz.grading(question, body.risposta)
     except InvalidAnswer as exc:
-        raise RequestValidationError(
-            [
-                {
-                    "type": "value_error",
-                    "loc": ("body", "risposta"),
-                    "msg": str(exc),
-                    "input": body.risposta[:40],
-                }
-            ]
+        await _charge_answer(services, user.sub)  # a refused answer counts in the budget too
+        raise _invalid(("body", "risposta"), str(exc), body.risposta) from None
+    if idempotency_key is None:
+        await _charge_answer(services, user.sub)
+        await quiz.record(user.sub, result, turn_id=None)
+        return result
+    return await _answer_once(services, quiz, user.sub, result, idempotency_key, response)
+
+
+async def _answer_once(
+    services: Services,
+    quiz: QuizService,
+    user_id: str,
+    result: AnswerResult,
+    client_key: str,
+    response: Response,
+) -> AnswerResult:
+    """Record an answer's grading once per `Idempotency-Key` (`aircoach.quiz.repeats`): a
+    repeat of it gets the same grading (the same question and letter) and records nothing."""
+    reservations = services.guards.reservations
+    digest = repeats.answer_digest(result.capitolo, result.numero, result.risposta)
+    try:
+        claim = await repeats.claim(reservations, user_id, client_key, digest, now=services.clock())
+    except repeats.AnswerKeyReused:
+        raise _invalid(
+            ("header", IDEMPOTENCY_HEADER),
+            "already used in the last 24 h for another answer: send a new id for a new answer",
+            client_key,
         ) from None
-    return graded.result
+    except repeats.AnswerKeyBusy:
+        raise Conflict(
+            "idempotency_key_busy", headers={"Retry-After": str(_BUSY_RETRY_S)}
+        ) from None
+    if claim.replay:
+        response.headers[REPLAYED_HEADER] = "true"
+        return result
+    try:
+        await _charge_answer(services, user_id)
+        await quiz.record(user_id, result, turn_id=None)
+    except BaseException:
+        await repeats.release(reservations, user_id, claim)
+        raise
+    await repeats.recorded(reservations, user_id, claim, now=services.clock())
+    return result
+
+
+def _invalid(loc: tuple[str, str], message: str, value: str) -> RequestValidationError:
+    return RequestValidationError(
+        [{"type": "value_error", "loc": loc, "msg": message, "input": value[:40]}]
+    )
 
 
 # A review cursor names the questions listed on the pages before (the list is worked out

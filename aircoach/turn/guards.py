@@ -3,7 +3,8 @@ instance (adapters in `aircoach.store`):
 
 - `ReservationStore` (collection `idempotency`): one reservation per (user,
   client_message_id), naming the turn that answers it and the question it answers, for 24 h;
-  a repeat finds the turn instead of running the model again.
+  a repeat finds the turn instead of running the model again. A quiz answer's
+  `Idempotency-Key` is reserved here too (`aircoach.quiz.repeats`).
 - `QuotaStore` (collection `quotas`): a counter per (user, window), incremented atomically
   and never past its limit.
 

@@ -3,14 +3,18 @@ progress; the same grading and attempts as the chat."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
 
+from aircoach.errors import StoreUnavailable
+from aircoach.quiz import repeats
 from aircoach.settings import Settings
 from tests.clock import quota_clock
-from tests.helpers import app_with, asgi_client, chat
+from tests.helpers import app_with, asgi_client, chat, services_of
 from tests.scripted_model import Script, ScriptedModels, call, text
 
 PUBLIC = {"capitolo", "numero", "argomento", "difficolta", "testo", "risposte"}
@@ -381,3 +385,128 @@ async def test_a_malformed_review_cursor_is_a_422_naming_it(api, auth, cursor):
     assert response.status_code == 422, response.text
     assert response.json()["detail"][0]["loc"] == ["query", "cursor"]
     assert len(response.text) < 2_000
+
+
+async def test_an_answer_sent_again_with_its_key_counts_once(store_settings: Settings, auth):
+    """A double tap, or a client's retry after a timeout, reaching another instance: the
+    repeat gets the first grading and records nothing. It recorded a second attempt, so one
+    wrong answer tapped twice made its chapter weak (2 answers)."""
+    wrong = {"capitolo": 1, "numero": 1, "risposta": "b"}  # the key is c
+    headers = {**auth(), "Idempotency-Key": "tap-7f0c"}
+    async with (
+        asgi_client(app_with(store_settings)) as one,
+        asgi_client(app_with(store_settings)) as two,
+    ):
+        first = await one.post("/api/quiz/answers", json=wrong, headers=headers)
+        again = await two.post("/api/quiz/answers", json=wrong, headers=headers)
+        said_again = await one.post(
+            "/api/quiz/answers", json={**wrong, "risposta": "la b"}, headers=headers
+        )
+        progress = (await two.get("/api/progress", headers=auth())).json()
+    assert (progress["risposte"], progress["deboli"]) == (1, [])
+    assert first.status_code == again.status_code == said_again.status_code == 200
+    assert again.json() == said_again.json() == first.json()
+    assert first.json()["corretta"] is False
+    assert "idempotent-replayed" not in first.headers
+    assert again.headers["idempotent-replayed"] == "true"
+
+
+async def test_a_key_sent_with_another_answer_is_a_422_naming_it(api, auth):
+    body = {"capitolo": 1, "numero": 1, "risposta": "b"}
+    headers = {**auth(), "Idempotency-Key": "tap-1"}
+    assert (await api.post("/api/quiz/answers", json=body, headers=headers)).status_code == 200
+    for other in ({**body, "risposta": "c"}, {**body, "numero": 2}):
+        response = await api.post("/api/quiz/answers", json=other, headers=headers)
+        assert response.status_code == 422, response.text
+        (error,) = response.json()["detail"]
+        assert error["loc"] == ["header", "Idempotency-Key"]
+        assert "another answer" in error["msg"]
+    # The key is the caller's: another student may send the same one.
+    other_user = {**auth("bob"), "Idempotency-Key": "tap-1"}
+    assert (await api.post("/api/quiz/answers", json=body, headers=other_user)).status_code == 200
+    progress = (await api.get("/api/progress", headers=auth())).json()
+    assert progress["risposte"] == 1
+
+
+@pytest.mark.parametrize("key", ["a b", "x/y", "k" * 129, ""])
+async def test_a_malformed_key_is_a_422_naming_it(api, auth, key):
+    body = {"capitolo": 1, "numero": 1, "risposta": "b"}
+    response = await api.post(
+        "/api/quiz/answers", json=body, headers={**auth(), "Idempotency-Key": key}
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
+    assert len(response.text) < 1000
+    assert (await api.get("/api/progress", headers=auth())).json()["risposte"] == 0
+
+
+async def test_a_key_refused_by_the_quota_stays_free(store_settings: Settings, auth):
+    settings = store_settings.model_copy(update={"quota_answers_per_minute": 1})
+    body = {"capitolo": 1, "numero": 1, "risposta": "c"}
+    async with asgi_client(app_with(settings, clock=quota_clock())) as api:
+        graded = await api.post(
+            "/api/quiz/answers", json=body, headers={**auth(), "Idempotency-Key": "k1"}
+        )
+        refused = [
+            await api.post(
+                "/api/quiz/answers", json=body, headers={**auth(), "Idempotency-Key": "k2"}
+            )
+            for _ in range(2)
+        ]
+        replayed = await api.post(
+            "/api/quiz/answers", json=body, headers={**auth(), "Idempotency-Key": "k1"}
+        )
+    assert graded.status_code == 200
+    # Not held (a 409) nor taken as graded (a 200): the retry is refused again, and counted
+    # once the budget allows.
+    assert [r.status_code for r in refused] == [429, 429]
+    assert replayed.status_code == 200 and replayed.headers["idempotent-replayed"] == "true"
+
+
+async def test_a_repeat_while_the_first_records_is_a_409_to_retry(store_settings: Settings, auth):
+    """The first request (here on another instance) holds the key until its answer is
+    recorded: a repeat meanwhile is told to retry, and records nothing."""
+    app = app_with(store_settings)
+    digest = repeats.answer_digest(1, 1, "b")
+    reservations = services_of(app).guards.reservations
+    await repeats.claim(reservations, "user-1", "tap-9", digest, now=time.time())
+    body = {"capitolo": 1, "numero": 1, "risposta": "b"}
+    async with asgi_client(app) as api:
+        response = await api.post(
+            "/api/quiz/answers", json=body, headers={**auth(), "Idempotency-Key": "tap-9"}
+        )
+        progress = (await api.get("/api/progress", headers=auth())).json()
+    assert response.status_code == 409, response.text
+    assert response.json()["error"] == "conflict"
+    assert response.headers["retry-after"] == "1"
+    assert progress["risposte"] == 0
+
+
+class _BrokenAttempts:
+    async def add_attempt(self, attempt: Any) -> None:
+        raise StoreUnavailable()
+
+
+async def test_an_answer_the_store_refused_frees_its_key(settings: Settings, auth):
+    body = {"capitolo": 1, "numero": 1, "risposta": "b"}
+    headers = {**auth(), "Idempotency-Key": "tap-3"}
+    async with asgi_client(app_with(settings, attempts=_BrokenAttempts())) as down:
+        failed = await down.post("/api/quiz/answers", json=body, headers=headers)
+    async with asgi_client(app_with(settings)) as up:
+        retried = await up.post("/api/quiz/answers", json=body, headers=headers)
+        progress = (await up.get("/api/progress", headers=auth())).json()
+    assert failed.status_code == 503
+    assert retried.status_code == 200 and "idempotent-replayed" not in retried.headers
+    assert progress["risposte"] == 1
+
+
+def test_the_answer_key_is_in_the_openapi(openapi_schema):
+    operation = openapi_schema["paths"]["/api/quiz/answers"]["post"]
+    (header,) = [p for p in operation["parameters"] if p["in"] == "header"]
+    assert header["name"] == "Idempotency-Key" and not header.get("required", False)
+    assert "clients should send one" in header["description"]
+    assert header["schema"]["anyOf"][0]["pattern"] == "^[A-Za-z0-9._:-]+$"
+    ok = operation["responses"]["200"]
+    assert "Idempotent-Replayed" in ok["headers"]
+    assert ok["content"]["application/json"]["schema"]["$ref"].endswith("/AnswerResult")
+    assert {"409", "422", "429"} <= set(operation["responses"])

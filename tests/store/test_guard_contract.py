@@ -135,6 +135,20 @@ async def test_a_reservation_keeps_the_digest_of_its_question(two):
     assert held is not None and (held.turn_id, held.fingerprint) == ("t3", "q3")
 
 
+async def test_a_take_over_keeps_the_digest_of_its_question(two):
+    """A quiz answer's key moves from pending to recorded with `take_over`; its repeats still
+    need the answer's digest to tell a retry from another answer."""
+    a, b = two
+    await a.reservations.reserve("alice", "k", "t1", now=T, ttl_s=DAY, fingerprint="q1")
+    assert await b.reservations.take_over(
+        "alice", "k", held_by="t1", turn_id="t2", now=T + 1.0, ttl_s=DAY
+    )
+    held = await a.reservations.reserve(
+        "alice", "k", "t3", now=T + 2.0, ttl_s=DAY, fingerprint="q9"
+    )
+    assert held is not None and (held.turn_id, held.fingerprint) == ("t2", "q1")
+
+
 async def test_a_sqlite_file_made_before_fingerprints_gets_the_column(settings):
     path = settings.sqlite_file
     path.parent.mkdir(parents=True, exist_ok=True)
