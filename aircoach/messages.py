@@ -250,6 +250,12 @@ CATALOGUE: dict[str, Text] = {
         it="Non disponibile: il servizio non è configurato su questo server.",
         en="Unavailable: its service is not configured on this server.",
     ),
+    "tool_failed": Text(
+        # Beside a failed tool result's `error` (for the model, in English); `label` is the
+        # tool's name as the tool list shows it to the student.
+        it="Lo strumento {label!r} non è riuscito a completare la richiesta.",
+        en="The {label!r} tool could not complete the request.",
+    ),
     "dev_sign_in_local_only": Text(
         it="L'accesso di prova risponde solo a chi si collega da questa macchina.",
         en="the dev sign-in answers only callers on this machine",

@@ -328,6 +328,8 @@ class OfflineChatModel(BaseChatModel):
                 return offline_exam.progress_note(exam)
         if offline_exam.wants_exam(query):
             return _tool_call(offline_quiz.ASK, offline_exam.start_call(query))
+        if exam is None and offline_exam.hands_in(query):  # not a manual search for "consegno"
+            return offline_exam.NOTHING_TO_SUBMIT
         return None
 
     def _grade_pending_answer(

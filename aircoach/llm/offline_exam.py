@@ -52,6 +52,21 @@ def wants_submit(query: str) -> bool:
     return bool(_SUBMIT_WORDS.search(fold(query)))
 
 
+_HAND_IN_MAX_CHARS = 40  # "consegno", "ho finito!": longer, or a question, is something else
+NOTHING_TO_SUBMIT = (
+    "Non hai una simulazione d'esame aperta da consegnare. Per cominciarne una scrivi "
+    "«simulazione d'esame» (anche con quante domande, per esempio «simulazione d'esame di 20 "
+    "domande»); poi rispondi con numero e lettera e scrivi «consegno» per la correzione."
+)
+
+
+def hands_in(query: str) -> bool:
+    """ "consegno", "ho finito": a short message that hands an exam in, not a question about
+    handing something in ("come si consegna il piano di volo?")."""
+    text = fold(query).strip()
+    return len(text) <= _HAND_IN_MAX_CHARS and "?" not in text and wants_submit(text)
+
+
 def start_arguments(query: str) -> dict[str, Any]:
     folded = fold(query)
     args: dict[str, Any] = {}

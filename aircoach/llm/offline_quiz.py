@@ -221,10 +221,37 @@ _FAILED = re.compile(r"^\[Tool \w+ failed: (.*)\]$", re.DOTALL)
 _REFUSAL = re.compile(r"non è un'opzione|non riconosciuta|non trovata")
 
 
+# The quiz tools' refusals of a request (`quiz.tools._validate`), in English for the model,
+# and what the student may ask instead.
+_WHAT_TO_ASK: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"^capitol[oi] must be between 1 and (?P<top>\d+), got (?P<got>-?\d+)$"),
+        "Il capitolo {got} non c'è: scegli un capitolo da 1 a {top}.",
+    ),
+    (
+        re.compile(r"^capitoli: at most (?P<top>\d+) chapters"),
+        "Posso proporti domande di {top} capitoli al massimo alla volta: scegline meno.",
+    ),
+    (
+        re.compile(r"^quante must be between 1 and (?P<top>\d+)"),
+        "Chiedimi da 1 a {top} domande alla volta.",
+    ),
+    (
+        re.compile(r"^numero must be 1 or more"),
+        "Le domande di ogni capitolo sono numerate da 1: scegli un numero da 1 in su.",
+    ),
+    (
+        re.compile(r"^testo must be at least (?P<least>\d+) characters"),
+        "Scrivi almeno {least} lettere dell'argomento da cercare.",
+    ),
+)
+
+
 def result_reply(result: ToolMessage) -> str | None:
     """A quiz tool's result as the coach tells it to the student, without the tool's name: a
-    grading as it is, a refused answer with the reason and the valid options; None for
-    another tool's result, or a failure not written for the student."""
+    grading as it is, a refused answer with the reason and the valid options, a refused
+    request with what to ask instead; None for another tool's result, or a failure not
+    written for the student."""
     if result.name not in (ASK, GRADE):
         return None
     if result.status != "error":
@@ -236,6 +263,9 @@ def result_reply(result: ToolMessage) -> str | None:
             f"Non ho registrato la risposta: {reason}. Rispondi con la lettera di un'opzione "
             "o con il suo testo."
         )
+    for refusal, what_to_ask in _WHAT_TO_ASK:
+        if said := refusal.match(reason):
+            return what_to_ask.format(**said.groupdict())
     return None
 
 

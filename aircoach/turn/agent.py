@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextvars import Context, ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -277,6 +277,7 @@ class TurnAgent:
 
     graph: CompiledStateGraph[Any, TurnBinding, Any, Any]
     binding: TurnBinding
+    labels: Mapping[str, str] = field(default_factory=dict)  # tool name -> its display label
 
     def astream(
         self, payload: Any, config: RunnableConfig | None = None, **kwargs: Any
@@ -312,4 +313,4 @@ def build_agent(
     else:
         graph = shapes.get(version, tools)
     binding = TurnBinding(model, system_prompt, ctx, failover or ModelFailover())
-    return TurnAgent(graph, binding)
+    return TurnAgent(graph, binding, {spec.name: spec.display_label for spec in tools})

@@ -28,7 +28,11 @@ class ToolResult(_Event):
         description="The arguments the model called the tool with (the AI SDK stream's tool "
         "`input`)."
     )
-    data: dict[str, Any] = Field(description="An object, never a JSON string.")
+    data: dict[str, Any] = Field(
+        description="An object, never a JSON string. A failed tool's has `error` (the text the "
+        "model is given, in English) and `messaggio` (the sentence for the student, in the "
+        "request's language, naming the tool by its label)."
+    )
     final: bool = Field(
         description="True for a return_direct tool that succeeded: it ends the turn."
     )

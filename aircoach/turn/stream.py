@@ -3,13 +3,15 @@ each tool call with its result (for the client) and its record (for the store)."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
+from aircoach import messages
+from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.turn.agent import TurnAgent, ends_turn
 from aircoach.turn.events import AgentMessage, ToolResult
 from aircoach.turn.records import ToolCall, question_message_id
@@ -37,14 +39,21 @@ class _Asked:
 
 
 async def agent_events(
-    agent: TurnAgent, query: str, *, thread_id: str, turn_id: str, stream: bool = True
+    agent: TurnAgent,
+    query: str,
+    *,
+    thread_id: str,
+    turn_id: str,
+    stream: bool = True,
+    language: Language = DEFAULT_LANGUAGE,
 ) -> AsyncIterator[AgentMessage | ToolStep]:
     """Run the agent on `query` in thread `thread_id` and yield what the client sees: with
     `stream`, the answer as it is written; without (a JSON turn, read only at its end), each
     model call's text once the call has ended. The question keeps turn `turn_id`'s id in the
     thread, as in a thread rebuilt from the store. The model streams from its provider either
     way (the configured clients are built with `streaming=True`): what `stream=False` saves
-    is LangGraph's per-chunk callback, queue and hand-off, and ours."""
+    is LangGraph's per-chunk callback, queue and hand-off, and ours. A failed tool's result
+    says so to the student in `language`."""
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     payload = {"messages": [HumanMessage(query, id=question_message_id(turn_id))]}
     written = 0  # characters of the answer streamed so far
@@ -83,12 +92,21 @@ async def agent_events(
                             )
                     steps += 1
                 elif isinstance(message, ToolMessage):
-                    yield tool_step(message, asked.pop(message.tool_call_id, None), steps)
+                    asked_for = asked.pop(message.tool_call_id, None)
+                    yield tool_step(message, asked_for, steps, agent.labels, language)
 
 
-def tool_step(message: ToolMessage, asked: _Asked | None, steps: int) -> ToolStep:
+def tool_step(
+    message: ToolMessage,
+    asked: _Asked | None,
+    steps: int,
+    labels: Mapping[str, str] | None = None,
+    language: Language = DEFAULT_LANGUAGE,
+) -> ToolStep:
     """The client's view of a tool message (its data, or its error, and whether it ends the
-    turn) and the store's record of the call."""
+    turn) and the store's record of the call. A failure's `error` is the text the model
+    reads, in English; `messaggio` says to the student, in `language`, which tool failed
+    (by its `labels` entry, the name the tool list shows)."""
     name = message.name or (asked.name if asked else "tool")
     failed = message.status == "error"
     if isinstance(message.artifact, dict):
@@ -97,6 +115,9 @@ def tool_step(message: ToolMessage, asked: _Asked | None, steps: int) -> ToolSte
         data = {"error": message.text}
     else:
         data = {"content": message.text}
+    if failed and "messaggio" not in data:
+        label = (labels or {}).get(name) or name
+        data = {**data, "messaggio": messages.text("tool_failed", language, label=label)}
     arguments = asked.arguments if asked else {}
     event = ToolResult(tool_name=name, arguments=arguments, data=data, final=ends_turn(message))
     step = asked.step if asked else max(steps - 1, 0)

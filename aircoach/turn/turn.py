@@ -92,7 +92,7 @@ class ChatTurn:
     prompt_version: str
     context_turns: int
     timeout_s: float  # TURN_TIMEOUT_S: the whole agent run, every model and tool call
-    language: Language = DEFAULT_LANGUAGE  # of the `error` events' messages
+    language: Language = DEFAULT_LANGUAGE  # of the `error` events' and tool failures' messages
     turn_id: str = field(default_factory=new_turn_id)
     request_id: str = field(default_factory=lambda: current_request_id() or uuid.uuid4().hex)
     answer: list[str] = field(default_factory=list)
@@ -196,6 +196,7 @@ class ChatTurn:
                     thread_id=self.recorder.memory_thread,
                     turn_id=self.turn_id,
                     stream=self.request.stream,
+                    language=self.language,
                 )
             )
             deadline = anyio.current_time() + self.timeout_s

@@ -1019,6 +1019,23 @@ def test_choices_made_while_an_answer_arrives_are_all_sent_in_order(settings, se
     assert s.console_errors == []
 
 
+def test_a_failed_tool_card_shows_the_students_sentence_not_the_models(settings, session_for):
+    """A quiz request the tool refuses: the card says in Italian which tool failed (the
+    result's `messaggio`), never the English `error` the model reads (before, the card showed
+    "Quiz di teoria: capitolo must be between 1 and 10, got 12")."""
+    with served(app_with(settings)) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in()
+        turn = s.answered(s.ask("Dammi una domanda del capitolo 12"))
+        expect(turn.locator(".card-error")).to_have_text(
+            "Lo strumento 'Quiz di teoria' non è riuscito a completare la richiesta."
+        )
+        expect(turn).to_contain_text("scegli un capitolo da 1 a 10")
+        expect(turn).not_to_contain_text("must be")
+    assert s.console_errors == []
+
+
 def test_a_choice_whose_turn_fails_reopens_its_card_with_an_italian_notice(settings, session_for):
     """The answer `la a` is refused (a 503), then `la b` ends without a grading (the model
     failed: its `error` event's message says why), then `la a` ends with text only: each

@@ -9,12 +9,14 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from aircoach.llm import offline_quiz
 from aircoach.llm.offline import (
     OFFLINE_NOTICE,
     OfflineChatModel,
     fill_arguments,
     score_tool,
 )
+from aircoach.quiz.tools import domanda_teoria
 from aircoach.settings import ROOT
 from aircoach.tools.registry import ToolRegistry
 
@@ -267,3 +269,35 @@ def test_a_started_exam_that_reaches_the_model_is_told_without_the_lines_for_the
     assert "5. (capitolo 3) Il QNH è:\n   a) una pressione" in said
     for for_the_model in ("abc123", "verifica_risposta", "esame`", "allievo", "chiama"):
         assert for_the_model not in said, for_the_model
+
+
+@pytest.mark.parametrize(
+    "arguments, reply",
+    [
+        ({"capitolo": 0}, "Il capitolo 0 non c'è: scegli un capitolo da 1 a 10."),
+        ({"capitoli": [2, 11]}, "Il capitolo 11 non c'è: scegli un capitolo da 1 a 10."),
+        ({"capitoli": list(range(1, 12))}, "di 10 capitoli al massimo alla volta"),
+        ({"quante": 0}, "Chiedimi da 1 a 10 domande alla volta."),
+        ({"capitolo": 2, "numero": 0}, "numerate da 1"),
+        ({"testo": "ab"}, "Scrivi almeno 3 lettere dell'argomento da cercare."),
+    ],
+)
+async def test_a_refused_quiz_request_is_told_with_what_to_ask_instead(arguments, reply):
+    """The quiz tool's own refusal (English, for a model) becomes the coach's Italian reply;
+    a refusal with nothing to suggest is left to the generic one."""
+    refused = await domanda_teoria(None, **arguments)  # refused before it needs a context
+    assert not refused.ok
+    message = ToolMessage(refused.text, tool_call_id="c", name="domanda_teoria", status="error")
+    said = offline_quiz.result_reply(message)
+    assert said is not None and reply in said
+    assert "must" not in said
+
+
+def test_a_quiz_failure_with_nothing_to_suggest_gets_no_quiz_reply():
+    crashed = ToolMessage(
+        "[Tool domanda_teoria failed: ValueError]",
+        tool_call_id="c",
+        name="domanda_teoria",
+        status="error",
+    )
+    assert offline_quiz.result_reply(crashed) is None

@@ -107,3 +107,34 @@ async def test_a_letter_with_no_question_waiting_is_not_searched_in_the_manual(
         # "e quindi", "è giusto": a word, not a letter of the options (a to d).
         for follow_up in ("e quindi", "è giusto"):
             assert "già registrato" not in said(await chat(client, headers, follow_up))
+
+
+async def test_a_chapter_out_of_range_is_answered_with_what_to_ask(settings: Settings, auth):
+    """Before, the offline coach said only "Non sono riuscito a completare la richiesta" to a
+    request the quiz refused, though the refusal said what would do."""
+    async with asgi_client(app_with(settings)) as client:
+        events = await chat(client, auth(), "Dammi una domanda del capitolo 12")
+        failed = next(e for e in events if e["type"] == "tool_result")
+        assert "capitolo must be between 1 and 10" in failed["data"]["error"]
+        assert failed["data"]["messaggio"].startswith("Lo strumento 'Quiz di teoria'")
+        reply = said(events)
+        assert "Il capitolo 12 non c'è: scegli un capitolo da 1 a 10." in reply
+        assert "must be" not in reply and "Tool" not in reply
+
+        several = said(await chat(client, auth(), "Dammi 2 domande dai capitoli 3 e 15"))
+        assert "Il capitolo 15 non c'è: scegli un capitolo da 1 a 10." in several
+
+
+async def test_hand_in_with_no_exam_open_says_how_to_start_one(settings: Settings, auth):
+    """Before, «consegno» with no mock exam open searched the manual for it and answered
+    "Non ho trovato questo argomento"."""
+    async with asgi_client(app_with(settings)) as client:
+        for query in ("consegno", "Consegno!", "ho finito"):
+            events = await chat(client, auth(), query)
+            assert not [e for e in events if e["type"] == "tool_result"], query
+            reply = said(events)
+            assert "Non hai una simulazione d'esame aperta da consegnare" in reply, query
+            assert "«simulazione d'esame»" in reply and "Non ho trovato" not in reply, query
+        # A question about handing something in is still a question for the manual.
+        asked = await chat(client, auth(), "Come si consegna il piano di volo all'ente ATS?")
+        assert "Non hai una simulazione d'esame aperta" not in said(asked)

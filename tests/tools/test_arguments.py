@@ -84,6 +84,7 @@ async def test_a_bad_argument_goes_back_to_the_model_as_a_tool_error(client, aut
     events = await chat(client, auth(), "Dammi una domanda del capitolo 2")
     first, second = (e for e in events if e["type"] == "tool_result")
     assert first["final"] is False and "invalid arguments" in first["data"]["error"]
+    assert first["data"]["messaggio"].startswith("Lo strumento 'Quiz di teoria' non è riuscito")
     assert "'capitolo': 'due' is not of type 'integer'" in s.calls[1][-1].content
     assert second["final"] is True and second["data"]["question"]["capitolo"] == 2
     assert events[-1]["type"] == "done"

@@ -92,6 +92,9 @@ def test_the_openapi_stream_schema_is_generated_from_the_events(openapi_schema):
     assert union["discriminator"]["propertyName"] == "type"
     assert set(union["discriminator"]["mapping"]) == set(CONTRACT)
     assert [a["properties"]["data"]["contentSchema"] for a in alternatives] == union["oneOf"]
+    # A failed tool's data, described where generated clients read it.
+    tool_data = components["ToolResult"]["properties"]["data"]["description"]
+    assert "`error`" in tool_data and "`messaggio`" in tool_data
 
 
 async def test_every_event_on_the_wire_has_exactly_its_fields(client, auth, script):

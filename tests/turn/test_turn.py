@@ -93,15 +93,50 @@ async def test_tool_turn_feeds_the_result_back_to_the_model(settings, auth, tmp_
     s.assert_used()
 
 
-async def test_failed_return_direct_tool_goes_back_to_the_model(client, auth, script):
+async def test_failed_return_direct_tool_goes_back_to_the_model(app, client, auth, script):
     s = script(
         [call("domanda_teoria", capitolo=11), text("Il capitolo 11 non esiste: scegli da 1 a 10.")]
     )
     events = await chat(client, auth(), "Dammi una domanda del capitolo 11")
     assert events[0]["type"] == "tool_result" and events[0]["final"] is False
     assert "capitolo must be between 1 and 10" in events[0]["data"]["error"]
+    # The student reads, in Italian, which tool failed, by the name the tool list shows.
+    assert events[0]["data"]["messaggio"] == (
+        "Lo strumento 'Quiz di teoria' non è riuscito a completare la richiesta."
+    )
     assert events[-1]["type"] == "done"
     assert "capitolo must be between 1 and 10" in s.calls[1][-1].content
+    assert "messaggio" not in s.calls[1][-1].content  # the model reads the English text only
+    [turn] = await stored(app)
+    assert turn.tool.data == events[0]["data"]  # a replay shows the same sentence
+
+
+async def test_a_tool_that_raises_is_named_to_the_student_in_the_request_language(
+    settings, auth, tmp_path
+):
+    docs = copy_prompt_docs(tmp_path / "docs", markdown_only=True)
+    broken = {**ECHO.model_dump(exclude_defaults=True), "python": "tests.tool_handlers:broken"}
+    (docs / "tools.json").write_text(json.dumps({"tools": [{**broken, "label": "Ripetitore"}]}))
+    s = Script(
+        [call("echo", word="ciao"), text("Non ci riesco."), call("echo", word="hi"), text("No.")]
+    )
+    app = app_with(
+        settings.model_copy(update={"prompt_docs_dir": docs, "python_tool_modules": TEST_MODULES}),
+        models=ScriptedModels(s),
+    )
+    async with asgi_client(app) as client:
+        events = await chat(client, auth(), "ripeti ciao")
+        result = events[0]
+        assert result["type"] == "tool_result" and result["final"] is False
+        assert result["data"] == {
+            "error": "[Tool echo failed: ValueError]",  # for the model and clients, unchanged
+            "messaggio": "Lo strumento 'Ripetitore' non è riuscito a completare la richiesta.",
+        }
+        english = await chat(client, {**auth(), "Accept-Language": "en"}, "repeat hi")
+    s.assert_used()
+    assert english[0]["data"]["messaggio"] == (
+        "The 'Ripetitore' tool could not complete the request."
+    )
 
 
 async def test_empty_model_answer_gets_the_fallback_text(app, client, auth, script):

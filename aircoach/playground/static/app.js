@@ -555,6 +555,8 @@ function toolCard(event, view, cardOf = lastCardOf) {
   if (event.tool_name === "verifica_risposta" && "corretta" in data) return grading(data, view, cardOf(data));
   const items = Array.isArray(data.items) ? data.items : Array.isArray(data.results) ? data.results : null;
   if (data.success === false || data.error) {
+    // `messaggio` is written for the student and names the tool; `error` is the model's text.
+    if (data.messaggio) return el("div", { class: "card card-error" }, data.messaggio);
     return el("div", { class: "card card-error" }, `${labelOf(event.tool_name)}: ${data.error || "errore"}`);
   }
   if (items) return items.length ? sourceCards(event.tool_name, items) : null;
