@@ -24,7 +24,12 @@ from bson import ObjectId
 from bson.errors import BSONError
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import DuplicateKeyError, PyMongoError, ServerSelectionTimeoutError
+from pymongo.errors import (
+    DocumentTooLarge,
+    DuplicateKeyError,
+    PyMongoError,
+    ServerSelectionTimeoutError,
+)
 
 from aircoach.errors import StoreUnavailable
 from aircoach.grounding.feedback import Feedback, Voto
@@ -60,6 +65,14 @@ def _raised_in_driver(exc: BaseException) -> bool:
     while tb.tb_next is not None:
         tb = tb.tb_next
     return tb.tb_frame.f_code.co_filename.startswith(_DRIVER_DIR)
+
+
+def _refusal(exc: BaseException) -> str:
+    """A driver's refusal of a document, without the document: `DocumentTooLarge` says only
+    sizes; `InvalidDocument` and `UnicodeEncodeError` quote the value they could not encode."""
+    if isinstance(exc, DocumentTooLarge):
+        return f"DocumentTooLarge: {exc}"
+    return type(exc).__name__
 
 
 def json_safe(value: Any) -> Any:
@@ -253,8 +266,9 @@ class MongoConnection:
                     raise  # ours: a 500 that its traceback explains
                 if isinstance(exc, BSONError | UnicodeEncodeError):
                     # The document, not the client: one over 16 MB (`DocumentTooLarge`) or
-                    # that BSON cannot encode fails alone, and the pool stays.
-                    log.warning("MongoDB %s: a document was refused (%r)", name, exc)
+                    # that BSON cannot encode fails alone, and the pool stays. Logged by its
+                    # class: an encoding error quotes the whole value (a question, an answer).
+                    log.warning("MongoDB %s: a document was refused (%s)", name, _refusal(exc))
                     raise StoreUnavailable() from exc
             failure = exc
         if _expired(deadline):

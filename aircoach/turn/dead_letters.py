@@ -100,7 +100,8 @@ class DeadLetters:
         self._dirty = False
         self._looked_at = float("-inf")
         self._replaying = False
-        # Keys that failed the last look while the store seemed down (a batch at most).
+        # Keys that failed the last look (a batch at most): tried last, and moved aside if
+        # they fail again while the store takes turns.
         self._failed_keys: set[str] = set()
 
     async def keep(self, turn: Turn) -> bool:
@@ -192,13 +193,19 @@ class DeadLetters:
         """Move the oldest `batch` spooled turns into `chats`, an entry that is not a turn or
         that the store refuses while it is up to the quarantine; how many were listed.
 
-        The store counts as up once it took a turn in this look (or `store_is_up`: the
-        caller's own turn was just stored). An entry that fails (the store refuses it, or
-        the spool cannot read it) is tried again once the store is up, and moved aside if it
-        fails again; two failures before anything shows the store is up stop the look
-        (`_ReplayFailed`, caused by the last one): the store is taken as down, nothing is
-        moved aside. Entries that failed the last look are tried after the others, so a
-        good turn behind them can show the store is up."""
+        An entry is moved aside only when the store took a turn between two of its failures
+        (the refusal is then the entry's own): an entry that fails (the store refuses it, or
+        the spool cannot read it) waits, and is tried again after the next turn the store
+        takes in this look, and moved aside if it fails again; an entry that failed an
+        earlier look is moved aside if it fails while the store is up (it took a turn in this
+        look, or `store_is_up`: the caller's own turn was just stored, after that earlier
+        failure); so is the look's last entry, if it fails twice after the store took a turn
+        (nothing behind it can show the store is up). Two entries failing with no turn taken
+        between them stop the look (`_ReplayFailed`, caused by the last one): the store is
+        taken as down, also right after it took a turn (a store that went down after the
+        caller's turn had every entry of the look moved aside). Entries that failed are tried
+        after the others at the next look, so a good turn behind them can show the store is
+        up."""
         try:
             keys = await self.spool.keys(self.batch)
         except Exception as exc:
@@ -210,31 +217,40 @@ class DeadLetters:
             k for k in keys if k in failed_before
         ]
         moved = set_aside = 0
-        waiting: list[str] = []  # failed before anything showed the store is up
+        waiting: list[str] = []  # failed since the store last took a turn
         last: _EntryFailed | None = None
         try:
             for key in ordered:
                 try:
                     moved_it = await self._move(key, chats)
                 except _EntryFailed as failed:
-                    if not store_is_up:
-                        waiting.append(key)
-                        last = failed
-                        if len(waiting) == 2:
-                            break
+                    if store_is_up and key in failed_before:
+                        await self._set_aside(key, failed)
+                        set_aside += 1
                         continue
-                    moved_it = await self._move_or_set_aside(key, chats)
+                    waiting.append(key)
+                    last = failed
+                    if len(waiting) == 2:
+                        break
+                    continue
                 if moved_it is None:
                     set_aside += 1
                     continue
                 moved += moved_it
-                if moved_it and not store_is_up:
+                if moved_it:
                     store_is_up = True
                     for earlier in waiting:
                         again = await self._move_or_set_aside(earlier, chats)
                         set_aside += again is None
                         moved += again or 0
                     waiting = []
+            else:
+                if store_is_up and len(waiting) == 1:
+                    # The look's last failure, after the store took a turn: no turn behind it
+                    # can show the store is up again (a delete would wait for the next chat).
+                    again = await self._move_or_set_aside(waiting.pop(), chats)
+                    set_aside += again is None
+                    moved += again or 0
         except Exception as exc:  # the spool failed to delete or move aside an entry
             self._failed(exc, spool=True)
             raise _ReplayFailed() from exc
@@ -282,12 +298,16 @@ class DeadLetters:
         return 1
 
     async def _move_or_set_aside(self, key: str, chats: ChatStore) -> int | None:
-        """The store is up and the entry failed a moment ago: try it again (as `_move`); if
-        it fails again, move it to the quarantine (None)."""
+        """The store took a turn since the entry failed: try it again (as `_move`); if it
+        fails again, move it to the quarantine (None)."""
         try:
             return await self._move(key, chats)
         except _EntryFailed as exc:
-            failed = exc  # `exc` is unbound after the clause
+            await self._set_aside(key, exc)
+        return None
+
+    async def _set_aside(self, key: str, failed: _EntryFailed) -> None:
+        """Move an entry that failed again while the store took turns to the quarantine."""
         cause = failed.__cause__
         await self.spool.quarantine(key)
         self.quarantined += 1
@@ -304,7 +324,6 @@ class DeadLetters:
             reason,
             self.spool.kind,
         )
-        return None
 
     async def find(self, user_id: str, turn_id: str) -> Turn | None:
         """The user's turn of that id if it waits in the spool (its store write failed), else

@@ -570,3 +570,41 @@ async def test_a_temp_file_left_by_a_dead_process_is_swept_after_an_hour(tmp_pat
     (folder / "0003.json").write_text("{}")
     assert await FileSpool(folder).keys(10) == ["0003.json"]
     assert sorted(os.listdir(folder)) == [".0002.json.42.tmp", "0003.json"]
+
+
+async def test_a_store_down_after_the_callers_turn_was_stored_quarantines_nothing(
+    settings, data_dir
+):
+    """The replay after a chat turn's `done` takes the store as up (that turn was just stored);
+    a store that goes down right then (a failover, a lost network) refuses every entry, twice
+    each. That is an outage, not entries of their own fault: none is moved aside, and all of
+    them reach the store once it is back."""
+    chats = Services.build(settings).chats
+    await chats.latest_turn_ids("user-1")  # creates the file
+    spool = FileSpool(data_dir / "spool")
+    for n in range(4):
+        await spool.put(a_turn(f"000{n}"))
+    refuse_writes(settings.sqlite_file)
+    dead_letters = DeadLetters(spool)
+    await dead_letters.replay(chats, store_is_up=True)
+    assert dead_letters.quarantined == 0
+    assert len(await spool.keys(10)) == 4
+    accept_writes(settings.sqlite_file)
+    await dead_letters.replay(chats, store_is_up=True)
+    assert len(await chats.history("user-1", limit=10, before=None)) == 4
+    assert await spool.keys(10) == []
+
+
+async def test_a_refused_turn_last_in_the_spool_does_not_refuse_a_delete(settings, data_dir):
+    """A good turn, then one the store always refuses: the drain moves the first, and the
+    second, with nothing behind it, is tried again and moved aside; the drain goes through."""
+    chats = Services.build(settings).chats
+    await chats.latest_turn_ids("user-1")
+    refuse_turn(settings.sqlite_file, "0002")
+    spool = FileSpool(data_dir / "spool")
+    for n in (1, 2):
+        await spool.put(a_turn(f"000{n}"))
+    dead_letters = DeadLetters(spool)
+    await dead_letters.drain(chats)
+    assert [t.turn_id for t in await chats.history("user-1", limit=10, before=None)] == ["0001"]
+    assert await spool.keys(10) == [] and dead_letters.quarantined == 1

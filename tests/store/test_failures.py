@@ -262,7 +262,40 @@ async def test_a_document_too_large_fails_alone_and_keeps_the_client(settings, c
         pytest.raises(StoreUnavailable),
     ):
         await connection.run("chats", too_large)
-    assert "MongoDB chats: a document was refused (DocumentTooLarge(" in caplog.text
+    assert "MongoDB chats: a document was refused (DocumentTooLarge: BSON document too" in (
+        caplog.text
+    )
+    assert connection.clients.current() is client
+    await connection.close()
+
+
+async def test_a_document_bson_cannot_encode_is_not_quoted_in_the_log(settings, caplog):
+    """A value BSON cannot encode (a lone surrogate, which an HTTP tool's JSON may carry) is
+    refused with an error that holds the whole string: a turn's question, answer or tool data,
+    up to megabytes, perhaps a password the student pasted. The log names the error's class."""
+    from bson.codec_options import DEFAULT_CODEC_OPTIONS
+    from pymongo.message import _op_msg
+
+    from aircoach.errors import StoreUnavailable
+    from aircoach.store.mongo import MongoConnection
+    from tests.loopback import free_port
+
+    configured = settings.model_copy(update={"mongodb_uri": f"mongodb://127.0.0.1:{free_port()}"})
+    connection = MongoConnection(configured, create_indexes=_no_indexes)
+    client = connection.clients.current()
+    document = {"human": "la mia password è segreto123 " + "x" * 1000 + "\ud800"}
+
+    async def unencodable(collection) -> None:
+        command = {"insert": "chats", "$db": "aircoach", "documents": [document]}
+        _op_msg(0, command, "aircoach", None, DEFAULT_CODEC_OPTIONS)
+
+    with (
+        caplog.at_level(logging.WARNING, logger="aircoach.store.mongo"),
+        pytest.raises(StoreUnavailable),
+    ):
+        await connection.run("chats", unencodable)
+    assert "MongoDB chats: a document was refused (UnicodeEncodeError)" in caplog.text
+    assert "segreto123" not in caplog.text and "xxxxxxxxxx" not in caplog.text
     assert connection.clients.current() is client
     await connection.close()
 
