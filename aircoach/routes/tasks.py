@@ -23,7 +23,7 @@ from aircoach.deps import (
 )
 from aircoach.errors import Conflict, ForbiddenError, NotFound
 from aircoach.messages import Language, header_language
-from aircoach.models import ErrorBody
+from aircoach.models import ErrorBody, ValidationErrorBody
 from aircoach.routes.responses import (
     TOO_LARGE,
     UNAUTHORIZED,
@@ -53,7 +53,6 @@ from aircoach.tasks.schemas import (
     TaskInfo,
     TaskResult,
     TaskStats,
-    ValidationErrorBody,
 )
 from aircoach.tasks.stats import task_stats
 from aircoach.tasks.triage import TriageInput

@@ -288,11 +288,3 @@ class InvalidOutputBody(BaseModel):
     message: str
     stage: str
     issues: list[Issue]
-
-
-class ValidationErrorBody(BaseModel):
-    """The answer to a body that does not validate (`aircoach.http_errors`)."""
-
-    error: Literal["invalid_request"] = "invalid_request"
-    message: str = ""
-    detail: list[dict[str, Any]]

@@ -8,11 +8,34 @@ the OpenAPI schema from these models.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from aircoach.grounding.models import GroundingResult
+
+# What a tool returned, as the client gets it (`tool_result.data`, a stored turn's `tools`):
+# any object, and on a failure `error` and `messaggio`, typed so that generated clients can
+# read them (a bare `dict[str, Any]` is `{[key: string]: unknown}` to openapi-typescript).
+ToolData = Annotated[
+    dict[str, Any],
+    Field(
+        json_schema_extra={
+            "properties": {
+                "error": {
+                    "type": "string",
+                    "description": "A failed tool's error: the text the model is given, in "
+                    "English.",
+                },
+                "messaggio": {
+                    "type": "string",
+                    "description": "A failed tool's sentence for the student, in the "
+                    "request's language, naming the tool by its label.",
+                },
+            }
+        }
+    ),
+]
 
 
 class _Event(BaseModel):
@@ -28,7 +51,7 @@ class ToolResult(_Event):
         description="The arguments the model called the tool with (the AI SDK stream's tool "
         "`input`)."
     )
-    data: dict[str, Any] = Field(
+    data: ToolData = Field(
         description="An object, never a JSON string. A failed tool's has `error` (the text the "
         "model is given, in English) and `messaggio` (the sentence for the student, in the "
         "request's language, naming the tool by its label)."

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from aircoach.grounding.feedback import Feedback
 from aircoach.grounding.models import GroundingResult, Retrieved
+from aircoach.turn.events import ToolData
 
 TurnStatus = Literal["ok", "error", "interrupted"]
 
@@ -17,7 +18,7 @@ class ToolRecord(BaseModel):
     """A tool's result as the client got it (`tool_result.data`)."""
 
     tool_name: str
-    data: dict[str, Any]
+    data: ToolData
 
 
 class ToolUse(ToolRecord):

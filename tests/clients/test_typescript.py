@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 
 from aircoach.app import create_app
@@ -19,6 +21,14 @@ from aircoach.settings import ROOT, Settings
 pytestmark = pytest.mark.integration
 
 NODE_BIN = ROOT / "node_modules" / ".bin"
+
+
+README = ROOT / "clients" / "typescript" / "README.md"
+
+
+def _typescript_blocks(markdown: Path) -> list[str]:
+    """The ```ts blocks of a Markdown file."""
+    return re.findall(r"^```ts\n(.*?)^```$", markdown.read_text(), flags=re.M | re.S)
 
 
 def _tool(name: str) -> str:
@@ -30,6 +40,7 @@ def _tool(name: str) -> str:
 def test_the_generated_types_compile_a_strict_client(settings: Settings, tmp_path: Path):
     (tmp_path / "openapi.json").write_text(json.dumps(create_app(settings).openapi()))
     shutil.copy(ROOT / "tests" / "clients" / "typed_client.ts", tmp_path / "typed_client.ts")
+    (tmp_path / "node_modules").symlink_to(ROOT / "node_modules")  # the `ai` package's types
     generate = [_tool("openapi-typescript"), "openapi.json", "-o", "api.d.ts"]
     done = subprocess.run(generate, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -64,6 +75,8 @@ async def test_the_shipped_client_chats_rejoins_and_cancels(
     source = ROOT / "clients" / "typescript" / "src"
     out = tmp_path / "src"
     shutil.copytree(source, out)
+    # The README's examples are compiled with the client (`declare`d names are the app's).
+    (out / "readme.ts").write_text("\n".join(_typescript_blocks(README)))
     (tmp_path / "openapi.json").write_text(json.dumps(create_app(settings).openapi()))
     generate = [_tool("openapi-typescript"), "openapi.json", "-o", "src/api.d.ts"]
     done = await anyio.run_process(generate, cwd=tmp_path, check=False)
@@ -82,6 +95,7 @@ async def test_the_shipped_client_chats_rejoins_and_cancels(
         "--outDir",
         "out",
         "src/client.ts",
+        "src/readme.ts",
     ]
     done = await anyio.run_process(compile_, cwd=tmp_path, check=False)
     assert done.returncode == 0, (done.stdout + done.stderr).decode()
@@ -98,6 +112,10 @@ async def test_the_shipped_client_chats_rejoins_and_cancels(
                 env=env,
                 check=False,
             )
+        async with httpx.AsyncClient(base_url=url) as api:
+            progress = (
+                await api.get("/api/progress", headers={"Authorization": f"Bearer {env['TOKEN']}"})
+            ).json()
     assert done.returncode == 0, done.stderr.decode()
     got = json.loads(done.stdout)
     types = [item["event"]["type"] for item in got["events"]]
@@ -106,3 +124,7 @@ async def test_the_shipped_client_chats_rejoins_and_cancels(
     assert got["events"][-1]["event"]["turn_id"] == got["turnId"]
     assert [item["event"] for item in got["rejoined"]] == [item["event"] for item in got["events"]]
     assert got["cancelled"] is False  # it had ended
+    # The answer sent twice with its Idempotency-Key: the same grading, recorded once.
+    first, again = got["answers"]
+    assert first == again and first["corretta"] is False
+    assert progress["risposte"] == 1

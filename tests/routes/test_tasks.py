@@ -9,6 +9,7 @@ import json
 import pytest
 
 from aircoach.errors import StoreUnavailable
+from aircoach.models import ValidationErrorBody
 from aircoach.tasks.contacts import seed_demo_contacts
 from aircoach.tasks.models import StructuredRequest
 from aircoach.tasks.ports import TaskStores
@@ -140,6 +141,8 @@ async def test_unknown_task_bad_input_and_bodies_too_large(task_app, auth):
         assert (
             not_json.status_code == 422 and not_json.json()["detail"][0]["type"] == "json_invalid"
         )
+        for refused in (bad, extra, not_json):  # the body the schema documents
+            ValidationErrorBody.model_validate_json(refused.content, strict=True)
 
         big = {**MAIL, "body": "parola " * 3000}
         declared = await client.post("/api/tasks/email_triage", json=big, headers=headers)
@@ -287,6 +290,7 @@ async def test_a_batch_runs_each_input_with_bounded_concurrency(task_app, auth):
         )
         assert one_bad.status_code == 422
         assert one_bad.json()["detail"][0]["loc"] == ["body", "inputs", 1, "body"]
+        ValidationErrorBody.model_validate_json(one_bad.content, strict=True)
         assert models.calls == 49 + 4  # input 7: 3 attempts and a shrunk one; none for the refused
 
 

@@ -95,6 +95,15 @@ def test_the_openapi_stream_schema_is_generated_from_the_events(openapi_schema):
     # A failed tool's data, described where generated clients read it.
     tool_data = components["ToolResult"]["properties"]["data"]["description"]
     assert "`error`" in tool_data and "`messaggio`" in tool_data
+    # ...and typed there, in the event and in a stored turn's tools: a bare object was
+    # `{[key: string]: unknown}` to openapi-typescript, so `data.messaggio` was no string.
+    for owner in ("ToolResult", "ToolRecord"):
+        data = components[owner]["properties"]["data"]
+        assert data["additionalProperties"] is True
+        assert {k: v["type"] for k, v in data["properties"].items()} == {
+            "error": "string",
+            "messaggio": "string",
+        }
 
 
 async def test_every_event_on_the_wire_has_exactly_its_fields(client, auth, script):

@@ -8,6 +8,7 @@ export type ChatRequest =
 export type StreamEvent = components["schemas"]["StreamEvent"];
 export type AnswerRequest =
   paths["/api/quiz/answers"]["post"]["requestBody"]["content"]["application/json"];
+type AnswerHeaders = NonNullable<paths["/api/quiz/answers"]["post"]["parameters"]["header"]>;
 export type AnswerResult =
   paths["/api/quiz/answers"]["post"]["responses"][200]["content"]["application/json"];
 
@@ -17,10 +18,17 @@ export interface Numbered {
   event: StreamEvent;
 }
 
+/** An error answer's body: `error` and `message` (Italian, to show as is), a 409
+ * `turn_in_progress`'s `turn_id`, a 422's `detail` (where each issue is, `loc`). */
+export type ErrorBody = Partial<components["schemas"]["ErrorBody"]> & {
+  turn_id?: string;
+  detail?: components["schemas"]["ValidationIssue"][];
+};
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
-    readonly body: { error?: string; message?: string; turn_id?: string },
+    readonly body: ErrorBody,
   ) {
     super(body.message ?? `HTTP ${status}`);
   }
@@ -63,9 +71,14 @@ export class AirCoachClient {
     }
   }
 
-  async answer(body: AnswerRequest): Promise<AnswerResult> {
+  /** Grade an answer. Pass an `idempotencyKey` (a new one per answer, e.g.
+   * `crypto.randomUUID()`) and send it again on a retry: the repeat gets the first grading
+   * and is not recorded twice. */
+  async answer(body: AnswerRequest, idempotencyKey?: string): Promise<AnswerResult> {
+    const headers: AnswerHeaders = idempotencyKey === undefined ? {} : { "Idempotency-Key": idempotencyKey };
     const response = await this.request("/api/quiz/answers", {
       method: "POST",
+      headers: headers as Record<string, string>,
       body: JSON.stringify(body),
     });
     return (await response.json()) as AnswerResult;
