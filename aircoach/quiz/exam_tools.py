@@ -92,24 +92,34 @@ async def start_exam(ctx: ToolContext, domande: Any = None, capitoli: Any = None
     wanted = plan.asked if asked is None else asked
     if wanted > len(questions):
         data["limitate_a"] = len(questions)
-    if note := _size_note(wanted, len(questions), fitted=plan.size < plan.asked):
+    fitted = plan.size < plan.asked
+    if note := _size_note(wanted, len(questions), fitted=fitted):
         first, rest = text.split("\n", 1)
         text = f"{first}\n{note}\n{rest}"
+        # The same for the student: a client shows it, the JSON answer writes it.
+        data["nota"] = (
+            f"Hai chiesto {wanted} domande, ma {_size_reason(wanted, len(questions), fitted=fitted)}."
+        )
     return ToolOutput(text=text, data=data)
 
 
 def _size_note(asked: int, size: int, *, fitted: bool) -> str | None:
-    """The line telling the model (for the student) why the exam has not the questions asked:
-    the chosen chapters hold fewer (`fitted`), or an exam holds 5 to 60."""
+    """The line telling the model (for the student) why the exam has not the questions
+    asked; None when it has them."""
+    why = _size_reason(asked, size, fitted=fitted)
+    return None if why is None else f"Richieste {asked} domande: {why}, dillo all'allievo."
+
+
+def _size_reason(asked: int, size: int, *, fitted: bool) -> str | None:
+    """Why the exam has not the questions asked: the chosen chapters hold fewer (`fitted`),
+    or an exam holds 5 to 60; None when it has them."""
     if asked == size:
         return None
     if fitted:
-        why = f"i capitoli scelti ne hanno {size}"
-    elif asked > size:
-        why = f"una simulazione ne ha al massimo {MAX_EXAM_QUESTIONS}"
-    else:
-        why = f"una simulazione ne ha almeno {MIN_EXAM_QUESTIONS}"
-    return f"Richieste {asked} domande: {why}, dillo all'allievo."
+        return f"i capitoli scelti ne hanno {size}"
+    if asked > size:
+        return f"una simulazione ne ha al massimo {MAX_EXAM_QUESTIONS}"
+    return f"una simulazione ne ha almeno {MIN_EXAM_QUESTIONS}"
 
 
 def result_text(result: ExamResult, questions: dict[tuple[int, int], dict[str, Any]]) -> str:

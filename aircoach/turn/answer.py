@@ -25,15 +25,17 @@ def json_answer(text: str, tool: ToolRecord | None, fallback: str) -> str:
     if text.strip():
         return text
     if tool is not None and isinstance(exam := tool.data.get("esame"), dict):
-        return _exam_text(exam) or fallback
+        note = tool.data.get("nota")
+        return _exam_text(exam, note if isinstance(note, str) else None) or fallback
     questions = _questions(tool.data) if tool is not None else []
     written = [_question_text(q) for q in questions if isinstance(q, dict)]
     return "\n\n".join(w for w in written if w) or fallback
 
 
-def _exam_text(exam: dict[str, Any]) -> str:
+def _exam_text(exam: dict[str, Any], note: str | None = None) -> str:
     """A mock exam the chat started, as the student reads it: its size, time and pass mark,
-    how to answer, then its questions numbered as the answers name them."""
+    why it has not the questions asked (`note`), how to answer, then its questions numbered
+    as the answers name them."""
     questions = exam.get("domande")
     if not isinstance(questions, list) or not questions:
         return ""
@@ -44,6 +46,8 @@ def _exam_text(exam: dict[str, Any]) -> str:
         "Rispondi con numero e lettera (per esempio «1a 2b 3c»), anche in più messaggi, o "
         "«4 non lo so» per una che non sai; scrivi «consegno» per la correzione."
     ]
+    if note:
+        lines[0] = f"{lines[0]}\n{_cut(note)}"
     for n, question in enumerate(questions, 1):
         if not isinstance(question, dict):
             continue

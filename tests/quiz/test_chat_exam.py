@@ -193,3 +193,17 @@ async def test_a_chat_exam_asked_outside_5_to_60_questions_says_what_it_serves(
         assert "Richieste 100 domande: i capitoli scelti ne hanno 34" in chapter.text
         exact = await start_exam(ctx, domande=60)
         assert "limitate_a" not in exact.data and "Richieste" not in exact.text
+        # The student reads it too: `nota` for a client, and the JSON answer writes it.
+        assert (
+            many.data["nota"] == "Hai chiesto 100 domande, ma una simulazione ne ha al massimo 60."
+        )
+        assert few.data["nota"] == "Hai chiesto 3 domande, ma una simulazione ne ha almeno 5."
+        assert "nota" not in exact.data
+        response = await client.post(
+            "/api/stream_query",
+            json={"query": "simulazione d'esame con 100 domande", "stream": False},
+            headers=auth("user-3"),
+        )
+        first_lines = response.json()["answer"].split("\n")[:2]
+        assert first_lines[0].startswith("Simulazione d'esame: 60 domande")
+        assert first_lines[1] == many.data["nota"]
