@@ -450,14 +450,16 @@ def test_a_phone_width_screen_has_no_horizontal_scroll(settings, session_for, wi
             assert widths[0] <= widths[1] == width, widths
 
         def small_targets() -> list[Any]:
-            """The visible buttons, switch rows and stand-alone links under 44 px high."""
+            """The visible buttons, switch rows, disclosures ("Commento del coach") and
+            stand-alone links under 44 px high or wide."""
             return page.evaluate(
                 """() => [...document.querySelectorAll(
-                        'button, label.tool, label.check, label.exam-option, ' +
+                        'button, label.tool, label.check, label.exam-option, summary, ' +
                         'a.manual-link, .source > a')]
                     .filter((b) => b.offsetParent !== null)
-                    .map((b) => [b.textContent.trim().slice(0, 30), b.getBoundingClientRect().height])
-                    .filter(([, h]) => h < 44)"""
+                    .map((b) => [b.textContent.trim().slice(0, 30),
+                                 b.getBoundingClientRect().width, b.getBoundingClientRect().height])
+                    .filter(([, w, h]) => w < 44 || h < 44)"""
             )
 
         fits()
