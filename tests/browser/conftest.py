@@ -132,12 +132,19 @@ class Session:
 
 @pytest.fixture
 def session_for(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """`session_for(origin, width=...)`: a fresh browser context (no shared storage) on the
+    """`session_for(origin, width=..., phone=...)`: a fresh browser context (no shared storage) on the
     server at `origin`. Requests to any other origin are recorded and aborted."""
     contexts: list[Any] = []
 
-    def open_session(origin: str, *, width: int = 1280, height: int = 900) -> Session:
-        context = browser.new_context(viewport={"width": width, "height": height})
+    def open_session(
+        origin: str, *, width: int = 1280, height: int = 900, phone: float | None = None
+    ) -> Session:
+        """`phone`: a phone's device scale (2 or 3) with touch and mobile emulation (the
+        viewport meta tag applies, as on a phone)."""
+        extra = (
+            {"is_mobile": True, "has_touch": True, "device_scale_factor": phone} if phone else {}
+        )
+        context = browser.new_context(viewport={"width": width, "height": height}, **extra)
         context.set_default_timeout(WAIT_MS)
         contexts.append(context)
         page = context.new_page()

@@ -450,14 +450,16 @@ def test_a_phone_width_screen_has_no_horizontal_scroll(settings, session_for, wi
             assert widths[0] <= widths[1] == width, widths
 
         def small_targets() -> list[Any]:
-            """The visible buttons, switch rows and stand-alone links under 44 px high."""
+            """The visible buttons, switch rows, disclosures ("Commento del coach") and
+            stand-alone links under 44 px high or wide."""
             return page.evaluate(
                 """() => [...document.querySelectorAll(
-                        'button, label.tool, label.check, label.exam-option, ' +
+                        'button, label.tool, label.check, label.exam-option, summary, ' +
                         'a.manual-link, .source > a')]
                     .filter((b) => b.offsetParent !== null)
-                    .map((b) => [b.textContent.trim().slice(0, 30), b.getBoundingClientRect().height])
-                    .filter(([, h]) => h < 44)"""
+                    .map((b) => [b.textContent.trim().slice(0, 30),
+                                 b.getBoundingClientRect().width, b.getBoundingClientRect().height])
+                    .filter(([, w, h]) => w < 44 || h < 44)"""
             )
 
         fits()
@@ -494,6 +496,50 @@ def test_a_phone_width_screen_has_no_horizontal_scroll(settings, session_for, wi
         expect(page.locator("#review-cards .review-card")).not_to_have_count(0)
         fits()
         assert small_targets() == []
+    assert s.console_errors == []
+
+
+def _above_the_composer(page: Any, locator: Any) -> list[float]:
+    """`[top, bottom, composer top]` of `locator` on screen: in view when `top >= 0` and
+    `bottom <= composer top` (the sticky message box covers what is below it)."""
+    box = locator.bounding_box()
+    composer = page.locator("#composer").bounding_box()
+    return [box["y"], box["y"] + box["height"], composer["y"]]
+
+
+def _in_view(place: list[float]) -> bool:
+    top, bottom, composer_top = place
+    return top >= 0 and bottom <= composer_top + 0.5
+
+
+@pytest.mark.parametrize(("width", "height", "scale"), [(360, 640, 3), (390, 844, 2)])
+def test_on_a_phone_each_new_turn_and_a_grading_show_above_the_message_box(
+    settings, session_for, width, height, scale
+):
+    """On a phone the sticky message box covers the bottom of the screen: a new turn came in
+    under it (scrolled to its end while still empty, then not followed as it grew), and a
+    grading's "Prossima domanda" was scrolled to the screen's bottom edge, under the box."""
+    with served(app_with(settings)) as origin:
+        s = session_for(origin, width=width, height=height, phone=scale)
+        s.open()
+        s.dev_sign_in()
+        page = s.page
+        s.answered(s.ask("Cos'è il QNH e come si imposta l'altimetro?"))
+        s.answered(s.ask("Che cosa provoca lo stallo di un'ala?"))
+        quiz = s.answered(s.ask("Dammi una domanda del capitolo 7"))
+        first = quiz.locator("button.option").first
+        assert _in_view(_above_the_composer(page, quiz.locator(".human"))), "question"
+        assert _in_view(_above_the_composer(page, first)), "first option"
+        assert _in_view(_above_the_composer(page, quiz.locator(".skip-question"))), "Salta"
+        s.shot(f"phone-{width}-new-turn")
+        first.click()
+        s.answered(page.locator("#turns > li").nth(3))
+        next_question = quiz.locator("button.next-question")
+        assert _in_view(_above_the_composer(page, next_question)), "Prossima domanda"
+        s.shot(f"phone-{width}-graded")
+        theory = s.answered(s.ask("Che cosa provoca lo stallo di un'ala?"))
+        assert _in_view(_above_the_composer(page, theory.locator(".human"))), "theory question"
+        assert _in_view(_above_the_composer(page, theory.locator(".answer p").first)), "answer"
     assert s.console_errors == []
 
 

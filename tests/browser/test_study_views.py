@@ -341,3 +341,53 @@ def test_two_conversations_each_with_its_own_history(settings, session_for):
     script.assert_used()
     assert problems == {}
     assert s.console_errors == []
+
+
+def test_on_a_phone_the_conversations_are_one_row_that_scrolls_sideways(
+    settings, session_for, token
+):
+    """With a few conversations the list wrapped, one question a row, and filled a phone's
+    first screen before the chat began; now it is one row of chips that scrolls sideways
+    inside itself (the page still does not), each chip cut to the screen."""
+    with served(app_with(settings)) as origin:
+        headers = {"Authorization": f"Bearer {token('dev|tante')}"}
+        for n in range(8):
+            response = httpx.post(
+                f"{origin}/api/stream_query",
+                json={
+                    "query": f"Cos'è il QNH e come si imposta l'altimetro? (chat {n})",
+                    "stream": False,
+                    "conversation_id": f"chat{n}",
+                },
+                headers=headers,
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+        s = session_for(origin, width=360, height=640, phone=3)
+        s.open()
+        s.dev_sign_in("tante")
+        page = s.page
+        chips = page.locator("#conversations button")
+        expect(chips).to_have_count(9)
+        tops = {round(chip.bounding_box()["y"]) for chip in chips.all()}
+        assert len(tops) == 1, tops
+        assert page.locator(".conversations").bounding_box()["height"] < 640 / 4
+        widths = page.evaluate(
+            "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        assert widths == [360, 360]
+        last = chips.last
+        last.scroll_into_view_if_needed()
+        last.click()
+        expect(last).to_have_attribute("aria-current", "true")
+        expect(page.locator("#turns > li")).to_have_count(1)
+        # The list, drawn again after the switch, still shows the chosen chat in its row.
+        chosen = page.locator('#conversations button[aria-current="true"]')
+        expect(chosen).to_have_attribute("data-conversation", "chat0")
+        row = page.locator("#conversations").bounding_box()
+        box = chosen.bounding_box()
+        assert (
+            row["x"] - 0.5 <= box["x"] and box["x"] + box["width"] <= row["x"] + row["width"] + 0.5
+        )
+        s.shot("phone-conversations")
+    assert s.console_errors == []

@@ -354,7 +354,11 @@ function markDoubted(view) {
 
 // ---- the chat
 
-function turnView(query) {
+// A new turn comes up to the top of the screen, its question first, and follows as its answer
+// arrives, until the student scrolls the page themselves (`follow` goes false) or the turn
+// grades a card above it. Scrolled to its end while still empty, a turn stayed under the
+// sticky message box on a phone.
+function turnView(query, follow = true) {
   $("welcome").hidden = true;
   const answer = el("div", { class: "answer" });
   const extras = el("div", { class: "extras" });
@@ -362,8 +366,13 @@ function turnView(query) {
   const footer = el("footer", { class: "turn-footer muted small" });
   const item = el("li", { class: "turn" }, el("p", { class: "human", text: query }), extras, answer, sources, footer);
   $("turns").append(item);
-  item.scrollIntoView({ block: "end" });
-  return { item, answer, extras, sources, footer, raw: "", offline: false, doubted: [] };
+  const view = { item, answer, extras, sources, footer, raw: "", offline: false, doubted: [], follow };
+  keepInView(view);
+  return view;
+}
+
+function keepInView(view) {
+  if (view.follow && view.item.getBoundingClientRect().top > 0) view.item.scrollIntoView({ block: "start" });
 }
 
 function renderAnswer(view) {
@@ -390,7 +399,10 @@ async function send(query, quiz = null) {
   setBusy(true);
   clearNotices();
   showView("chat");
-  const view = turnView(query);
+  // A choice is graded in its card, where the student is looking: its turn is not followed.
+  const view = turnView(query, !quiz?.letter);
+  const stopFollowing = () => (view.follow = false);
+  for (const gesture of ["wheel", "touchmove"]) window.addEventListener(gesture, stopFollowing, { passive: true });
   announce("Il coach sta scrivendo…");
   const started = performance.now();
   let turnId = null;
@@ -438,6 +450,7 @@ async function send(query, quiz = null) {
     problem = problemOf(error);
   } finally {
     setBusy(false);
+    for (const gesture of ["wheel", "touchmove"]) window.removeEventListener(gesture, stopFollowing);
   }
   if (quiz && state.token) {
     if (quiz.letter && !quiz.card.querySelector(".result")) reopenCard(quiz, problem || failure);
@@ -505,6 +518,7 @@ function render(view, event, started) {
       finish(view, event, started);
       break;
   }
+  keepInView(view);
 }
 
 function grounding(view, event) {
@@ -676,6 +690,7 @@ function grading(g, view, card) {
     ),
   );
   if (!card) return el("div", { class: "card grading-card" }, el("header", { class: "muted small", text: `Capitolo ${g.capitolo} · domanda ${g.numero}` }), result);
+  view.follow = false; // the result is in the card above: that is where the student reads
   closeCard(card);
   card.querySelector(`[data-letter="${CSS.escape(String(g.risposta_corretta))}"]`)?.classList.add("correct");
   if (!g.corretta) card.querySelector(`[data-letter="${CSS.escape(String(g.risposta))}"]`)?.classList.add("wrong");
@@ -1223,6 +1238,11 @@ async function start() {
   $("history-more").addEventListener("click", () => loadHistory(false).catch(failed));
   $("turns-older").addEventListener("click", () => loadTurns(true).catch(failed));
   $("docs-reload").addEventListener("click", reloadDocs);
+  // What a scroll brings into view stops above the sticky message box, not under it (0 while
+  // the chat, and so the box, is hidden).
+  new ResizeObserver(([entry]) => {
+    document.documentElement.style.scrollPaddingBottom = `${entry.borderBoxSize[0].blockSize}px`;
+  }).observe($("composer"));
   try {
     state.config = await api("/playground/config");
   } catch (error) {
