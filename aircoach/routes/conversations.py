@@ -13,7 +13,7 @@ from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.errors import NotFound
 from aircoach.models import ErrorBody, TurnInProgressBody
 from aircoach.routes.history import TurnCursor, decode_cursor, encode_cursor
-from aircoach.routes.responses import INVALID_BODY, UNAUTHORIZED, unavailable
+from aircoach.routes.responses import INVALID_QUERY, UNAUTHORIZED, unavailable
 from aircoach.turn.conversations import ConversationIdText, listed_conversations
 from aircoach.turn.records import ConversationSummary
 
@@ -40,7 +40,7 @@ class ConversationList(BaseModel):
     "/conversations",
     responses={
         **UNAUTHORIZED,
-        **INVALID_BODY,
+        **INVALID_QUERY,
         **unavailable("auth_unavailable", "store_unavailable"),
     },
 )

@@ -23,7 +23,14 @@ from aircoach.grounding.feedback import (
 )
 from aircoach.models import ErrorBody
 from aircoach.routes.history import parse_before
-from aircoach.routes.responses import INVALID_BODY, TOO_LARGE, UNAUTHORIZED, Responses, unavailable
+from aircoach.routes.responses import (
+    INVALID_BODY,
+    INVALID_QUERY,
+    TOO_LARGE,
+    UNAUTHORIZED,
+    Responses,
+    unavailable,
+)
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api", tags=["feedback"])
@@ -68,7 +75,7 @@ async def give_feedback(
     return FeedbackReceipt(turn_id=turn_id, feedback=feedback)
 
 
-@router.get("/feedback", responses={**UNAUTHORIZED, **_FORBIDDEN, **INVALID_BODY, **_UNAVAILABLE})
+@router.get("/feedback", responses={**UNAUTHORIZED, **_FORBIDDEN, **INVALID_QUERY, **_UNAVAILABLE})
 async def list_feedback(
     user: CurrentUser,
     chats: ChatStoreDep,

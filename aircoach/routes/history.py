@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 
 from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.models import HistoryPage, HistoryTurn
-from aircoach.routes.responses import INVALID_BODY, UNAUTHORIZED, unavailable
+from aircoach.routes.responses import INVALID_QUERY, UNAUTHORIZED, unavailable
 from aircoach.turn.conversations import (
     CONVERSATION_ID_PATTERN,
     MAX_CONVERSATION_ID,
@@ -89,7 +89,7 @@ def _invalid(name: str, value: str, message: str) -> RequestValidationError:
     "/history",
     responses={
         **UNAUTHORIZED,
-        **INVALID_BODY,
+        **INVALID_QUERY,
         **unavailable("auth_unavailable", "store_unavailable"),
     },
 )

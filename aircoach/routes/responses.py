@@ -20,6 +20,14 @@ INVALID_BODY: Responses = {
         "description": "The body is not JSON or does not validate; `detail` names each field.",
     }
 }
+# The same for a route that takes no body.
+INVALID_QUERY: Responses = {
+    422: {
+        "model": ValidationErrorBody,
+        "description": "A query parameter does not validate; `detail` names each "
+        '(`["query", name]`).',
+    }
+}
 
 # A body the server could not read: FastAPI turns a failed read into a 400, which is answered
 # as every error is (`aircoach.http_errors.http_error`). A body that is not JSON, or not
