@@ -75,6 +75,10 @@ def _refusal(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def _bounded(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
 def json_safe(value: Any) -> Any:
     """BSON values as JSON values: ObjectId and datetimes become strings, tuples and sets lists."""
     if isinstance(value, dict):
@@ -274,7 +278,9 @@ class MongoConnection:
         if _expired(deadline):
             what = f"an operation the driver did not end in {self._deadline_s()}s was cancelled"
         else:
-            what = f"the driver failed ({failure!r})"
+            # Bounded: an error of the driver's own code names what failed, not a document;
+            # should one quote a value, at most this much of it reaches the log.
+            what = f"the driver failed ({_bounded(repr(failure))})"
         log.warning("MongoDB %s: %s; the client is replaced", name, what)
         await self.clients.discard(client)
         raise StoreUnavailable() from failure

@@ -300,6 +300,31 @@ async def test_a_document_bson_cannot_encode_is_not_quoted_in_the_log(settings, 
     await connection.close()
 
 
+async def test_a_driver_error_quoting_a_value_reaches_the_log_bounded(settings, caplog):
+    """An error of the driver's own code is logged with its message (it says what failed),
+    but one that quotes a value (a field of a turn) puts at most 200 characters of it there."""
+    from pymongo.common import validate_boolean
+
+    from aircoach.errors import StoreUnavailable
+    from aircoach.store.mongo import MongoConnection
+    from tests.loopback import free_port
+
+    configured = settings.model_copy(update={"mongodb_uri": f"mongodb://127.0.0.1:{free_port()}"})
+    connection = MongoConnection(configured, create_indexes=_no_indexes)
+
+    async def quotes_a_value(collection) -> None:
+        validate_boolean("flag", "domanda dello studente " * 500)  # a TypeError quoting it
+
+    with (
+        caplog.at_level(logging.WARNING, logger="aircoach.store.mongo"),
+        pytest.raises(StoreUnavailable),
+    ):
+        await connection.run("chats", quotes_a_value)
+    assert "MongoDB chats: the driver failed (TypeError(" in caplog.text
+    assert caplog.text.count("domanda dello studente") < 10
+    await connection.close()
+
+
 async def test_a_cancelled_caller_waits_for_its_mongodb_operation_to_end(settings):
     """A store operation is never cancelled from outside: PyMongo on Python 3.11 swallows a
     cancellation now and then, and an operation stopped halfway may leave half a write.
