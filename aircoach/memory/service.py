@@ -24,6 +24,10 @@ FORGOTTEN_ABOUT = (
     "Fatto: ho dimenticato quello che ricordavo su «{about}». Il resto lo ricordo ancora."
 )
 NOTHING_ABOUT = "Non ricordo niente su «{about}»: la memoria resta com'è."
+PARTLY_FORGOTTEN = (
+    "Ho dimenticato solo una parte di quello che ricordavo su «{about}»: riprova tra poco per "
+    "il resto, oppure cancellalo dalle impostazioni."
+)
 NOT_FORGOTTEN = (
     "Non sono riuscito a cancellare la memoria in questo momento: riprova tra poco, oppure "
     "cancellala dalle impostazioni."
@@ -90,6 +94,7 @@ class UserMemory:
         """Forget on the user's request in the chat: everything, or the items `about` a topic
         (those with every term of it: "sul QNH" takes the questions about the QNH, not the
         goal). The coach's answer, in Italian, also when the store failed."""
+        removed = 0
         try:
             if about is None:
                 removed = await self.store.clear(user_id)
@@ -97,12 +102,12 @@ class UserMemory:
                 wanted = set(terms(about))
                 items = await self.store.items(user_id, limit=self.max_items)
                 chosen = [item for item in items if wanted <= set(terms(item.text))]
-                for item in chosen:
+                for item in chosen:  # one at a time: a failure may come half-way
                     await self.store.delete(user_id, item.id)
-                removed = len(chosen)
+                    removed += 1
         except Exception as exc:
             _warn("clear", user_id, exc)
-            return NOT_FORGOTTEN
+            return PARTLY_FORGOTTEN.format(about=about) if removed else NOT_FORGOTTEN
         log.info(
             "memory of %r: %d items forgotten on request in the chat%s",
             user_id,

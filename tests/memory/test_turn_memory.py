@@ -339,3 +339,36 @@ async def test_a_request_refused_while_its_conversation_is_busy_changes_no_memor
     assert response.json()["turn_id"] == "t-other"
     # Neither a new item nor a forgotten one: the memory changes only when a turn runs.
     assert await memory_of(client, auth) == kept
+
+
+async def test_a_topic_forgotten_half_way_says_only_part_was_forgotten():
+    """The items about a topic are deleted one by one: a store that fails after the first
+    leaves some gone, and the answer says so (it said nothing had been erased)."""
+    from aircoach.memory.service import PARTLY_FORGOTTEN, UserMemory
+
+    def item(n: int) -> MemoryItem:
+        return MemoryItem(
+            id=f"i{n}",
+            kind="topic",
+            text=f"Ha chiesto: il QNH {n}",
+            turn_id=f"t{n}",
+            created_at="2026-11-27T00:00:00+00:00",
+        )
+
+    class FailsOnSecondDelete(BrokenMemory):
+        def __init__(self) -> None:
+            super().__init__()
+            self.deleted: list[str] = []
+
+        async def items(self, user_id: str, *, limit: int) -> list[MemoryItem]:
+            return [item(1), item(2)]
+
+        async def delete(self, user_id: str, item_id: str) -> bool:
+            if self.deleted:
+                raise StoreUnavailable()
+            self.deleted.append(item_id)
+            return True
+
+    memory = UserMemory(FailsOnSecondDelete(), max_items=10, prompt_items=5, prompt_chars=500)
+    assert await memory.forget("user-1", "QNH") == PARTLY_FORGOTTEN.format(about="QNH")
+    assert await UserMemory(BrokenMemory(), 10, 5, 500).forget("user-1", "QNH") == NOT_FORGOTTEN
