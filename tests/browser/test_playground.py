@@ -788,6 +788,40 @@ def test_stored_quiz_source_and_exam_turns_show_as_the_live_ones(settings, sessi
     assert s.console_errors == []
 
 
+def test_a_chat_exam_of_another_size_than_asked_says_so_on_its_card(settings, session_for):
+    """A mock exam asked in the chat for 100 questions has 60, for 3 has 5: its result's
+    `nota` (the student's sentence; the shipped tools end the turn with the exam, so the model
+    never says it) shows on the card, live and stored (before, the card said only its size)."""
+    notes = {
+        "simulazione d'esame con 100 domande": (
+            60,
+            "Hai chiesto 100 domande, ma una simulazione ne ha al massimo 60.",
+        ),
+        "simulazione d'esame con 3 domande": (
+            5,
+            "Hai chiesto 3 domande, ma una simulazione ne ha almeno 5.",
+        ),
+    }
+    with served(app_with(settings)) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in("misura")
+        page = s.page
+        for query, (size, note) in notes.items():
+            card = s.answered(s.ask(query)).locator("article.chat-exam")
+            expect(card.locator(".chat-exam-questions > li")).to_have_count(size)
+            expect(card.locator(".chat-exam-note")).to_have_text(note)
+        s.shot("chat-exam-note")
+        page.click('#conversations button[data-conversation=""]')
+        stored = page.locator("#turns > li.turn-stored article.chat-exam .chat-exam-note")
+        expect(stored).to_have_text([note for _, note in notes.values()])
+        # An exam of the size asked has no note.
+        card = s.answered(s.ask("simulazione d'esame con 5 domande")).locator("article.chat-exam")
+        expect(card.locator(".chat-exam-questions > li")).to_have_count(5)
+        expect(card.locator(".chat-exam-note")).to_have_count(0)
+    assert s.console_errors == []
+
+
 MARKDOWN_ANSWER = """Il **QNH** è la pressione riportata al livello del mare.
 
 - con il QNH l'altimetro indica l'*altitudine*;
