@@ -153,7 +153,9 @@ async function signIn(token) {
     await loadTools();
     await Promise.all([loadChapters(), loadHistory(true), loadConversations(), $("docs-panel").hidden ? null : loadDocsVersion()]);
     await loadProgress();
-    $("query").focus();
+    // The box is sticky, always on screen: focused with a scroll, it moved the page off the
+    // newest turn (the scroll-padding-bottom counts the box itself).
+    $("query").focus({ preventScroll: true });
   } catch (error) {
     failed(error);
   }
@@ -914,7 +916,18 @@ async function loadTurns(older) {
   if (older && turns.length) {
     turns[0].tabIndex = -1;
     turns[0].focus();
+  } else if (waiting && turns.length) {
+    showNewest();
   }
+}
+
+// A chat opens at its newest turn, as chat apps do: a student coming back reads where they
+// left off, not 20 turns back. Its end shows above the message box (the page's
+// scroll-padding-bottom); a turn taller than the screen shows from its start.
+function showNewest() {
+  const newest = $("turns").lastElementChild;
+  newest.scrollIntoView({ block: "end" });
+  if (newest.getBoundingClientRect().top < 0) newest.scrollIntoView({ block: "start" });
 }
 
 function showOlderTurns(cursor) {
