@@ -721,6 +721,62 @@ def test_sign_in_shows_the_default_conversations_last_turns_and_keeps_a_message_
     assert s.console_errors == []
 
 
+def _at_the_newest(page: Any) -> bool:
+    """The newest turn shows above the message box; one taller than that space, from its
+    start at the top of the screen."""
+    top, bottom, composer_top = place = _above_the_composer(page, page.locator("#turns > li").last)
+    return _in_view(place) if bottom - top <= composer_top else 0 <= top < 1
+
+
+@pytest.mark.parametrize("phone", [None, 3], ids=["desktop", "phone"])
+def test_sign_in_and_a_switch_of_chat_open_at_the_newest_turn(settings, session_for, token, phone):
+    """A student coming back reads where they left off: after sign-in, and after a switch of
+    chat, the page shows the newest turn above the message box (before, it opened at the top
+    of the loaded turns: 20 old turns to scroll past). "Messaggi precedenti di questa chat"
+    still keeps the reader's place: it shows the oldest turn it added, not the newest."""
+    with served(app_with(settings)) as origin:
+        headers = {"Authorization": f"Bearer {token('dev|ritorno')}"}
+        bodies = [{"query": f"Domanda {i}"} for i in range(22)]
+        bodies += [{"query": f"Altrove {i}", "conversation_id": "altra"} for i in range(6)]
+        for body in bodies:
+            response = httpx.post(
+                f"{origin}/api/stream_query",
+                json={**body, "stream": False},
+                headers=headers,
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+        size = {"width": 360, "height": 640, "phone": phone} if phone else {}
+        s = session_for(origin, **size)
+        s.open()
+        s.dev_sign_in("ritorno")
+        page = s.page
+        humans = page.locator("#turns .human")
+        expect(humans).to_have_count(20)
+        expect(humans.last).to_have_text("Domanda 21")
+        expect(page.locator("#query")).to_be_focused()  # the sign-in's last step
+        assert _at_the_newest(page), _above_the_composer(page, page.locator("#turns > li").last)
+        assert not _in_view(_above_the_composer(page, humans.first))
+        s.shot("opened-at-newest")
+
+        page.click('#conversations button[data-conversation="altra"]')
+        expect(humans).to_have_text([f"Altrove {i}" for i in range(6)])
+        assert _at_the_newest(page), _above_the_composer(page, page.locator("#turns > li").last)
+
+        page.click('#conversations button[data-conversation=""]')
+        expect(humans.last).to_have_text("Domanda 21")
+        expect(humans).to_have_count(20)
+        assert _at_the_newest(page), _above_the_composer(page, page.locator("#turns > li").last)
+
+        page.locator("#turns-older").click()
+        expect(humans).to_have_count(22)
+        expect(page.locator("#turns > li").first).to_be_focused()
+        # The oldest turn added shows from its start, not the newest.
+        assert _in_view(_above_the_composer(page, humans.first))
+        assert not _in_view(_above_the_composer(page, humans.last))
+    assert s.console_errors == []
+
+
 def test_stored_quiz_source_and_exam_turns_show_as_the_live_ones(settings, session_for, token):
     """A conversation's stored turns show their tool results as the live turn did (before,
     a question's turn, stored with an empty answer, showed the student's message alone): the
@@ -785,6 +841,40 @@ def test_stored_quiz_source_and_exam_turns_show_as_the_live_ones(settings, sessi
         expect(card.locator(".chat-exam-questions > li")).to_have_count(5)
         expect(card.locator(".question").first).to_have_text(exam["domande"][0]["testo"])
         s.shot("stored-exam")
+    assert s.console_errors == []
+
+
+def test_a_chat_exam_of_another_size_than_asked_says_so_on_its_card(settings, session_for):
+    """A mock exam asked in the chat for 100 questions has 60, for 3 has 5: its result's
+    `nota` (the student's sentence; the shipped tools end the turn with the exam, so the model
+    never says it) shows on the card, live and stored (before, the card said only its size)."""
+    notes = {
+        "simulazione d'esame con 100 domande": (
+            60,
+            "Hai chiesto 100 domande, ma una simulazione ne ha al massimo 60.",
+        ),
+        "simulazione d'esame con 3 domande": (
+            5,
+            "Hai chiesto 3 domande, ma una simulazione ne ha almeno 5.",
+        ),
+    }
+    with served(app_with(settings)) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in("misura")
+        page = s.page
+        for query, (size, note) in notes.items():
+            card = s.answered(s.ask(query)).locator("article.chat-exam")
+            expect(card.locator(".chat-exam-questions > li")).to_have_count(size)
+            expect(card.locator(".chat-exam-note")).to_have_text(note)
+        s.shot("chat-exam-note")
+        page.click('#conversations button[data-conversation=""]')
+        stored = page.locator("#turns > li.turn-stored article.chat-exam .chat-exam-note")
+        expect(stored).to_have_text([note for _, note in notes.values()])
+        # An exam of the size asked has no note.
+        card = s.answered(s.ask("simulazione d'esame con 5 domande")).locator("article.chat-exam")
+        expect(card.locator(".chat-exam-questions > li")).to_have_count(5)
+        expect(card.locator(".chat-exam-note")).to_have_count(0)
     assert s.console_errors == []
 
 

@@ -191,6 +191,30 @@ def test_the_exam_works_with_the_keyboard_alone(settings, session_for):
     assert s.console_errors == []
 
 
+def test_on_a_phone_each_exam_question_sits_inside_its_box(settings, session_for):
+    """At 360 px each exam question's text (its fieldset's legend) sat on its box's top
+    border, the border drawn through the text: now the whole legend is inside the box."""
+    exam_settings = settings.model_copy(update={"exam_questions": EXAM_QUESTIONS})
+    with served(app_with(exam_settings)) as origin:
+        s = session_for(origin, width=360, height=640, phone=3)
+        s.open()
+        s.dev_sign_in("riquadro")
+        page = s.page
+        page.click("#nav-exam")
+        page.click("#exam-new")
+        questions = page.locator("#exam-questions fieldset")
+        expect(questions).to_have_count(EXAM_QUESTIONS)
+        for fieldset in questions.all():
+            # The legend's top, and the top of the box's inside (below its border).
+            legend, inside = fieldset.evaluate(
+                """(set) => [set.querySelector("legend").getBoundingClientRect().top,
+                    set.getBoundingClientRect().top + parseFloat(getComputedStyle(set).borderTopWidth)]"""
+            )
+            assert legend >= inside, (fieldset.get_attribute("data-question"), legend, inside)
+        s.shot("exam-questions-phone")
+    assert s.console_errors == []
+
+
 def test_the_review_view_shows_the_due_questions_answered_through_the_quiz_api(
     settings, session_for, token
 ):

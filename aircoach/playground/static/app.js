@@ -153,7 +153,9 @@ async function signIn(token) {
     await loadTools();
     await Promise.all([loadChapters(), loadHistory(true), loadConversations(), $("docs-panel").hidden ? null : loadDocsVersion()]);
     await loadProgress();
-    $("query").focus();
+    // The box is sticky, always on screen: focused with a scroll, it moved the page off the
+    // newest turn (the scroll-padding-bottom counts the box itself).
+    $("query").focus({ preventScroll: true });
   } catch (error) {
     failed(error);
   }
@@ -565,7 +567,7 @@ function toolCard(event, view, cardOf = lastCardOf) {
     const questions = data.questions || [data.question];
     return el("div", { class: "cards" }, ...questions.map(questionCard));
   }
-  if (event.tool_name === "domanda_teoria" && data.esame && Array.isArray(data.esame.domande)) return chatExamCard(data.esame);
+  if (event.tool_name === "domanda_teoria" && data.esame && Array.isArray(data.esame.domande)) return chatExamCard(data.esame, data.nota);
   if (event.tool_name === "verifica_risposta" && "corretta" in data) return grading(data, view, cardOf(data));
   const items = Array.isArray(data.items) ? data.items : Array.isArray(data.results) ? data.results : null;
   if (data.success === false || data.error) {
@@ -609,10 +611,13 @@ function questionCard(q) {
 }
 
 // A mock exam started in the chat: its questions as text, answered in messages ("1a 2c").
-function chatExamCard(esame) {
+// `nota`: why it has not the size asked ("Hai chiesto 100 domande, ma ..."), in the student's
+// words; the turn ends with the exam, so the coach never says it.
+function chatExamCard(esame, nota) {
   const total = esame.domande.length;
   return el("article", { class: "card chat-exam", "data-exam": esame.id, "aria-label": "Simulazione d'esame" },
     el("header", { class: "muted small", text: `Simulazione d'esame · ${total} domande` }),
+    typeof nota === "string" && nota ? el("p", { class: "notice notice-info chat-exam-note", text: nota }) : null,
     el("ol", { class: "chat-exam-questions" },
       ...esame.domande.map((q) =>
         el("li", { "data-question": `${q.capitolo}-${q.numero}` },
@@ -911,7 +916,18 @@ async function loadTurns(older) {
   if (older && turns.length) {
     turns[0].tabIndex = -1;
     turns[0].focus();
+  } else if (waiting && turns.length) {
+    showNewest();
   }
+}
+
+// A chat opens at its newest turn, as chat apps do: a student coming back reads where they
+// left off, not 20 turns back. Its end shows above the message box (the page's
+// scroll-padding-bottom); a turn taller than the screen shows from its start.
+function showNewest() {
+  const newest = $("turns").lastElementChild;
+  newest.scrollIntoView({ block: "end" });
+  if (newest.getBoundingClientRect().top < 0) newest.scrollIntoView({ block: "start" });
 }
 
 function showOlderTurns(cursor) {
