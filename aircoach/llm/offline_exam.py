@@ -32,11 +32,19 @@ _ASKED = re.compile(
     r"cominciamo|comincia|cominciare|avvia|avviamo|prepara|preparami|voglio|vorrei|posso|"
     r"possiamo|puoi)\b(?:\s{1,3}\w+){0,2}?\s{1,3}" + _AN_EXAM
 )
+# The definite one only right after an imperative: "fammi l'esame", "proviamo a fare l'esame"
+# ("voglio fare l'esame a marzo", "preparami per l'esame" are not).
+_TOLD = re.compile(
+    r"\b(?:fammi|facciamo|proviamo|iniziamo|cominciamo|avvia|avviamo|dammi)\s{1,3}"
+    r"(?:a\s{1,3})?(?:fare\s{1,3})?l['’]\s?esame\b"
+)
 _QUALIFIED = re.compile(
     r"(?:^|\bun\s{1,3}(?:altro\s{1,3}|nuovo\s{1,3})?|\bnuovo\s{1,3})esame\s{1,3}"
     r"(?:complet|inter|(?:di|da|con)\s{1,3}\d|(?:su|sul|sui|del|dei)\s{1,3}capitol)"
 )
-_QUESTION_WORD = re.compile(r"^(?:come|com'|cosa|cos'|che|quant|quando|qual|perche|dove|chi)")
+_QUESTION_WORD = re.compile(
+    r"^(?:come|com['’]|cosa|cos['’]|che\b|quant|quando|qual|perche|dove|chi\b)"
+)
 _HEADER = re.compile(r"^Simulazione d'esame ([0-9a-f]+): (\d+) domande", re.MULTILINE)
 _SUBMIT_WORDS = re.compile(r"\b(?:consegn\w*|ho finito|finito|correggi\w*)\b")
 _HOW_MANY = re.compile(r"\b(\d{1,3})\s+domande\b|\besame\s{1,3}(?:di|da|con)\s{1,3}(\d{1,3})\b")
@@ -67,7 +75,9 @@ def wants_exam(query: str) -> bool:
         return True
     if _QUESTION_WORD.match(text):  # "quanto dura un esame completo?"
         return False
-    return bool(_ASKED.search(text)) or ("?" not in text and bool(_QUALIFIED.search(text)))
+    if _ASKED.search(text) or _TOLD.search(text):
+        return True
+    return "?" not in text and bool(_QUALIFIED.search(text))
 
 
 def wants_submit(query: str) -> bool:

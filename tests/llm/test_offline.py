@@ -330,6 +330,9 @@ def all_tools_model() -> Any:
         ("iniziamo un nuovo esame", {}),
         ("simulazione d'esame con 6 domande", {"quante": 6}),
         ("fammi un esame di prova", {}),
+        ("Fammi l’esame", {}),  # a phone's apostrophe
+        ("facciamo l'esame completo del capitolo 2", {"capitoli": [2]}),
+        ("Proviamo a fare l'esame con 15 domande", {"quante": 15}),
     ],
 )
 def test_an_exam_asked_in_everyday_words_starts_one_with_its_size_and_chapters(query, args):
@@ -351,6 +354,9 @@ def test_an_exam_asked_in_everyday_words_starts_one_with_its_size_and_chapters(q
         "quanto dura un esame completo?",
         "come funziona un esame di 60 domande",
         "sono agitato per l'esame del 3 marzo",
+        "voglio fare l'esame a marzo",
+        "preparami per l'esame",
+        "com’è un esame completo",
     ],
 )
 def test_the_real_exam_talked_about_is_answered_from_the_manual(query):
