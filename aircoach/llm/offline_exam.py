@@ -38,16 +38,31 @@ _TOLD = re.compile(
     r"\b(?:fammi|facciamo|proviamo|iniziamo|cominciamo|avvia|avviamo|dammi)\s{1,3}"
     r"(?:a\s{1,3})?(?:fare\s{1,3})?l['’]\s?esame\b"
 )
+# A size as a student writes it: "20", "venti" (an exam holds 5 to 60).
+_NUMBER_WORDS = {
+    "cinque": 5,
+    "dieci": 10,
+    "quindici": 15,
+    "venticinque": 25,
+    "venti": 20,
+    "trenta": 30,
+    "quaranta": 40,
+    "cinquanta": 50,
+    "sessanta": 60,
+}
+_COUNT = r"(\d{1,3}|" + "|".join(_NUMBER_WORDS) + r")\b"
 _QUALIFIED = re.compile(
     r"(?:^|\bun\s{1,3}(?:altro\s{1,3}|nuovo\s{1,3})?|\bnuovo\s{1,3})esame\s{1,3}"
-    r"(?:complet|inter|(?:di|da|con)\s{1,3}\d|(?:su|sul|sui|del|dei)\s{1,3}capitol)"
+    r"(?:complet|inter|(?:di|da|con)\s{1,3}" + _COUNT + r"|(?:su|sul|sui|del|dei)\s{1,3}capitol)"
 )
 _QUESTION_WORD = re.compile(
     r"^(?:come|com['’]|cosa|cos['’]|che\b|quant|quando|qual|perche|dove|chi\b)"
 )
 _HEADER = re.compile(r"^Simulazione d'esame ([0-9a-f]+): (\d+) domande", re.MULTILINE)
 _SUBMIT_WORDS = re.compile(r"\b(?:consegn\w*|ho finito|finito|correggi\w*)\b")
-_HOW_MANY = re.compile(r"\b(\d{1,3})\s+domande\b|\besame\s{1,3}(?:di|da|con)\s{1,3}(\d{1,3})\b")
+_HOW_MANY = re.compile(
+    r"\b" + _COUNT + r"\s{1,3}domande\b|\besame\s{1,3}(?:di|da|con)\s{1,3}" + _COUNT
+)
 _CHAPTERS = re.compile(r"\bcapitol[io]\s+((?:\d+(?:\s{0,3}(?:,|\be\b)\s{0,3})?)+)")
 
 
@@ -103,7 +118,8 @@ def start_arguments(query: str) -> dict[str, Any]:
     folded = fold(query)
     args: dict[str, Any] = {}
     if how_many := _HOW_MANY.search(folded):
-        args["domande"] = int(how_many.group(1) or how_many.group(2))  # "da 40": domande
+        count = how_many.group(1) or how_many.group(2)  # "20 domande", "esame da 20"
+        args["domande"] = int(count) if count.isdigit() else _NUMBER_WORDS[count]
     if chapters := _CHAPTERS.search(folded):
         args["capitoli"] = [int(n) for n in re.findall(r"\d+", chapters.group(1))]
     return args

@@ -333,6 +333,8 @@ def all_tools_model() -> Any:
         ("Fammi l’esame", {}),  # a phone's apostrophe
         ("facciamo l'esame completo del capitolo 2", {"capitoli": [2]}),
         ("Proviamo a fare l'esame con 15 domande", {"quante": 15}),
+        ("fammi un esame di venti domande", {"quante": 20}),
+        ("un esame da quaranta sul capitolo 2", {"quante": 40, "capitoli": [2]}),
     ],
 )
 def test_an_exam_asked_in_everyday_words_starts_one_with_its_size_and_chapters(query, args):
