@@ -22,9 +22,47 @@ GRADED_HEADER = "Esito della simulazione"
 MAX_MESSAGE_CHARS = 2000
 
 _WANTS = re.compile(r"simulazion|esame di prova|esame simulato|prova d.esame")
+# Everyday requests for a mock exam. The real exam is "l'esame" ("ho l'esame a marzo", "cosa
+# serve per l'esame?"); a mock one is "un esame", asked for ("fammi un esame", "mi fai un
+# esame?") or given a size or chapters ("un esame di 20 domande", "esame completo"). "devo
+# fare un esame" is a fact, so a bare "fare" does not ask. Bounded repeats: linear in the text.
+_AN_EXAM = r"\bun\s{1,3}(?:altro\s{1,3}|nuovo\s{1,3})?esame\b"
+_ASKED = re.compile(
+    r"\b(?:fammi|fai|farmi|facciamo|dammi|darmi|proviamo|provare|iniziamo|inizia|iniziare|"
+    r"cominciamo|comincia|cominciare|avvia|avviamo|prepara|preparami|voglio|vorrei|posso|"
+    r"possiamo|puoi)\b(?:\s{1,3}\w+){0,2}?\s{1,3}" + _AN_EXAM
+)
+# The definite one only right after an imperative: "fammi l'esame", "proviamo a fare l'esame"
+# ("voglio fare l'esame a marzo", "preparami per l'esame" are not).
+_TOLD = re.compile(
+    r"\b(?:fammi|facciamo|proviamo|iniziamo|cominciamo|avvia|avviamo|dammi)\s{1,3}"
+    r"(?:a\s{1,3})?(?:fare\s{1,3})?l['’]\s?esame\b"
+)
+# A size as a student writes it: "20", "venti" (an exam holds 5 to 60).
+_NUMBER_WORDS = {
+    "cinque": 5,
+    "dieci": 10,
+    "quindici": 15,
+    "venticinque": 25,
+    "venti": 20,
+    "trenta": 30,
+    "quaranta": 40,
+    "cinquanta": 50,
+    "sessanta": 60,
+}
+_COUNT = r"(\d{1,3}|" + "|".join(_NUMBER_WORDS) + r")\b"
+_QUALIFIED = re.compile(
+    r"(?:^|\bun\s{1,3}(?:altro\s{1,3}|nuovo\s{1,3})?|\bnuovo\s{1,3})esame\s{1,3}"
+    r"(?:complet|inter|(?:di|da|con)\s{1,3}" + _COUNT + r"|(?:su|sul|sui|del|dei)\s{1,3}capitol)"
+)
+_QUESTION_WORD = re.compile(
+    r"^(?:come|com['’]|cosa|cos['’]|che\b|quant|quando|qual|perche|dove|chi\b)"
+)
 _HEADER = re.compile(r"^Simulazione d'esame ([0-9a-f]+): (\d+) domande", re.MULTILINE)
 _SUBMIT_WORDS = re.compile(r"\b(?:consegn\w*|ho finito|finito|correggi\w*)\b")
-_HOW_MANY = re.compile(r"\b(\d{1,3})\s+domande\b")
+_HOW_MANY = re.compile(
+    r"\b" + _COUNT + r"\s{1,3}domande\b|\besame\s{1,3}(?:di|da|con)\s{1,3}" + _COUNT
+)
 _CHAPTERS = re.compile(r"\bcapitol[io]\s+((?:\d+(?:\s{0,3}(?:,|\be\b)\s{0,3})?)+)")
 
 
@@ -45,7 +83,16 @@ def numbered(text: str) -> dict[int, str]:
 
 
 def wants_exam(query: str) -> bool:
-    return bool(_WANTS.search(fold(query)))
+    """A request for a mock exam: "simulazione d'esame", "fammi un esame", "un esame sul
+    capitolo 3", "esame completo"; never a question or a fact about the real exam."""
+    text = fold(query).strip()
+    if _WANTS.search(text):
+        return True
+    if _QUESTION_WORD.match(text):  # "quanto dura un esame completo?"
+        return False
+    if _ASKED.search(text) or _TOLD.search(text):
+        return True
+    return "?" not in text and bool(_QUALIFIED.search(text))
 
 
 def wants_submit(query: str) -> bool:
@@ -71,7 +118,8 @@ def start_arguments(query: str) -> dict[str, Any]:
     folded = fold(query)
     args: dict[str, Any] = {}
     if how_many := _HOW_MANY.search(folded):
-        args["domande"] = int(how_many.group(1))
+        count = how_many.group(1) or how_many.group(2)  # "20 domande", "esame da 20"
+        args["domande"] = int(count) if count.isdigit() else _NUMBER_WORDS[count]
     if chapters := _CHAPTERS.search(folded):
         args["capitoli"] = [int(n) for n in re.findall(r"\d+", chapters.group(1))]
     return args

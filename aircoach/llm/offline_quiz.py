@@ -111,9 +111,14 @@ def wants_review(query: str) -> bool:
 
 def quiz_arguments(query: str, base: dict[str, Any]) -> dict[str, Any]:
     """`base` (what the schema-driven reader found: capitolo, numero, testo...) plus what it
-    cannot read: several chapters, how many questions, and the review mode."""
+    cannot read: several chapters, how many questions, and the review mode; never the exam
+    mode."""
     folded = fold(query)
     args = dict(base)
+    if args.get("modo") == "esame":
+        # The schema's reader takes "esame" anywhere ("una domanda come all'esame") for the
+        # mode; a mock exam is asked for in words that `offline_exam.wants_exam` reads first.
+        del args["modo"]
     if chapters := _CHAPTERS.search(folded):
         numbers = [int(n) for n in re.findall(r"\d+", chapters.group(1))]
         if len(numbers) > 1:

@@ -301,3 +301,80 @@ def test_a_quiz_failure_with_nothing_to_suggest_gets_no_quiz_reply():
         status="error",
     )
     assert offline_quiz.result_reply(crashed) is None
+
+
+# --- the mock exam asked in everyday words, and the real exam talked about ---
+
+
+def all_tools_model() -> Any:
+    """The offline model with every shipped tool, as `make run` binds them."""
+    examples = {name: spec.examples for name, spec in SHIPPED.items()}
+    return OfflineChatModel(tool_examples=examples).bind_tools(
+        [_as_tool(spec) for spec in SHIPPED.values()]
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "args"),
+    [
+        ("fammi un esame", {}),
+        ("voglio fare un esame di 20 domande", {"quante": 20}),
+        ("un esame sul capitolo 3", {"capitoli": [3]}),
+        ("esame completo", {}),
+        ("Esame completo, grazie", {}),
+        ("Mi fai un esame?", {}),
+        ("possiamo fare un esame completo?", {}),
+        ("Facciamo un altro esame da 40", {"quante": 40}),
+        ("un esame dei capitoli 2 e 5 con 10 domande", {"capitoli": [2, 5], "quante": 10}),
+        ("Vorrei provare un esame sui capitoli 1, 4 e 7", {"capitoli": [1, 4, 7]}),
+        ("iniziamo un nuovo esame", {}),
+        ("simulazione d'esame con 6 domande", {"quante": 6}),
+        ("fammi un esame di prova", {}),
+        ("Fammi l’esame", {}),  # a phone's apostrophe
+        ("facciamo l'esame completo del capitolo 2", {"capitoli": [2]}),
+        ("Proviamo a fare l'esame con 15 domande", {"quante": 15}),
+        ("fammi un esame di venti domande", {"quante": 20}),
+        ("un esame da quaranta sul capitolo 2", {"quante": 40, "capitoli": [2]}),
+    ],
+)
+def test_an_exam_asked_in_everyday_words_starts_one_with_its_size_and_chapters(query, args):
+    """ "fammi un esame", "un esame sul capitolo 3", "esame completo": only "simulazione",
+    "esame di prova", "esame simulato" and "prova d'esame" started one; the rest were
+    searched in the manual (or, scored as a quiz request, lost their chapters)."""
+    (call,) = all_tools_model().respond([HumanMessage(query)]).tool_calls
+    assert (call["name"], call["args"]) == ("domanda_teoria", {"modo": "esame", **args})
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "ho l'esame a marzo",
+        "com'è l'esame teorico?",
+        "quante domande ha l'esame?",
+        "cosa serve per l'esame?",
+        "devo fare un esame a marzo",
+        "quanto dura un esame completo?",
+        "come funziona un esame di 60 domande",
+        "sono agitato per l'esame del 3 marzo",
+        "voglio fare l'esame a marzo",
+        "preparami per l'esame",
+        "com’è un esame completo",
+    ],
+)
+def test_the_real_exam_talked_about_is_answered_from_the_manual(query):
+    (call,) = all_tools_model().respond([HumanMessage(query)]).tool_calls
+    assert call["name"] == "kb_search", call
+
+
+@pytest.mark.parametrize(
+    ("query", "args"),
+    [
+        ("fammi una domanda come all'esame", {}),
+        ("Dammi 3 domande del capitolo 2 come all'esame", {"capitolo": 2, "quante": 3}),
+    ],
+)
+def test_a_quiz_question_like_the_exam_is_a_quiz_question_not_an_exam(query, args):
+    """ "esame" anywhere in a quiz request made it a mock exam of 30 questions (the enum of
+    `modo` read from the text)."""
+    (call,) = all_tools_model().respond([HumanMessage(query)]).tool_calls
+    assert (call["name"], call["args"]) == ("domanda_teoria", args)

@@ -207,3 +207,26 @@ async def test_a_chat_exam_asked_outside_5_to_60_questions_says_what_it_serves(
         first_lines = response.json()["answer"].split("\n")[:2]
         assert first_lines[0].startswith("Simulazione d'esame: 60 domande")
         assert first_lines[1] == many.data["nota"]
+
+
+async def test_an_exam_asked_in_everyday_words_starts_in_the_chat_and_the_real_one_does_not(
+    settings: Settings, auth
+):
+    """ "fammi un esame", "un esame sul capitolo 3" were searched in the manual (only
+    "simulazione" and "esame di prova" started one); messages about the real exam still are."""
+    async with asgi_client(app_with(settings)) as client:
+        for query, size, chapters in (
+            ("fammi un esame", 30, set(range(1, 11))),
+            ("voglio fare un esame di 20 domande", 20, set(range(1, 11))),
+            ("un esame sul capitolo 3", 30, {3}),
+            ("esame completo", 30, set(range(1, 11))),
+        ):
+            started = await chat(client, auth(), query)
+            assert [e["type"] for e in started] == ["tool_result", "done"], query
+            exam = started[0]["data"]["esame"]
+            assert len(exam["domande"]) == size, query
+            assert {q["capitolo"] for q in exam["domande"]} == chapters, query
+        for query in ("ho l'esame a marzo", "quante domande ha l'esame?"):
+            events = await chat(client, auth(), query)
+            assert all(e.get("tool_name") != "domanda_teoria" for e in events), query
+            assert said(events).strip(), query
