@@ -122,7 +122,18 @@ CATALOGUE: dict[str, Text] = {
         it="Il token è stato emesso da un altro emittente (issuer errato).", en="wrong issuer"
     ),
     "token_not_yet_valid": Text(it="Il token non è ancora valido.", en="token not yet valid"),
-    "token_invalid": Text(it="Token non valido: {reason}", en="invalid token: {reason}"),
+    # Every refusal PyJWT knows has its own key; this one is for a reason it adds later (its
+    # English text may quote the token, so it is logged, never shown).
+    "token_invalid": Text(it="Token non valido: accedi di nuovo.", en="invalid token"),
+    "no_alg": Text(it="L'intestazione del token non ha 'alg'.", en="token header has no 'alg'"),
+    "critical_header_refused": Text(
+        it="Il token richiede estensioni (intestazione 'crit') che questo server non supporta.",
+        en="token header 'crit' names extensions this server does not support",
+    ),
+    "claim_not_string": Text(
+        it="Il claim {name!r} del token deve essere una stringa.",
+        en="claim {name!r} must be a string",
+    ),
     # The two reasons a token of the right issuer meets most, said in Italian (PyJWT's reason
     # is English; it stays the English text, which WWW-Authenticate carries).
     "signature_mismatch": Text(

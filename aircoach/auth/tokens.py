@@ -10,6 +10,7 @@ import binascii
 import functools
 import hashlib
 import json
+import logging
 import os
 import time
 import unicodedata
@@ -35,6 +36,8 @@ INTEGER_CLAIMS = ("exp", "iat", "nbf")
 # Characters a subject may not hold: it is logged and becomes part of thread ids and queries
 # (CR/LF/ESC forged log lines; a NUL matched another user's turns on nx-27017).
 _FORBIDDEN_IN_SUBJECT = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+log = logging.getLogger(__name__)
 
 
 def unverified_header(token: str) -> dict[str, Any]:
@@ -125,8 +128,15 @@ class TokenVerifier:
             header = unverified_header(token)
         except jwt.PyJWTError as exc:
             raise AuthError("malformed_token") from exc
-        if header.get("alg") not in ALGORITHMS:
-            raise AuthError("algorithm_refused", alg=shown(header.get("alg")))
+        alg = header.get("alg")
+        if alg is None:
+            raise AuthError("no_alg")
+        if alg not in ALGORITHMS:
+            raise AuthError("algorithm_refused", alg=shown(alg))
+        if "crit" in header:
+            # Extensions the verifier must understand (RFC 7515 4.1.11): we know none, and
+            # PyJWT's refusal quoted the token's own extension names, in English.
+            raise AuthError("critical_header_refused")
         kid = header.get("kid")
         if kid is not None and not isinstance(kid, str):
             raise AuthError("kid_not_string")
@@ -153,10 +163,19 @@ class TokenVerifier:
             raise AuthError("signature_mismatch") from exc
         except jwt.MissingRequiredClaimError as exc:
             raise AuthError("claim_missing", claim=exc.claim[:32]) from exc
+        except jwt.InvalidIssuedAtError as exc:  # an `iat` that is not a number at all
+            raise AuthError("claim_not_integer", name="iat") from exc
+        except jwt.exceptions.InvalidSubjectError as exc:
+            raise AuthError("claim_not_string", name="sub") from exc
+        except jwt.exceptions.InvalidJTIError as exc:
+            raise AuthError("claim_not_string", name="jti") from exc
         except jwt.DecodeError as exc:  # a payload or signature segment that does not decode
             raise AuthError("malformed_token") from exc
         except jwt.PyJWTError as exc:
-            raise AuthError("token_invalid", reason=str(exc)) from exc
+            # A reason PyJWT adds later (or a `b64` header without `crit`): its text is
+            # English and may quote the token, so it is logged, not shown.
+            log.info("token refused: %s: %s", type(exc).__name__, shown(str(exc), 120))
+            raise AuthError("token_invalid") from exc
         for name in INTEGER_CLAIMS:
             value = claims.get(name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):

@@ -29,7 +29,13 @@ from aircoach.quiz.models import (
     ReviewList,
 )
 from aircoach.quiz.service import InvalidAnswer, QuestionNotFound, QuizService
-from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
+from aircoach.routes.responses import (
+    RETRY_AFTER,
+    UNAUTHORIZED,
+    UNPARSABLE_BODY,
+    Responses,
+    unavailable,
+)
 from aircoach.services import Services
 
 router = APIRouter(prefix="/api", tags=["quiz"], route_class=UserJsonRoute)
@@ -120,6 +126,7 @@ _TOO_MANY: Responses = {
         "model": ErrorBody,
         "description": "`quota_exceeded`: the caller's graded answers of this minute "
         "(`QUOTA_ANSWERS_PER_MINUTE`) are spent; `Retry-After` says when to retry.",
+        "headers": RETRY_AFTER,
     }
 }
 _REPEATS: Responses = {
@@ -137,6 +144,7 @@ _REPEATS: Responses = {
         "model": ErrorBody,
         "description": "`conflict`: the first request with this `Idempotency-Key` is still "
         "recording its answer; `Retry-After` says when to retry.",
+        "headers": RETRY_AFTER,
     },
 }
 _BUSY_RETRY_S = 1

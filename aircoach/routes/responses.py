@@ -70,6 +70,16 @@ TURN_REFUSED: Responses = {
 }
 
 
+# The header of an answer that says when to retry, declared on it (`"headers": RETRY_AFTER`)
+# so a generated client reads it as a number of seconds.
+RETRY_AFTER: dict[str, Any] = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying.",
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
+
+
 def unavailable(*codes: str) -> Responses:
     """A 503 naming the backends whose failure this route reports."""
     names = ", ".join(f"`{code}`" for code in codes)

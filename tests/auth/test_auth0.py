@@ -396,3 +396,107 @@ async def test_a_subject_with_control_characters_is_refused(client, tenant, sub)
 async def test_ordinary_subjects_pass(verifier, tenant):
     for sub in ("auth0|65f0c0ffee", "google-oauth2|1234567890", "email|Élodie-Ñandú"):
         assert (await verifier.verify(tenant.mint(sub))).sub == sub
+
+
+# --- every refusal is said in Italian (PyJWT's reasons are English) ---
+
+
+def _signed(tenant: FakeTenant, claims: dict, header: dict | None = None) -> str:
+    key = tenant.keys[tenant.signing_kid]
+    return jwt.encode(claims, key, "RS256", {"kid": tenant.signing_kid, **(header or {})})
+
+
+def _with_header(tenant: FakeTenant, header: dict) -> str:
+    """A token of the tenant whose header is replaced (its signature no longer matters)."""
+    _header, payload, signature = tenant.mint().split(".")
+    return f"{_b64(json.dumps(header).encode())}.{payload}.{signature}"
+
+
+_FUTURE = int(time.time()) + 600
+REFUSALS = {
+    "expired": (
+        lambda t: t.mint(now=time.time() - 7200),
+        "Token scaduto: accedi di nuovo.",
+    ),
+    "nbf in the future": (
+        lambda t: t.mint(nbf=_FUTURE, exp=_FUTURE + 3600),
+        "Il token non è ancora valido.",
+    ),
+    "iat in the future": (
+        lambda t: t.mint(iat=_FUTURE, exp=_FUTURE + 3600),
+        "Il token non è ancora valido.",
+    ),
+    "wrong audience": (
+        lambda t: t.mint(aud="https://other.api"),
+        "Il token è stato emesso per un'altra API (audience errata).",
+    ),
+    "wrong issuer": (
+        lambda t: t.mint(iss="https://evil.test/"),
+        "Il token è stato emesso da un altro emittente (issuer errato).",
+    ),
+    "malformed": (lambda t: "not.a.token", "Token malformato."),
+    "payload that does not decode": (
+        lambda t: ".".join(p if i != 1 else "!!!!" for i, p in enumerate(t.mint().split("."))),
+        "Token malformato.",
+    ),
+    "unsupported algorithm": (
+        lambda t: _with_header(t, {"alg": "ES256", "kid": t.signing_kid}),
+        "Algoritmo del token 'ES256' non accettato.",
+    ),
+    "no algorithm": (
+        # It read "Algoritmo del token None non accettato."
+        lambda t: _with_header(t, {"kid": t.signing_kid}),
+        "L'intestazione del token non ha 'alg'.",
+    ),
+    "iat not a number": (
+        # The cases below read "Token non valido: " and PyJWT's English reason.
+        lambda t: _signed(t, t.claims(iat="yesterday")),
+        "Il claim 'iat' del token deve essere un numero intero.",
+    ),
+    "sub not a string": (
+        lambda t: _signed(t, t.claims(sub=12)),
+        "Il claim 'sub' del token deve essere una stringa.",
+    ),
+    "jti not a string": (
+        lambda t: _signed(t, t.claims(jti=12)),
+        "Il claim 'jti' del token deve essere una stringa.",
+    ),
+    "unsupported critical extension": (
+        lambda t: _signed(t, t.claims(), {"crit": ["x-ext"], "x-ext": 1}),
+        "Il token richiede estensioni (intestazione 'crit') che questo server non supporta.",
+    ),
+    "crit not a list": (
+        lambda t: _signed(t, t.claims(), {"crit": "x-ext"}),
+        "Il token richiede estensioni (intestazione 'crit') che questo server non supporta.",
+    ),
+    "b64 without crit": (
+        lambda t: _with_header(t, {"alg": "RS256", "kid": t.signing_kid, "b64": False}),
+        "Token malformato.",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+async def test_every_token_refusal_is_said_in_italian(verifier, tenant, case):
+    build, italian = REFUSALS[case]
+    with pytest.raises(AuthError) as refused:
+        await verifier.verify(build(tenant))
+    assert refused.value.code == "invalid_token" and refused.value.status == 401
+    assert refused.value.message_in("it") == italian
+    cause = refused.value.__cause__
+    if isinstance(cause, jwt.PyJWTError):  # PyJWT's English never reaches the student
+        assert str(cause) not in italian
+
+
+async def test_a_refusal_never_echoes_what_the_token_says(client, tenant):
+    extension = "x-" + "e" * 300
+    token = _signed(tenant, tenant.claims(), {"crit": [extension], extension: 1})
+    response = await client.get("/api/tools", headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 401, response.text
+    assert response.json() == {
+        "error": "invalid_token",
+        "message": "Il token richiede estensioni (intestazione 'crit') che questo server non "
+        "supporta.",
+    }
+    assert "eeee" not in response.headers["WWW-Authenticate"]
+    assert "'crit'" in response.headers["WWW-Authenticate"]  # the reason, in English

@@ -88,9 +88,9 @@ def test_the_challenge_header_is_printable_ascii_and_bounded():
     assert challenge.isascii() and challenge.isprintable() and len(challenge) < 300
     assert len(error.message) == 200 and error.message.endswith("…")
     assert len(error.message_in("it")) == 200  # the body's message, in either language
-    quoted = AuthError("token_invalid", reason='a "b" \\ c')
+    quoted = AuthError("unknown_kid", kid='a "b" \\ c')
     assert '\\"' not in challenge and quoted.headers["WWW-Authenticate"].endswith(
-        "error_description=\"invalid token: a 'b' ? c\""
+        "error_description=\"signing key a 'b' ? c is not in the tenant's JWKS\""
     )
 
 
@@ -166,3 +166,27 @@ def test_the_header_read_before_the_key_is_the_tokens_header(setup):
     token = issuer.mint("u", audience=AUDIENCE)
     assert unverified_header(token) == jwt.get_unverified_header(token)
     assert unverified_header(token)["kid"] == issuer.kid
+
+
+class UnusableKey:
+    """A key source whose key PyJWT cannot use: a refusal with no key of its own."""
+
+    async def key_for(self, kid: str | None):
+        return "not a PEM key"
+
+    def health(self) -> dict[str, object]:
+        return {}
+
+
+async def test_a_refusal_without_its_own_message_is_italian_and_logs_the_reason(
+    setup, caplog: pytest.LogCaptureFixture
+):
+    issuer, _keys, _clock, _verifier = setup
+    verifier = TokenVerifier(UnusableKey(), issuer=DEV_ISSUER, audience=AUDIENCE)
+    logged = caplog.at_level("INFO", logger="aircoach.auth.tokens")
+    with logged, pytest.raises(AuthError) as refused:
+        await verifier.verify(issuer.mint("u", audience=AUDIENCE))
+    # It read "Token non valido: Could not parse the provided public key."
+    assert refused.value.message_in("it") == "Token non valido: accedi di nuovo."
+    assert refused.value.message_in("en") == "invalid token"
+    assert "InvalidKeyError: 'Could not parse the provided public key.'" in caplog.text

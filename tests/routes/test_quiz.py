@@ -510,3 +510,13 @@ def test_the_answer_key_is_in_the_openapi(openapi_schema):
     assert "Idempotent-Replayed" in ok["headers"]
     assert ok["content"]["application/json"]["schema"]["$ref"].endswith("/AnswerResult")
     assert {"409", "422", "429"} <= set(operation["responses"])
+
+
+def test_the_answer_refusals_declare_their_retry_after(openapi_schema):
+    """The 409 (a repeat while the first records) and the 429 (the minute's answers spent)
+    send `Retry-After`: the schema said so in prose only, so a generated client had no
+    header to read."""
+    responses = openapi_schema["paths"]["/api/quiz/answers"]["post"]["responses"]
+    for status in ("409", "429"):
+        header = responses[status]["headers"]["Retry-After"]
+        assert header["schema"] == {"type": "integer", "minimum": 1}, status
