@@ -59,6 +59,12 @@ class TurnSpool(Protocol):
         ...
 
 
+# How long an entry must keep failing, while the store takes other turns, before it is moved
+# to the quarantine: longer than a store's restart or failover, so that a good turn is never
+# moved aside by a store that flickers while it comes back.
+QUARANTINE_AFTER_S = 30.0
+
+
 class _ReplayFailed(Exception):
     """A replay stopped at a failure of the spool or the store (its cause)."""
 
@@ -100,9 +106,11 @@ class DeadLetters:
         self._dirty = False
         self._looked_at = float("-inf")
         self._replaying = False
-        # Keys that failed the last look (a batch at most): tried last, and moved aside if
-        # they fail again while the store takes turns.
-        self._failed_keys: set[str] = set()
+        # Entries that failed every look since the time given (a batch at most): tried
+        # last, and moved aside once they have failed for QUARANTINE_AFTER_S while the store
+        # took other turns.
+        self._failing: dict[str, float] = {}
+        self._store_up_at = float("-inf")  # when the store last took a turn (this process)
 
     async def keep(self, turn: Turn) -> bool:
         """Spool a turn the store refused; False when the spool failed too (it is lost)."""
@@ -132,6 +140,8 @@ class DeadLetters:
         that fails again leaves the rest for a later request. `store_is_up`: the caller's
         own turn was just stored, so an entry the store refuses is its own fault (see
         `_move_batch`)."""
+        if store_is_up:
+            self._store_up_at = self.clock()
         if self._replaying or not self.due:
             return 0
         self._replaying = True
@@ -191,45 +201,55 @@ class DeadLetters:
 
     async def _move_batch(self, chats: ChatStore, *, store_is_up: bool = False) -> int:
         """Move the oldest `batch` spooled turns into `chats`, an entry that is not a turn or
-        that the store refuses while it is up to the quarantine; how many were listed.
+        that the store keeps refusing while it takes other turns to the quarantine; how many
+        were listed.
 
-        An entry is moved aside only when the store took a turn between two of its failures
-        (the refusal is then the entry's own): an entry that fails (the store refuses it, or
-        the spool cannot read it) waits, and is tried again after the next turn the store
-        takes in this look, and moved aside if it fails again; an entry that failed an
-        earlier look is moved aside if it fails while the store is up (it took a turn in this
-        look, or `store_is_up`: the caller's own turn was just stored, after that earlier
-        failure); so is the look's last entry, if it fails twice after the store took a turn
-        (nothing behind it can show the store is up). Two entries failing with no turn taken
-        between them stop the look (`_ReplayFailed`, caused by the last one): the store is
-        taken as down, also right after it took a turn (a store that went down after the
-        caller's turn had every entry of the look moved aside). Entries that failed are tried
-        after the others at the next look, so a good turn behind them can show the store is
-        up."""
+        An entry that fails (the store refuses it, or the spool cannot read it) is moved
+        aside only once it has failed at every look for `QUARANTINE_AFTER_S` and the store
+        has taken a turn since its first failure: the refusal is then the entry's own, not a
+        store that flickers while it comes back (two failures a moment apart took a good turn
+        out of the history and its conversation's claim stayed held). Until then it waits:
+        it is tried again after the next turn the store takes in the look, and after the
+        others at the next look, so a good turn behind it can show the store is up. Two
+        entries failing with no turn taken between them stop the look: the store is taken as
+        down. A look that leaves an entry behind ends in `_ReplayFailed` (caused by the last
+        failure), so that a drain never reports an empty spool."""
         try:
             keys = await self.spool.keys(self.batch)
         except Exception as exc:
             self._failed(exc, spool=True)
             raise _ReplayFailed() from exc
-        failed_before = self._failed_keys.intersection(keys)  # at most a batch: bounded
-        self._failed_keys = set()
-        ordered = [k for k in keys if k not in failed_before] + [
-            k for k in keys if k in failed_before
-        ]
+        now = self.clock()
+        if store_is_up:
+            self._store_up_at = now
+        failing = {key: self._failing[key] for key in keys if key in self._failing}
+        still: dict[str, float] = {}  # bounded by the batch
+        ordered = [k for k in keys if k not in failing] + [k for k in keys if k in failing]
         moved = set_aside = 0
         waiting: list[str] = []  # failed since the store last took a turn
         last: _EntryFailed | None = None
+
+        async def failed(key: str, failure: _EntryFailed) -> bool:
+            """Move `key` aside if its time is up (True); else remember it."""
+            nonlocal set_aside, last
+            first = failing.get(key, now)
+            if now - first >= QUARANTINE_AFTER_S and self._store_up_at >= first:
+                await self._set_aside(key, failure)
+                set_aside += 1
+                return True
+            still[key], last = first, failure
+            return False
+
+        tried: set[str] = set()
         try:
             for key in ordered:
+                tried.add(key)
                 try:
                     moved_it = await self._move(key, chats)
-                except _EntryFailed as failed:
-                    if store_is_up and key in failed_before:
-                        await self._set_aside(key, failed)
-                        set_aside += 1
+                except _EntryFailed as failure:
+                    if await failed(key, failure):
                         continue
                     waiting.append(key)
-                    last = failed
                     if len(waiting) == 2:
                         break
                     continue
@@ -238,25 +258,24 @@ class DeadLetters:
                     continue
                 moved += moved_it
                 if moved_it:
-                    store_is_up = True
-                    for earlier in waiting:
-                        again = await self._move_or_set_aside(earlier, chats)
-                        set_aside += again is None
-                        moved += again or 0
+                    self._store_up_at = self.clock()
+                    for earlier in waiting:  # the store took a turn: try them again
+                        del still[earlier]
+                        try:
+                            moved += await self._move(earlier, chats) or 0
+                        except _EntryFailed as failure:
+                            await failed(earlier, failure)
                     waiting = []
-            else:
-                if store_is_up and len(waiting) == 1:
-                    # The look's last failure, after the store took a turn: no turn behind it
-                    # can show the store is up again (a delete would wait for the next chat).
-                    again = await self._move_or_set_aside(waiting.pop(), chats)
-                    set_aside += again is None
-                    moved += again or 0
         except Exception as exc:  # the spool failed to delete or move aside an entry
             self._failed(exc, spool=True)
             raise _ReplayFailed() from exc
-        if waiting:
+        # Those not reached this look keep their first failure.
+        self._failing = {
+            **{k: t for k, t in failing.items() if k not in keys[: len(keys)]},
+            **still,
+        }
+        if still:
             assert last is not None
-            self._failed_keys = set(waiting)
             cause = last.__cause__
             assert isinstance(cause, Exception)
             self._failed(cause, spool=not last.in_store)
@@ -297,15 +316,6 @@ class DeadLetters:
         self.replayed += 1
         return 1
 
-    async def _move_or_set_aside(self, key: str, chats: ChatStore) -> int | None:
-        """The store took a turn since the entry failed: try it again (as `_move`); if it
-        fails again, move it to the quarantine (None)."""
-        try:
-            return await self._move(key, chats)
-        except _EntryFailed as exc:
-            await self._set_aside(key, exc)
-        return None
-
     async def _set_aside(self, key: str, failed: _EntryFailed) -> None:
         """Move an entry that failed again while the store took turns to the quarantine."""
         cause = failed.__cause__
@@ -320,7 +330,8 @@ class DeadLetters:
             "dead letter %r %s while it took other turns (%s): moved to the spool's "
             "quarantine (%s)",
             key,
-            "refused twice by the store" if failed.in_store else "unreadable twice in the spool",
+            f"{'refused by the store' if failed.in_store else 'unreadable in the spool'} "
+            f"for {QUARANTINE_AFTER_S:g} s or more",
             reason,
             self.spool.kind,
         )

@@ -19,8 +19,9 @@ from aircoach.errors import StoreUnavailable
 from aircoach.services import Services, build_dead_letters
 from aircoach.settings import ROOT
 from aircoach.store.spool import FileSpool
-from aircoach.turn.dead_letters import DeadLetters
+from aircoach.turn.dead_letters import QUARANTINE_AFTER_S, DeadLetters
 from aircoach.turn.records import Turn
+from tests.clock import FakeClock
 from tests.helpers import app_with, asgi_client, chat, services_of
 from tests.s3 import BUCKET, PREFIX, s3_settings
 from tests.scripted_model import Script, ScriptedModels, text
@@ -426,6 +427,12 @@ def refuse_turn(path: Path, turn_id: str) -> None:
         db.commit()
 
 
+def accept_turn(path: Path, turn_id: str) -> None:
+    with closing(sqlite3.connect(path)) as db:
+        db.execute(f"DROP TRIGGER refuse_{turn_id}")
+        db.commit()
+
+
 async def test_a_turn_the_store_always_refuses_is_quarantined_and_the_turns_behind_it_stored(
     settings, data_dir, caplog: pytest.LogCaptureFixture
 ):
@@ -437,15 +444,20 @@ async def test_a_turn_the_store_always_refuses_is_quarantined_and_the_turns_behi
     await spool.put(a_turn("0001", "segreto dello studente"))
     for n in (2, 3):
         await spool.put(a_turn(f"000{n}"))
-    dead_letters = DeadLetters(spool)
+    clock = FakeClock()
+    dead_letters = DeadLetters(spool, clock=clock)
     with caplog.at_level(logging.INFO, logger="aircoach.turn.dead_letters"):
-        await dead_letters.drain(chats)  # no StoreUnavailable: the store took the others
-    stored = await chats.history("user-1", limit=10, before=None)
-    assert sorted(t.turn_id for t in stored) == ["0002", "0003"]
+        with pytest.raises(StoreUnavailable):  # 0001 waits: a store coming back flickers
+            await dead_letters.drain(chats)
+        stored = await chats.history("user-1", limit=10, before=None)
+        assert sorted(t.turn_id for t in stored) == ["0002", "0003"]
+        assert await spool.keys(10) == ["0001.json"] and dead_letters.quarantined == 0
+        clock.advance(QUARANTINE_AFTER_S)  # refused all along while the store took turns
+        await dead_letters.drain(chats)
     assert await spool.keys(10) == []
     assert [p.name for p in (folder / "quarantine").iterdir()] == ["0001.json"]
-    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warning.startswith("dead letter '0001.json' refused twice by the store")
+    (warning,) = [r.getMessage() for r in caplog.records if "'0001.json'" in r.getMessage()]
+    assert warning.startswith("dead letter '0001.json' refused by the store for 30 s or more")
     assert "IntegrityError" in warning and "moved to the spool's quarantine" in warning
     assert "segreto" not in caplog.text
     health = dead_letters.health()
@@ -482,24 +494,33 @@ async def test_several_refused_turns_first_do_not_block_the_turn_behind_them(set
     spool = FileSpool(data_dir / "spool")
     for n in (1, 2, 3):
         await spool.put(a_turn(f"000{n}"))
-    dead_letters = DeadLetters(spool)
+    clock = FakeClock()
+    dead_letters = DeadLetters(spool, clock=clock)
     with pytest.raises(StoreUnavailable):
         await dead_letters.drain(chats)
-    await dead_letters.drain(chats)
+    with pytest.raises(StoreUnavailable):  # 0003 went in; the two refused ones wait
+        await dead_letters.drain(chats)
     assert [t.turn_id for t in await chats.history("user-1", limit=10, before=None)] == ["0003"]
+    clock.advance(QUARANTINE_AFTER_S)
+    await dead_letters.drain(chats)
     assert await spool.keys(10) == [] and dead_letters.quarantined == 2
 
 
 async def test_a_delete_is_not_refused_for_ever_by_a_turn_the_store_refuses(settings, auth):
     script = Script([text("uno")])
-    app = app_with(settings, models=ScriptedModels(script))
+    clock = FakeClock()
+    dead_letters = DeadLetters(build_dead_letters(settings).spool, clock=clock)
+    app = app_with(settings, models=ScriptedModels(script), dead_letters=dead_letters)
     me = auth()
     async with asgi_client(app) as client:
         await chat(client, me, "salvata", conversation_id="c1")
-        spool = services_of(app).dead_letters.spool
+        spool = dead_letters.spool
         refuse_turn(settings.sqlite_file, "0001")
         await spool.put(a_turn("0001", "troppo grande"))
         await spool.put(a_turn("0002", "in attesa"))
+        refused = await client.delete("/api/conversations/c1", headers=me)
+        assert refused.status_code == 503, refused.text  # 0001 may be a store coming back
+        clock.advance(QUARANTINE_AFTER_S)  # it is not: refused while the store took 0002
         deleted = await client.delete("/api/conversations/c1", headers=me)
         assert deleted.status_code == 204, deleted.text
         turns = (await client.get("/api/history", headers=me)).json()["turns"]
@@ -510,9 +531,12 @@ async def test_a_delete_is_not_refused_for_ever_by_a_turn_the_store_refuses(sett
 async def test_a_refused_turn_alone_in_the_spool_is_quarantined_after_a_stored_turn(
     settings, auth, data_dir
 ):
-    """Nothing else in the spool shows the store is up; the next chat turn it stores does."""
-    app = app_with(settings, models=ScriptedModels(Script([text("uno")])))
-    dead_letters = services_of(app).dead_letters
+    """Nothing else in the spool shows the store is up; a chat turn it stores does."""
+    clock = FakeClock()
+    dead_letters = DeadLetters(build_dead_letters(settings).spool, clock=clock)
+    app = app_with(
+        settings, models=ScriptedModels(Script([text("uno")])), dead_letters=dead_letters
+    )
     async with asgi_client(app) as client:
         await services_of(app).chats.latest_turn_ids("user-1")
         refuse_turn(settings.sqlite_file, "0001")
@@ -522,6 +546,10 @@ async def test_a_refused_turn_alone_in_the_spool_is_quarantined_after_a_stored_t
         assert await dead_letters.spool.keys(10) == ["0001.json"]  # an outage, for all it knows
         events = await chat(client, auth(), "salvata")
         assert events[-1]["type"] == "done" and "error" not in {e["type"] for e in events}
+        assert await dead_letters.spool.keys(10) == ["0001.json"]  # refused for a moment only
+        clock.advance(QUARANTINE_AFTER_S)
+        drained = await client.delete("/api/conversations/c1", headers=auth())
+        assert drained.status_code == 404, drained.text  # past the drain: no such conversation
     assert await dead_letters.spool.keys(10) == []
     assert dead_letters.quarantined == 1
     assert (data_dir / "deadletter" / "quarantine" / "0001.json").exists()
@@ -535,7 +563,12 @@ async def test_a_spool_entry_that_cannot_be_read_is_quarantined(settings, data_d
     spool = FileSpool(folder)
     (folder / "0001.json").mkdir(parents=True)
     await spool.put(a_turn("0002"))
-    await DeadLetters(spool).drain(chats)
+    clock = FakeClock()
+    dead_letters = DeadLetters(spool, clock=clock)
+    with pytest.raises(StoreUnavailable):
+        await dead_letters.drain(chats)
+    clock.advance(QUARANTINE_AFTER_S)
+    await dead_letters.drain(chats)
     assert [t.turn_id for t in await chats.history("user-1", limit=10, before=None)] == ["0002"]
     assert await spool.keys(10) == []
     assert (folder / "quarantine" / "0001.json").is_dir()
@@ -549,7 +582,12 @@ async def test_an_s3_turn_the_store_refuses_is_quarantined_as_on_disk(s3, data_d
     spool = services.dead_letters.spool
     await spool.put(a_turn("0001", "troppo grande"))
     await spool.put(a_turn("0002"))
-    await DeadLetters(spool).drain(services.chats)
+    clock = FakeClock()
+    dead_letters = DeadLetters(spool, clock=clock)
+    with pytest.raises(StoreUnavailable):
+        await dead_letters.drain(services.chats)
+    clock.advance(QUARANTINE_AFTER_S)
+    await dead_letters.drain(services.chats)
     assert [k for k in s3.all_keys() if k.startswith("deadletter/")] == [
         "deadletter/quarantine/0001.json"
     ]
@@ -596,15 +634,43 @@ async def test_a_store_down_after_the_callers_turn_was_stored_quarantines_nothin
 
 
 async def test_a_refused_turn_last_in_the_spool_does_not_refuse_a_delete(settings, data_dir):
-    """A good turn, then one the store always refuses: the drain moves the first, and the
-    second, with nothing behind it, is tried again and moved aside; the drain goes through."""
+    """A good turn, then one the store always refuses: the drain moves the first; the second,
+    with nothing behind it, waits until it has been refused for QUARANTINE_AFTER_S, then is
+    moved aside and the drain goes through."""
     chats = Services.build(settings).chats
     await chats.latest_turn_ids("user-1")
     refuse_turn(settings.sqlite_file, "0002")
     spool = FileSpool(data_dir / "spool")
     for n in (1, 2):
         await spool.put(a_turn(f"000{n}"))
-    dead_letters = DeadLetters(spool)
-    await dead_letters.drain(chats)
+    clock = FakeClock()
+    dead_letters = DeadLetters(spool, clock=clock)
+    with pytest.raises(StoreUnavailable):
+        await dead_letters.drain(chats)
     assert [t.turn_id for t in await chats.history("user-1", limit=10, before=None)] == ["0001"]
+    clock.advance(QUARANTINE_AFTER_S)
+    await dead_letters.drain(chats)
     assert await spool.keys(10) == [] and dead_letters.quarantined == 1
+
+
+async def test_a_turn_refused_while_the_store_flickers_back_is_stored_not_moved_aside(
+    settings, data_dir
+):
+    """A store coming back after a restart takes one write and refuses the next a moment
+    later: the spooled turn refused twice right after the caller's own turn was stored was
+    moved aside (out of the history, and its conversation's claim held until its lease
+    ended). It waits and is stored at the next look."""
+    chats = Services.build(settings).chats
+    await chats.latest_turn_ids("user-1")
+    spool = FileSpool(data_dir / "spool")
+    await spool.put(a_turn("0001"))
+    refuse_turn(settings.sqlite_file, "0001")  # refused for now, as by a flickering store
+    clock = FakeClock()
+    dead_letters = DeadLetters(spool, clock=clock)
+    await dead_letters.replay(chats, store_is_up=True)  # after the caller's turn was stored
+    assert dead_letters.quarantined == 0 and await spool.keys(10) == ["0001.json"]
+    accept_turn(settings.sqlite_file, "0001")
+    clock.advance(dead_letters.recheck_s)
+    await dead_letters.replay(chats, store_is_up=True)
+    assert [t.turn_id for t in await chats.history("user-1", limit=10, before=None)] == ["0001"]
+    assert await spool.keys(10) == [] and dead_letters.quarantined == 0
