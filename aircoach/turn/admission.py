@@ -107,7 +107,12 @@ async def hold_thread(
     turn); a turn that does not get its thread is given back (`give_back`)."""
     try:
         await _claim(gate, user_id, thread, admission.turn_id, interrupt=interrupt)
-    except Exception:
+    except Exception as exc:
+        if not isinstance(exc, TurnInProgress):
+            # The store may have taken the claim before it failed (its answer lost as it went
+            # down): such a claim would hold the thread for its lease, a 409 naming a turn
+            # that never ran. This process knows better (`_ended`).
+            gate.running.gave_up(admission.turn_id)
         await give_back(gate, user_id, admission)
         raise
 
@@ -193,7 +198,10 @@ def in_progress(key: str, turn_id: str) -> TurnInProgress:
 
 
 async def _ended(gate: Gate, user_id: str, turn_id: str) -> bool:
-    """Whether the turn was stored (or spooled, the store being down): it has ended."""
+    """Whether the turn was stored (or spooled, the store being down), or never ran (its
+    claim failed on this instance): it has ended."""
+    if gate.running.never_ran(turn_id):
+        return True
     if await gate.chats.get_turn(user_id, turn_id) is not None:
         return True
     return await gate.dead_letters.find(user_id, turn_id) is not None

@@ -61,6 +61,10 @@ class RunningTurns:
         # starts, before it calls the model. Most are other instances' turns: the newest
         # `EARLY_STOPS` are kept.
         self._stopped: dict[str, bool] = {}
+        # Turns this process admitted that never ran (their claim failed with the store):
+        # a claim the store took although it answered with an error names one of them, and
+        # holds nothing (`aircoach.turn.admission`). The newest `EARLY_STOPS` are kept.
+        self._never_ran: dict[str, bool] = {}
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -78,6 +82,15 @@ class RunningTurns:
         self._stopped[turn_id] = True  # the newest last
         if len(self._stopped) > EARLY_STOPS:
             del self._stopped[next(iter(self._stopped))]
+
+    def gave_up(self, turn_id: str) -> None:
+        """The turn will not run (its claim failed): a claim of it holds nothing."""
+        self._never_ran[turn_id] = True
+        if len(self._never_ran) > EARLY_STOPS:
+            del self._never_ran[next(iter(self._never_ran))]
+
+    def never_ran(self, turn_id: str) -> bool:
+        return turn_id in self._never_ran
 
     def add(self, run: TurnRun) -> None:
         self._runs[run.turn_id] = run

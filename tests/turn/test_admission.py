@@ -504,3 +504,35 @@ async def test_sqlite_drops_expired_keys_and_counters_as_turns_are_admitted(sett
         assert rows("SELECT window FROM quotas") == [(f"d:{day}",), (f"m:{minute}",)]
         # The day's one turn is spent: the live counter still counts.
         assert (await post(client, auth(), client_message_id="m3")).status_code == 429
+
+
+async def test_a_claim_the_store_took_while_failing_does_not_hold_the_thread(settings, auth):
+    """The store takes a turn's claim and fails before it answers (it went down as it wrote):
+    the turn gets a 503 and never runs, but its claim would hold the thread for its lease,
+    and the next message a 409 "Sto ancora rispondendo" naming a turn that never ran."""
+    log = build_turn_log(settings)
+
+    class TakesThenFails:
+        failing = True
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(log, name)
+
+        async def claim(self, *args: Any, **kwargs: Any) -> Any:
+            held = await log.claim(*args, **kwargs)
+            if self.failing:
+                self.failing = False
+                raise StoreUnavailable()  # written, but the answer was lost
+            return held
+
+    app = app_with(
+        settings, models=ScriptedModels(Script([text("Eccomi.")])), turn_log=TakesThenFails()
+    )
+    async with asgi_client(app) as client:
+        refused = await post(client, auth(), query="uno")
+        assert refused.status_code == 503, refused.text
+        holder = await log.holder("user-1", "user-1", now=services_of(app).gate.clock())
+        assert holder is not None  # the claim the store took
+        answered = await post(client, auth(), query="ci sei?")
+    assert answered.status_code == 200, answered.text
+    assert parse_sse(answered.text)[-1]["status"] == "ok"
