@@ -63,14 +63,16 @@ class AuthError(AppError):
         # the header (a non-Latin-1 character there was a 500). The header stays English.
         self.headers = {
             "WWW-Authenticate": 'Bearer error="invalid_token", '
-            f'error_description="{_header_text(_cut(self.message, 200))}"'
+            f'error_description="{_header_text(cut(self.message, 200))}"'
         }
 
     def message_in(self, language: Language) -> str:
-        return _cut(super().message_in(language), 200)
+        return cut(super().message_in(language), 200)
 
 
-def _cut(text: str, limit: int) -> str:
+def cut(text: str, limit: int) -> str:
+    """`text`, or its first `limit - 1` characters and "…" (a message or a log line kept
+    short)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

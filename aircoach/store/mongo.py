@@ -31,7 +31,7 @@ from pymongo.errors import (
     ServerSelectionTimeoutError,
 )
 
-from aircoach.errors import StoreUnavailable
+from aircoach.errors import StoreUnavailable, cut
 from aircoach.grounding.feedback import Feedback, Voto
 from aircoach.quiz.models import Attempt, ChapterStats, DayStats
 from aircoach.quiz.ports import QUESTION_FIELDS, Question, QuestionKey, index_terms
@@ -73,10 +73,6 @@ def _refusal(exc: BaseException) -> str:
     if isinstance(exc, DocumentTooLarge):
         return f"DocumentTooLarge: {exc}"
     return type(exc).__name__
-
-
-def _bounded(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else f"{text[: limit - 1]}…"
 
 
 def json_safe(value: Any) -> Any:
@@ -280,7 +276,7 @@ class MongoConnection:
         else:
             # Bounded: an error of the driver's own code names what failed, not a document;
             # should one quote a value, at most this much of it reaches the log.
-            what = f"the driver failed ({_bounded(repr(failure))})"
+            what = f"the driver failed ({cut(repr(failure), 200)})"
         log.warning("MongoDB %s: %s; the client is replaced", name, what)
         await self.clients.discard(client)
         raise StoreUnavailable() from failure
