@@ -62,11 +62,6 @@ class CourseKnowledge:
         self._indexes: OrderedDict[str, CourseIndex] = OrderedDict()
         self.builds = 0
 
-    @property
-    def latest(self) -> CourseIndex | None:
-        """The index built last, if any."""
-        return next(reversed(self._indexes.values()), None)
-
     async def index_for(self, contents: Mapping[str, str]) -> CourseIndex:
         """The index of these docs' manual; built (in a worker thread) if it is not held."""
         version = manual_version(contents) or NO_MANUAL
