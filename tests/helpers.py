@@ -3,12 +3,14 @@ as a client sees it, and a private copy of the prompt docs."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 import socket
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,9 @@ from fastapi import FastAPI
 
 from aircoach.app import create_app
 from aircoach.knowledge.library import CourseKnowledge
-from aircoach.services import Services
+from aircoach.prompts.sources import DocInfo, LocalDocSource
+from aircoach.prompts.store import PromptSnapshot, PromptStore
+from aircoach.services import Services, check_docs
 from aircoach.settings import ROOT, Settings
 from tests.sse import parse_sse
 
@@ -29,9 +33,51 @@ _KNOWLEDGE = CourseKnowledge()
 
 def app_with(settings: Settings, **parts: Any) -> FastAPI:
     """An app whose services are the settings' defaults except `parts` (see `Services.build`).
-    Its course index is the process's."""
+    Its course index is the process's; on the shipped docs, its prompt store starts from the
+    process's checked copy of them (`ShippedDocs`)."""
     parts.setdefault("knowledge", _KNOWLEDGE)
+    if "prompts" not in parts and _on_shipped_docs(settings):
+        parts["prompts"] = PromptStore(
+            ShippedDocs(_shipped_snapshot(settings.python_tool_modules)),
+            ttl_s=settings.prompt_ttl_s,
+        )
     return create_app(services=Services.build(settings, **parts))
+
+
+def _on_shipped_docs(settings: Settings) -> bool:
+    return not settings.prompt_bucket and settings.prompt_docs_dir == ROOT / "prompt_docs"
+
+
+class ShippedDocs:
+    """The shipped prompt docs as a prompt source, from one snapshot per test process. A
+    `LocalDocSource` of `prompt_docs/` lists, hashes, reads and checks the twenty docs again
+    for each app (about 4 ms of CPU; some 300 apps a run); this one serves the docs the
+    process loaded and checked once (`_shipped_snapshot`). Tests of loading docs use their
+    own folder or bucket, and get the real sources."""
+
+    name = "local"
+
+    def __init__(self, snapshot: PromptSnapshot):
+        self.snapshot = snapshot
+
+    async def list_docs(self) -> list[DocInfo]:
+        return list(self.snapshot.docs)
+
+    async def read_doc(self, info: DocInfo) -> tuple[str, DocInfo]:
+        return self.snapshot.contents[info.key], info
+
+
+@functools.cache
+def _shipped_snapshot(python_tool_modules: tuple[str, ...]) -> PromptSnapshot:
+    """`prompt_docs/` loaded and checked by a real prompt store, as an app on these modules
+    would (in a thread of its own: the caller may be inside an event loop)."""
+    store = PromptStore(
+        LocalDocSource(ROOT / "prompt_docs"),
+        ttl_s=0,
+        validate=functools.partial(check_docs, python_tool_modules=python_tool_modules),
+    )
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, store.current()).result()
 
 
 def services_of(app: FastAPI) -> Services:
