@@ -152,6 +152,16 @@ async def test_a_chat_exam_question_the_student_does_not_know_is_graded_wrong(
         ("sulla 4 non so ancora, ci penso", {}),
         ("ho risposto a 3 domande, salta la 4", {}),
         ("la 3 - ci penso su", {}),
+        # "è" before a letter is the verb; before any other word it names no letter at all
+        # (it was read as the answer "e", refused as no option).
+        ("la 3 è b", {3: "b"}),
+        ("3 è la c, 4 e' d", {3: "c", 4: "d"}),
+        ("la 3 è giusta", {}),
+        ("la 3 è corretta", {}),
+        ("3 è sbagliata", {}),
+        ("la 2 è la giusta, la 3 è a", {3: "a"}),
+        ("1 e 2 sono giuste", {}),
+        ("3e 4a", {3: "e", 4: "a"}),  # the letter e, not an option: the grader says so
     ],
 )
 def test_numbered_exam_answers_are_read_alike_by_the_tool_and_the_offline_model(
