@@ -137,6 +137,24 @@ async def test_a_chat_exam_question_the_student_does_not_know_is_graded_wrong(
         assert (progress["risposte"], progress["corrette"]) == (5, 2)
 
 
+async def test_a_chat_exam_question_called_right_without_a_letter_is_asked_for_its_letter(
+    settings: Settings, auth
+):
+    """ "la 3 è giusta" names no letter: the coach asks for one and notes nothing (it noted
+    the answer "e", refused as no option at the grading); "la 3 è b" is noted."""
+    async with asgi_client(app_with(settings)) as client:
+        await chat(client, auth(), "simulazione d'esame con 5 domande")
+
+        judged = await chat(client, auth(), "la 3 è giusta")
+        assert [e["type"] for e in judged if e["type"] != "agent_message"] == ["done"]
+        assert "Per rispondere alla domanda 3 scrivi il numero e la lettera" in said(judged)
+        both = await chat(client, auth(), "la 1 e la 2 sono sbagliate?")
+        assert "alle domande 1 e 2 scrivi il numero e la lettera" in said(both)
+
+        noted = await chat(client, auth(), "la 3 è b")
+        assert "Ho preso nota di 1 risposte su 5. Mancano le domande 1, 2, 4, 5." in said(noted)
+
+
 @pytest.mark.parametrize(
     ("text", "read"),
     [
