@@ -195,6 +195,42 @@ def for_the_student(result: str) -> str:
     return "\n".join(lines)
 
 
+# A judgement on numbered questions with no letter: "la 3 è giusta", "1 e 2 sono sbagliate?".
+_JUDGING_TEXT = """
+    che corretta corrette corretto corretti credo domanda domande e esatta esatte esatto
+    giusta giuste giusto giusti il la le me numero penso per secondo sbagliata sbagliate
+    sbagliato sono
+"""
+_JUDGING_WORDS = frozenset(_JUDGING_TEXT.split())
+_JUDGEMENTS = frozenset({"corrett", "esatt", "giust", "sbagliat"})  # the stems of the above
+_JUDGEMENT_MAX_CHARS = 60
+
+
+def judged_without_letter(query: str, exam: OpenExam) -> list[int]:
+    """The exam's questions a message calls right or wrong without naming a letter ("la 3 è
+    giusta"): the student has to say which letter; [] for any other message."""
+    if len(query) > _JUDGEMENT_MAX_CHARS:
+        return []
+    tokens = re.findall(r"[a-z0-9]+", fold(query))
+    if not any(t[:-1] in _JUDGEMENTS for t in tokens):
+        return []
+    if not all(t.isdigit() or t in _JUDGING_WORDS for t in tokens):
+        return []
+    named = sorted({int(t) for t in tokens if t.isdigit()})
+    return named if named and all(1 <= n <= exam.size for n in named) else []
+
+
+def letter_needed(questions: list[int]) -> str:
+    first = questions[0]
+    which = "alla domanda" if len(questions) == 1 else "alle domande"
+    listed = " e ".join(str(n) for n in questions)
+    return (
+        f"Per rispondere {which} {listed} scrivi il numero e la lettera che scegli (per esempio "
+        f'"{first}a", o "{first} non lo so"). In una simulazione non correggo una domanda alla '
+        "volta: lo vedrai alla correzione, quando scrivi «consegno»."
+    )
+
+
 def progress_note(exam: OpenExam) -> str:
     missing = exam.missing
     listed = ", ".join(str(n) for n in missing[:15]) + ("…" if len(missing) > 15 else "")

@@ -15,7 +15,13 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
-from aircoach.quiz.answers import dont_know, read_letter, read_option
+from aircoach.quiz.answers import (
+    NOT_KNOWN,
+    dont_know,
+    read_letter,
+    read_numbered_answers,
+    read_option,
+)
 from aircoach.text import fold
 
 ASK = "domanda_teoria"
@@ -71,16 +77,15 @@ def pending_question(messages: Sequence[BaseMessage]) -> PendingQuestion | None:
     return waiting[0] if waiting else None
 
 
-_NUMBERED_ANSWER = re.compile(r"\b(\d{1,2})\s{0,2}[).:=-]?\s{0,2}([a-z])\b")
-
-
 def numbered_answers(query: str, waiting: list[PendingQuestion]) -> list[dict[str, Any]]:
     """ "1a 2b 3c" to the questions still waiting (numbered in the order they were asked):
     one grading call each; [] when the message is not that."""
     text = fold(query)
     if len(text) > MAX_ANSWER_CHARS or len(waiting) < 2:
         return []
-    found = {int(n): x for n, x in _NUMBERED_ANSWER.findall(text)}
+    # Read as the mock exam reads them ("la 2 è b"); a "don't know" is left to the grading
+    # of the single pending question, as before.
+    found = {n: x for n, x in read_numbered_answers(text).items() if x != NOT_KNOWN}
     if len(found) < 2 or any(not 1 <= n <= len(waiting) for n in found):
         return []
     return [

@@ -137,6 +137,24 @@ async def test_a_chat_exam_question_the_student_does_not_know_is_graded_wrong(
         assert (progress["risposte"], progress["corrette"]) == (5, 2)
 
 
+async def test_a_chat_exam_question_called_right_without_a_letter_is_asked_for_its_letter(
+    settings: Settings, auth
+):
+    """ "la 3 è giusta" names no letter: the coach asks for one and notes nothing (it noted
+    the answer "e", refused as no option at the grading); "la 3 è b" is noted."""
+    async with asgi_client(app_with(settings)) as client:
+        await chat(client, auth(), "simulazione d'esame con 5 domande")
+
+        judged = await chat(client, auth(), "la 3 è giusta")
+        assert [e["type"] for e in judged if e["type"] != "agent_message"] == ["done"]
+        assert "Per rispondere alla domanda 3 scrivi il numero e la lettera" in said(judged)
+        both = await chat(client, auth(), "la 1 e la 2 sono sbagliate?")
+        assert "alle domande 1 e 2 scrivi il numero e la lettera" in said(both)
+
+        noted = await chat(client, auth(), "la 3 è b")
+        assert "Ho preso nota di 1 risposte su 5. Mancano le domande 1, 2, 4, 5." in said(noted)
+
+
 @pytest.mark.parametrize(
     ("text", "read"),
     [
@@ -152,6 +170,16 @@ async def test_a_chat_exam_question_the_student_does_not_know_is_graded_wrong(
         ("sulla 4 non so ancora, ci penso", {}),
         ("ho risposto a 3 domande, salta la 4", {}),
         ("la 3 - ci penso su", {}),
+        # "è" before a letter is the verb; before any other word it names no letter at all
+        # (it was read as the answer "e", refused as no option).
+        ("la 3 è b", {3: "b"}),
+        ("3 è la c, 4 e' d", {3: "c", 4: "d"}),
+        ("la 3 è giusta", {}),
+        ("la 3 è corretta", {}),
+        ("3 è sbagliata", {}),
+        ("la 2 è la giusta, la 3 è a", {3: "a"}),
+        ("1 e 2 sono giuste", {}),
+        ("3e 4a", {3: "e", 4: "a"}),  # the letter e, not an option: the grader says so
     ],
 )
 def test_numbered_exam_answers_are_read_alike_by_the_tool_and_the_offline_model(

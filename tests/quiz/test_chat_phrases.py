@@ -86,6 +86,15 @@ async def test_a_refused_answer_is_explained_and_gradings_read_without_tool_name
         first, second = both.split("\n\nEsito: ")  # one grading a paragraph
         assert first.count("Esito: ") == 1 and "Esito: " not in second
 
+        # "è" before the letter is the verb (both were graded as the letter "e", refused).
+        asked = (await chat(client, auth(), "Dammi 2 domande dai capitoli 2 e 5"))[0]["data"]
+        graded = await chat(client, auth(), "la 1 è b, la 2 è la c")
+        gradings = [e["data"] for e in graded if e["type"] == "tool_result"]
+        assert sorted(str(g.get("risposta")) for g in gradings) == ["b", "c"], gradings
+        assert sorted((g["capitolo"], g["numero"], g["risposta"]) for g in gradings) == sorted(
+            (q["capitolo"], q["numero"], x) for q, x in zip(asked["questions"], "bc", strict=True)
+        )
+
 
 async def test_a_letter_with_no_question_waiting_is_not_searched_in_the_manual(
     settings: Settings, auth
