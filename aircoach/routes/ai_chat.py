@@ -226,7 +226,7 @@ _STREAM_DOC = {
     response_class=Response,
     openapi_extra=_body_openapi(),
 )
-@max_body_bytes("chat_max_body_bytes")
+@max_body_bytes("chat_max_body_bytes", message="chat_body_too_large")
 async def ai_chat(
     request: Request,
     user: CurrentUser,

@@ -11,8 +11,10 @@ import httpx
 import pytest
 
 from aircoach.grounding.guard import caveat
-from tests.helpers import services_of
+from tests.helpers import app_with, asgi_client, services_of
 from tests.scripted_model import Script, ScriptedChatModel, ScriptedModels, call, text
+
+EN = {"Accept-Language": "en"}
 
 
 def ui_body(query: str, *, chat_id: str = "chat-1", message_id: str = "m-1", **extra: Any):
@@ -158,6 +160,28 @@ async def test_a_chat_too_long_to_send_whole_is_a_422_on_messages_saying_what_to
         assert "last user message" in error["msg"] and "prepareSendMessagesRequest" in error["msg"]
         assert error["input"] is None and len(response.content) < 1000
     assert await services_of(app).chats.history("user-1", limit=5, conversation="chat-long") == []
+
+
+async def test_a_body_too_large_is_a_413_that_says_to_send_the_last_message_alone(settings, auth):
+    """Past `CHAT_MAX_BODY_BYTES` (here 1024) the 413 keeps its code and says, in the
+    request's language, what the client can do (as the 422 of a chat too long does); the
+    body is never echoed."""
+    app = app_with(settings.model_copy(update={"chat_max_body_bytes": 1024}))
+    body = ui_body("Quanto è lungo? " * 100)
+    async with asgi_client(app) as client:
+        italian = await client.post("/api/chat", json=body, headers=auth())
+        english = await client.post("/api/chat", json=body, headers={**auth(), **EN})
+    assert italian.status_code == english.status_code == 413
+    assert italian.json() == {
+        "error": "body_too_large",
+        "message": "Il corpo della richiesta supera 1024 byte: invia solo l'ultimo messaggio, "
+        "la conversazione è conservata sul server.",
+    }
+    assert english.json()["message"] == (
+        "The request body is larger than 1024 bytes: send the last message alone, the server "
+        "keeps the conversation."
+    )
+    assert "Quanto" not in italian.text + english.text
 
 
 async def test_the_last_message_alone_is_a_turn_of_the_stored_conversation(
