@@ -58,16 +58,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 M = TypeVar("M", bound=BaseModel)
 
 _LIMIT_ATTRIBUTE = "max_body_bytes"
+_MESSAGE_ATTRIBUTE = "max_body_bytes_message"
 
 
-def max_body_bytes(limit: int | str) -> Callable[[F], F]:
+def max_body_bytes(limit: int | str, *, message: str | None = None) -> Callable[[F], F]:
     """Declare a route's own body limit (above or below `MAX_BODY_BYTES`): bytes, or the name
-    of the setting that holds them."""
+    of the setting that holds them; `message`: the catalogue key of its 413's text, when the
+    route has something to add to `body_too_large`'s (the code stays `body_too_large`)."""
     if isinstance(limit, int) and limit < 0:
         raise ValueError(f"a body limit must be >= 0, got {limit!r}")
 
     def declare(endpoint: F) -> F:
         setattr(endpoint, _LIMIT_ATTRIBUTE, limit)
+        if message is not None:
+            setattr(endpoint, _MESSAGE_ATTRIBUTE, message)
         return endpoint
 
     return declare
@@ -82,6 +86,12 @@ def route_limit(scope: Scope, default: int, settings: object = None) -> int:
     if isinstance(declared, str):
         declared = getattr(settings, declared)
     return declared if isinstance(declared, int) else default
+
+
+def _too_large(scope: Scope, limit: int) -> BodyTooLarge:
+    """The 413 of the route the request was routed to, with its own message if it has one."""
+    endpoint = getattr(scope.get("route"), "endpoint", None)
+    return BodyTooLarge(limit, getattr(endpoint, _MESSAGE_ATTRIBUTE, None))
 
 
 class BodyLimit:
@@ -108,13 +118,13 @@ class BodyLimit:
             limit = route_limit(scope, self.default, self.settings)
             declared = _content_length(scope)
             if declared is not None and declared > limit:
-                refused = BodyTooLarge(limit)
+                refused = _too_large(scope, limit)
                 raise refused
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    refused = BodyTooLarge(limit)
+                    refused = _too_large(scope, limit)
                     raise refused
             return message
 

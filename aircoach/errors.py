@@ -110,8 +110,8 @@ class BodyTooLarge(AppError):
     status = 413
     key = "body_too_large"
 
-    def __init__(self, limit: int):
-        super().__init__(limit=limit)
+    def __init__(self, limit: int, key: str | None = None):
+        super().__init__(key, limit=limit)
         self.limit = limit
 
 

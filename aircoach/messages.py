@@ -56,6 +56,12 @@ CATALOGUE: dict[str, Text] = {
         it="Il corpo della richiesta supera {limit} byte.",
         en="The request body is larger than {limit} bytes.",
     ),
+    "chat_body_too_large": Text(
+        it="Il corpo della richiesta supera {limit} byte: invia solo l'ultimo messaggio, "
+        "la conversazione è conservata sul server.",
+        en="The request body is larger than {limit} bytes: send the last message alone, "
+        "the server keeps the conversation.",
+    ),
     "unsupported_media_type": Text(
         it="Il corpo della richiesta deve essere JSON, con l'intestazione "
         "Content-Type: application/json.",

@@ -33,6 +33,7 @@ from aircoach.routes.responses import (
 from aircoach.routes.ui_stream import UI_STREAM_HEADER, UI_STREAM_VERSION, ui_encoder
 from aircoach.tools.registry import MAX_TOOLS
 from aircoach.turn.conversations import ConversationIdText
+from aircoach.turn.regenerate import Regeneration
 
 router = APIRouter(prefix="/api", tags=["chat"])
 
@@ -138,6 +139,17 @@ def _as_message(body: UIChatRequest) -> MessageRequest:
         raise _invalid(loc, str(exc.errors()[0]["msg"])) from None
 
 
+def _regeneration(body: UIChatRequest) -> Regeneration | None:
+    """What a `regenerate-message` replaces: the answer `messageId` names (the assistant
+    message's id is its turn id), or the newest when it names none or the question itself
+    (`regenerate({messageId})` of a user message)."""
+    if body.trigger != "regenerate-message":
+        return None
+    question = [m for m in body.messages if m.role == "user"][-1]
+    named = body.messageId if body.messageId not in (None, question.id) else None
+    return Regeneration(answer_id=named)
+
+
 def _message_key(message_id: str) -> str:
     """The message's id as its `client_message_id`; an id of other characters (a client's
     own ids may hold anything) by its digest, so that a resend still replays."""
@@ -214,7 +226,7 @@ _STREAM_DOC = {
     response_class=Response,
     openapi_extra=_body_openapi(),
 )
-@max_body_bytes("chat_max_body_bytes")
+@max_body_bytes("chat_max_body_bytes", message="chat_body_too_large")
 async def ai_chat(
     request: Request,
     user: CurrentUser,
@@ -224,8 +236,11 @@ async def ai_chat(
     """Chat as the Vercel AI SDK's `useChat` (`DefaultChatTransport`) does: the chat `id` is
     the conversation, the last user message is the question (the rest of `messages` is not
     read: history comes from the store, so a client may send the last message alone; a chat
-    sent whole past 1000 messages is a 422 on `messages`)."""
-    body = _as_message(await _chat_body(request))
+    sent whole past 1000 messages is a 422 on `messages`). `regenerate-message` replaces the
+    chat's newest stored turn when it answers the same question (it leaves the history and
+    the model's context); otherwise it is a new turn."""
+    chat = await _chat_body(request)
+    body = _as_message(chat)
     return await run_chat(
         services,
         user,
@@ -234,6 +249,7 @@ async def ai_chat(
         body.client_message_id,
         encoder_for=ui_encoder,
         headers=_UI_HEADERS,
+        regeneration=_regeneration(chat),
     )
 
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from aircoach.routes.sse import Encoder
     from aircoach.services import Services
     from aircoach.tools.registry import ToolRegistry
+    from aircoach.turn.regenerate import Regeneration
 
 router = APIRouter(prefix="/api", tags=["chat"])
 log = logging.getLogger(__name__)
@@ -114,9 +115,12 @@ async def run_chat(
     *,
     encoder_for: Callable[[str], Encoder] | None = None,
     headers: dict[str, str] | None = None,
+    regeneration: Regeneration | None = None,
 ) -> Response:
     """The one turn pipeline of both chat routes: replay, rejoin or run the turn, streamed
-    with the encoder `encoder_for(turn_id)` gives (our SSE when None), or as JSON."""
+    with the encoder `encoder_for(turn_id)` gives (our SSE when None), or as JSON. A
+    `regeneration` replaces the conversation's newest turn when it answers the same question
+    (`aircoach.turn.regenerate`)."""
     # Imported by the first chat, not at start-up, so that the routes which never chat
     # (health) never import LangGraph; with the collector paused (aircoach/startup.py).
     first_import("aircoach.turn.prepare")
@@ -135,6 +139,7 @@ async def run_chat(
     )
     from aircoach.turn.conversations import conversation_thread
     from aircoach.turn.prepare import prepare_turn
+    from aircoach.turn.regenerate import let_go, put_back, take_back
     from aircoach.turn.rejoin import turn_events
     from aircoach.turn.replay import replayed_caveat, replayed_errors, replayed_events
     from aircoach.turn.run import TurnRun
@@ -199,7 +204,13 @@ async def run_chat(
             else None,
         )
 
+    replaced = None
     try:
+        if regeneration is not None:
+            # Out of the store before the thread is read: the new turn's context lacks it.
+            replaced = await take_back(
+                services.gate, user.sub, body.conversation_id, regeneration, question=body.query
+            )
         turn = await prepare_turn(
             services.turn_parts,
             user,
@@ -211,6 +222,8 @@ async def run_chat(
         )
     except Exception:
         await give_back(services.gate, user.sub, admission)  # nothing ran: a retry may run it
+        if replaced is not None:
+            await put_back(services.gate, replaced)
         raise
     try:
         with current_stages().timed("admission"):
@@ -219,7 +232,11 @@ async def run_chat(
             )
     except Exception:
         await turn.models.aclose()  # the turn never runs: its model clients close here
+        if replaced is not None:
+            await put_back(services.gate, replaced)
         raise
+    if replaced is not None:
+        await let_go(services.gate, user.sub, replaced)
     run = TurnRun(
         services.turn_log,
         user_id=user.sub,

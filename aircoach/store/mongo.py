@@ -377,6 +377,13 @@ class MongoChatStore:
             for doc in await self._db.run(self._name, read)
         ]
 
+    async def delete_turn(self, user_id: str, turn_id: str) -> bool:
+        async def delete(c: AsyncCollection) -> bool:
+            result = await c.delete_one({"userId": user_id, "turn_id": turn_id})
+            return bool(result.deleted_count == 1)
+
+        return await self._db.run(self._name, delete)
+
     async def delete_conversation(self, user_id: str, conversation: str) -> list[str]:
         query = {"userId": user_id, "conversation_id": conversation}
 

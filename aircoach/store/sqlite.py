@@ -405,6 +405,14 @@ class SqliteChatStore:
             for row in rows
         ]
 
+    async def delete_turn(self, user_id: str, turn_id: str) -> bool:
+        cursor = await self._db.run(
+            lambda c: c.execute(
+                "DELETE FROM chats WHERE userId = ? AND turn_id = ?", (user_id, turn_id)
+            )
+        )
+        return bool(cursor.rowcount == 1)
+
     async def delete_conversation(self, user_id: str, conversation: str) -> list[str]:
         def delete(c: sqlite3.Connection) -> list[str]:
             rows = c.execute(

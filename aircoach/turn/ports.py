@@ -73,6 +73,11 @@ class ChatStore(Protocol):
         their newest turn); `before_turn`: only those whose newest turn id is lower."""
         ...
 
+    async def delete_turn(self, user_id: str, turn_id: str) -> bool:
+        """Remove one of the user's turns; False when it does not exist (or is someone
+        else's, or another request removed it first)."""
+        ...
+
     async def delete_conversation(self, user_id: str, conversation: str) -> list[str]:
         """Remove the turns of the user's `conversation`; the ids of the turns removed (none:
         the conversation does not exist)."""

@@ -116,8 +116,9 @@ async def test_prepare_send_messages_request_sends_one_message_and_the_store_kee
 ):
     """docs/integrating.md's transport: `prepareSendMessagesRequest` sends the chat id and the
     last message alone (the body's switches kept), through `useChat`'s own chat class, for
-    new messages and for a regeneration. Each answer is given with the stored history, and
-    the chat on the client holds every question and answer."""
+    new messages and for a regeneration. Each answer is given with the stored history; the
+    regenerated answer replaces the old one on the client, in the store and in the model's
+    context."""
     script = Script([text(answer) for answer in ANSWERS])
     app = app_with(settings, models=ScriptedModels(script))
     with served(app) as url:
@@ -150,6 +151,7 @@ async def test_prepare_send_messages_request_sends_one_message_and_the_store_kee
     shown = [[str(m.content) for m in call] for call in script.calls]
     assert QUESTIONS[0] in shown[1] and ANSWERS[0] in shown[1]
     assert {*QUESTIONS[:2], *ANSWERS[:2]} <= set(shown[2])
+    assert ANSWERS[2] not in shown[3] and shown[3].count(QUESTIONS[2]) == 1
 
     def said(message: dict[str, Any]) -> str:
         return "".join(p["text"] for p in message["parts"] if p["type"] == "text")
@@ -166,7 +168,8 @@ async def test_prepare_send_messages_request_sends_one_message_and_the_store_kee
     ]
     services = services_of(app)
     stored = await services.chats.history("user-1", limit=10, conversation="chat-last-message")
-    assert [turn.system for turn in reversed(stored)] == ANSWERS
+    assert [turn.system for turn in reversed(stored)] == [*ANSWERS[:2], ANSWERS[3]]
+    assert messages[-1]["id"] == stored[0].turn_id
 
 
 INTERRUPTED = ROOT / "tests" / "ai_sdk" / "interrupted.mjs"

@@ -8,10 +8,13 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 
 from aircoach.grounding.guard import caveat
-from tests.helpers import services_of
+from tests.helpers import app_with, asgi_client, services_of
 from tests.scripted_model import Script, ScriptedChatModel, ScriptedModels, call, text
+
+EN = {"Accept-Language": "en"}
 
 
 def ui_body(query: str, *, chat_id: str = "chat-1", message_id: str = "m-1", **extra: Any):
@@ -159,6 +162,28 @@ async def test_a_chat_too_long_to_send_whole_is_a_422_on_messages_saying_what_to
     assert await services_of(app).chats.history("user-1", limit=5, conversation="chat-long") == []
 
 
+async def test_a_body_too_large_is_a_413_that_says_to_send_the_last_message_alone(settings, auth):
+    """Past `CHAT_MAX_BODY_BYTES` (here 1024) the 413 keeps its code and says, in the
+    request's language, what the client can do (as the 422 of a chat too long does); the
+    body is never echoed."""
+    app = app_with(settings.model_copy(update={"chat_max_body_bytes": 1024}))
+    body = ui_body("Quanto è lungo? " * 100)
+    async with asgi_client(app) as client:
+        italian = await client.post("/api/chat", json=body, headers=auth())
+        english = await client.post("/api/chat", json=body, headers={**auth(), **EN})
+    assert italian.status_code == english.status_code == 413
+    assert italian.json() == {
+        "error": "body_too_large",
+        "message": "Il corpo della richiesta supera 1024 byte: invia solo l'ultimo messaggio, "
+        "la conversazione è conservata sul server.",
+    }
+    assert english.json()["message"] == (
+        "The request body is larger than 1024 bytes: send the last message alone, the server "
+        "keeps the conversation."
+    )
+    assert "Quanto" not in italian.text + english.text
+
+
 async def test_the_last_message_alone_is_a_turn_of_the_stored_conversation(
     app, client, auth, script
 ):
@@ -300,6 +325,111 @@ async def test_a_new_message_after_stop_replaces_the_turn_still_running(
     (metadata,) = [c for c in stopped if c["type"] == "message-metadata"]
     assert metadata["messageMetadata"]["status"] == "cancelled"
     assert metadata["messageMetadata"]["turn_id"] == first[0].headers["X-Turn-ID"]
+
+
+def regenerate_body(query: str, *, message_id: str = "m-2", **extra: Any) -> dict[str, Any]:
+    """What `useChat`'s `regenerate()` sends (the answer dropped, the last message alone)."""
+    last = {"id": message_id, "role": "user", "parts": [{"type": "text", "text": query}]}
+    return {"id": "chat-1", "messages": [last], "trigger": "regenerate-message", **extra}
+
+
+def said(response: httpx.Response) -> str:
+    return "".join(c["delta"] for c in chunks(response.text) if c["type"] == "text-delta")
+
+
+async def test_a_regeneration_replaces_the_newest_answer_in_the_history_and_the_context(
+    client, auth, script
+):
+    """`regenerate()` asks the last question again: its old answer leaves the stored history
+    and the model's context (the model sees the question once, the old answer never), and
+    the new answer takes its place."""
+    scripted = script([text("Prima."), text("Vecchia risposta."), text("Nuova risposta.")])
+    await client.post(
+        "/api/chat", json=ui_body("Cos'è la portanza?", message_id="m-1"), headers=auth()
+    )
+    old = await client.post(
+        "/api/chat", json=ui_body("E la resistenza?", message_id="m-2"), headers=auth()
+    )
+    old_id = old.headers["X-Turn-ID"]
+
+    again = await client.post("/api/chat", json=regenerate_body("E la resistenza?"), headers=auth())
+    assert again.status_code == 200, again.text
+    assert said(again) == "Nuova risposta." and again.headers["X-Turn-ID"] != old_id
+    shown = [str(m.content) for m in scripted.calls[2]]
+    assert "Vecchia risposta." not in shown and shown.count("E la resistenza?") == 1
+    assert "Cos'è la portanza?" in shown and "Prima." in shown
+    finish = chunks(again.text)[-1]
+    assert finish["messageMetadata"]["context_turns"] == 1
+
+    page = (await client.get("/api/history?conversation_id=chat-1", headers=auth())).json()
+    assert [(t["human"], t["system"]) for t in page["turns"]] == [
+        ("E la resistenza?", "Nuova risposta."),
+        ("Cos'è la portanza?", "Prima."),
+    ]
+    assert (await client.get(f"/api/turns/{old_id}", headers=auth())).status_code == 404
+
+
+async def test_a_regeneration_of_another_answer_than_the_newest_is_a_new_turn(
+    app, client, auth, script
+):
+    """Only the newest answer, to the same question, is replaced: `regenerate({messageId})`
+    of an older answer (even to the same words), or a question the newest turn does not
+    answer, runs a new turn and removes nothing."""
+    script([text("Uno."), text("Due."), text("Tre."), text("Quattro.")])
+    first = await client.post(
+        "/api/chat", json=ui_body("Spiegami meglio", message_id="m-1"), headers=auth()
+    )
+    await client.post(
+        "/api/chat", json=ui_body("Spiegami meglio", message_id="m-2"), headers=auth()
+    )
+    older = regenerate_body(
+        "Spiegami meglio", message_id="m-1", messageId=first.headers["X-Turn-ID"]
+    )
+    assert (await client.post("/api/chat", json=older, headers=auth())).status_code == 200
+    other = regenerate_body("Un'altra domanda", message_id="m-3")
+    assert (await client.post("/api/chat", json=other, headers=auth())).status_code == 200
+    stored = await services_of(app).chats.history("user-1", limit=10, conversation="chat-1")
+    assert [t.system for t in stored] == ["Quattro.", "Tre.", "Due.", "Uno."]
+
+
+@pytest.mark.parametrize("store_refuses", [False, True], ids=["stored", "spooled"])
+async def test_a_regeneration_refused_as_busy_puts_the_old_answer_back(
+    settings, app, client, auth, script, store_refuses
+):
+    """The old answer leaves the store before the new turn is prepared, and comes back as it
+    was when the new turn does not run (here: another turn holds the chat and the client asked
+    for `if_busy: reject`). A store that refuses it then gets it through the dead-letter spool,
+    at the next request once it takes writes again."""
+    from aircoach.turn.conversations import conversation_thread
+    from tests.store.test_dead_letters import accept_writes, refuse_writes
+
+    script([text("La risposta.")])
+    first = await client.post(
+        "/api/chat", json=ui_body("Cos'è il QNH?", message_id="m-2"), headers=auth()
+    )
+    services = services_of(app)
+    before = await services.chats.get_turn("user-1", first.headers["X-Turn-ID"])
+    assert before is not None
+    now = services.clock()
+    running = "elsewhere-turn"  # another instance's turn holds the chat
+    thread = conversation_thread("user-1", "chat-1")
+    assert (
+        await services.turn_log.claim("user-1", thread, running, now=now, expires_at=now + 60)
+        is None
+    )
+    if store_refuses:
+        refuse_writes(settings.sqlite_file)
+
+    body = regenerate_body("Cos'è il QNH?", if_busy="reject")
+    refused = await client.post("/api/chat", json=body, headers=auth())
+    assert refused.status_code == 409 and refused.json()["turn_id"] == running
+    if store_refuses:
+        assert await services.chats.get_turn("user-1", before.turn_id) is None
+        assert await services.dead_letters.find("user-1", before.turn_id) == before
+        accept_writes(settings.sqlite_file)
+    page = (await client.get("/api/history?conversation_id=chat-1", headers=auth())).json()
+    assert [t["turn_id"] for t in page["turns"]] == [before.turn_id]
+    assert await services.chats.get_turn("user-1", before.turn_id) == before
 
 
 def test_the_chat_routes_document_every_status_and_header_of_the_turn_pipeline(openapi_schema):

@@ -221,6 +221,23 @@ async def test_a_turn_is_found_by_id_only_by_its_user(chats: ChatStore):
     assert await chats.get_turn("alice", "nope") is None
 
 
+async def test_one_turn_is_deleted_only_by_its_user_and_the_rest_stays(chats: ChatStore):
+    kept, gone = (
+        make_turn("alice", 1, conversation_id="c"),
+        make_turn("alice", 2, conversation_id="c"),
+    )
+    for turn in (kept, gone):
+        await chats.append_turn(turn)
+    assert not await chats.delete_turn("mallory", gone.turn_id)
+    assert await chats.delete_turn("alice", gone.turn_id)
+    assert not await chats.delete_turn("alice", gone.turn_id)  # already gone
+    assert await chats.get_turn("alice", gone.turn_id) is None
+    assert await chats.recent_turns("alice", 5, conversation="c") == [kept]
+    assert await chats.latest_turn_ids("alice", conversation="c") == [kept.turn_id]
+    await chats.append_turn(gone)  # put back as it was
+    assert await chats.recent_turns("alice", 5, conversation="c") == [kept, gone]
+
+
 async def test_history_pages_by_turn_id_even_within_one_millisecond(chats: ChatStore):
     # One timestamp for all: only the turn ids order them (nx-27017 compares timestamp
     # strings at second precision; the ids are unique and time-ordered).

@@ -1,0 +1,83 @@
+"""A regeneration (the AI SDK's `regenerate()`): the newest answer of a conversation, asked
+for again, is replaced by the new one, not kept beside it.
+
+The replaced turn is taken out of the store once the new turn is admitted and before it is
+prepared, so that neither the model's context nor `GET /api/history` holds it any more. If the
+new turn does not run after all (refused as busy, or failed while it was prepared), the old one
+is put back as it was (its turn id keeps its place), or, the store refusing it, spooled as a dead
+letter that the next replay stores. Once the new turn runs, the old one's event log and
+idempotency records are removed too, as a delete of the conversation removes its turns'."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from aircoach.turn.records import Turn
+
+if TYPE_CHECKING:
+    # The chat route imports this module at start-up; admission imports the turn (LangChain).
+    from aircoach.turn.admission import Gate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Regeneration:
+    """A request to answer the last user message again. `answer_id`: the answer it replaces
+    when the client named it (useChat's `regenerate({messageId})`); None: the newest."""
+
+    answer_id: str | None = None
+
+
+async def take_back(
+    gate: Gate,
+    user_id: str,
+    conversation_id: str | None,
+    regeneration: Regeneration,
+    *,
+    question: str,
+) -> Turn | None:
+    """Remove the conversation's newest stored turn when it answers `question` (and is the
+    answer named, if one was): the turn removed, or None (the newest turn answers another
+    question, a client named an older answer, or another request removed it first): the new
+    turn is then just a new turn. `StoreUnavailable` when the store cannot be read."""
+    newest = await gate.chats.recent_turns(user_id, 1, conversation=conversation_id)
+    if not newest:
+        return None
+    turn = newest[0]
+    if turn.human != question or regeneration.answer_id not in (None, turn.turn_id):
+        return None
+    if not await gate.chats.delete_turn(user_id, turn.turn_id):
+        return None
+    log.info("turn %s of %r taken back: it is being regenerated", turn.turn_id, user_id)
+    return turn
+
+
+async def put_back(gate: Gate, turn: Turn) -> None:
+    """Store again a turn taken back for a regeneration that did not run; spooled when the
+    store refuses it (the request's own error is the one the client gets)."""
+    try:
+        await gate.chats.append_turn(turn)
+    except Exception:
+        log.warning("turn %s taken back could not be put back: spooled", turn.turn_id)
+        await gate.dead_letters.keep(turn)  # which logs a spool that refuses it too
+        return
+    log.info("turn %s put back: its regeneration did not run", turn.turn_id)
+
+
+async def let_go(gate: Gate, user_id: str, turn: Turn) -> None:
+    """The regeneration runs: forget the replaced turn's event log and idempotency records.
+    What the store cannot remove now is logged and the new turn runs all the same: a
+    reservation left behind makes a resend of the replaced message's id a 409 until it goes
+    stale, no worse."""
+    try:
+        await gate.turn_log.forget(user_id, [turn.turn_id])
+        await gate.guards.reservations.forget_turns(user_id, [turn.turn_id])
+    except Exception:
+        log.warning(
+            "turn %s was regenerated but its log or idempotency records remain",
+            turn.turn_id,
+            exc_info=True,
+        )
