@@ -180,6 +180,11 @@ async def test_a_chat_exam_question_called_right_without_a_letter_is_asked_for_i
         ("la 2 è la giusta, la 3 è a", {3: "a"}),
         ("1 e 2 sono giuste", {}),
         ("3e 4a", {3: "e", 4: "a"}),  # the letter e, not an option: the grader says so
+        # "è" then a colon or "=" is the verb too (read as the answer "e").
+        ("4 è: b", {4: "b"}),
+        ("4 e: la b, 5 è = c", {4: "b", 5: "c"}),
+        ("4 è: giusta", {}),
+        ("3: e", {3: "e"}),
     ],
 )
 def test_numbered_exam_answers_are_read_alike_by_the_tool_and_the_offline_model(
