@@ -27,6 +27,7 @@ from aircoach.text import fold
 ASK = "domanda_teoria"
 GRADE = "verifica_risposta"
 MAX_ANSWER_CHARS = 200  # a longer message is a question or a remark, not an answer
+_SAID_NOT_KNOWN = "non lo so"  # a "don't know" as `verifica_risposta` reads it
 
 _QUESTION = re.compile(r"^Capitolo (\d+), domanda (\d+):", re.MULTILINE)
 _OPTION = re.compile(r"^([a-z])\) (.+)$", re.MULTILINE)
@@ -78,18 +79,25 @@ def pending_question(messages: Sequence[BaseMessage]) -> PendingQuestion | None:
 
 
 def numbered_answers(query: str, waiting: list[PendingQuestion]) -> list[dict[str, Any]]:
-    """ "1a 2b 3c" to the questions still waiting (numbered in the order they were asked):
-    one grading call each; [] when the message is not that."""
+    """ "1a 2b 3c", "1 b 2 non lo so" to the questions still waiting (numbered in the order
+    they were asked): one grading call each, a "don't know" graded as not known; [] when the
+    message is not that."""
     text = fold(query)
     if len(text) > MAX_ANSWER_CHARS or len(waiting) < 2:
         return []
-    # Read as the mock exam reads them ("la 2 è b"); a "don't know" is left to the grading
-    # of the single pending question, as before.
-    found = {n: x for n, x in read_numbered_answers(text).items() if x != NOT_KNOWN}
-    if len(found) < 2 or any(not 1 <= n <= len(waiting) for n in found):
+    found = read_numbered_answers(text)  # as the mock exam reads them ("la 2 è b")
+    # A lone number and letter may be something else ("capitoli 2, 5 e 7" reads 5 = e); a
+    # lone "2 non lo so" cannot.
+    if len(found) < 2 and NOT_KNOWN not in found.values():
+        return []
+    if any(not 1 <= n <= len(waiting) for n in found):
         return []
     return [
-        {"capitolo": waiting[n - 1].capitolo, "numero": waiting[n - 1].numero, "risposta": x}
+        {
+            "capitolo": waiting[n - 1].capitolo,
+            "numero": waiting[n - 1].numero,
+            "risposta": _SAID_NOT_KNOWN if x == NOT_KNOWN else x,
+        }
         for n, x in sorted(found.items())
     ]
 
