@@ -350,7 +350,7 @@ class OfflineChatModel(BaseChatModel):
         """ "1a 2b 3c" to several questions still waiting: one grading each."""
         if self._bound(offline_quiz.GRADE) is None:
             return []
-        waiting = offline_quiz.pending_questions(messages)
+        waiting = offline_quiz.waiting_by_number(messages)
         return [
             _tool_call(offline_quiz.GRADE, args)
             for args in offline_quiz.numbered_answers(query, waiting)
