@@ -154,6 +154,19 @@ async def test_a_chat_exam_question_called_right_without_a_letter_is_asked_for_i
         noted = await chat(client, auth(), "la 3 è b")
         assert "Ho preso nota di 1 risposte su 5. Mancano le domande 1, 2, 4, 5." in said(noted)
 
+        # A question the exam does not have: how many it has and how to answer (it searched
+        # the manual for "giusta"; "9b" was left out of the note without a word).
+        outside = await chat(client, auth(), "la 9 è giusta")
+        assert [e["type"] for e in outside if e["type"] != "agent_message"] == ["done"]
+        text = said(outside)
+        assert "La simulazione ha 5 domande, numerate da 1 a 5: la domanda 9 non c'è." in text
+        assert offline_exam.HOW_TO_ANSWER in text
+        both = said(await chat(client, auth(), "la 3 e la 7 sono giuste"))
+        assert "numerate da 1 a 5: la domanda 7 non c'è." in both
+        noted = said(await chat(client, auth(), "1a 9b 12 c"))
+        assert "numerate da 1 a 5: le domande 9 e 12 non ci sono." in noted
+        assert "Ho preso nota di 2 risposte su 5. Mancano le domande 2, 4, 5." in noted
+
 
 @pytest.mark.parametrize(
     ("text", "read"),
