@@ -325,9 +325,9 @@ class OfflineChatModel(BaseChatModel):
             if offline_exam.wants_submit(query) or (given and not exam.missing):
                 return _tool_call(offline_quiz.GRADE, offline_exam.submit_call(exam))
             if given:
-                return offline_exam.progress_note(exam)
-            if judged := offline_exam.judged_without_letter(query, exam):
-                return offline_exam.letter_needed(judged)
+                return offline_exam.progress_note(exam, given)
+            if judged := offline_exam.judged_without_letter(query):
+                return offline_exam.letter_needed(judged, exam)
         if offline_exam.wants_exam(query):
             return _tool_call(offline_quiz.ASK, offline_exam.start_call(query))
         if exam is None and offline_exam.hands_in(query):  # not a manual search for "consegno"
@@ -350,7 +350,7 @@ class OfflineChatModel(BaseChatModel):
         """ "1a 2b 3c" to several questions still waiting: one grading each."""
         if self._bound(offline_quiz.GRADE) is None:
             return []
-        waiting = offline_quiz.pending_questions(messages)
+        waiting = offline_quiz.waiting_by_number(messages)
         return [
             _tool_call(offline_quiz.GRADE, args)
             for args in offline_quiz.numbered_answers(query, waiting)

@@ -7,7 +7,7 @@ one message or several), and when to submit them (`verifica_risposta` with `esam
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +75,10 @@ class OpenExam:
     @property
     def missing(self) -> list[int]:
         return [n for n in range(1, self.size + 1) if n not in self.answers]
+
+    def outside(self, numbers: Iterable[int]) -> list[int]:
+        """The numbers of questions this exam does not have, in order."""
+        return sorted({n for n in numbers if not 1 <= n <= self.size})
 
 
 def numbered(text: str) -> dict[int, str]:
@@ -206,9 +210,10 @@ _JUDGEMENTS = frozenset({"corrett", "esatt", "giust", "sbagliat"})  # the stems 
 _JUDGEMENT_MAX_CHARS = 60
 
 
-def judged_without_letter(query: str, exam: OpenExam) -> list[int]:
-    """The exam's questions a message calls right or wrong without naming a letter ("la 3 è
-    giusta"): the student has to say which letter; [] for any other message."""
+def judged_without_letter(query: str) -> list[int]:
+    """The questions a message calls right or wrong without naming a letter ("la 3 è
+    giusta"), whether or not the exam has them: the student has to say which letter; [] for
+    any other message."""
     if len(query) > _JUDGEMENT_MAX_CHARS:
         return []
     tokens = re.findall(r"[a-z0-9]+", fold(query))
@@ -216,11 +221,22 @@ def judged_without_letter(query: str, exam: OpenExam) -> list[int]:
         return []
     if not all(t.isdigit() or t in _JUDGING_WORDS for t in tokens):
         return []
-    named = sorted({int(t) for t in tokens if t.isdigit()})
-    return named if named and all(1 <= n <= exam.size for n in named) else []
+    return sorted({int(t) for t in tokens if t.isdigit()})
 
 
-def letter_needed(questions: list[int]) -> str:
+def _not_in_exam(numbers: list[int], exam: OpenExam) -> str:
+    listed = " e ".join(str(n) for n in numbers)
+    which = (
+        f"la domanda {listed} non c'è" if len(numbers) == 1 else f"le domande {listed} non ci sono"
+    )
+    return f"La simulazione ha {exam.size} domande, numerate da 1 a {exam.size}: {which}."
+
+
+def letter_needed(questions: list[int], exam: OpenExam) -> str:
+    """What to say to "la 3 è giusta": how to answer question 3, or, when the exam has no
+    question 3, how many it has and how to answer them."""
+    if outside := exam.outside(questions):
+        return f"{_not_in_exam(outside, exam)} {HOW_TO_ANSWER}"
     first = questions[0]
     which = "alla domanda" if len(questions) == 1 else "alle domande"
     listed = " e ".join(str(n) for n in questions)
@@ -231,10 +247,14 @@ def letter_needed(questions: list[int]) -> str:
     )
 
 
-def progress_note(exam: OpenExam) -> str:
+def progress_note(exam: OpenExam, given: Iterable[int] = ()) -> str:
+    """The answers noted and the questions missing, after the numbers just `given` that the
+    exam does not have ("9b" in an exam of 5 is not noted)."""
     missing = exam.missing
     listed = ", ".join(str(n) for n in missing[:15]) + ("…" if len(missing) > 15 else "")
-    return (
+    outside = exam.outside(given)
+    not_noted = f"{_not_in_exam(outside, exam)} " if outside else ""
+    return not_noted + (
         f"Ho preso nota di {len(exam.answers)} risposte su {exam.size}. Mancano le domande "
         f'{listed}. Continua con numero e lettera (per esempio "{missing[0]}a", o '
         f'"{missing[0]} non lo so" se non la sai), oppure scrivi «consegno» per la correzione: '

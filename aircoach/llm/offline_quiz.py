@@ -9,7 +9,7 @@ gradings of `verifica_risposta` after it (`... (capitolo N, domanda M)`).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,7 @@ from aircoach.text import fold
 ASK = "domanda_teoria"
 GRADE = "verifica_risposta"
 MAX_ANSWER_CHARS = 200  # a longer message is a question or a remark, not an answer
+_SAID_NOT_KNOWN = "non lo so"  # a "don't know" as `verifica_risposta` reads it
 
 _QUESTION = re.compile(r"^Capitolo (\d+), domanda (\d+):", re.MULTILINE)
 _OPTION = re.compile(r"^([a-z])\) (.+)$", re.MULTILINE)
@@ -58,8 +59,9 @@ def _questions(text: str) -> list[PendingQuestion]:
     return found
 
 
-def pending_questions(messages: Sequence[BaseMessage]) -> list[PendingQuestion]:
-    """The questions of the last quiz result that no grading has answered since, in order."""
+def waiting_by_number(messages: Sequence[BaseMessage]) -> dict[int, PendingQuestion]:
+    """The questions of the last quiz result that no grading has answered since, by their
+    place in that result (1 for the first asked), which a graded one leaves empty."""
     graded: set[tuple[int, int]] = set()
     for message in reversed(messages):
         if not isinstance(message, ToolMessage) or message.status == "error":
@@ -67,8 +69,15 @@ def pending_questions(messages: Sequence[BaseMessage]) -> list[PendingQuestion]:
         if message.name == GRADE:
             graded |= {(int(c), int(n)) for c, n in _GRADED.findall(message.text)}
         elif message.name == ASK and (asked := _questions(message.text)):
-            return [q for q in asked if (q.capitolo, q.numero) not in graded]
-    return []
+            return {
+                place: q for place, q in enumerate(asked, 1) if (q.capitolo, q.numero) not in graded
+            }
+    return {}
+
+
+def pending_questions(messages: Sequence[BaseMessage]) -> list[PendingQuestion]:
+    """The questions of the last quiz result that no grading has answered since, in order."""
+    return list(waiting_by_number(messages).values())
 
 
 def pending_question(messages: Sequence[BaseMessage]) -> PendingQuestion | None:
@@ -77,19 +86,26 @@ def pending_question(messages: Sequence[BaseMessage]) -> PendingQuestion | None:
     return waiting[0] if waiting else None
 
 
-def numbered_answers(query: str, waiting: list[PendingQuestion]) -> list[dict[str, Any]]:
-    """ "1a 2b 3c" to the questions still waiting (numbered in the order they were asked):
-    one grading call each; [] when the message is not that."""
+def numbered_answers(query: str, waiting: Mapping[int, PendingQuestion]) -> list[dict[str, Any]]:
+    """ "1a 2b 3c", "1 b 2 non lo so" to the questions still waiting (`waiting_by_number`:
+    numbered in the order they were asked): one grading call each, a "don't know" graded as
+    not known; [] when the message is not that, or names a question that does not wait."""
     text = fold(query)
     if len(text) > MAX_ANSWER_CHARS or len(waiting) < 2:
         return []
-    # Read as the mock exam reads them ("la 2 è b"); a "don't know" is left to the grading
-    # of the single pending question, as before.
-    found = {n: x for n, x in read_numbered_answers(text).items() if x != NOT_KNOWN}
-    if len(found) < 2 or any(not 1 <= n <= len(waiting) for n in found):
+    found = read_numbered_answers(text)  # as the mock exam reads them ("la 2 è b")
+    # A lone number and letter may be something else ("capitoli 2, 5 e 7" reads 5 = e); a
+    # lone "2 non lo so" cannot.
+    if len(found) < 2 and NOT_KNOWN not in found.values():
+        return []
+    if any(n not in waiting for n in found):
         return []
     return [
-        {"capitolo": waiting[n - 1].capitolo, "numero": waiting[n - 1].numero, "risposta": x}
+        {
+            "capitolo": waiting[n].capitolo,
+            "numero": waiting[n].numero,
+            "risposta": _SAID_NOT_KNOWN if x == NOT_KNOWN else x,
+        }
         for n, x in sorted(found.items())
     ]
 

@@ -91,14 +91,16 @@ def dont_know(text: str) -> bool:
 _DONT_KNOW_WORDS = "|".join(
     r"\s+".join(phrase.split()) for phrase in sorted(DONT_KNOW, key=len, reverse=True)
 )
-# "1a", "2) b", "3: c", "la 3 è b", "3 è la c"; "4 non lo so", "5 -", "6 salta" (not known),
-# where that answer ends: at the end, a comma or a full stop, or the next number ("sulla 4 non
-# so ancora" is no answer). An "è" (folded to "e") followed by a word is the verb, not the
-# letter e: "la 3 è giusta", "1 e 2 sono sbagliate" name no letter.
+# "1a", "2) b", "3: c", "la 3 è b", "3 è la c", "4 è: b"; "4 non lo so", "5 -", "6 salta" (not
+# known), where that answer ends: at the end, a comma or a full stop, or the next number
+# ("sulla 4 non so ancora" is no answer). An "è" (folded to "e") followed by a space, a colon
+# or "=" and a word is the verb, not the letter e: "la 3 è giusta", "3 è: corretta", "1 e 2
+# sono sbagliate" name no letter.
+_VERB = r"e'?(?:\s{0,2}[:=]\s{0,3}|\s{1,3})"
 _NUMBERED_ANSWER = re.compile(
     r"\b(\d{1,2})\s{0,2}(?:"
-    r"[).:=-]?\s{0,2}(?:e'?\s{1,3}(?:la\s{1,3})?)?"
-    r"(?!e'?\s{1,3}(?:\d{1,2}\s{1,3})?[a-z]{2})([a-z])\b"
+    rf"[).:=-]?\s{{0,2}}(?:{_VERB}(?:la\s{{1,3}})?)?"
+    rf"(?!{_VERB}(?:\d{{1,2}}\s{{1,3}})?[a-z]{{2}})([a-z])\b"
     rf"|[).:=]?\s{{0,2}}(?:(?:{_DONT_KNOW_WORDS})\b|-)(?=\s*(?:$|[,;.!]|e\s+\d|\d))"
     r")",
     re.MULTILINE,

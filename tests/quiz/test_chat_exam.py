@@ -154,6 +154,19 @@ async def test_a_chat_exam_question_called_right_without_a_letter_is_asked_for_i
         noted = await chat(client, auth(), "la 3 è b")
         assert "Ho preso nota di 1 risposte su 5. Mancano le domande 1, 2, 4, 5." in said(noted)
 
+        # A question the exam does not have: how many it has and how to answer (it searched
+        # the manual for "giusta"; "9b" was left out of the note without a word).
+        outside = await chat(client, auth(), "la 9 è giusta")
+        assert [e["type"] for e in outside if e["type"] != "agent_message"] == ["done"]
+        text = said(outside)
+        assert "La simulazione ha 5 domande, numerate da 1 a 5: la domanda 9 non c'è." in text
+        assert offline_exam.HOW_TO_ANSWER in text
+        both = said(await chat(client, auth(), "la 3 e la 7 sono giuste"))
+        assert "numerate da 1 a 5: la domanda 7 non c'è." in both
+        noted = said(await chat(client, auth(), "1a 9b 12 c"))
+        assert "numerate da 1 a 5: le domande 9 e 12 non ci sono." in noted
+        assert "Ho preso nota di 2 risposte su 5. Mancano le domande 2, 4, 5." in noted
+
 
 @pytest.mark.parametrize(
     ("text", "read"),
@@ -180,6 +193,11 @@ async def test_a_chat_exam_question_called_right_without_a_letter_is_asked_for_i
         ("la 2 è la giusta, la 3 è a", {3: "a"}),
         ("1 e 2 sono giuste", {}),
         ("3e 4a", {3: "e", 4: "a"}),  # the letter e, not an option: the grader says so
+        # "è" then a colon or "=" is the verb too (read as the answer "e").
+        ("4 è: b", {4: "b"}),
+        ("4 e: la b, 5 è = c", {4: "b", 5: "c"}),
+        ("4 è: giusta", {}),
+        ("3: e", {3: "e"}),
     ],
 )
 def test_numbered_exam_answers_are_read_alike_by_the_tool_and_the_offline_model(

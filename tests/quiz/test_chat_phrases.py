@@ -147,3 +147,37 @@ async def test_hand_in_with_no_exam_open_says_how_to_start_one(settings: Setting
         # A question about handing something in is still a question for the manual.
         asked = await chat(client, auth(), "Come si consegna il piano di volo all'ente ATS?")
         assert "Non hai una simulazione d'esame aperta" not in said(asked)
+
+
+async def test_a_numbered_dont_know_among_several_pending_questions_is_graded_not_known(
+    settings: Settings, auth
+):
+    """ "1 b 2 non lo so" graded only question 1 (the numbered "don't know" was dropped) and a
+    lone "2 non lo so" graded nothing; the single question's "non lo so" and the mock exam
+    grade it as not known."""
+    async with asgi_client(app_with(settings)) as client:
+        for query, given in (("1 b 2 non lo so", "b-"), ("1 salta, 2: c", "-c")):
+            asked = (await chat(client, auth(), "Dammi 2 domande dai capitoli 2 e 5"))[0]["data"]
+            events = await chat(client, auth(), query)
+            gradings = [e["data"] for e in events if e["type"] == "tool_result"]
+            assert sorted((g["capitolo"], g["numero"], g["risposta"]) for g in gradings) == sorted(
+                (q["capitolo"], q["numero"], x)
+                for q, x in zip(asked["questions"], given, strict=True)
+            ), query
+            assert "NON NOTA" in said(events), query
+
+        asked = (await chat(client, auth(), "Dammi 3 domande dai capitoli 2, 5 e 7"))[0]["data"]
+        second = asked["questions"][1]
+        events = await chat(client, auth(), "2 non lo so")
+        gradings = [e["data"] for e in events if e["type"] == "tool_result"]
+        assert [(g["capitolo"], g["numero"], g["risposta"]) for g in gradings] == [
+            (second["capitolo"], second["numero"], "-")
+        ]
+        # Questions 1 and 3 still wait, under the numbers they were asked with (3 was read as
+        # out of range, "1a 2c" graded the third question as the second).
+        events = await chat(client, auth(), "1a 3c")
+        gradings = [e["data"] for e in events if e["type"] == "tool_result"]
+        first, _, third = asked["questions"]
+        assert sorted((g["capitolo"], g["numero"], g["risposta"]) for g in gradings) == sorted(
+            [(first["capitolo"], first["numero"], "a"), (third["capitolo"], third["numero"], "c")]
+        )
