@@ -91,8 +91,8 @@ async def delete_conversation(
     from it are removed, from the store and from this instance's memory (the other instances
     rebuild theirs from the store on its next turn). 404 for an unknown id; 409 (nothing
     removed) when the running turn has not stopped within 10 s; 503 (nothing removed) when
-    turns waiting in the dead-letter spool, which may be the conversation's, cannot be moved
-    into the store first."""
+    the dead-letter spool, which may hold the conversation's turns, cannot be read (those the
+    store refuses leave the spool with the conversation; other conversations' wait there)."""
     if not await services.conversation_eraser.erase(user.sub, conversation_id):
         raise NotFound("conversation_not_found", conversation_id=conversation_id)
     return Response(status_code=204)

@@ -115,11 +115,12 @@ class ConversationEraser:
     async def erase(self, user_id: str, conversation_id: str) -> bool:
         """Delete the user's conversation: False when there was none (nothing stored, nothing
         running); `TurnInProgress` (nothing removed) when its running turn, cancelled, has
-        not let go of the conversation within `cancel_wait_s`; `StoreUnavailable` (nothing
-        removed) when the turns waiting in the dead-letter spool cannot be moved into the
-        store first (some may be the conversation's: they would come back later)."""
+        not let go of the conversation within `cancel_wait_s`; `StoreUnavailable` when the
+        store fails, or the dead-letter spool cannot be read (it may hold the conversation's
+        turns: they would come back later). The conversation's turns the store refuses leave
+        the spool first (`DeadLetters.drain_conversation`): a retry finishes the delete."""
         running = await self._stop_running(user_id, conversation_id)
-        await self.dead_letters.drain(self.chats)
+        await self.dead_letters.drain_conversation(self.chats, user_id, conversation_id)
         turn_ids = await self.chats.delete_conversation(user_id, conversation_id)
         if turn_ids:
             await self.turn_log.forget(user_id, turn_ids)

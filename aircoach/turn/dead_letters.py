@@ -188,6 +188,47 @@ class DeadLetters:
         if moved := self.replayed - before:
             log.info("dead letters drained into the store: %d turns (%s)", moved, self.spool.kind)
 
+    async def drain_conversation(
+        self, chats: ChatStore, user_id: str, conversation_id: str, *, limit: int = 100
+    ) -> None:
+        """Before the user's conversation is deleted: make sure none of its turns comes back
+        from the spool afterwards. The spool is drained first (`drain`); when turns stay in
+        it (the store refuses them), those of this conversation are removed from the spool,
+        as the delete removes the stored ones, and the others wait for the store: they are
+        not this delete's (a turn the store refuses, alone on a quiet instance, refused every
+        delete of every conversation until a chat turn was stored there). `StoreUnavailable`
+        when the spool cannot be listed, an entry left cannot be read (it may be this
+        conversation's), or `limit` turns or more wait (an outage: each would be read)."""
+        try:
+            await self.drain(chats, limit=limit)
+            return
+        except StoreUnavailable:
+            pass
+        try:
+            keys = await self.spool.keys(limit)
+            left = [(key, await self.spool.get(key)) for key in keys]
+        except Exception as exc:
+            self._failed(exc, spool=True)
+            raise StoreUnavailable() from exc
+        if len(keys) >= limit:
+            raise StoreUnavailable()
+        for key, turn in left:
+            if (
+                turn is not None
+                and turn.userId == user_id
+                and turn.conversation_id == conversation_id
+            ):
+                try:
+                    await self.spool.delete(key)
+                except Exception as exc:
+                    self._failed(exc, spool=True)
+                    raise StoreUnavailable() from exc
+                log.info(
+                    "dead letter %r removed from the spool (%s): its conversation is deleted",
+                    key,
+                    self.spool.kind,
+                )
+
     def _stopped(self, what: str, moved: int, failed: _ReplayFailed) -> None:
         cause = failed.__cause__
         log.warning(

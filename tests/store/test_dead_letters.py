@@ -321,28 +321,50 @@ async def test_a_deleted_conversation_does_not_come_back_from_the_spool(settings
     assert history.json()["turns"] == []
 
 
-async def test_a_delete_is_refused_while_the_spool_cannot_be_emptied(settings, auth, data_dir):
-    """A spooled turn the store refuses again: the delete is a 503 and removes nothing (its
-    turns could otherwise come back later); once the store takes it, the delete goes on."""
+async def test_a_delete_takes_its_own_spooled_turns_and_waits_for_no_other(settings, auth):
+    """The store refuses every new turn: the spooled turn of the conversation being deleted
+    leaves the spool with it (it would come back later), another conversation's waits there
+    for the store and does not hold the delete back."""
+    script = Script([text("uno")])
+    app = app_with(settings, models=ScriptedModels(script))
+    me = auth()
+    spool = services_of(app).dead_letters.spool
+    async with asgi_client(app) as client:
+        await chat(client, me, "salvata", conversation_id="c1")
+        await spool.put(a_turn("0001", "in attesa"))
+        await spool.put(a_turn("0002", "di c1").model_copy(update={"conversation_id": "c1"}))
+        refuse_writes(settings.sqlite_file)
+        deleted = await client.delete("/api/conversations/c1", headers=me)
+        assert deleted.status_code == 204, deleted.text
+        assert await spool.keys(10) == ["0001.json"]
+        accept_writes(settings.sqlite_file)
+        await services_of(app).dead_letters.drain(services_of(app).chats)
+        c1 = await client.get("/api/history?conversation_id=c1", headers=me)
+        assert c1.json()["turns"] == []
+        turns = (await client.get("/api/history", headers=me)).json()["turns"]
+    assert [t["human"] for t in turns] == ["in attesa"]  # another conversation's turn, stored
+
+
+async def test_a_delete_is_refused_while_the_spool_cannot_be_read(settings, auth, data_dir):
+    """An entry the spool cannot read (a folder where the file should be: the read fails
+    with an OSError, as a PermissionError would) may be the conversation's: the delete is a
+    503 and removes nothing; once it is gone, the delete goes on."""
     script = Script([text("uno")])
     app = app_with(settings, models=ScriptedModels(script))
     me = auth()
     async with asgi_client(app) as client:
         await chat(client, me, "salvata", conversation_id="c1")
-        await services_of(app).dead_letters.spool.put(a_turn("0001", "in attesa"))
-        refuse_writes(settings.sqlite_file)
+        unreadable = data_dir / "deadletter" / "0001.json"
+        unreadable.mkdir(parents=True)
         refused = await client.delete("/api/conversations/c1", headers=me)
         assert refused.status_code == 503, refused.text
         assert refused.json()["error"] == "store_unavailable"
         assert refused.headers["Retry-After"] == "5"
         history = await client.get("/api/history?conversation_id=c1", headers=me)
         assert [t["human"] for t in history.json()["turns"]] == ["salvata"]
-
-        accept_writes(settings.sqlite_file)
+        unreadable.rmdir()
         deleted = await client.delete("/api/conversations/c1", headers=me)
         assert deleted.status_code == 204, deleted.text
-        turns = (await client.get("/api/history", headers=me)).json()["turns"]
-    assert [t["human"] for t in turns] == ["in attesa"]  # another conversation's turn, stored
 
 
 async def test_a_drain_moves_at_most_its_limit_per_call(settings, data_dir):
@@ -518,14 +540,14 @@ async def test_a_delete_is_not_refused_for_ever_by_a_turn_the_store_refuses(sett
         refuse_turn(settings.sqlite_file, "0001")
         await spool.put(a_turn("0001", "troppo grande"))
         await spool.put(a_turn("0002", "in attesa"))
-        refused = await client.delete("/api/conversations/c1", headers=me)
-        assert refused.status_code == 503, refused.text  # 0001 may be a store coming back
-        clock.advance(QUARANTINE_AFTER_S)  # it is not: refused while the store took 0002
         deleted = await client.delete("/api/conversations/c1", headers=me)
-        assert deleted.status_code == 204, deleted.text
+        assert deleted.status_code == 204, deleted.text  # 0001 is not c1's: it does not wait
+        assert await spool.keys(10) == ["0001.json"]  # 0001 may be a store coming back
+        clock.advance(QUARANTINE_AFTER_S)  # it is not: refused while the store took 0002
+        await dead_letters.drain(services_of(app).chats)
         turns = (await client.get("/api/history", headers=me)).json()["turns"]
     assert [t["human"] for t in turns] == ["in attesa"]
-    assert await spool.keys(10) == []
+    assert await spool.keys(10) == [] and dead_letters.quarantined == 1
 
 
 async def test_a_refused_turn_alone_in_the_spool_is_quarantined_after_a_stored_turn(
@@ -541,8 +563,8 @@ async def test_a_refused_turn_alone_in_the_spool_is_quarantined_after_a_stored_t
         await services_of(app).chats.latest_turn_ids("user-1")
         refuse_turn(settings.sqlite_file, "0001")
         await dead_letters.spool.put(a_turn("0001", "troppo grande"))
-        refused = await client.delete("/api/conversations/c1", headers=auth())
-        assert refused.status_code == 503, refused.text
+        missing = await client.delete("/api/conversations/c1", headers=auth())
+        assert missing.status_code == 404, missing.text  # 0001 is not c1's: no wait
         assert await dead_letters.spool.keys(10) == ["0001.json"]  # an outage, for all it knows
         events = await chat(client, auth(), "salvata")
         assert events[-1]["type"] == "done" and "error" not in {e["type"] for e in events}
