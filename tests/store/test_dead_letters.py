@@ -696,3 +696,48 @@ async def test_a_turn_refused_while_the_store_flickers_back_is_stored_not_moved_
     await dead_letters.replay(chats, store_is_up=True)
     assert [t.turn_id for t in await chats.history("user-1", limit=10, before=None)] == ["0001"]
     assert await spool.keys(10) == [] and dead_letters.quarantined == 0
+
+
+class _Down:
+    """A store that cannot be reached: every read and write fails, as during a restart."""
+
+    def __getattr__(self, name: str):
+        async def unreachable(*args: object, **kwargs: object) -> None:
+            raise StoreUnavailable()
+
+        return unreachable
+
+
+async def test_a_turn_alone_in_the_spool_of_a_store_that_does_not_answer_waits(data_dir):
+    spool = FileSpool(data_dir / "spool")
+    await spool.put(a_turn("0001"))
+    clock = FakeClock()
+    dead_letters = DeadLetters(spool, clock=clock)
+    for _ in range(3):
+        with pytest.raises(StoreUnavailable):
+            await dead_letters.drain(_Down())
+        clock.advance(QUARANTINE_AFTER_S)
+    assert await spool.keys(10) == ["0001.json"] and dead_letters.quarantined == 0
+
+
+async def test_a_store_that_answers_reads_and_refuses_every_write_keeps_the_spool(
+    settings, data_dir
+):
+    """A full disk or an exhausted quota: reads answer, every turn is refused. Two turns
+    refused one after the other are an outage, however long it lasts: none is moved aside."""
+    chats = Services.build(settings).chats
+    await chats.latest_turn_ids("user-1")  # creates the file
+    refuse_writes(settings.sqlite_file)
+    spool = FileSpool(data_dir / "spool")
+    for n in (1, 2):
+        await spool.put(a_turn(f"000{n}"))
+    clock = FakeClock()
+    dead_letters = DeadLetters(spool, clock=clock)
+    for _ in range(3):
+        with pytest.raises(StoreUnavailable):
+            await dead_letters.drain(chats)
+        clock.advance(QUARANTINE_AFTER_S)
+    assert len(await spool.keys(10)) == 2 and dead_letters.quarantined == 0
+    accept_writes(settings.sqlite_file)
+    await dead_letters.drain(chats)
+    assert len(await chats.history("user-1", limit=10, before=None)) == 2
