@@ -541,6 +541,8 @@ function grounding(view, event) {
 }
 
 function finish(view, event, started) {
+  // A failed turn said why in its `error` event; a stopped one sends none.
+  if (event.status === "interrupted" || event.status === "cancelled") view.extras.append(outcomeMark("interrupted"));
   const seconds = ((performance.now() - started) / 1000).toFixed(1).replace(".", ",");
   if (view.offline) view.footer.append(el("span", { class: "badge", title: "Risposta del modello di prova, senza intelligenza artificiale" }, "modello offline"));
   view.footer.append(el("span", { class: "elapsed", text: `${seconds} s` }));
@@ -553,6 +555,18 @@ function finish(view, event, started) {
   $("docs-version").textContent = event.prompt_version;
   const said = view.answer.textContent.trim();
   announce(said ? `Risposta del coach: ${said.slice(0, 300)}` : "Risposta completata.");
+}
+
+// A turn that did not end `ok`, live or stored. A stored turn keeps its status, not its error's
+// message (docs/http.md): the mark says what the student can do.
+const OUTCOMES = {
+  error: { kind: "error", text: "Risposta non completata per un errore: invia di nuovo la domanda." },
+  interrupted: { kind: "warning", text: "Risposta interrotta prima della fine: invia di nuovo la domanda." },
+};
+
+function outcomeMark(status) {
+  const outcome = OUTCOMES[status];
+  return outcome ? el("p", { class: `notice notice-${outcome.kind} small turn-outcome`, "data-status": status, text: outcome.text }) : null;
 }
 
 function labelOf(name) {
@@ -965,6 +979,8 @@ function storedTurn(turn, cards, waiting) {
       cards.set(quiz.dataset.question, quiz);
     }
   }
+  const mark = outcomeMark(turn.status);
+  if (mark) view.extras.append(mark);
   return item;
 }
 
