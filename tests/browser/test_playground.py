@@ -850,6 +850,62 @@ def test_stored_quiz_source_and_exam_turns_show_as_the_live_ones(settings, sessi
     assert s.console_errors == []
 
 
+def test_older_turns_show_in_their_question_card_the_grading_a_newer_turn_holds(
+    settings, session_for, token
+):
+    """A question asked, answered wrong in the next turn, then 19 more turns: the chat's last
+    20 turns begin with the grading, whose question is on the page before. Until that page
+    comes the grading is a card of its own; once "Messaggi precedenti di questa chat" adds it,
+    the question's card shows the grading (the wrong choice red, the key green, the result)
+    and the grading's turn folds the coach's words under "Commento del coach", as when both
+    turns come on one page (before, the older card stayed uncoloured, as if unanswered)."""
+    with served(app_with(settings)) as origin:
+        headers = {"Authorization": f"Bearer {token('dev|pagine')}"}
+
+        def turn(query: str) -> dict[str, Any]:
+            response = httpx.post(
+                f"{origin}/api/stream_query",
+                json={"query": query, "stream": False},
+                headers=headers,
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+            return response.json()
+
+        question = turn("Dammi una domanda del capitolo 3")["tool"]["data"]["question"]
+        right = _key(question["capitolo"], question["numero"])
+        wrong = next(letter for letter in question["risposte"] if letter != right)
+        assert turn(f"la {wrong}")["tool"]["tool_name"] == "verifica_risposta"
+        for i in range(19):
+            turn(f"Domanda {i}")
+
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in("pagine")
+        page = s.page
+        turns = page.locator("#turns > li")
+        expect(turns).to_have_count(20)
+        expect(turns.first.locator(".human")).to_have_text(f"la {wrong}")
+        graded = page.locator(f'#turns > li[data-turn="{turns.first.get_attribute("data-turn")}"]')
+        expect(graded.locator(".grading-card .result")).to_have_attribute("data-corretta", "false")
+
+        page.locator("#turns-older").click()
+        expect(turns).to_have_count(21)
+        card = turns.first.locator("article.quiz")
+        expect(card).to_have_attribute("data-question", f"3-{question['numero']}")
+        expect(card.locator(".result")).to_have_attribute("data-corretta", "false")
+        expect(card.locator("button.option.wrong")).to_have_attribute("data-letter", wrong)
+        expect(card.locator("button.option.correct")).to_have_attribute("data-letter", right)
+        for option in card.locator("button.option").all():
+            expect(option).to_be_disabled()
+        expect(card.locator(".skip-question")).to_have_count(0)
+        expect(graded.locator(".grading-card")).to_have_count(0)
+        expect(graded.locator("details.coach-comment")).to_have_count(1)
+        expect(turns.first).to_be_focused()
+        s.shot("older-card-graded")
+    assert s.console_errors == []
+
+
 def _stopped(
     origin: str, headers: dict[str, str], query: str, *, asked: threading.Event | None = None
 ) -> None:

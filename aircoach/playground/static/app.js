@@ -39,6 +39,9 @@ const state = {
   conversation: null, // the chat on screen: null is the user's default conversation
   exam: null, // the exam being taken: {id, domande, scadenza, soglia}
   examTimer: null,
+  // [{g, view, box}] gradings shown as cards of their own, oldest first: their question's
+  // card was not on screen, and may come with older turns.
+  looseGradings: [],
 };
 
 function el(tag, props = {}, ...children) {
@@ -708,7 +711,11 @@ function grading(g, view, card) {
       el("button", { type: "button", class: "secondary why", onclick: () => sendWhenFree(whyQuestion(g, card)) }, "Perché?"),
     ),
   );
-  if (!card) return el("div", { class: "card grading-card" }, el("header", { class: "muted small", text: `Capitolo ${g.capitolo} · domanda ${g.numero}` }), result);
+  if (!card) {
+    const box = el("div", { class: "card grading-card" }, el("header", { class: "muted small", text: `Capitolo ${g.capitolo} · domanda ${g.numero}` }), result);
+    state.looseGradings.push({ g, view, box });
+    return box;
+  }
   view.follow = false; // the result is in the card above: that is where the student reads
   closeCard(card);
   card.querySelector(`[data-letter="${CSS.escape(String(g.risposta_corretta))}"]`)?.classList.add("correct");
@@ -954,10 +961,28 @@ function showOlderTurns(cursor) {
 // on the same page), source cards, a chat exam's questions. A question card takes an answer
 // only in the newest turn of the chat (`waiting`: nothing was said after it, so the coach
 // still waits for its answer) and not graded yet; any other is shown closed.
+//
+// These turns are older than every turn on screen: a grading shown there as a card of its own
+// goes into the latest card of its question here, as if they had come on one page.
 function storedTurns(newestFirst, waiting) {
   const cards = new Map(); // "capitolo-numero" -> the latest card of that question so far
   const turns = newestFirst.slice().reverse();
-  return turns.map((turn, i) => storedTurn(turn, cards, waiting && i === turns.length - 1));
+  const onScreen = state.looseGradings.filter(({ box }) => box.isConnected);
+  state.looseGradings = [];
+  const items = turns.map((turn, i) => storedTurn(turn, cards, waiting && i === turns.length - 1));
+  const older = state.looseGradings;
+  const left = [];
+  for (const loose of onScreen) {
+    const card = cards.get(`${loose.g.capitolo}-${loose.g.numero}`);
+    if (!card) {
+      left.push(loose);
+      continue;
+    }
+    grading(loose.g, loose.view, card);
+    loose.box.remove();
+  }
+  state.looseGradings = [...older, ...left];
+  return items;
 }
 
 function storedTurn(turn, cards, waiting) {
