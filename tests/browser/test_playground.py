@@ -20,9 +20,10 @@ from playwright.sync_api import expect
 
 from aircoach.knowledge.library import course_bank
 from aircoach.settings import Settings
+from aircoach.turn.answer import FALLBACK_ANSWER
 from tests.browser.conftest import WAIT_MS
 from tests.helpers import app_with, served
-from tests.llm.fakes import HANG_LIMIT_S, FakeModelServer, Reply, gemini_text
+from tests.llm.fakes import HANG_LIMIT_S, FakeModelServer, Reply, gemini_error, gemini_text
 from tests.scripted_model import Script, ScriptedModels, call, text
 from tests.tools.fake_service import FakeToolService
 from tests.tools.fake_service import Reply as ToolReply
@@ -846,6 +847,194 @@ def test_stored_quiz_source_and_exam_turns_show_as_the_live_ones(settings, sessi
         expect(card.locator(".chat-exam-questions > li")).to_have_count(5)
         expect(card.locator(".question").first).to_have_text(exam["domande"][0]["testo"])
         s.shot("stored-exam")
+    assert s.console_errors == []
+
+
+def test_older_turns_show_in_their_question_card_the_grading_a_newer_turn_holds(
+    settings, session_for, token
+):
+    """A question asked, answered wrong in the next turn, then 19 more turns: the chat's last
+    20 turns begin with the grading, whose question is on the page before. Until that page
+    comes the grading is a card of its own; once "Messaggi precedenti di questa chat" adds it,
+    the question's card shows the grading (the wrong choice red, the key green, the result)
+    and the grading's turn folds the coach's words under "Commento del coach", as when both
+    turns come on one page (before, the older card stayed uncoloured, as if unanswered)."""
+    with served(app_with(settings)) as origin:
+        headers = {"Authorization": f"Bearer {token('dev|pagine')}"}
+
+        def turn(query: str) -> dict[str, Any]:
+            response = httpx.post(
+                f"{origin}/api/stream_query",
+                json={"query": query, "stream": False},
+                headers=headers,
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+            return response.json()
+
+        question = turn("Dammi una domanda del capitolo 3")["tool"]["data"]["question"]
+        right = _key(question["capitolo"], question["numero"])
+        wrong = next(letter for letter in question["risposte"] if letter != right)
+        assert turn(f"la {wrong}")["tool"]["tool_name"] == "verifica_risposta"
+        for i in range(19):
+            turn(f"Domanda {i}")
+
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in("pagine")
+        page = s.page
+        turns = page.locator("#turns > li")
+        expect(turns).to_have_count(20)
+        expect(turns.first.locator(".human")).to_have_text(f"la {wrong}")
+        graded = page.locator(f'#turns > li[data-turn="{turns.first.get_attribute("data-turn")}"]')
+        expect(graded.locator(".grading-card .result")).to_have_attribute("data-corretta", "false")
+
+        page.locator("#turns-older").click()
+        expect(turns).to_have_count(21)
+        card = turns.first.locator("article.quiz")
+        expect(card).to_have_attribute("data-question", f"3-{question['numero']}")
+        expect(card.locator(".result")).to_have_attribute("data-corretta", "false")
+        expect(card.locator("button.option.wrong")).to_have_attribute("data-letter", wrong)
+        expect(card.locator("button.option.correct")).to_have_attribute("data-letter", right)
+        for option in card.locator("button.option").all():
+            expect(option).to_be_disabled()
+        expect(card.locator(".skip-question")).to_have_count(0)
+        expect(graded.locator(".grading-card")).to_have_count(0)
+        expect(graded.locator("details.coach-comment")).to_have_count(1)
+        expect(turns.first).to_be_focused()
+        s.shot("older-card-graded")
+    assert s.console_errors == []
+
+
+def _stopped(
+    origin: str, headers: dict[str, str], query: str, *, asked: threading.Event | None = None
+) -> None:
+    """A streamed turn cancelled (`POST /api/turns/{id}/cancel`) after its first words, or,
+    with `asked`, once that is set (the model was asked and has said nothing): stored
+    `interrupted`."""
+    with httpx.stream(
+        "POST",
+        f"{origin}/api/stream_query",
+        json={"query": query},
+        headers={**headers, "Accept": "text/event-stream"},
+        timeout=30,
+    ) as response:
+        assert response.status_code == 200, response.read()
+        turn_id = response.headers["X-Turn-ID"]
+        lines = response.iter_lines()
+        if asked is None:
+            next(line for line in lines if '"agent_message"' in line)
+        else:
+            assert asked.wait(WAIT_MS / 1000), "the model was never asked"
+        cancel = httpx.post(f"{origin}/api/turns/{turn_id}/cancel", headers=headers, timeout=30)
+        assert cancel.status_code == 202, cancel.text
+        events = [json.loads(line[5:]) for line in lines if line.startswith("data:")]
+    assert events[-1] == {**events[-1], "type": "done", "status": "cancelled"}, events
+
+
+ERROR_MARK = "Risposta non completata per un errore: invia di nuovo la domanda."
+INTERRUPTED_MARK = "Risposta interrotta prima della fine: invia di nuovo la domanda."
+
+
+def test_stored_turns_that_failed_or_were_interrupted_say_so_as_the_live_ones(
+    data_dir, session_for
+):
+    """A student coming back sees which stored answers were cut short: a turn the model
+    failed (stored `error`, the fallback answer) and two turns stopped, one after its first
+    words, one before any (stored `interrupted`), each carry a small Italian mark; a turn that
+    ended `ok` none (before, the first read as a normal answer and the last was an empty
+    bubble). A live turn that ends `interrupted` carries the same mark. On a phone (360 px)
+    the marks are small and fit."""
+    model = FakeModelServer().script(
+        gemini_error(500),
+        gemini_text("Il vento in coda ", "allunga la corsa.", hang_after=1),
+        Reply(hang_before=True),
+        gemini_text("Il vento contrario accorcia la corsa."),
+    )
+    model.start()
+    try:
+        settings = Settings(
+            _env_file=None,
+            data_dir=data_dir,
+            google_api_key="fake-key",
+            model_base_url=model.url,
+            model_max_retries=0,
+            tool_env={},
+        )
+        with served(app_with(settings)) as origin:
+            minted = httpx.post(f"{origin}/api/dev/token", json={"name": "ritorno"}, timeout=30)
+            assert minted.status_code == 200, minted.text
+            headers = {"Authorization": f"Bearer {minted.json()['access_token']}"}
+            failed = httpx.post(
+                f"{origin}/api/stream_query",
+                json={"query": "Perché il motore perde giri?", "stream": False},
+                headers=headers,
+                timeout=30,
+            )
+            assert failed.status_code == 200, failed.text
+            _stopped(origin, headers, "Che effetto ha il vento in coda?")
+            model.hanging.clear()
+            _stopped(origin, headers, "E il vento al traverso?", asked=model.hanging)
+            done = httpx.post(
+                f"{origin}/api/stream_query",
+                json={"query": "E il vento contrario?", "stream": False},
+                headers=headers,
+                timeout=30,
+            )
+            assert done.status_code == 200, done.text
+            # What the page has to go on: the stored status, and the answer kept.
+            stored = httpx.get(f"{origin}/api/history", headers=headers, timeout=30).json()
+            assert [(t["status"], t["system"]) for t in stored["turns"]] == [
+                ("ok", "Il vento contrario accorcia la corsa."),
+                ("interrupted", ""),
+                ("interrupted", "Il vento in coda "),
+                ("error", FALLBACK_ANSWER),
+            ]
+
+            s = session_for(origin, width=360, height=640, phone=3)
+            s.open()
+            s.dev_sign_in("ritorno")
+            page = s.page
+            turns = page.locator("#turns > li")
+            expect(turns).to_have_count(4)
+            marks = page.locator("#turns .turn-outcome")
+            expect(marks).to_have_count(3)
+            expect(turns.nth(0).locator(".turn-outcome.notice-error")).to_have_text(ERROR_MARK)
+            expect(turns.nth(0).locator(".answer")).to_have_text(FALLBACK_ANSWER)
+            for n in (1, 2):
+                expect(turns.nth(n).locator(".turn-outcome.notice-warning")).to_have_text(
+                    INTERRUPTED_MARK
+                )
+            expect(turns.nth(1).locator(".answer")).to_have_text("Il vento in coda")
+            expect(turns.nth(3).locator(".turn-outcome")).to_have_count(0)
+            # Small and readable on a phone: the small text size, within the screen.
+            for mark in marks.all():
+                assert mark.evaluate("(n) => getComputedStyle(n).fontSize") == "14px"
+                box = mark.bounding_box()
+                assert box["x"] >= 0 and box["x"] + box["width"] <= 360, box
+            widths = page.evaluate(
+                "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+            )
+            assert widths[0] <= widths[1] == 360, widths
+            s.shot("stored-failed-and-interrupted")
+
+            # The live turn stopped before its end (by a newer message elsewhere, a cancel).
+            interrupted = _canned(
+                {"type": "agent_message", "content": "Il vento al traverso"},
+                {"type": "done", "status": "cancelled", "model": "finto", "prompt_version": "a"},
+            )
+            page.route(
+                f"{origin}/api/stream_query",
+                lambda route: route.fulfill(
+                    status=200, content_type="text/event-stream", body=interrupted
+                ),
+            )
+            live = s.answered(s.ask("E al traverso?"))
+            expect(live.locator(".turn-outcome.notice-warning")).to_have_text(INTERRUPTED_MARK)
+            expect(turns.nth(3).locator(".turn-outcome")).to_have_count(0)
+    finally:
+        model.stop()
+    model.assert_used()
     assert s.console_errors == []
 
 

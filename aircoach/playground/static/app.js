@@ -39,6 +39,9 @@ const state = {
   conversation: null, // the chat on screen: null is the user's default conversation
   exam: null, // the exam being taken: {id, domande, scadenza, soglia}
   examTimer: null,
+  // [{g, view, box}] gradings shown as cards of their own, oldest first: their question's
+  // card was not on screen, and may come with older turns.
+  looseGradings: [],
 };
 
 function el(tag, props = {}, ...children) {
@@ -541,6 +544,8 @@ function grounding(view, event) {
 }
 
 function finish(view, event, started) {
+  // A failed turn said why in its `error` event; a stopped one sends none.
+  if (event.status === "interrupted" || event.status === "cancelled") view.extras.append(outcomeMark("interrupted"));
   const seconds = ((performance.now() - started) / 1000).toFixed(1).replace(".", ",");
   if (view.offline) view.footer.append(el("span", { class: "badge", title: "Risposta del modello di prova, senza intelligenza artificiale" }, "modello offline"));
   view.footer.append(el("span", { class: "elapsed", text: `${seconds} s` }));
@@ -553,6 +558,18 @@ function finish(view, event, started) {
   $("docs-version").textContent = event.prompt_version;
   const said = view.answer.textContent.trim();
   announce(said ? `Risposta del coach: ${said.slice(0, 300)}` : "Risposta completata.");
+}
+
+// A turn that did not end `ok`, live or stored. A stored turn keeps its status, not its error's
+// message (docs/http.md): the mark says what the student can do.
+const OUTCOMES = {
+  error: { kind: "error", text: "Risposta non completata per un errore: invia di nuovo la domanda." },
+  interrupted: { kind: "warning", text: "Risposta interrotta prima della fine: invia di nuovo la domanda." },
+};
+
+function outcomeMark(status) {
+  const outcome = OUTCOMES[status];
+  return outcome ? el("p", { class: `notice notice-${outcome.kind} small turn-outcome`, "data-status": status, text: outcome.text }) : null;
 }
 
 function labelOf(name) {
@@ -694,7 +711,11 @@ function grading(g, view, card) {
       el("button", { type: "button", class: "secondary why", onclick: () => sendWhenFree(whyQuestion(g, card)) }, "Perché?"),
     ),
   );
-  if (!card) return el("div", { class: "card grading-card" }, el("header", { class: "muted small", text: `Capitolo ${g.capitolo} · domanda ${g.numero}` }), result);
+  if (!card) {
+    const box = el("div", { class: "card grading-card" }, el("header", { class: "muted small", text: `Capitolo ${g.capitolo} · domanda ${g.numero}` }), result);
+    state.looseGradings.push({ g, view, box });
+    return box;
+  }
   view.follow = false; // the result is in the card above: that is where the student reads
   closeCard(card);
   card.querySelector(`[data-letter="${CSS.escape(String(g.risposta_corretta))}"]`)?.classList.add("correct");
@@ -940,10 +961,28 @@ function showOlderTurns(cursor) {
 // on the same page), source cards, a chat exam's questions. A question card takes an answer
 // only in the newest turn of the chat (`waiting`: nothing was said after it, so the coach
 // still waits for its answer) and not graded yet; any other is shown closed.
+//
+// These turns are older than every turn on screen: a grading shown there as a card of its own
+// goes into the latest card of its question here, as if they had come on one page.
 function storedTurns(newestFirst, waiting) {
   const cards = new Map(); // "capitolo-numero" -> the latest card of that question so far
   const turns = newestFirst.slice().reverse();
-  return turns.map((turn, i) => storedTurn(turn, cards, waiting && i === turns.length - 1));
+  const onScreen = state.looseGradings.filter(({ box }) => box.isConnected);
+  state.looseGradings = [];
+  const items = turns.map((turn, i) => storedTurn(turn, cards, waiting && i === turns.length - 1));
+  const older = state.looseGradings;
+  const left = [];
+  for (const loose of onScreen) {
+    const card = cards.get(`${loose.g.capitolo}-${loose.g.numero}`);
+    if (!card) {
+      left.push(loose);
+      continue;
+    }
+    grading(loose.g, loose.view, card);
+    loose.box.remove();
+  }
+  state.looseGradings = [...older, ...left];
+  return items;
 }
 
 function storedTurn(turn, cards, waiting) {
@@ -965,6 +1004,8 @@ function storedTurn(turn, cards, waiting) {
       cards.set(quiz.dataset.question, quiz);
     }
   }
+  const mark = outcomeMark(turn.status);
+  if (mark) view.extras.append(mark);
   return item;
 }
 
