@@ -15,6 +15,7 @@ from pydantic import (
 )
 
 from aircoach.grounding.models import ResponseGrounding
+from aircoach.response_model import ResponseModel
 from aircoach.tools.registry import MAX_TOOLS
 from aircoach.turn.conversations import ConversationIdText, shown_conversation_id
 from aircoach.turn.records import ToolRecord, ToolUse, Turn, TurnFields, TurnStatus
@@ -152,7 +153,7 @@ def _flat(cls: type[BaseModel], data: Any) -> dict[str, bool]:
     }
 
 
-class MessageResponse(BaseModel):
+class MessageResponse(ResponseModel):
     """The JSON answer when `stream` is false: the same content the stream would carry."""
 
     answer: str = Field(
@@ -173,7 +174,7 @@ class MessageResponse(BaseModel):
     )
 
 
-class HistoryTurn(TurnFields):
+class HistoryTurn(TurnFields, ResponseModel):
     """A stored turn as `/api/history` returns it: every tool call's client data, never the
     text the model was given."""
 
@@ -191,7 +192,7 @@ class HistoryTurn(TurnFields):
         )
 
 
-class HistoryPage(BaseModel):
+class HistoryPage(ResponseModel):
     turns: list[HistoryTurn]
     next_cursor: str | None = Field(
         default=None,
@@ -205,7 +206,7 @@ class HistoryPage(BaseModel):
     )
 
 
-class ToolInfo(BaseModel):
+class ToolInfo(ResponseModel):
     name: str
     label: str = Field(description="Short name for the tool's switch, in Italian.")
     description: str
@@ -223,7 +224,7 @@ class ToolInfo(BaseModel):
     )
 
 
-class DocDetail(BaseModel):
+class DocDetail(ResponseModel):
     key: str
     version_id: str | None = None
     etag: str
@@ -231,7 +232,7 @@ class DocDetail(BaseModel):
     last_modified: str | None = None
 
 
-class UpdateDocsResponse(BaseModel):
+class UpdateDocsResponse(ResponseModel):
     message: str
     docs_count: int
     docs_details: list[DocDetail]
@@ -245,7 +246,7 @@ class UpdateDocsResponse(BaseModel):
     )
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(ResponseModel):
     error: str
     message: str
 
@@ -256,7 +257,7 @@ class TurnInProgressBody(ErrorBody):
     turn_id: str = Field(description="The running turn: `GET /api/turns/{turn_id}/events`.")
 
 
-class ValidationIssue(BaseModel):
+class ValidationIssue(ResponseModel):
     """One reason a request was refused: where (`loc`), why, and a bounded preview of the
     value at fault (never the whole input)."""
 
@@ -264,10 +265,15 @@ class ValidationIssue(BaseModel):
     msg: str
     type: str
     input: Any = None
-    ctx: dict[str, Any] | None = None
+    ctx: dict[str, Any] | None = Field(
+        default=None,
+        exclude_if=lambda ctx: ctx is None,
+        description="The rule's parameters (`min_length`...), for the issues that have some: "
+        "absent otherwise.",
+    )
 
 
-class ValidationErrorBody(BaseModel):
+class ValidationErrorBody(ResponseModel):
     """422: the request did not validate. `message` names the first field at fault in the
     request's language; `detail` lists at most 20 issues."""
 

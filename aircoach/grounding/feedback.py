@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from aircoach.grounding.models import GroundingResult
+from aircoach.response_model import ResponseModel
 
 Voto = Literal["errata", "utile"]
 MAX_COMMENT_CHARS = 1000
@@ -25,7 +26,7 @@ class FeedbackRequest(BaseModel):
     )
 
 
-class Feedback(FeedbackRequest):
+class Feedback(FeedbackRequest, ResponseModel):
     """A feedback as stored with its turn."""
 
     model_config = ConfigDict(extra="ignore", strict=False)
@@ -33,12 +34,12 @@ class Feedback(FeedbackRequest):
     at: str = Field(description="When it was given (ISO 8601, UTC).")
 
 
-class FeedbackReceipt(BaseModel):
+class FeedbackReceipt(ResponseModel):
     turn_id: str
     feedback: Feedback
 
 
-class FeedbackItem(BaseModel):
+class FeedbackItem(ResponseModel):
     """One feedback with what a docs editor needs to fix the docs: the turn's question,
     answer, the guard's verdict and the prompt version that answered."""
 
@@ -54,7 +55,7 @@ class FeedbackItem(BaseModel):
     model: str
 
 
-class FeedbackPage(BaseModel):
+class FeedbackPage(ResponseModel):
     items: list[FeedbackItem]
     next_before: str | None = Field(
         default=None, description="Pass as `before` to get the next (older) page."

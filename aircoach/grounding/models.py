@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 from pydantic.json_schema import JsonDict
+
+from aircoach.response_model import ResponseModel
 
 GroundingPolicy = Literal["caveat", "regenerate", "withhold"]
 Reason = Literal["not_in_context", "article_not_in_context", "not_supported", "contradicts"]
@@ -19,14 +21,14 @@ def _null_by_default(schema: JsonDict) -> None:
     schema.pop("default", None)
 
 
-class Span(BaseModel):
+class Span(ResponseModel):
     """Character offsets (Unicode code points, end excluded) in the answer."""
 
     start: int
     end: int
 
 
-class WebSource(BaseModel):
+class WebSource(ResponseModel):
     """A page of an official site (EUR-Lex, Normattiva, EASA, ENAC) found for an unverified
     citation (`GROUNDING_WEB_CHECK`): to open and read, never a verification."""
 
@@ -35,7 +37,7 @@ class WebSource(BaseModel):
     confirms: bool = Field(description="The page's title or snippet cites the same key.")
 
 
-class CitationCheck(BaseModel):
+class CitationCheck(ResponseModel):
     """One citation of the answer: as written, its canonical key, and whether the turn's
     context (prompt docs, manual, the tools' texts) supports it."""
 
@@ -66,7 +68,7 @@ class CitationCheck(BaseModel):
     )
 
 
-class GroundingResult(BaseModel):
+class GroundingResult(ResponseModel):
     """The guard's verdict on an answer that cites something."""
 
     citations: list[CitationCheck]
@@ -86,7 +88,7 @@ class ResponseGrounding(GroundingResult):
     regenerated: bool = False
 
 
-class Retrieved(BaseModel):
+class Retrieved(ResponseModel):
     """What one tool call returned, for an operator: how many results and their ids or
     titles (never their texts)."""
 

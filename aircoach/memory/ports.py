@@ -11,6 +11,8 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from aircoach.response_model import ResponseModel
+
 ItemKind = Literal["goal", "exam", "difficulty", "topic"]
 # One fact of these kinds is kept per user: a new goal or exam date replaces the old one.
 SINGLE_KINDS: frozenset[str] = frozenset({"goal", "exam"})
@@ -28,7 +30,7 @@ class NewItem(BaseModel):
     created_at: str = Field(description="ISO 8601, UTC.")
 
 
-class MemoryItem(NewItem):
+class MemoryItem(NewItem, ResponseModel):
     """One thing the coach remembers of the student (`GET /api/memory`)."""
 
     id: str

@@ -14,6 +14,7 @@ from aircoach.quiz.models import (
     PublicQuestion,
     json_integer,
 )
+from aircoach.response_model import ResponseModel
 
 MIN_EXAM_QUESTIONS = 5
 MAX_EXAM_QUESTIONS = 60
@@ -68,7 +69,7 @@ class ExamSubmission(BaseModel):
     risposte: list[ExamAnswer] = Field(max_length=MAX_EXAM_QUESTIONS)
 
 
-class ExamOutcome(BaseModel):
+class ExamOutcome(ResponseModel):
     """One exam question graded: `risposta` null when it was not answered (counted wrong)."""
 
     capitolo: int
@@ -80,14 +81,14 @@ class ExamOutcome(BaseModel):
     riferimento: str | None = None
 
 
-class ChapterScore(BaseModel):
+class ChapterScore(ResponseModel):
     capitolo: int
     titolo: str
     punteggio: int
     totale: int
 
 
-class ExamResult(BaseModel):
+class ExamResult(ResponseModel):
     id: str
     punteggio: int = Field(description="Questions answered right.")
     totale: int
@@ -102,7 +103,7 @@ class ExamResult(BaseModel):
     esiti: list[ExamOutcome]
 
 
-class ExamView(BaseModel):
+class ExamView(ResponseModel):
     """An exam as its owner sees it: the questions without their key; `esito` once submitted."""
 
     id: str
@@ -113,7 +114,7 @@ class ExamView(BaseModel):
     esito: ExamResult | None = None
 
 
-class ExamSummary(BaseModel):
+class ExamSummary(ResponseModel):
     id: str
     creato: str
     scadenza: str
@@ -122,7 +123,7 @@ class ExamSummary(BaseModel):
     superato: bool | None
 
 
-class ExamList(BaseModel):
+class ExamList(ResponseModel):
     items: list[ExamSummary]
     next_cursor: str | None = Field(
         default=None,

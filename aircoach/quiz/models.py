@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from aircoach.response_model import ResponseModel
+
 MAX_ANSWER_CHARS = 500
 MAX_CHAPTER = 10  # the course has ten chapters (quiz.bank.CHAPTERS)
 MAX_NUMBER = 100_000
@@ -58,17 +60,17 @@ class DayStats(BaseModel):
     corrette: int
 
 
-class Chapter(BaseModel):
+class Chapter(ResponseModel):
     capitolo: int
     titolo: str
     domande: int = Field(description="Questions of the chapter in the bank.")
 
 
-class ChapterList(BaseModel):
+class ChapterList(ResponseModel):
     items: list[Chapter]
 
 
-class PublicQuestion(BaseModel):
+class PublicQuestion(ResponseModel):
     """A question without its key."""
 
     model_config = ConfigDict(extra="ignore")
@@ -85,7 +87,7 @@ class PublicQuestion(BaseModel):
         return cls.model_validate(question)
 
 
-class QuestionList(BaseModel):
+class QuestionList(ResponseModel):
     items: list[PublicQuestion]
 
 
@@ -102,7 +104,7 @@ class AnswerRequest(BaseModel):
     )
 
 
-class AnswerResult(BaseModel):
+class AnswerResult(ResponseModel):
     """An answer graded against the key (the same object the chat's `verifica_risposta`
     sends in its `tool_result`)."""
 
@@ -117,7 +119,7 @@ class AnswerResult(BaseModel):
     )
 
 
-class DayProgress(BaseModel):
+class DayProgress(ResponseModel):
     giorno: str = Field(description="The day (UTC), `YYYY-MM-DD`.")
     risposte: int
     corrette: int
@@ -126,7 +128,7 @@ class DayProgress(BaseModel):
     )
 
 
-class ChapterProgress(BaseModel):
+class ChapterProgress(ResponseModel):
     capitolo: int
     titolo: str
     risposte: int = Field(description="Graded answers (repeats included).")
@@ -150,7 +152,7 @@ class ChapterProgress(BaseModel):
     )
 
 
-class Progress(BaseModel):
+class Progress(ResponseModel):
     """The caller's graded answers per chapter (every chapter, zero when never answered).
     `deboli`: the chapters with at least `WEAK_MIN_ANSWERS` answers of which less than
     `WEAK_BELOW` were right, weakest first."""
@@ -199,7 +201,7 @@ class ReviewItem(PublicQuestion):
     scadenza: str | None = None
 
 
-class ReviewList(BaseModel):
+class ReviewList(ResponseModel):
     items: list[ReviewItem]
     next_cursor: str | None = Field(
         default=None,

@@ -7,11 +7,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from aircoach.deps import ChatStoreDep, CurrentUser, ServicesDep
 from aircoach.errors import NotFound
 from aircoach.models import ErrorBody, TurnInProgressBody
+from aircoach.response_model import ResponseModel
 from aircoach.routes.history import TurnCursor, decode_cursor, encode_cursor
 from aircoach.routes.responses import INVALID_QUERY, UNAUTHORIZED, unavailable
 from aircoach.turn.conversations import ConversationIdText, listed_conversations
@@ -27,7 +28,7 @@ ConversationId = Annotated[
 ]
 
 
-class ConversationList(BaseModel):
+class ConversationList(ResponseModel):
     conversations: list[ConversationSummary]
     next_cursor: str | None = Field(
         default=None,

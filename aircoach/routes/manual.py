@@ -8,7 +8,7 @@ from typing import Annotated
 
 import anyio
 from fastapi import APIRouter, Path, Query
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from aircoach.deps import CurrentUser, ServicesDep
 from aircoach.errors import NotFound
@@ -16,6 +16,7 @@ from aircoach.knowledge.index import MAX_TOP_K, Passage
 from aircoach.knowledge.library import NO_MANUAL
 from aircoach.knowledge.manual import SECTION_ID, canonical_id
 from aircoach.models import ErrorBody
+from aircoach.response_model import ResponseModel
 from aircoach.routes.responses import UNAUTHORIZED, unavailable
 
 router = APIRouter(prefix="/api", tags=["manual"])
@@ -37,7 +38,7 @@ Reference = Annotated[
 MAX_CHAPTER = 99
 
 
-class ManualSection(BaseModel):
+class ManualSection(ResponseModel):
     """A section of the manual: its id, heading and full text, and its chapter."""
 
     riferimento: str
@@ -80,7 +81,7 @@ async def section(
     raise NotFound(fields={"riferimento": riferimento})
 
 
-class ManualSections(BaseModel):
+class ManualSections(ResponseModel):
     items: list[ManualSection]
 
 
@@ -119,14 +120,14 @@ async def sections(
     return ManualSections(items=[_section(by_reference[ref]) for ref in wanted])
 
 
-class ManualSectionHeading(BaseModel):
+class ManualSectionHeading(ResponseModel):
     """A section as a table of contents lists it: its id and heading."""
 
     riferimento: str
     titolo: str
 
 
-class ManualChapter(BaseModel):
+class ManualChapter(ResponseModel):
     """A chapter of the manual and its sections, in the manual's order."""
 
     capitolo: int
@@ -134,7 +135,7 @@ class ManualChapter(BaseModel):
     sezioni: list[ManualSectionHeading]
 
 
-class ManualChapters(BaseModel):
+class ManualChapters(ResponseModel):
     items: list[ManualChapter] = Field(
         description="The manual's chapters by number; at most 99, each with at most 100 "
         "sections (a section id is two numbers of one or two digits)."

@@ -7,13 +7,14 @@ import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Path
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from aircoach.deps import CurrentUser, ServicesDep
 from aircoach.errors import NotFound
 from aircoach.memory.ports import MemoryItem
 from aircoach.memory.service import UserMemory
 from aircoach.models import ErrorBody
+from aircoach.response_model import ResponseModel
 from aircoach.routes.responses import UNAUTHORIZED, Responses, unavailable
 
 log = logging.getLogger(__name__)
@@ -27,13 +28,13 @@ _NOT_FOUND: Responses = {
 MAX_ITEM_ID = 64
 
 
-class MemoryList(BaseModel):
+class MemoryList(ResponseModel):
     """The caller's items, newest first."""
 
     items: list[MemoryItem]
 
 
-class MemoryDeleted(BaseModel):
+class MemoryDeleted(ResponseModel):
     deleted: int = Field(description="How many items were removed.")
 
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI
 from pydantic import Field, TypeAdapter
 
-from aircoach.turn.events import EVENT_TYPES, TurnEvent
+from aircoach.turn.events import TurnEvent
 
 STREAM_EVENT = "StreamEvent"
 _REF = "#/components/schemas/{model}"
@@ -26,10 +26,9 @@ def event_components() -> dict[str, Any]:
     """The component schemas of the events and of `StreamEvent`."""
     adapter: TypeAdapter[Any] = TypeAdapter(Annotated[TurnEvent, Field(discriminator="type")])
     union = adapter.json_schema(mode="serialization", ref_template=_REF)
-    components: dict[str, Any] = union.pop("$defs")
-    for event in EVENT_TYPES:
-        schema = components[event.__name__]
-        schema["required"] = list(schema["properties"])  # every field is always sent
+    components: dict[str, Any] = union.pop(
+        "$defs"
+    )  # each lists every field as required (`ResponseModel`)
     components[STREAM_EVENT] = union
     return components
 

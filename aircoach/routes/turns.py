@@ -9,11 +9,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query
 from fastapi.responses import Response
-from pydantic import BaseModel
 
 from aircoach.deps import ChatStoreDep, CurrentUser, RequestLanguage, ServicesDep
 from aircoach.errors import NotFound, TurnFinished
 from aircoach.models import ErrorBody, HistoryTurn
+from aircoach.response_model import ResponseModel
 from aircoach.routes.responses import UNAUTHORIZED, unavailable
 from aircoach.routes.sse import sse_item_schema
 
@@ -119,7 +119,7 @@ async def turn_events_stream(
     return event_stream(events)
 
 
-class Cancelling(BaseModel):
+class Cancelling(ResponseModel):
     turn_id: str
     status: str = "cancelling"
 

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from aircoach.response_model import ResponseModel
+
 # `ok`: a valid output; `low_confidence`: a valid output under the task's confidence
 # threshold, also queued for review; `dead_letter`: no valid output, queued for review.
 RunStatus = Literal["ok", "low_confidence", "dead_letter"]
@@ -28,7 +30,7 @@ def new_id() -> str:
     return f"{time.time_ns():x}{os.urandom(4).hex()}"
 
 
-class PipelineVersion(BaseModel):
+class PipelineVersion(ResponseModel):
     """Everything that decides an output besides the input; stored with every output and every
     dead letter, so a run can be explained and replayed later."""
 
@@ -52,7 +54,7 @@ class PipelineVersion(BaseModel):
     temperature: float | None = None
 
 
-class Issue(BaseModel):
+class Issue(ResponseModel):
     """A validation error (hard: the attempt failed) or warning (the output stands)."""
 
     model_config = ConfigDict(frozen=True)
@@ -64,7 +66,7 @@ class Issue(BaseModel):
     message: str
 
 
-class Attempt(BaseModel):
+class Attempt(ResponseModel):
     n: int
     model: str
     shrunk: bool
@@ -81,7 +83,7 @@ class Attempt(BaseModel):
         return self.model_copy(update={"raw": None})
 
 
-class Customer(BaseModel):
+class Customer(ResponseModel):
     """The sender, looked up in the contacts: never the model's opinion."""
 
     status: Literal["existing", "new"]
@@ -89,7 +91,7 @@ class Customer(BaseModel):
     contact: dict[str, Any] | None = None
 
 
-class TaskRun(BaseModel):
+class TaskRun(ResponseModel):
     """One run of a task (collection `task_runs`)."""
 
     run_id: str
@@ -130,7 +132,7 @@ class TaskRun(BaseModel):
     )
 
 
-class ReviewItem(BaseModel):
+class ReviewItem(ResponseModel):
     """An input the fallback chain could not turn into a valid output (`task_review_queue`)."""
 
     review_id: str

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from aircoach.response_model import ResponseModel
 from aircoach.tasks.records import (
     Attempt,
     Customer,
@@ -23,7 +24,7 @@ MAX_NOTE_CHARS = 500
 _PREVIEW_CHARS = 200
 
 
-class TaskInfo(BaseModel):
+class TaskInfo(ResponseModel):
     name: str
     title: str
     description: str
@@ -32,7 +33,7 @@ class TaskInfo(BaseModel):
     allowed: bool = Field(description="Whether the caller's token may run it.")
 
 
-class TaskResult(BaseModel):
+class TaskResult(ResponseModel):
     """A valid output and everything needed to trust it."""
 
     run_id: str
@@ -80,19 +81,19 @@ class TaskResult(BaseModel):
         )
 
 
-class TaskFailedBody(BaseModel):
+class TaskFailedBody(ResponseModel):
     error: Literal["task_failed"] = "task_failed"
     message: str
     review_id: str = Field(description="The input is kept in the review queue under this id.")
     run_id: str
 
 
-class BatchError(BaseModel):
+class BatchError(ResponseModel):
     error: str
     message: str
 
 
-class BatchItem(BaseModel):
+class BatchItem(ResponseModel):
     index: int
     status: Literal["ok", "review", "error"] = Field(
         description="`ok`: a valid output; `review`: no valid output, the input is in the "
@@ -103,7 +104,7 @@ class BatchItem(BaseModel):
     error: BatchError | None = None
 
 
-class BatchResponse(BaseModel):
+class BatchResponse(ResponseModel):
     results: list[BatchItem]
 
 
@@ -115,7 +116,7 @@ _RUN_STORED = (
 )
 
 
-class ReviewSummary(BaseModel):
+class ReviewSummary(ResponseModel):
     review_id: str
     task: str
     status: ReviewStatus
@@ -152,7 +153,7 @@ class ReviewSummary(BaseModel):
         )
 
 
-class ReviewPage(BaseModel):
+class ReviewPage(ResponseModel):
     items: list[ReviewSummary]
     next_after: str | None = Field(
         default=None, description="Pass as `after` for the next page (oldest first)."
@@ -220,7 +221,7 @@ class ResolveRequest(BaseModel):
         return self
 
 
-class RunSummary(BaseModel):
+class RunSummary(ResponseModel):
     """A run as listed: what happened, not its input."""
 
     run_id: str
@@ -256,14 +257,14 @@ class RunSummary(BaseModel):
         )
 
 
-class RunPage(BaseModel):
+class RunPage(ResponseModel):
     items: list[RunSummary]
     next_cursor: str | None = Field(
         default=None, description="Pass as `cursor` for the next page (older runs)."
     )
 
 
-class TaskStats(BaseModel):
+class TaskStats(ResponseModel):
     """One task's numbers (`GET /api/tasks/stats`), counted by the store."""
 
     task: str
@@ -283,7 +284,7 @@ class TaskStats(BaseModel):
     output_tokens: int
 
 
-class InvalidOutputBody(BaseModel):
+class InvalidOutputBody(ResponseModel):
     error: Literal["invalid_output"] = "invalid_output"
     message: str
     stage: str

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from aircoach.grounding.models import GroundingResult
+from aircoach.response_model import ResponseModel
 
 # What a tool returned, as the client gets it (`tool_result.data`, a stored turn's `tools`):
 # any object, and on a failure `error` and `messaggio`, typed so that generated clients can
@@ -38,7 +39,7 @@ ToolData = Annotated[
 ]
 
 
-class _Event(BaseModel):
+class _Event(ResponseModel):
     model_config = ConfigDict(frozen=True)
 
 

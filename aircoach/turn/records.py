@@ -9,12 +9,13 @@ from pydantic import BaseModel, Field
 
 from aircoach.grounding.feedback import Feedback
 from aircoach.grounding.models import GroundingResult, Retrieved
+from aircoach.response_model import ResponseModel
 from aircoach.turn.events import ToolData
 
 TurnStatus = Literal["ok", "error", "interrupted"]
 
 
-class ToolRecord(BaseModel):
+class ToolRecord(ResponseModel):
     """A tool's result as the client got it (`tool_result.data`)."""
 
     tool_name: str
@@ -70,7 +71,7 @@ class TurnFields(BaseModel):
     )
 
 
-class ConversationSummary(BaseModel):
+class ConversationSummary(ResponseModel):
     """One of a user's conversations: its first question and its last activity."""
 
     conversation_id: str

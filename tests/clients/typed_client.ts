@@ -66,13 +66,40 @@ export const defaultConversation: HistoryQuery = { conversation_id: "default", l
 // @ts-expect-error: a conversation id is a string
 export const numericConversation: HistoryQuery = { conversation_id: 7 };
 export function failedTools(page: HistoryPage): string[] {
-  const cursor: string | null | undefined = page.next_cursor;
+  const cursor: string | null = page.next_cursor;
   return page.turns.flatMap((turn) =>
-    (turn.tools ?? []).flatMap((tool) => {
+    turn.tools.flatMap((tool) => {
       const messaggio: string | undefined = tool.data.messaggio;
       return messaggio === undefined ? [] : [`${turn.conversation_id ?? "default"} ${messaggio} ${cursor}`];
     }),
   );
+}
+
+// Every field of a response is sent, a defaulted one too (null, [], false...): a generated
+// client reads it without handling `undefined` (it was optional, `errors?: ...`).
+type JsonAnswer =
+  paths["/api/stream_query"]["post"]["responses"][200]["content"]["application/json"];
+type Progress = paths["/api/progress"]["get"]["responses"][200]["content"]["application/json"];
+export function answerErrors(answer: JsonAnswer): string[] {
+  const errors: { [key: string]: string }[] = answer.errors;
+  const tool: components["schemas"]["ToolRecord"] | null = answer.tool;
+  const grounding: components["schemas"]["ResponseGrounding"] | null = answer.grounding;
+  const regenerated: boolean = grounding === null ? false : grounding.regenerated;
+  return errors.map((e) => `${tool?.tool_name ?? "-"} ${e.message} ${regenerated}`);
+}
+export function readiness(progress: Progress): string[] {
+  const overall: number = progress.prontezza;
+  const days: components["schemas"]["DayProgress"][] = progress.ultimi_7_giorni;
+  return days.map((day) => `${day.giorno} ${day.quota_corrette ?? "-"} ${overall}`);
+}
+export function unverifiedReasons(event: StreamEvent): string[] {
+  if (event.type !== "grounding") return [];
+  const withheld: string[] = event.withheld;
+  return event.citations.map((c) => {
+    const reason: string | null = c.reason;
+    const says: string[] = c.source_says;
+    return `${c.text}: ${reason ?? "ok"} ${says.join(", ")} ${withheld.includes(c.text)}`;
+  });
 }
 
 // POST /api/quiz/answers with an Idempotency-Key; `Idempotent-Replayed` on a repeat.

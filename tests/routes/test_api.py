@@ -377,6 +377,52 @@ def test_every_documented_400_and_422_is_the_error_body_the_api_sends(openapi_sc
     assert {"loc", "msg", "type", "input"} <= set(issue["properties"])
 
 
+def _components_reached(node, components, reached):
+    """The names of the component schemas `node` refers to, directly or through others."""
+    if isinstance(node, dict):
+        ref = node.get("$ref", "")
+        name = ref.rsplit("/", 1)[-1]
+        if ref and name not in reached:
+            reached.add(name)
+            _components_reached(components[name], components, reached)
+        for value in node.values():
+            _components_reached(value, components, reached)
+    elif isinstance(node, list):
+        for value in node:
+            _components_reached(value, components, reached)
+    return reached
+
+
+def test_every_response_field_is_required_and_request_defaults_stay_optional(openapi_schema):
+    """The API sends every field of a body it answers, defaulted ones too (`ResponseModel`).
+    The schema listed those as optional (`MessageResponse.errors`, `HistoryPage.next_cursor`,
+    `Progress.prontezza`...), so a client generated from it handled `undefined` for data that
+    is never missing. A request body keeps its defaults optional: a client may omit them."""
+    components = openapi_schema["components"]["schemas"]
+    operations = [op for ops in openapi_schema["paths"].values() for op in ops.values()]
+    sent = _components_reached([op["responses"] for op in operations], components, set())
+    sent |= _components_reached({"$ref": "StreamEvent"}, components, set())
+    received = _components_reached(
+        [[op.get("requestBody"), op.get("parameters")] for op in operations], components, set()
+    )
+    assert {"MessageResponse", "HistoryTurn", "Done", "CitationCheck"} <= sent
+    optional = {
+        f"{name}.{field}"
+        for name in sent
+        for field in components[name].get("properties", {})
+        if field not in components[name].get("required", [])
+    }
+    assert optional == {"ValidationIssue.ctx"}  # sent only for the issues that have one
+    assert {"errors", "grounding", "tool"} <= set(components["MessageResponse"]["required"])
+    # No model is split into an `-Input` and an `-Output` schema, and requests are unchanged.
+    assert sent.isdisjoint(received)
+    assert not [name for name in components if name.endswith(("-Input", "-Output"))]
+    chat_body = openapi_schema["paths"]["/api/stream_query"]["post"]["requestBody"]
+    assert chat_body["content"]["application/json"]["schema"]["required"] == ["query"]
+    assert "required" not in components["ExamRequest"]
+    assert "required" not in components["ResolveRequest"]
+
+
 @pytest.mark.parametrize(
     ("method", "path"),
     [
