@@ -26,9 +26,8 @@ def event_components() -> dict[str, Any]:
     """The component schemas of the events and of `StreamEvent`."""
     adapter: TypeAdapter[Any] = TypeAdapter(Annotated[TurnEvent, Field(discriminator="type")])
     union = adapter.json_schema(mode="serialization", ref_template=_REF)
-    components: dict[str, Any] = union.pop(
-        "$defs"
-    )  # each lists every field as required (`ResponseModel`)
+    # Each lists every field as required: the events are `ResponseModel`s.
+    components: dict[str, Any] = union.pop("$defs")
     components[STREAM_EVENT] = union
     return components
 
