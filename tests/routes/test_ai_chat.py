@@ -432,6 +432,61 @@ async def test_a_regeneration_refused_as_busy_puts_the_old_answer_back(
     assert await services.chats.get_turn("user-1", before.turn_id) == before
 
 
+class _StallsAfterTakeBack:
+    """A chat store whose first thread read after a turn is taken back waits for ever (a slow
+    store, or a slow Auth0 read, while the new turn is prepared): `reading` says it waits."""
+
+    def __init__(self, chats: Any):
+        self.chats = chats
+        self.took_back = False
+        self.reading = anyio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.chats, name)
+
+    async def delete_turn(self, user_id: str, turn_id: str) -> bool:
+        self.took_back = await self.chats.delete_turn(user_id, turn_id)
+        return self.took_back
+
+    async def latest_turn_ids(self, *args: Any, **kwargs: Any) -> list[str]:
+        if self.took_back:
+            self.took_back = False
+            self.reading.set()
+            await anyio.sleep_forever()
+        return await self.chats.latest_turn_ids(*args, **kwargs)
+
+
+async def test_a_regeneration_cancelled_before_it_runs_puts_the_old_answer_back(settings, auth):
+    """A regeneration whose request is cancelled while its turn is prepared (the client
+    left, the server's deadline) runs no turn: the old answer, already out of the store, is
+    stored again as it was, not lost."""
+    from aircoach.services import open_stores
+
+    stores = open_stores(settings)
+    chats = _StallsAfterTakeBack(stores.chats)
+    replies = Script([text("La risposta.")])
+    app = app_with(
+        settings,
+        models=ScriptedModels(replies),
+        chats=chats,
+        quiz=stores.quiz,
+        attempts=stores.attempts,
+    )
+    async with asgi_client(app) as client:
+        first = await client.post(
+            "/api/chat", json=ui_body("Cos'è il QNH?", message_id="m-2"), headers=auth()
+        )
+        before = await chats.get_turn("user-1", first.headers["X-Turn-ID"])
+        assert before is not None
+        async with anyio.create_task_group() as tg:
+            body = regenerate_body("Cos'è il QNH?")
+            tg.start_soon(lambda: client.post("/api/chat", json=body, headers=auth()))
+            await chats.reading.wait()
+            tg.cancel_scope.cancel()
+    replies.assert_used()
+    assert await chats.get_turn("user-1", before.turn_id) == before
+
+
 def test_the_chat_routes_document_every_status_and_header_of_the_turn_pipeline(openapi_schema):
     """`POST /api/chat` runs `/api/stream_query`'s pipeline: the same refusals (409
     `turn_in_progress`, 429 `quota_exceeded`...) reach it, and a client reads the turn's id
