@@ -95,12 +95,13 @@ _DONT_KNOW_WORDS = "|".join(
 # known), where that answer ends: at the end, a comma or a full stop, or the next number
 # ("sulla 4 non so ancora" is no answer). An "è" (folded to "e") followed by a space, a colon
 # or "=" and a word is the verb, not the letter e: "la 3 è giusta", "3 è: corretta", "1 e 2
-# sono sbagliate" name no letter.
+# sono sbagliate" name no letter. A letter before an apostrophe begins a word ("nella 3 c'è un
+# errore", "la 2 l'ho lasciata"): no answer either.
 _VERB = r"e'?(?:\s{0,2}[:=]\s{0,3}|\s{1,3})"
 _NUMBERED_ANSWER = re.compile(
     r"\b(\d{1,2})\s{0,2}(?:"
     rf"[).:=-]?\s{{0,2}}(?:{_VERB}(?:la\s{{1,3}})?)?"
-    rf"(?!{_VERB}(?:\d{{1,2}}\s{{1,3}})?[a-z]{{2}})([a-z])\b"
+    rf"(?!{_VERB}(?:\d{{1,2}}\s{{1,3}})?[a-z]{{2}})([a-z])\b(?!['’])"
     rf"|[).:=]?\s{{0,2}}(?:(?:{_DONT_KNOW_WORDS})\b|-)(?=\s*(?:$|[,;.!]|e\s+\d|\d))"
     r")",
     re.MULTILINE,

@@ -32,8 +32,8 @@ class QuizStore(Protocol):
         ...
 
     async def upsert_questions(self, questions: list[Question]) -> int:
-        """Insert or replace by (capitolo, numero), with their search terms; returns how many
-        were written."""
+        """Insert or replace by (capitolo, numero), with their search terms (a question named
+        twice: its last version); returns how many were written."""
         ...
 
     async def random_question(self) -> Question | None: ...

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
@@ -220,20 +221,24 @@ async def run_chat(
             language=language,
             turn_id=admission.turn_id,
         )
-    except Exception:
-        await give_back(services.gate, user.sub, admission)  # nothing ran: a retry may run it
-        if replaced is not None:
-            await put_back(services.gate, replaced)
+    except BaseException:
+        # Nothing ran: a retry may run it, and a turn taken back is stored again, also when
+        # the request is cancelled (the client left): the old answer is out of the store.
+        with anyio.CancelScope(shield=True):
+            await give_back(services.gate, user.sub, admission)
+            if replaced is not None:
+                await put_back(services.gate, replaced)
         raise
     try:
         with current_stages().timed("admission"):
             await hold_thread(
                 services.gate, user.sub, thread, admission, interrupt=body.if_busy == "interrupt"
             )
-    except Exception:
+    except BaseException:
         await turn.models.aclose()  # the turn never runs: its model clients close here
         if replaced is not None:
-            await put_back(services.gate, replaced)
+            with anyio.CancelScope(shield=True):
+                await put_back(services.gate, replaced)
         raise
     if replaced is not None:
         await let_go(services.gate, user.sub, replaced)

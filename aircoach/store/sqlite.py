@@ -276,12 +276,13 @@ def _quiz_row(question: Question) -> dict[str, Any]:
 
 def _write_terms(conn: sqlite3.Connection, questions: Sequence[Question]) -> None:
     """Replace the search terms of `questions`: two statements for the whole batch (seeding
-    the demo bank was two per question, 746 of them)."""
-    keys = [(int(q["capitolo"]), int(q["numero"])) for q in questions]
-    conn.executemany("DELETE FROM quiz_terms WHERE capitolo = ? AND numero = ?", keys)
+    the demo bank was two per question, 746 of them). A question named twice gets the terms
+    of its last version, as its row does (both versions' terms collided on the key)."""
+    latest = {(int(q["capitolo"]), int(q["numero"])): q for q in questions}
+    conn.executemany("DELETE FROM quiz_terms WHERE capitolo = ? AND numero = ?", list(latest))
     conn.executemany(
         "INSERT INTO quiz_terms (term, capitolo, numero) VALUES (?, ?, ?)",
-        [(term, *key) for key, q in zip(keys, questions, strict=True) for term in index_terms(q)],
+        [(term, *key) for key, q in latest.items() for term in index_terms(q)],
     )
 
 

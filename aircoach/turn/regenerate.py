@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from aircoach.turn.conversations import conversation_thread
 from aircoach.turn.records import Turn
 
 if TYPE_CHECKING:
@@ -41,13 +42,19 @@ async def take_back(
 ) -> Turn | None:
     """Remove the conversation's newest stored turn when it answers `question` (and is the
     answer named, if one was): the turn removed, or None (the newest turn answers another
-    question, a client named an older answer, or another request removed it first): the new
-    turn is then just a new turn. `StoreUnavailable` when the store cannot be read."""
+    question, a client named an older answer, another request removed it first, or a newer
+    turn still runs: `stop()` then `regenerate()`, and the stored one is an older answer to
+    the same words): the new turn is then just a new turn. `StoreUnavailable` when the store
+    cannot be read."""
     newest = await gate.chats.recent_turns(user_id, 1, conversation=conversation_id)
     if not newest:
         return None
     turn = newest[0]
     if turn.human != question or regeneration.answer_id not in (None, turn.turn_id):
+        return None
+    thread = conversation_thread(user_id, conversation_id)
+    running = await gate.turn_log.holder(user_id, thread, now=gate.clock())
+    if running is not None and running.turn_id != turn.turn_id:
         return None
     if not await gate.chats.delete_turn(user_id, turn.turn_id):
         return None

@@ -198,6 +198,9 @@ async def test_a_chat_exam_question_called_right_without_a_letter_is_asked_for_i
         ("4 e: la b, 5 è = c", {4: "b", 5: "c"}),
         ("4 è: giusta", {}),
         ("3: e", {3: "e"}),
+        # A letter before an apostrophe starts an elided word ("c'è", "l'ho"), not an answer.
+        ("nella 3 c'è un errore", {}),
+        ("la 2 l’ho lasciata, 4 e' d", {4: "d"}),
     ],
 )
 def test_numbered_exam_answers_are_read_alike_by_the_tool_and_the_offline_model(

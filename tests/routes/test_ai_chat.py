@@ -392,44 +392,171 @@ async def test_a_regeneration_of_another_answer_than_the_newest_is_a_new_turn(
     assert [t.system for t in stored] == ["Quattro.", "Tre.", "Due.", "Uno."]
 
 
+class _ClaimedAfterTakeBack:
+    """A chat store on which, just after a turn is taken back, `then()` runs (another
+    instance's turn claims the chat: two requests racing)."""
+
+    def __init__(self, chats: Any):
+        self.chats = chats
+        self.then: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.chats, name)
+
+    async def delete_turn(self, user_id: str, turn_id: str) -> bool:
+        taken = await self.chats.delete_turn(user_id, turn_id)
+        if taken:
+            await self.then()
+        return taken
+
+
 @pytest.mark.parametrize("store_refuses", [False, True], ids=["stored", "spooled"])
 async def test_a_regeneration_refused_as_busy_puts_the_old_answer_back(
-    settings, app, client, auth, script, store_refuses
+    settings, models, auth, script, store_refuses
 ):
     """The old answer leaves the store before the new turn is prepared, and comes back as it
-    was when the new turn does not run (here: another turn holds the chat and the client asked
-    for `if_busy: reject`). A store that refuses it then gets it through the dead-letter spool,
-    at the next request once it takes writes again."""
+    was when the new turn does not run (here: another instance's turn claims the chat just
+    after, and the client asked for `if_busy: reject`). A store that refuses it then gets it
+    through the dead-letter spool, at the next request once it takes writes again."""
+    from aircoach.services import open_stores
     from aircoach.turn.conversations import conversation_thread
     from tests.store.test_dead_letters import accept_writes, refuse_writes
 
-    script([text("La risposta.")])
-    first = await client.post(
-        "/api/chat", json=ui_body("Cos'è il QNH?", message_id="m-2"), headers=auth()
-    )
+    stores = open_stores(settings)
+    chats = _ClaimedAfterTakeBack(stores.chats)
+    app = app_with(settings, models=models, chats=chats, quiz=stores.quiz, attempts=stores.attempts)
     services = services_of(app)
-    before = await services.chats.get_turn("user-1", first.headers["X-Turn-ID"])
-    assert before is not None
-    now = services.clock()
-    running = "elsewhere-turn"  # another instance's turn holds the chat
-    thread = conversation_thread("user-1", "chat-1")
-    assert (
-        await services.turn_log.claim("user-1", thread, running, now=now, expires_at=now + 60)
-        is None
-    )
-    if store_refuses:
-        refuse_writes(settings.sqlite_file)
+    running = "elsewhere-turn"
 
-    body = regenerate_body("Cos'è il QNH?", if_busy="reject")
-    refused = await client.post("/api/chat", json=body, headers=auth())
-    assert refused.status_code == 409 and refused.json()["turn_id"] == running
-    if store_refuses:
-        assert await services.chats.get_turn("user-1", before.turn_id) is None
-        assert await services.dead_letters.find("user-1", before.turn_id) == before
-        accept_writes(settings.sqlite_file)
-    page = (await client.get("/api/history?conversation_id=chat-1", headers=auth())).json()
+    async def claim() -> None:
+        now = services.clock()
+        thread = conversation_thread("user-1", "chat-1")
+        held = await services.turn_log.claim(
+            "user-1", thread, running, now=now, expires_at=now + 60
+        )
+        assert held is None
+        if store_refuses:
+            refuse_writes(settings.sqlite_file)
+
+    chats.then = claim
+    script([text("La risposta.")])
+    async with asgi_client(app) as client:
+        first = await client.post(
+            "/api/chat", json=ui_body("Cos'è il QNH?", message_id="m-2"), headers=auth()
+        )
+        before = await services.chats.get_turn("user-1", first.headers["X-Turn-ID"])
+        assert before is not None
+
+        body = regenerate_body("Cos'è il QNH?", if_busy="reject")
+        refused = await client.post("/api/chat", json=body, headers=auth())
+        assert refused.status_code == 409 and refused.json()["turn_id"] == running
+        if store_refuses:
+            assert await services.chats.get_turn("user-1", before.turn_id) is None
+            assert await services.dead_letters.find("user-1", before.turn_id) == before
+            accept_writes(settings.sqlite_file)
+        page = (await client.get("/api/history?conversation_id=chat-1", headers=auth())).json()
     assert [t["turn_id"] for t in page["turns"]] == [before.turn_id]
     assert await services.chats.get_turn("user-1", before.turn_id) == before
+
+
+async def test_a_regeneration_while_the_answer_still_runs_removes_no_older_answer(
+    settings, models, client, auth
+):
+    """`stop()` then `regenerate()`: the stopped answer still runs on the server, so the
+    newest stored turn is the one before it. When that older turn asked the same words
+    ("Spiegami meglio" twice), it is not the answer being regenerated and stays; the running
+    one is interrupted (stored `interrupted`) and the new answer follows it."""
+    started = anyio.Event()
+    calls = 0
+
+    class HeldSecond(ScriptedChatModel):
+        """The second turn's model never answers (until its turn is stopped)."""
+
+        async def _astream(self, *args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 2:
+                started.set()
+                await anyio.sleep_forever()
+            async for chunk in super()._astream(*args, **kwargs):
+                yield chunk
+
+    class HeldModels(ScriptedModels):
+        async def models_for(self, tools: list[Any]) -> list[Any]:
+            return [HeldSecond(script=self.script)]
+
+    replies = Script([text("Uno."), text("Tre.")])
+    models.provider = HeldModels(replies)
+    first = await client.post(
+        "/api/chat", json=ui_body("Spiegami meglio", message_id="m-1"), headers=auth()
+    )
+    async with anyio.create_task_group() as tg:
+        body = ui_body("Spiegami meglio", message_id="m-2")
+        tg.start_soon(lambda: client.post("/api/chat", json=body, headers=auth()))
+        await started.wait()  # the second answer runs; its client has stopped reading
+        again = await client.post(
+            "/api/chat", json=regenerate_body("Spiegami meglio"), headers=auth()
+        )
+    assert again.status_code == 200 and said(again) == "Tre."
+    page = (await client.get("/api/history?conversation_id=chat-1", headers=auth())).json()
+    assert [t["status"] for t in page["turns"]] == ["ok", "interrupted", "ok"]
+    assert [t["turn_id"] for t in page["turns"]][-1] == first.headers["X-Turn-ID"]
+    assert [t["system"] for t in page["turns"]][::2] == ["Tre.", "Uno."]
+
+
+class _StallsAfterTakeBack:
+    """A chat store whose first thread read after a turn is taken back waits for ever (a slow
+    store, or a slow Auth0 read, while the new turn is prepared): `reading` says it waits."""
+
+    def __init__(self, chats: Any):
+        self.chats = chats
+        self.took_back = False
+        self.reading = anyio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.chats, name)
+
+    async def delete_turn(self, user_id: str, turn_id: str) -> bool:
+        self.took_back = await self.chats.delete_turn(user_id, turn_id)
+        return self.took_back
+
+    async def latest_turn_ids(self, *args: Any, **kwargs: Any) -> list[str]:
+        if self.took_back:
+            self.took_back = False
+            self.reading.set()
+            await anyio.sleep_forever()
+        return await self.chats.latest_turn_ids(*args, **kwargs)
+
+
+async def test_a_regeneration_cancelled_before_it_runs_puts_the_old_answer_back(settings, auth):
+    """A regeneration whose request is cancelled while its turn is prepared (the client
+    left, the server's deadline) runs no turn: the old answer, already out of the store, is
+    stored again as it was, not lost."""
+    from aircoach.services import open_stores
+
+    stores = open_stores(settings)
+    chats = _StallsAfterTakeBack(stores.chats)
+    replies = Script([text("La risposta.")])
+    app = app_with(
+        settings,
+        models=ScriptedModels(replies),
+        chats=chats,
+        quiz=stores.quiz,
+        attempts=stores.attempts,
+    )
+    async with asgi_client(app) as client:
+        first = await client.post(
+            "/api/chat", json=ui_body("Cos'è il QNH?", message_id="m-2"), headers=auth()
+        )
+        before = await chats.get_turn("user-1", first.headers["X-Turn-ID"])
+        assert before is not None
+        async with anyio.create_task_group() as tg:
+            body = regenerate_body("Cos'è il QNH?")
+            tg.start_soon(lambda: client.post("/api/chat", json=body, headers=auth()))
+            await chats.reading.wait()
+            tg.cancel_scope.cancel()
+    replies.assert_used()
+    assert await chats.get_turn("user-1", before.turn_id) == before
 
 
 def test_the_chat_routes_document_every_status_and_header_of_the_turn_pipeline(openapi_schema):

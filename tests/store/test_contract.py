@@ -438,6 +438,18 @@ async def test_a_replaced_question_is_found_by_its_new_words_only(loaded: QuizSt
     assert keys(await loaded.search_text("velocita")) == [(1, 2)]
 
 
+async def test_a_batch_that_names_a_question_twice_keeps_the_last(loaded: QuizStore):
+    """As one upsert after the other (an edited bank imported whole): the later version is
+    stored and found by its own words only; the batch is not refused."""
+    first = {**QUESTIONS[0], "testo": "Il carburatore ghiaccia quando la portanza:"}
+    last = {**QUESTIONS[0], "testo": "Il carburatore ghiaccia quando:", "argomento": "motore"}
+    assert await loaded.upsert_questions([first, QUESTIONS[1], last]) == 3
+    assert await loaded.count() == 3
+    assert await loaded.by_chapter_and_number(1, 1) == last
+    assert keys(await loaded.search_text("carburatori")) == [(1, 1)]
+    assert await loaded.search_text("portanza") == []
+
+
 async def test_chapter_counts_and_ordered_lists(loaded: QuizStore):
     assert await loaded.chapter_counts() == {1: 2, 2: 1}
     assert keys(await loaded.list_questions(capitolo=None, limit=10)) == [(1, 1), (1, 2), (2, 1)]
