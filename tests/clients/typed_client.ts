@@ -161,6 +161,13 @@ export function toolFailure(event: StreamEvent): string | undefined {
   const messaggio: string | undefined = event.data.messaggio;
   return messaggio ?? error;
 }
+// The quiz's "no question matched" is `messaggio` too; its old name `message` is still typed
+// (deprecated) for the clients that read it.
+export function noQuestion(event: StreamEvent): string | undefined {
+  if (event.type !== "tool_result" || event.tool_name !== "domanda_teoria") return undefined;
+  const legacy: string | undefined = event.data.message;
+  return event.data.messaggio ?? legacy;
+}
 
 // The 422 of the task routes: where each issue is (`loc`) and why (`msg`).
 type TaskInvalid =
