@@ -302,7 +302,8 @@ async def _nothing_found(quiz: QuizService, query: dict[str, Any], *, several: b
     message = "Nessuna domanda trovata per questa richiesta."
     data: dict[str, Any] = {
         "query": query,
-        "message": message,
+        "messaggio": message,
+        "message": message,  # deprecated: the name before `messaggio`, kept for older clients
         "capitoli": [{"capitolo": c.capitolo, "titolo": c.titolo} for c in chapters if c.domande],
     }
     data["questions" if several else "question"] = [] if several else None

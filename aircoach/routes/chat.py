@@ -24,6 +24,7 @@ from aircoach.models import (
     MessageResponse,
 )
 from aircoach.routes.responses import (
+    IDEMPOTENCY_HEADER,
     INVALID_BODY,
     TOO_LARGE,
     TURN_REFUSED,
@@ -48,7 +49,6 @@ router = APIRouter(prefix="/api", tags=["chat"])
 log = logging.getLogger(__name__)
 
 TURN_ID_HEADER = "X-Turn-ID"
-IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
 WARNING_HEADER = "Warning"
 CLIENT_MESSAGE_ID = re.compile(CLIENT_MESSAGE_ID_PATTERN)

@@ -30,6 +30,7 @@ from aircoach.quiz.models import (
 )
 from aircoach.quiz.service import InvalidAnswer, QuestionNotFound, QuizService
 from aircoach.routes.responses import (
+    IDEMPOTENCY_HEADER,
     RETRY_AFTER,
     UNAUTHORIZED,
     UNPARSABLE_BODY,
@@ -148,7 +149,6 @@ _REPEATS: Responses = {
     },
 }
 _BUSY_RETRY_S = 1
-IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
 
 AnswerKey = Annotated[

@@ -70,6 +70,10 @@ TURN_REFUSED: Responses = {
 }
 
 
+# The request header that makes a retry answer the first request's result (chat, quiz answers,
+# tasks), spelled so in every route's schema: a generated client names its parameter so.
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
 # The header of an answer that says when to retry, declared on it (`"headers": RETRY_AFTER`)
 # so a generated client reads it as a number of seconds.
 RETRY_AFTER: dict[str, Any] = {

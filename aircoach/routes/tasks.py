@@ -25,6 +25,7 @@ from aircoach.errors import Conflict, ForbiddenError, NotFound
 from aircoach.messages import Language, header_language
 from aircoach.models import ErrorBody, ValidationErrorBody
 from aircoach.routes.responses import (
+    IDEMPOTENCY_HEADER,
     TOO_LARGE,
     UNAUTHORIZED,
     UNPARSABLE_BODY,
@@ -236,6 +237,7 @@ async def run_task(
     idempotency_key: Annotated[
         str | None,
         Header(
+            alias=IDEMPOTENCY_HEADER,
             min_length=1,
             max_length=MAX_KEY_CHARS,
             pattern=r"^[\x21-\x7e]+$",

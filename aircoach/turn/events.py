@@ -16,8 +16,9 @@ from aircoach.grounding.models import GroundingResult
 from aircoach.response_model import ResponseModel
 
 # What a tool returned, as the client gets it (`tool_result.data`, a stored turn's `tools`):
-# any object, and on a failure `error` and `messaggio`, typed so that generated clients can
-# read them (a bare `dict[str, Any]` is `{[key: string]: unknown}` to openapi-typescript).
+# any object, with the fields every client may read typed so that generated clients can
+# read them (a bare `dict[str, Any]` is `{[key: string]: unknown}` to openapi-typescript):
+# a failure's `error`, and `messaggio`, the one name of a sentence for the student.
 ToolData = Annotated[
     dict[str, Any],
     Field(
@@ -30,8 +31,15 @@ ToolData = Annotated[
                 },
                 "messaggio": {
                     "type": "string",
-                    "description": "A failed tool's sentence for the student, in the "
-                    "request's language, naming the tool by its label.",
+                    "description": "The sentence for the student, to show as it is: a failed "
+                    "tool's, in the request's language, naming the tool by its label; the "
+                    "quiz's when no question matched (`domanda_teoria`).",
+                },
+                "message": {
+                    "type": "string",
+                    "deprecated": True,
+                    "description": "Deprecated: the quiz's no-match sentence under its old "
+                    "name, the same text as `messaggio`; read `messaggio`.",
                 },
             }
         }
@@ -55,7 +63,8 @@ class ToolResult(_Event):
     data: ToolData = Field(
         description="An object, never a JSON string. A failed tool's has `error` (the text the "
         "model is given, in English) and `messaggio` (the sentence for the student, in the "
-        "request's language, naming the tool by its label)."
+        "request's language, naming the tool by its label); `messaggio` is also the quiz's "
+        "sentence when no question matched (`message`, the same text, is deprecated)."
     )
     final: bool = Field(
         description="True for a return_direct tool that succeeded: it ends the turn."

@@ -1366,6 +1366,29 @@ def test_a_failed_tool_card_shows_the_students_sentence_not_the_models(settings,
     assert s.console_errors == []
 
 
+def test_a_quiz_request_nothing_matches_shows_its_messaggio(settings, session_for):
+    """No question matches: the page shows the quiz's sentence for the student, read from
+    `messaggio` as for a failed tool, and no empty question list (before, the result named it
+    `message`, the page showed nothing of it and an empty card list for several)."""
+    script = Script(
+        [
+            call("domanda_teoria", testo="elicottero", quante=2),
+            text("Scegli uno dei capitoli: 1 Principi di aerodinamica, ..."),
+        ]
+    )
+    with served(app_with(settings, models=ScriptedModels(script))) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in()
+        turn = s.answered(s.ask("Dammi due domande sull'elicottero"))
+        expect(turn.locator(".tool-note")).to_have_text(
+            "Nessuna domanda trovata per questa richiesta."
+        )
+        expect(turn.locator(".cards")).to_have_count(0)
+        expect(turn).to_contain_text("Scegli uno dei capitoli")
+    assert s.console_errors == []
+
+
 def test_a_choice_whose_turn_fails_reopens_its_card_with_an_italian_notice(settings, session_for):
     """The answer `la a` is refused (a 503), then `la b` ends without a grading (the model
     failed: its `error` event's message says why), then `la a` ends with text only: each

@@ -113,6 +113,9 @@ type AnswerInvalid =
 export const once: AnswerHeaders = { "Idempotency-Key": "01J9ZQ6Y8W3M5V2K7T4R1N0B6C" };
 // @ts-expect-error: the key is a string
 export const numericKey: AnswerHeaders = { "Idempotency-Key": 42 };
+// The task route names the header the same way (it was `idempotency-key` there).
+type TaskHeaders = NonNullable<paths["/api/tasks/{task}"]["post"]["parameters"]["header"]>;
+export const taskOnce: TaskHeaders = { "Idempotency-Key": "mail-42" };
 export const replayed: Replayed = "true";
 // @ts-expect-error: the header is sent only as `true`
 export const notReplayed: Replayed = "false";
@@ -160,6 +163,13 @@ export function toolFailure(event: StreamEvent): string | undefined {
   const error: string | undefined = event.data.error;
   const messaggio: string | undefined = event.data.messaggio;
   return messaggio ?? error;
+}
+// The quiz's "no question matched" is `messaggio` too; its old name `message` is still typed
+// (deprecated) for the clients that read it.
+export function noQuestion(event: StreamEvent): string | undefined {
+  if (event.type !== "tool_result" || event.tool_name !== "domanda_teoria") return undefined;
+  const legacy: string | undefined = event.data.message;
+  return event.data.messaggio ?? legacy;
 }
 
 // The 422 of the task routes: where each issue is (`loc`) and why (`msg`).

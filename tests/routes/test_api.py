@@ -468,3 +468,18 @@ def test_a_route_without_a_body_does_not_document_a_body_in_its_422(openapi_sche
         and "body" in operation["responses"].get("422", {}).get("description", "").lower()
     ]
     assert said_body == []
+
+
+def test_every_idempotency_header_is_named_idempotency_key(openapi_schema):
+    """A generated client names a header parameter as the schema spells it: the task route's
+    was `idempotency-key` (FastAPI's spelling of the parameter `idempotency_key`) beside the
+    quiz's `Idempotency-Key`, so one client had two names for one header."""
+    spelled = {
+        f"{method.upper()} {path}": parameter["name"]
+        for path, operations in openapi_schema["paths"].items()
+        for method, operation in operations.items()
+        for parameter in operation.get("parameters", [])
+        if parameter["in"] == "header" and parameter["name"].lower() == "idempotency-key"
+    }
+    assert {"POST /api/tasks/{task}", "POST /api/quiz/answers"} <= set(spelled)
+    assert set(spelled.values()) == {"Idempotency-Key"}, spelled

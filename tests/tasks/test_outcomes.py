@@ -171,6 +171,13 @@ async def test_an_idempotency_key_runs_once_and_refuses_another_input(make_app, 
             URL, json=MAIL, headers={**auth(permissions=RUN), "Idempotency-Key": "a b"}
         )
         assert bad_key.status_code == 422
+        assert bad_key.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
+        assert "Idempotency-Key" in bad_key.json()["message"]
+        # Headers are case-insensitive: the key in lower case is the same key.
+        lower = await client.post(
+            URL, json=MAIL, headers={**auth(permissions=RUN), "idempotency-key": "mail-42"}
+        )
+        assert lower.json()["run_id"] == first.json()["run_id"]
         runs = await client.get("/api/tasks/runs", headers=auth(permissions=REVIEW))
         assert len(runs.json()["items"]) == 2
 

@@ -103,7 +103,12 @@ def test_the_openapi_stream_schema_is_generated_from_the_events(openapi_schema):
         assert {k: v["type"] for k, v in data["properties"].items()} == {
             "error": "string",
             "messaggio": "string",
+            "message": "string",
         }
+        # One name for the student's sentence: the quiz's no-match `message` is deprecated.
+        assert "no question matched" in data["properties"]["messaggio"]["description"]
+        assert data["properties"]["message"]["deprecated"] is True
+        assert "deprecated" not in data["properties"]["messaggio"]
 
 
 async def test_every_event_on_the_wire_has_exactly_its_fields(client, auth, script):

@@ -580,8 +580,8 @@ function labelOf(name) {
 // `cardOf(g)`: the question card a grading belongs to, if it is shown.
 function toolCard(event, view, cardOf = lastCardOf) {
   const data = event.data || {};
-  if (event.tool_name === "domanda_teoria" && (data.question || data.questions)) {
-    const questions = data.questions || [data.question];
+  const questions = data.questions || (data.question ? [data.question] : []);
+  if (event.tool_name === "domanda_teoria" && questions.length) {
     return el("div", { class: "cards" }, ...questions.map(questionCard));
   }
   if (event.tool_name === "domanda_teoria" && data.esame && Array.isArray(data.esame.domande)) return chatExamCard(data.esame, data.nota);
@@ -593,6 +593,8 @@ function toolCard(event, view, cardOf = lastCardOf) {
     return el("div", { class: "card card-error" }, `${labelOf(event.tool_name)}: ${data.error || "errore"}`);
   }
   if (items) return items.length ? sourceCards(event.tool_name, items) : null;
+  // Any other sentence for the student (the quiz's "no question matched") has the same name.
+  if (typeof data.messaggio === "string" && data.messaggio) return el("p", { class: "notice notice-info tool-note", text: data.messaggio });
   return null; // other tools' internals belong to the settings, not to the student's page
 }
 
