@@ -87,11 +87,29 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+# Read from the request's headers by `_message_key` (the body is parsed by hand), declared here
+# so that a generated client has it, spelled as the quiz's and the tasks' routes spell theirs.
+_IDEMPOTENCY_PARAMETER: dict[str, Any] = {
+    "name": IDEMPOTENCY_HEADER,
+    "in": "header",
+    "required": False,
+    "schema": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_CLIENT_MESSAGE_ID,
+        "pattern": CLIENT_MESSAGE_ID_PATTERN,
+    },
+    "description": "The message's id, as the body's `client_message_id` (either, or both "
+    "when equal): a repeat gets the first turn (`Idempotent-Replayed: true`), streamed or "
+    "replayed; the same id with another question is a 422.",
+}
+
+
 @router.post(
     "/stream_query",
     responses=_RESPONSES,
     response_model=None,
-    openapi_extra=json_body_openapi(MessageRequest),
+    openapi_extra={**json_body_openapi(MessageRequest), "parameters": [_IDEMPOTENCY_PARAMETER]},
 )
 async def stream_query(
     request: Request,
