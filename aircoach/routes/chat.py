@@ -26,6 +26,7 @@ from aircoach.models import (
 from aircoach.routes.responses import (
     IDEMPOTENCY_HEADER,
     INVALID_BODY,
+    REPLAYED_HEADER,
     TOO_LARGE,
     TURN_REFUSED,
     UNAUTHORIZED,
@@ -49,7 +50,6 @@ router = APIRouter(prefix="/api", tags=["chat"])
 log = logging.getLogger(__name__)
 
 TURN_ID_HEADER = "X-Turn-ID"
-REPLAYED_HEADER = "Idempotent-Replayed"
 WARNING_HEADER = "Warning"
 CLIENT_MESSAGE_ID = re.compile(CLIENT_MESSAGE_ID_PATTERN)
 
@@ -71,7 +71,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
                 "switch of a tool this deployment does not configure).",
                 "schema": {"type": "string"},
             },
-            "Idempotent-Replayed": {
+            REPLAYED_HEADER: {
                 "description": "`true` when a repeated `client_message_id` got the stored "
                 "turn again (the model did not run).",
                 "schema": {"type": "string", "enum": ["true"]},
