@@ -36,6 +36,7 @@ from aircoach.routes import (
 )
 from aircoach.routes.openapi_events import install_event_components
 from aircoach.routes.responses import (
+    REPLAYED_HEADER,
     install_unsupported_media_type,
     install_validation_error_body,
 )
@@ -99,7 +100,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         expose_headers=[
             REQUEST_ID_HEADER,
             "X-Turn-ID",
-            "Idempotent-Replayed",
+            REPLAYED_HEADER,
             "Retry-After",
             "Warning",
             "x-vercel-ai-ui-message-stream",

@@ -25,6 +25,7 @@ from aircoach.models import (
 from aircoach.routes.chat import run_chat
 from aircoach.routes.responses import (
     INVALID_BODY,
+    REPLAYED_HEADER,
     TOO_LARGE,
     TURN_REFUSED,
     UNAUTHORIZED,
@@ -216,7 +217,7 @@ _STREAM_DOC = {
 @router.post(
     "/chat",
     responses={
-        200: {**_STREAM_DOC, "headers": {**_HEADER_DOCS, "Idempotent-Replayed": _REPLAYED_DOC}},
+        200: {**_STREAM_DOC, "headers": {**_HEADER_DOCS, REPLAYED_HEADER: _REPLAYED_DOC}},
         **UNAUTHORIZED,
         **TOO_LARGE,
         **INVALID_BODY,

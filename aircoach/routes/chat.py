@@ -26,6 +26,7 @@ from aircoach.models import (
 from aircoach.routes.responses import (
     IDEMPOTENCY_HEADER,
     INVALID_BODY,
+    REPLAYED_HEADER,
     TOO_LARGE,
     TURN_REFUSED,
     UNAUTHORIZED,
@@ -49,7 +50,6 @@ router = APIRouter(prefix="/api", tags=["chat"])
 log = logging.getLogger(__name__)
 
 TURN_ID_HEADER = "X-Turn-ID"
-REPLAYED_HEADER = "Idempotent-Replayed"
 WARNING_HEADER = "Warning"
 CLIENT_MESSAGE_ID = re.compile(CLIENT_MESSAGE_ID_PATTERN)
 
@@ -71,7 +71,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
                 "switch of a tool this deployment does not configure).",
                 "schema": {"type": "string"},
             },
-            "Idempotent-Replayed": {
+            REPLAYED_HEADER: {
                 "description": "`true` when a repeated `client_message_id` got the stored "
                 "turn again (the model did not run).",
                 "schema": {"type": "string", "enum": ["true"]},
@@ -87,11 +87,29 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+# Read from the request's headers by `_message_key` (the body is parsed by hand), declared here
+# so that a generated client has it, spelled as the quiz's and the tasks' routes spell theirs.
+_IDEMPOTENCY_PARAMETER: dict[str, Any] = {
+    "name": IDEMPOTENCY_HEADER,
+    "in": "header",
+    "required": False,
+    "schema": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_CLIENT_MESSAGE_ID,
+        "pattern": CLIENT_MESSAGE_ID_PATTERN,
+    },
+    "description": "The message's id, as the body's `client_message_id` (either, or both "
+    "when equal): a repeat gets the first turn (`Idempotent-Replayed: true`), streamed or "
+    "replayed; the same id with another question is a 422.",
+}
+
+
 @router.post(
     "/stream_query",
     responses=_RESPONSES,
     response_model=None,
-    openapi_extra=json_body_openapi(MessageRequest),
+    openapi_extra={**json_body_openapi(MessageRequest), "parameters": [_IDEMPOTENCY_PARAMETER]},
 )
 async def stream_query(
     request: Request,

@@ -31,6 +31,7 @@ from aircoach.quiz.models import (
 from aircoach.quiz.service import InvalidAnswer, QuestionNotFound, QuizService
 from aircoach.routes.responses import (
     IDEMPOTENCY_HEADER,
+    REPLAYED_HEADER,
     RETRY_AFTER,
     UNAUTHORIZED,
     UNPARSABLE_BODY,
@@ -134,7 +135,7 @@ _REPEATS: Responses = {
     200: {
         "description": "The grading.",
         "headers": {
-            "Idempotent-Replayed": {
+            REPLAYED_HEADER: {
                 "description": "`true` when a repeated `Idempotency-Key` got the first "
                 "grading again (nothing was recorded).",
                 "schema": {"type": "string", "enum": ["true"]},
@@ -149,7 +150,6 @@ _REPEATS: Responses = {
     },
 }
 _BUSY_RETRY_S = 1
-REPLAYED_HEADER = "Idempotent-Replayed"
 
 AnswerKey = Annotated[
     str | None,

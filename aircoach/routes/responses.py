@@ -73,6 +73,8 @@ TURN_REFUSED: Responses = {
 # The request header that makes a retry answer the first request's result (chat, quiz answers,
 # tasks), spelled so in every route's schema: a generated client names its parameter so.
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+# The header of an answer that is a repeat's: the first request's result, sent again.
+REPLAYED_HEADER = "Idempotent-Replayed"
 
 # The header of an answer that says when to retry, declared on it (`"headers": RETRY_AFTER`)
 # so a generated client reads it as a number of seconds.

@@ -26,6 +26,7 @@ from aircoach.messages import Language, header_language
 from aircoach.models import ErrorBody, ValidationErrorBody
 from aircoach.routes.responses import (
     IDEMPOTENCY_HEADER,
+    REPLAYED_HEADER,
     TOO_LARGE,
     UNAUTHORIZED,
     UNPARSABLE_BODY,
@@ -280,7 +281,7 @@ async def run_task(
     result = TaskResult.from_run(run)
     if replayed:
         return JSONResponse(  # type: ignore[return-value]
-            result.model_dump(mode="json"), headers={"Idempotent-Replayed": "true"}
+            result.model_dump(mode="json"), headers={REPLAYED_HEADER: "true"}
         )
     return result
 

@@ -481,5 +481,7 @@ def test_every_idempotency_header_is_named_idempotency_key(openapi_schema):
         for parameter in operation.get("parameters", [])
         if parameter["in"] == "header" and parameter["name"].lower() == "idempotency-key"
     }
-    assert {"POST /api/tasks/{task}", "POST /api/quiz/answers"} <= set(spelled)
+    assert {"POST /api/tasks/{task}", "POST /api/quiz/answers", "POST /api/stream_query"} <= set(
+        spelled
+    )
     assert set(spelled.values()) == {"Idempotency-Key"}, spelled
