@@ -878,6 +878,17 @@ async function loadConversations() {
   // A new chat is listed before its first turn is stored.
   if (state.conversation && !stored.some((c) => c.conversation_id === state.conversation)) entries.push({ id: state.conversation, label: "Nuova chat" });
   entries.push(...stored.map((c) => ({ id: c.conversation_id, label: shortened(c.first_question, 60) })));
+  // The same chats as on screen: their buttons stay (a refresh after each turn replaced
+  // them, and a click whose press and release fell on either side of it was lost).
+  const shown = [...$("conversations").querySelectorAll("button")];
+  if (shown.length === entries.length && entries.every((c, i) => shown[i].dataset.conversation === (c.id ?? "") && shown[i].textContent === c.label)) {
+    shown.forEach((button, i) => {
+      button.disabled = state.busy;
+      if (entries[i].id === state.conversation) button.setAttribute("aria-current", "true");
+      else button.removeAttribute("aria-current");
+    });
+    return;
+  }
   $("conversations").replaceChildren(
     ...entries.map((c) =>
       el("li", {},
