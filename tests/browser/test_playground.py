@@ -304,19 +304,24 @@ class SteppedModelServer(FakeModelServer):
         _write_chunk(handler, b"")
 
 
+def _on_fake_gemini(data_dir: Path, url: str) -> Settings:
+    """Settings whose model is the fake Gemini server at `url`, with no retries."""
+    return Settings(
+        _env_file=None,
+        data_dir=data_dir,
+        google_api_key="fake-key",
+        model_base_url=url,
+        model_max_retries=0,
+        tool_env={},
+    )
+
+
 def test_a_slow_models_answer_renders_progressively_before_done(data_dir, session_for):
     model = SteppedModelServer(gates=[threading.Event() for _ in range(2)])
     model.script(gemini_text("Il vento ", "in coda ", "allunga la corsa."))
     model.start()
     try:
-        settings = Settings(
-            _env_file=None,
-            data_dir=data_dir,
-            google_api_key="fake-key",
-            model_base_url=model.url,
-            model_max_retries=0,
-            tool_env={},
-        )
+        settings = _on_fake_gemini(data_dir, model.url)
         with served(app_with(settings)) as origin:
             s = session_for(origin)
             s.open()
@@ -953,14 +958,7 @@ def test_stored_turns_that_failed_or_were_interrupted_say_so_as_the_live_ones(
     )
     model.start()
     try:
-        settings = Settings(
-            _env_file=None,
-            data_dir=data_dir,
-            google_api_key="fake-key",
-            model_base_url=model.url,
-            model_max_retries=0,
-            tool_env={},
-        )
+        settings = _on_fake_gemini(data_dir, model.url)
         with served(app_with(settings)) as origin:
             minted = httpx.post(f"{origin}/api/dev/token", json={"name": "ritorno"}, timeout=30)
             assert minted.status_code == 200, minted.text
