@@ -3,6 +3,7 @@ loudly when its script runs out or is left unused."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -77,3 +78,27 @@ class ScriptedModels:
 
     async def models_for(self, tools: list[Any]) -> list[Any]:
         return [ScriptedChatModel(script=self.script)]
+
+
+class HeldModels(ScriptedModels):
+    """Scripted models whose stream waits first on `hold(n)`, `n` the model's call number
+    (1, 2, ... across the provider's requests): a test holds a turn while it runs, e.g. with
+    `anyio.sleep_forever()` for the call its turn is stopped at, or an event it sets later."""
+
+    def __init__(self, script: Script, hold: Callable[[int], Awaitable[None]]):
+        super().__init__(script)
+        self.hold = hold
+        self.calls = 0
+
+    async def models_for(self, tools: list[Any]) -> list[Any]:
+        return [_Held(script=self.script, provider=self)]
+
+
+class _Held(ScriptedChatModel):
+    provider: Any = Field(exclude=True)
+
+    async def _astream(self, *args: Any, **kwargs: Any) -> Any:
+        self.provider.calls += 1
+        await self.provider.hold(self.provider.calls)
+        async for chunk in super()._astream(*args, **kwargs):
+            yield chunk

@@ -17,7 +17,7 @@ import pytest
 from aircoach.settings import ROOT
 from aircoach.turn.answer import FALLBACK_ANSWER
 from tests.helpers import app_with, served, services_of
-from tests.scripted_model import Script, ScriptedChatModel, ScriptedModels, call, text
+from tests.scripted_model import HeldModels, Script, ScriptedModels, call, text
 
 pytestmark = pytest.mark.integration
 
@@ -182,24 +182,13 @@ async def test_a_turn_replaced_by_a_newer_message_is_stopped_not_failed(settings
     `streamText` ends one its abort signal stopped. `useChat` keeps the message with its
     metadata (`status: cancelled`) and shows no error: status `ready`, no `error`, and
     `onFinish` is told no `finishReason` (never `error`) and no error."""
-    answered: list[bool] = []
 
-    class Held(ScriptedChatModel):
-        """The first call never answers (its turn is interrupted); later ones do."""
-
-        async def _astream(self, *args: Any, **kwargs: Any) -> Any:
-            if not answered:
-                answered.append(False)
-                await anyio.sleep_forever()
-            async for chunk in super()._astream(*args, **kwargs):
-                yield chunk
-
-    class HeldModels(ScriptedModels):
-        async def models_for(self, tools: list[Any]) -> list[Any]:
-            return [Held(script=self.script)]
+    async def hold(call: int) -> None:
+        if call == 1:  # the first call never answers (its turn is interrupted)
+            await anyio.sleep_forever()
 
     script = Script([text(SECOND_ANSWER)])
-    app = app_with(settings, models=HeldModels(script))
+    app = app_with(settings, models=HeldModels(script, hold))
     with served(app) as url:
         env = {
             **os.environ,

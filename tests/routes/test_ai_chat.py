@@ -12,7 +12,7 @@ import pytest
 
 from aircoach.grounding.guard import caveat
 from tests.helpers import app_with, asgi_client, services_of
-from tests.scripted_model import Script, ScriptedChatModel, ScriptedModels, call, text
+from tests.scripted_model import HeldModels, Script, ScriptedModels, call, text
 
 EN = {"Accept-Language": "en"}
 
@@ -285,21 +285,12 @@ async def test_a_new_message_after_stop_replaces_the_turn_still_running(
     running turn by default, and a client that wants the 409 sends `if_busy: "reject"`."""
     started = anyio.Event()
 
-    class Held(ScriptedChatModel):
-        """The first turn's model never answers (until its turn is stopped); later ones do."""
+    async def hold(call: int) -> None:
+        if call == 1:  # the first turn's model never answers (until its turn is stopped)
+            started.set()
+            await anyio.sleep_forever()
 
-        async def _astream(self, *args: Any, **kwargs: Any) -> Any:
-            if not started.is_set():
-                started.set()
-                await anyio.sleep_forever()
-            async for chunk in super()._astream(*args, **kwargs):
-                yield chunk
-
-    class HeldModels(ScriptedModels):
-        async def models_for(self, tools: list[Any]) -> list[Any]:
-            return [Held(script=self.script)]
-
-    models.provider = HeldModels(Script([text("La seconda domanda ha la sua risposta.")]))
+    models.provider = HeldModels(Script([text("La seconda domanda ha la sua risposta.")]), hold)
     first: list[httpx.Response] = []
     async with anyio.create_task_group() as tg:
 
@@ -467,26 +458,14 @@ async def test_a_regeneration_while_the_answer_still_runs_removes_no_older_answe
     ("Spiegami meglio" twice), it is not the answer being regenerated and stays; the running
     one is interrupted (stored `interrupted`) and the new answer follows it."""
     started = anyio.Event()
-    calls = 0
 
-    class HeldSecond(ScriptedChatModel):
-        """The second turn's model never answers (until its turn is stopped)."""
-
-        async def _astream(self, *args: Any, **kwargs: Any) -> Any:
-            nonlocal calls
-            calls += 1
-            if calls == 2:
-                started.set()
-                await anyio.sleep_forever()
-            async for chunk in super()._astream(*args, **kwargs):
-                yield chunk
-
-    class HeldModels(ScriptedModels):
-        async def models_for(self, tools: list[Any]) -> list[Any]:
-            return [HeldSecond(script=self.script)]
+    async def hold(call: int) -> None:
+        if call == 2:  # the second turn's model never answers (until its turn is stopped)
+            started.set()
+            await anyio.sleep_forever()
 
     replies = Script([text("Uno."), text("Tre.")])
-    models.provider = HeldModels(replies)
+    models.provider = HeldModels(replies, hold)
     first = await client.post(
         "/api/chat", json=ui_body("Spiegami meglio", message_id="m-1"), headers=auth()
     )

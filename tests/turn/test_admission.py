@@ -23,7 +23,7 @@ from aircoach.turn.guards import GuardStores
 from aircoach.turn.ports import ChatStore
 from tests.clock import FakeClock, quota_clock
 from tests.helpers import app_with, asgi_client, services_of
-from tests.scripted_model import Script, ScriptedChatModel, ScriptedModels, call, text
+from tests.scripted_model import HeldModels, Script, ScriptedModels, call, text
 from tests.sse import parse_sse
 
 
@@ -333,16 +333,9 @@ async def test_a_json_repeat_that_joined_a_turn_the_store_refused_gets_it_from_t
 ):
     started, release = anyio.Event(), anyio.Event()
 
-    class Held(ScriptedChatModel):
-        async def _astream(self, *args: Any, **kwargs: Any) -> Any:
-            started.set()
-            await release.wait()
-            async for chunk in super()._astream(*args, **kwargs):
-                yield chunk
-
-    class HeldModels(ScriptedModels):
-        async def models_for(self, tools: list[Any]) -> list[Any]:
-            return [Held(script=self.script)]
+    async def hold(call: int) -> None:
+        started.set()
+        await release.wait()
 
     stores = open_stores(settings)
     real, log = stores.chats, build_turn_log(settings)
@@ -366,7 +359,7 @@ async def test_a_json_repeat_that_joined_a_turn_the_store_refused_gets_it_from_t
     # The turn runs on instance a; the repeat reaches instance b, which follows its log.
     app = app_with(
         settings,
-        models=HeldModels(Script([text("La risposta.")])),
+        models=HeldModels(Script([text("La risposta.")]), hold),
         chats=RefusesTheTurn(),
         quiz=stores.quiz,
         attempts=stores.attempts,
