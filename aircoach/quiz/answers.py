@@ -129,3 +129,11 @@ def read_numbered_answers(text: str) -> dict[int, str]:
         for m in _NUMBERED_ANSWER.finditer(fold(text))
         for number in _DIGITS.findall(m[1])
     }
+
+
+def only_numbered_answers(text: str) -> bool:
+    """Whether the message says nothing but numbered answers and words around them ("2b",
+    "direi la 2 è b"): a lone number and letter in a longer message may be something else
+    ("capitolo 3 a caso")."""
+    rest = _NUMBERED_ANSWER.sub(" ", fold(text))
+    return all(token in _FILLERS for token in _TOKEN.findall(rest))
