@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolM
 from aircoach.quiz.answers import (
     NOT_KNOWN,
     dont_know,
+    only_numbered_answers,
     read_letter,
     read_numbered_answers,
     read_option,
@@ -87,16 +88,19 @@ def pending_question(messages: Sequence[BaseMessage]) -> PendingQuestion | None:
 
 
 def numbered_answers(query: str, waiting: Mapping[int, PendingQuestion]) -> list[dict[str, Any]]:
-    """ "1a 2b 3c", "1 b 2 non lo so" to the questions still waiting (`waiting_by_number`:
-    numbered in the order they were asked): one grading call each, a "don't know" graded as
-    not known; [] when the message is not that, or names a question that does not wait."""
+    """ "1a 2b 3c", "1 b 2 non lo so", "1 e 3: a", a lone "2b" to the questions still waiting
+    (`waiting_by_number`: numbered in the order they were asked): one grading call each, a
+    "don't know" graded as not known; [] when the message is not that, or names a question
+    that does not wait."""
     text = fold(query)
-    if len(text) > MAX_ANSWER_CHARS or len(waiting) < 2:
+    if len(text) > MAX_ANSWER_CHARS or not waiting:
         return []
     found = read_numbered_answers(text)  # as the mock exam reads them ("la 2 è b")
-    # A lone number and letter may be something else ("capitoli 2, 5 e 7" reads 5 = e); a
-    # lone "2 non lo so" cannot.
-    if len(found) < 2 and NOT_KNOWN not in found.values():
+    # A lone number and letter in a longer message may be something else ("capitolo 3 a
+    # caso"); alone ("2b", "la 2 è b"), or a lone "2 non lo so", it cannot.
+    if not found or (
+        len(found) == 1 and NOT_KNOWN not in found.values() and not only_numbered_answers(text)
+    ):
         return []
     if any(n not in waiting for n in found):
         return []

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from aircoach.quiz.answers import read_answer, read_letter, read_option
+from aircoach.quiz.answers import read_answer, read_letter, read_numbered_answers, read_option
 
 OPTIONS = {
     "a": "raddoppia",
@@ -79,3 +81,24 @@ def test_options_by_their_text(text, letter):
 )
 def test_what_is_not_an_answer(text):
     assert read_answer(text, OPTIONS) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "3 e " * 1000,
+        "3, " * 1333,
+        "3 e’ " * 800,
+        "3 e 3 non lo " * 300,
+        "3 -" + " " * 4000 + "x",
+        "la 3 è " * 570,
+    ],
+    ids=["and", "commas", "apostrophes", "dont-know", "spaces", "verbs"],
+)
+def test_a_long_message_of_numbers_reads_at_once(text: str):
+    """A 4,000-character message is read in linear time (no regex backtracking over the
+    numbers: a list of numbers before one answer has a bounded length). The bound is far
+    above the milliseconds it takes, so a busy machine never fails it."""
+    start = time.perf_counter()
+    read_numbered_answers(text)
+    assert time.perf_counter() - start < 1.0

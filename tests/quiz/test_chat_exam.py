@@ -201,6 +201,18 @@ async def test_a_chat_exam_question_called_right_without_a_letter_is_asked_for_i
         # A letter before an apostrophe starts an elided word ("c'è", "l'ho"), not an answer.
         ("nella 3 c'è un errore", {}),
         ("la 2 l’ho lasciata, 4 e' d", {4: "d"}),
+        # Several numbers before one answer: each has it ("3 e 4: b" read 3 = e, 4 = b). An
+        # "e" between two numbers is "and", never the letter e.
+        ("3 e 4: b", {3: "b", 4: "b"}),
+        ("3 e 4 b", {3: "b", 4: "b"}),
+        ("3, 4 e 5: c", {3: "c", 4: "c", 5: "c"}),
+        ("1a, 2 e 3 non lo so", {1: "a", 2: "-", 3: "-"}),
+        ("capitoli 2, 5 e 7", {}),
+        ("3 e", {3: "e"}),  # alone, still the letter e: the grader says it is no option
+        # A phone's apostrophe for "è" ("e’") is the verb, as "e'" is (it read no answer).
+        ("la 3 e’ b", {3: "b"}),
+        ("3 e’ la c, 4 e' d", {3: "c", 4: "d"}),
+        ("la 3 e’ giusta", {}),
     ],
 )
 def test_numbered_exam_answers_are_read_alike_by_the_tool_and_the_offline_model(

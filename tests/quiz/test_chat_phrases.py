@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from aircoach.llm import offline_quiz
+from aircoach.llm.offline_quiz import PendingQuestion
 from aircoach.settings import Settings
 from tests.helpers import app_with, asgi_client, chat
 
@@ -181,3 +185,55 @@ async def test_a_numbered_dont_know_among_several_pending_questions_is_graded_no
         assert sorted((g["capitolo"], g["numero"], g["risposta"]) for g in gradings) == sorted(
             [(first["capitolo"], first["numero"], "a"), (third["capitolo"], third["numero"], "c")]
         )
+
+
+async def test_a_lone_numbered_letter_among_several_pending_questions_grades_that_question(
+    settings: Settings, auth
+):
+    """ "2b" with three questions waiting graded nothing: the numbered path took one answer
+    for something else ("capitoli 2, 5 e 7") and the single-answer path reads no number, so
+    the manual was searched. A message that says nothing but that answer grades it; one
+    answer for several numbers ("1 e 3: a") grades each."""
+    async with asgi_client(app_with(settings)) as client:
+        asked = (await chat(client, auth(), "Dammi 3 domande dai capitoli 2, 5 e 7"))[0]["data"]
+        first, second, third = asked["questions"]
+        events = await chat(client, auth(), "2b")
+        gradings = [e["data"] for e in events if e["type"] == "tool_result"]
+        assert [(g["capitolo"], g["numero"], g["risposta"]) for g in gradings] == [
+            (second["capitolo"], second["numero"], "b")
+        ]
+        events = await chat(client, auth(), "1 e 3: a")
+        gradings = [e["data"] for e in events if e["type"] == "tool_result"]
+        assert sorted((g["capitolo"], g["numero"], g["risposta"]) for g in gradings) == sorted(
+            [(first["capitolo"], first["numero"], "a"), (third["capitolo"], third["numero"], "a")]
+        )
+
+        # One question left: "3 e’ c" (a phone's "è") grades it under the number it was asked
+        # with.
+        asked = (await chat(client, auth(), "Dammi 3 domande dai capitoli 2, 5 e 7"))[0]["data"]
+        await chat(client, auth(), "1a 2b")
+        events = await chat(client, auth(), "la 3 e’ c")
+        gradings = [e["data"] for e in events if e["type"] == "tool_result"]
+        last = asked["questions"][2]
+        assert [(g["capitolo"], g["numero"], g["risposta"]) for g in gradings] == [
+            (last["capitolo"], last["numero"], "c")
+        ]
+
+
+@pytest.mark.parametrize(
+    ("text", "graded"),
+    [
+        ("2b", [(5, "b")]),
+        ("direi la 2 è b", [(5, "b")]),
+        ("2 e 3: c", [(5, "c"), (7, "c")]),
+        ("1 e’ a", [(2, "a")]),
+        ("2 non lo so", [(5, "non lo so")]),
+        ("dammi domande del capitolo 3 a caso", []),  # a lone number and letter among words
+        ("capitoli 2, 5 e 7", []),
+        ("4b", []),  # no question 4 waits
+    ],
+)
+def test_numbered_answers_to_the_waiting_questions(text: str, graded: list[tuple[int, str]]):
+    waiting = {n: PendingQuestion(capitolo, 1) for n, capitolo in ((1, 2), (2, 5), (3, 7))}
+    calls = offline_quiz.numbered_answers(text, waiting)
+    assert [(c["capitolo"], c["risposta"]) for c in calls] == graded
