@@ -190,18 +190,21 @@ class DeadLetters:
 
     async def drain_conversation(
         self, chats: ChatStore, user_id: str, conversation_id: str, *, limit: int = 100
-    ) -> None:
+    ) -> list[str]:
         """Before the user's conversation is deleted: make sure none of its turns comes back
         from the spool afterwards. The spool is drained first (`drain`); when turns stay in
         it (the store refuses them), those of this conversation are removed from the spool,
         as the delete removes the stored ones, and the others wait for the store: they are
         not this delete's (a turn the store refuses, alone on a quiet instance, refused every
-        delete of every conversation until a chat turn was stored there). `StoreUnavailable`
-        when the spool cannot be listed, an entry left cannot be read (it may be this
-        conversation's), or `limit` turns or more wait (an outage: each would be read)."""
+        delete of every conversation until a chat turn was stored there). The ids of the
+        conversation's turns removed from the spool (a conversation whose turns the store
+        refused all is there alone, and is deleted all the same). `StoreUnavailable` when
+        the spool cannot be listed or delete an entry, an entry left cannot be read (it may
+        be this conversation's), or `limit` turns or more wait (an outage: each would be
+        read); the entries removed before stay removed, and a retry removes the rest."""
         try:
             await self.drain(chats, limit=limit)
-            return
+            return []
         except StoreUnavailable:
             pass
         try:
@@ -212,6 +215,7 @@ class DeadLetters:
             raise StoreUnavailable() from exc
         if len(keys) >= limit:
             raise StoreUnavailable()
+        removed: list[str] = []
         for key, turn in left:
             if (
                 turn is not None
@@ -228,6 +232,8 @@ class DeadLetters:
                     key,
                     self.spool.kind,
                 )
+                removed.append(turn.turn_id)
+        return removed
 
     def _stopped(self, what: str, moved: int, failed: _ReplayFailed) -> None:
         cause = failed.__cause__
