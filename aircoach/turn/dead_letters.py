@@ -58,6 +58,10 @@ class TurnSpool(Protocol):
         """The spooled turn of that id, or None when it is not spooled."""
         ...
 
+    async def remove(self, turn_id: str) -> None:
+        """Delete the entry of that turn; nothing when it is not spooled."""
+        ...
+
 
 # How long an entry must keep failing, while the store takes other turns, before it is moved
 # to the quarantine: longer than a store's restart or failover, so that a good turn is never
@@ -402,6 +406,44 @@ class DeadLetters:
             return None
         self.spool_error = None
         return turn if turn is not None and turn.userId == user_id else None
+
+    async def newest(
+        self, user_id: str, belongs: Callable[[Turn], bool], *, limit: int = 100
+    ) -> Turn | None:
+        """The user's newest spooled turn that `belongs` (among the oldest `limit` entries),
+        or None; None too when the spool cannot be read (logged), as for `find`. An entry
+        that is not a turn is skipped: the replay moves it aside."""
+        try:
+            keys = await self.spool.keys(limit)
+            for key in reversed(keys):
+                try:
+                    turn = await self.spool.get(key)
+                except ValidationError:
+                    continue
+                if turn is not None and turn.userId == user_id and belongs(turn):
+                    return turn
+        except Exception as exc:
+            self._failed(exc, spool=True)
+            log.warning(
+                "dead-letter spool (%s) unreadable: %s: %s",
+                self.spool.kind,
+                type(exc).__name__,
+                exc,
+            )
+            return None
+        self.spool_error = None
+        return None
+
+    async def remove(self, turn_id: str) -> None:
+        """Take a turn out of the spool (a regeneration replaces it); `StoreUnavailable`
+        when the spool fails."""
+        try:
+            await self.spool.remove(turn_id)
+        except Exception as exc:
+            self._failed(exc, spool=True)
+            raise StoreUnavailable() from exc
+        self.spool_error = None
+        log.info("dead letter of turn %s removed from the spool (%s)", turn_id, self.spool.kind)
 
     def health(self) -> dict[str, object]:
         """For `/api/health`: what this process knows, without touching the spool.
