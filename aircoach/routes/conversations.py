@@ -73,7 +73,11 @@ async def list_conversations(
     response_class=Response,
     responses={
         **UNAUTHORIZED,
-        404: {"model": ErrorBody, "description": "The caller has no such conversation."},
+        404: {
+            "model": ErrorBody,
+            "description": "The caller has no such conversation: neither the store nor the "
+            "dead-letter spool holds a turn of it.",
+        },
         409: {
             "model": TurnInProgressBody,
             "description": "`turn_in_progress`: the conversation's running turn (`turn_id`) "
@@ -90,10 +94,13 @@ async def delete_conversation(
     delete waits until it has stopped and stored what it had; then its turns, their event
     log and idempotency records, its quiz state (held in its turns) and the memory derived
     from it are removed, from the store and from this instance's memory (the other instances
-    rebuild theirs from the store on its next turn). 404 for an unknown id; 409 (nothing
-    removed) when the running turn has not stopped within 10 s; 503 (nothing removed) when
-    the dead-letter spool, which may hold the conversation's turns, cannot be read (those the
-    store refuses leave the spool with the conversation; other conversations' wait there)."""
+    rebuild theirs from the store on its next turn). Turns the store refused, waiting in the
+    dead-letter spool, leave the spool with the conversation (other conversations' wait
+    there): a conversation held only there is deleted too. 404 when neither the store nor
+    the spool holds a turn of it; 409 (nothing removed) when the running turn has not stopped
+    within 10 s; 503 when the spool, which may hold the conversation's turns, cannot be read
+    (nothing removed) or fails to remove one of them (those removed before stay removed):
+    retry, a retry finishes the delete."""
     if not await services.conversation_eraser.erase(user.sub, conversation_id):
         raise NotFound("conversation_not_found", conversation_id=conversation_id)
     return Response(status_code=204)

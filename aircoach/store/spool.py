@@ -59,6 +59,9 @@ class FileSpool:
     async def find(self, turn_id: str) -> Turn | None:
         return await self.get(f"{turn_id}{_SUFFIX}")
 
+    async def remove(self, turn_id: str) -> None:
+        await self.delete(f"{turn_id}{_SUFFIX}")
+
     def _quarantine(self, key: str) -> None:
         aside = self.folder / QUARANTINE
         aside.mkdir(exist_ok=True, mode=0o700)
@@ -197,6 +200,9 @@ class S3Spool:
 
     async def find(self, turn_id: str) -> Turn | None:
         return await self.get(f"{turn_id}{_SUFFIX}")
+
+    async def remove(self, turn_id: str) -> None:
+        await self.delete(f"{turn_id}{_SUFFIX}")
 
 
 def _missing(exc: Any) -> bool:

@@ -9,8 +9,10 @@ is free no turn of the conversation can store itself later and bring it back. A 
 does not let go within `cancel_wait_s` (10 s) of its cancel (a store slow to take its write)
 makes the delete a 409 the client retries. Then the dead-letter spool, where any instance
 may have left turns of the conversation, is moved into the store, so that they are removed
-with the rest instead of coming back at the next replay; a spool that cannot be emptied
-makes the delete a 503, again with nothing removed."""
+with the rest instead of coming back at the next replay; the conversation's turns the store
+refuses leave the spool (a conversation held only there is deleted too). A spool that cannot
+be read makes the delete a 503, again with nothing removed; one that fails half-way through
+removing the conversation's entries, a 503 that a retry finishes."""
 
 from __future__ import annotations
 
@@ -114,14 +116,15 @@ class ConversationEraser:
 
     async def erase(self, user_id: str, conversation_id: str) -> bool:
         """Delete the user's conversation: False when there was none (nothing stored, nothing
-        running); `TurnInProgress` (nothing removed) when its running turn, cancelled, has
-        not let go of the conversation within `cancel_wait_s`; `StoreUnavailable` when the
-        store fails, or the dead-letter spool cannot be read (it may hold the conversation's
-        turns: they would come back later). The conversation's turns the store refuses leave
-        the spool first (`DeadLetters.drain_conversation`): a retry finishes the delete."""
+        spooled, nothing running); `TurnInProgress` (nothing removed) when its running turn,
+        cancelled, has not let go of the conversation within `cancel_wait_s`;
+        `StoreUnavailable` when the store fails, or the dead-letter spool cannot be read (it
+        may hold the conversation's turns: they would come back later). The conversation's
+        turns the store refuses leave the spool first (`DeadLetters.drain_conversation`): a
+        retry finishes the delete."""
         running = await self._stop_running(user_id, conversation_id)
-        await self.dead_letters.drain_conversation(self.chats, user_id, conversation_id)
-        turn_ids = await self.chats.delete_conversation(user_id, conversation_id)
+        spooled = await self.dead_letters.drain_conversation(self.chats, user_id, conversation_id)
+        turn_ids = await self.chats.delete_conversation(user_id, conversation_id) + spooled
         if turn_ids:
             await self.turn_log.forget(user_id, turn_ids)
             await self.reservations.forget_turns(user_id, turn_ids)

@@ -58,6 +58,10 @@ class TurnSpool(Protocol):
         """The spooled turn of that id, or None when it is not spooled."""
         ...
 
+    async def remove(self, turn_id: str) -> None:
+        """Delete the entry of that turn; nothing when it is not spooled."""
+        ...
+
 
 # How long an entry must keep failing, while the store takes other turns, before it is moved
 # to the quarantine: longer than a store's restart or failover, so that a good turn is never
@@ -190,18 +194,21 @@ class DeadLetters:
 
     async def drain_conversation(
         self, chats: ChatStore, user_id: str, conversation_id: str, *, limit: int = 100
-    ) -> None:
+    ) -> list[str]:
         """Before the user's conversation is deleted: make sure none of its turns comes back
         from the spool afterwards. The spool is drained first (`drain`); when turns stay in
         it (the store refuses them), those of this conversation are removed from the spool,
         as the delete removes the stored ones, and the others wait for the store: they are
         not this delete's (a turn the store refuses, alone on a quiet instance, refused every
-        delete of every conversation until a chat turn was stored there). `StoreUnavailable`
-        when the spool cannot be listed, an entry left cannot be read (it may be this
-        conversation's), or `limit` turns or more wait (an outage: each would be read)."""
+        delete of every conversation until a chat turn was stored there). The ids of the
+        conversation's turns removed from the spool (a conversation whose turns the store
+        refused all is there alone, and is deleted all the same). `StoreUnavailable` when
+        the spool cannot be listed or delete an entry, an entry left cannot be read (it may
+        be this conversation's), or `limit` turns or more wait (an outage: each would be
+        read); the entries removed before stay removed, and a retry removes the rest."""
         try:
             await self.drain(chats, limit=limit)
-            return
+            return []
         except StoreUnavailable:
             pass
         try:
@@ -212,6 +219,7 @@ class DeadLetters:
             raise StoreUnavailable() from exc
         if len(keys) >= limit:
             raise StoreUnavailable()
+        removed: list[str] = []
         for key, turn in left:
             if (
                 turn is not None
@@ -228,6 +236,8 @@ class DeadLetters:
                     key,
                     self.spool.kind,
                 )
+                removed.append(turn.turn_id)
+        return removed
 
     def _stopped(self, what: str, moved: int, failed: _ReplayFailed) -> None:
         cause = failed.__cause__
@@ -396,6 +406,44 @@ class DeadLetters:
             return None
         self.spool_error = None
         return turn if turn is not None and turn.userId == user_id else None
+
+    async def newest(
+        self, user_id: str, belongs: Callable[[Turn], bool], *, limit: int = 100
+    ) -> Turn | None:
+        """The user's newest spooled turn that `belongs` (among the oldest `limit` entries),
+        or None; None too when the spool cannot be read (logged), as for `find`. An entry
+        that is not a turn is skipped: the replay moves it aside."""
+        try:
+            keys = await self.spool.keys(limit)
+            for key in reversed(keys):
+                try:
+                    turn = await self.spool.get(key)
+                except ValidationError:
+                    continue
+                if turn is not None and turn.userId == user_id and belongs(turn):
+                    return turn
+        except Exception as exc:
+            self._failed(exc, spool=True)
+            log.warning(
+                "dead-letter spool (%s) unreadable: %s: %s",
+                self.spool.kind,
+                type(exc).__name__,
+                exc,
+            )
+            return None
+        self.spool_error = None
+        return None
+
+    async def remove(self, turn_id: str) -> None:
+        """Take a turn out of the spool (a regeneration replaces it); `StoreUnavailable`
+        when the spool fails."""
+        try:
+            await self.spool.remove(turn_id)
+        except Exception as exc:
+            self._failed(exc, spool=True)
+            raise StoreUnavailable() from exc
+        self.spool_error = None
+        log.info("dead letter of turn %s removed from the spool (%s)", turn_id, self.spool.kind)
 
     def health(self) -> dict[str, object]:
         """For `/api/health`: what this process knows, without touching the spool.

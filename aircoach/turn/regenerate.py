@@ -1,8 +1,8 @@
 """A regeneration (the AI SDK's `regenerate()`): the newest answer of a conversation, asked
 for again, is replaced by the new one, not kept beside it.
 
-The replaced turn is taken out of the store once the new turn is admitted and before it is
-prepared, so that neither the model's context nor `GET /api/history` holds it any more. If the
+The replaced turn is taken out of the store (or out of the dead-letter spool, when the store
+refused it) once the new turn is admitted and before it is prepared, so that neither the model's context nor `GET /api/history` holds it any more. If the
 new turn does not run after all (refused as busy, or failed while it was prepared), the old one
 is put back as it was (its turn id keeps its place), or, the store refusing it, spooled as a dead
 letter that the next replay stores. Once the new turn runs, the old one's event log and
@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from aircoach.turn.conversations import conversation_thread
+from aircoach.turn.conversations import conversation_thread, shown_conversation_id
 from aircoach.turn.records import Turn
 
 if TYPE_CHECKING:
@@ -40,25 +40,57 @@ async def take_back(
     *,
     question: str,
 ) -> Turn | None:
-    """Remove the conversation's newest stored turn when it answers `question` (and is the
-    answer named, if one was): the turn removed, or None (the newest turn answers another
+    """Remove the conversation's newest turn when it answers `question` (and is the answer
+    named, if one was): from the store, or from the dead-letter spool when it waits there
+    (the store refused it; it would come back beside the new answer at the next replay).
+    The turn removed, or None (the newest turn answers another
     question, a client named an older answer, another request removed it first, or a newer
     turn still runs: `stop()` then `regenerate()`, and the stored one is an older answer to
     the same words): the new turn is then just a new turn. `StoreUnavailable` when the store
-    cannot be read."""
+    cannot be read or the spool fails to remove it."""
     newest = await gate.chats.recent_turns(user_id, 1, conversation=conversation_id)
-    if not newest:
+    stored = newest[0] if newest else None
+    spooled = await _spooled_newer(gate, user_id, conversation_id, regeneration, than=stored)
+    turn = spooled or stored
+    if turn is None:
         return None
-    turn = newest[0]
     if turn.human != question or regeneration.answer_id not in (None, turn.turn_id):
         return None
     thread = conversation_thread(user_id, conversation_id)
     running = await gate.turn_log.holder(user_id, thread, now=gate.clock())
     if running is not None and running.turn_id != turn.turn_id:
         return None
-    if not await gate.chats.delete_turn(user_id, turn.turn_id):
+    if spooled is not None:
+        await gate.dead_letters.remove(turn.turn_id)
+    elif not await gate.chats.delete_turn(user_id, turn.turn_id):
         return None
     log.info("turn %s of %r taken back: it is being regenerated", turn.turn_id, user_id)
+    return turn
+
+
+async def _spooled_newer(
+    gate: Gate,
+    user_id: str,
+    conversation_id: str | None,
+    regeneration: Regeneration,
+    *,
+    than: Turn | None,
+) -> Turn | None:
+    """The conversation's newest turn when it waits in the dead-letter spool (the store
+    refused it) and is newer than `than`, its newest stored one: the answer named, or else
+    the newest spooled one of the conversation; None otherwise."""
+
+    def belongs(turn: Turn) -> bool:
+        return shown_conversation_id(turn.conversation_id) == conversation_id
+
+    if regeneration.answer_id is not None:
+        turn = await gate.dead_letters.find(user_id, regeneration.answer_id)
+        if turn is not None and not belongs(turn):
+            turn = None
+    else:
+        turn = await gate.dead_letters.newest(user_id, belongs)
+    if turn is None or (than is not None and than.turn_id >= turn.turn_id):
+        return None
     return turn
 
 

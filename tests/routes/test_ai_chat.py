@@ -383,6 +383,41 @@ async def test_a_regeneration_of_another_answer_than_the_newest_is_a_new_turn(
     assert [t.system for t in stored] == ["Quattro.", "Tre.", "Due.", "Uno."]
 
 
+@pytest.mark.parametrize("named", [False, True], ids=["newest", "messageId"])
+async def test_a_regeneration_replaces_an_answer_waiting_in_the_spool(settings, auth, named):
+    """The store refused the old answer (it waits in the dead-letter spool): the
+    regeneration takes it out of the spool, so that it does not come back beside the new
+    answer once the store takes writes again and the spool is replayed."""
+    from tests.store.test_dead_letters import accept_writes, refuse_writes
+
+    script = Script([text("Prima."), text("Vecchia risposta."), text("Nuova risposta.")])
+    app = app_with(settings, models=ScriptedModels(script))
+    services = services_of(app)
+    async with asgi_client(app) as client:
+        await client.post(
+            "/api/chat", json=ui_body("Cos'è la portanza?", message_id="m-1"), headers=auth()
+        )
+        refuse_writes(settings.sqlite_file)
+        old = await client.post(
+            "/api/chat", json=ui_body("E la resistenza?", message_id="m-2"), headers=auth()
+        )
+        old_id = old.headers["X-Turn-ID"]
+        assert await services.dead_letters.find("user-1", old_id) is not None
+        extra = {"messageId": old_id} if named else {}
+        body = regenerate_body("E la resistenza?", **extra)
+        again = await client.post("/api/chat", json=body, headers=auth())
+        assert said(again) == "Nuova risposta."
+        assert await services.dead_letters.find("user-1", old_id) is None
+        assert "Vecchia risposta." not in [str(m.content) for m in script.calls[2]]
+        accept_writes(settings.sqlite_file)
+        await services.dead_letters.drain(services.chats)
+        page = (await client.get("/api/history?conversation_id=chat-1", headers=auth())).json()
+    assert [(t["human"], t["system"]) for t in page["turns"]] == [
+        ("E la resistenza?", "Nuova risposta."),
+        ("Cos'è la portanza?", "Prima."),
+    ]
+
+
 class _ClaimedAfterTakeBack:
     """A chat store on which, just after a turn is taken back, `then()` runs (another
     instance's turn claims the chat: two requests racing)."""

@@ -367,6 +367,71 @@ async def test_a_delete_is_refused_while_the_spool_cannot_be_read(settings, auth
         assert deleted.status_code == 204, deleted.text
 
 
+async def test_a_conversation_the_store_refused_all_of_is_deleted_from_the_spool(settings, auth):
+    """Its only turn waits in the spool (the store refused it; the conversation list, read
+    from the store, does not show it yet, `GET /api/turns/{id}` does): the delete removes it
+    from the spool and is a 204, as for a stored conversation, not a 404; its event log goes
+    with it. A second delete finds nothing: 404."""
+    app = app_with(settings, models=ScriptedModels(Script([text("uno")])))
+    me = auth()
+    services = services_of(app)
+    async with asgi_client(app) as client:
+        await services.chats.latest_turn_ids("user-1")  # creates the file
+        refuse_writes(settings.sqlite_file)
+        events = await chat(client, me, "rifiutata", conversation_id="c1")
+        assert events[-2]["code"] == "persist_failed"
+        turn_id = events[-1]["turn_id"]
+        listed = await client.get("/api/conversations", headers=me)
+        assert listed.json()["conversations"] == []
+        assert (await client.get(f"/api/turns/{turn_id}", headers=me)).status_code == 200
+        deleted = await client.delete("/api/conversations/c1", headers=me)
+        assert deleted.status_code == 204, deleted.text
+        assert await services.dead_letters.spool.keys(10) == []
+        assert (await client.get(f"/api/turns/{turn_id}/events", headers=me)).status_code == 404
+        again = await client.delete("/api/conversations/c1", headers=me)
+        assert again.status_code == 404, again.text
+
+
+class _DeleteFailsOnce(FileSpool):
+    """A spool whose delete of one entry fails once, as S3 may while the others succeed."""
+
+    def __init__(self, folder: Path, failing: str):
+        super().__init__(folder)
+        self.failing: str | None = failing
+
+    async def delete(self, key: str) -> None:
+        if key == self.failing:
+            self.failing = None
+            raise OSError("the spool failed")
+        await super().delete(key)
+
+
+async def test_a_spool_delete_that_fails_half_way_is_finished_by_the_retry(settings, auth):
+    """The store refuses writes; three turns of c1 and one of c2 wait in the spool. The
+    delete of the second of c1's fails: 503, the first is gone already. The retry removes
+    the other two and is a 204 (the store never held a turn of c1); c2's turn still waits."""
+    spool = _DeleteFailsOnce(settings.data_dir / "deadletter", failing="0002.json")
+    app = app_with(settings, dead_letters=DeadLetters(spool))
+    me = auth()
+    async with asgi_client(app) as client:
+        await services_of(app).chats.latest_turn_ids("user-1")  # creates the file
+        refuse_writes(settings.sqlite_file)
+        for n, conversation in [(1, "c1"), (2, "c1"), (3, "c2"), (4, "c1")]:
+            turn = a_turn(f"000{n}").model_copy(update={"conversation_id": conversation})
+            await spool.put(turn)
+        refused = await client.delete("/api/conversations/c1", headers=me)
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error"] == "store_unavailable"
+        assert await spool.keys(10) == ["0002.json", "0003.json", "0004.json"]
+        retried = await client.delete("/api/conversations/c1", headers=me)
+        assert retried.status_code == 204, retried.text
+        assert await spool.keys(10) == ["0003.json"]
+        accept_writes(settings.sqlite_file)
+        await services_of(app).dead_letters.drain(services_of(app).chats)
+        c2 = (await client.get("/api/history?conversation_id=c2", headers=me)).json()["turns"]
+    assert [t["turn_id"] for t in c2] == ["0003"]
+
+
 async def test_a_drain_moves_at_most_its_limit_per_call(settings, data_dir):
     services = Services.build(settings)
     spool = FileSpool(data_dir / "spool")
