@@ -2,10 +2,11 @@
 for again, is replaced by the new one, not kept beside it.
 
 The replaced turn is taken out of the store (or out of the dead-letter spool, when the store
-refused it) once the new turn is admitted and before it is prepared, so that neither the model's context nor `GET /api/history` holds it any more. If the
-new turn does not run after all (refused as busy, or failed while it was prepared), the old one
-is put back as it was (its turn id keeps its place), or, the store refusing it, spooled as a dead
-letter that the next replay stores. Once the new turn runs, the old one's event log and
+refused it) once the new turn is admitted and before it is prepared, so that neither the
+model's context nor `GET /api/history` holds it any more. If the new turn does not run after
+all (refused as busy, or failed while it was prepared), the old one is put back as it was (its
+turn id keeps its place), or, the store refusing it, spooled as a dead letter that the next
+replay stores. Once the new turn runs, the old one's event log and
 idempotency records are removed too, as a delete of the conversation removes its turns'."""
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ async def take_back(
     """Remove the conversation's newest turn when it answers `question` (and is the answer
     named, if one was): from the store, or from the dead-letter spool when it waits there
     (the store refused it; it would come back beside the new answer at the next replay).
-    The turn removed, or None (the newest turn answers another
-    question, a client named an older answer, another request removed it first, or a newer
-    turn still runs: `stop()` then `regenerate()`, and the stored one is an older answer to
-    the same words): the new turn is then just a new turn. `StoreUnavailable` when the store
+    The turn removed, or None (the newest turn answers another question, a client named an
+    older answer, another request removed it first, or a newer turn still runs: `stop()`
+    then `regenerate()`, and the stored one is an older answer to the same words): the new
+    turn is then just a new turn. `StoreUnavailable` when the store
     cannot be read or the spool fails to remove it."""
     newest = await gate.chats.recent_turns(user_id, 1, conversation=conversation_id)
     stored = newest[0] if newest else None
