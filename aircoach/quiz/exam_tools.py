@@ -24,7 +24,7 @@ from aircoach.quiz.exams import (
     InvalidExamAnswers,
 )
 from aircoach.quiz.models import PublicQuestion
-from aircoach.quiz.service import option_line
+from aircoach.quiz.service import InvalidAnswer, option_line
 from aircoach.tools.registry import ToolContext, ToolOutput
 
 EXAM = "esame"  # domanda_teoria's `modo`
@@ -32,6 +32,33 @@ MAX_ANSWERS_CHARS = 2000
 # How a numbered "non lo so" / "-" / "salta" is handed to the grader (it reads "non lo so"
 # as not known; the `NOT_KNOWN` letter alone is no answer to it).
 NOT_KNOWN_ANSWER = "non lo so"
+
+
+async def _graded_alike(
+    exams: ExamService, user_id: str, exam_id: str, answers: list[ExamAnswer]
+) -> ExamResult | None:
+    """The result of an exam graded already when `answers` read as the ones it graded (the
+    message that submitted it, again: its answer regenerated), so that it is said again and
+    nothing is graded twice; None when they differ."""
+    exam = await exams.exams.get(user_id, exam_id)
+    if exam is None or exam.esito is None:
+        return None
+    result = ExamResult.model_validate(exam.esito)
+    graded = {(o.capitolo, o.numero): o.risposta for o in result.esiti if o.risposta is not None}
+    questions = {
+        (int(q["capitolo"]), int(q["numero"])): q
+        for q in await exams.quiz.questions.by_keys(list(graded))
+    }
+    given: dict[tuple[int, int], str] = {}
+    for answer in answers:
+        key = (answer.capitolo, answer.numero)
+        if key not in questions:
+            return None
+        try:
+            given[key] = exams.quiz.grading(questions[key], answer.risposta).risposta
+        except InvalidAnswer:
+            return None
+    return result if given == graded else None
 
 
 def _failure(message: str) -> ToolOutput:
@@ -193,12 +220,15 @@ async def submit_exam(ctx: ToolContext, id: Any = None, risposte: Any = None) ->
                 "Sto ancora correggendo questa simulazione: se la correzione non si conclude, "
                 "potrai rimandare le risposte tra un minuto."
             )
-        return _failure("Questa simulazione è già stata consegnata e corretta.")
+        graded = await _graded_alike(exams, ctx.user_id, exam_id, answers)
+        if graded is None:
+            return _failure("Questa simulazione è già stata consegnata e corretta.")
+        result = graded
     except InvalidExamAnswers as exc:
         return _failure(f"Risposte non valide: {exc}. Nulla è stato corretto.")
     questions = {
         (int(q["capitolo"]), int(q["numero"])): q
-        for q in await exams.quiz.questions.by_keys(exam.domande)
+        for q in await exams.quiz.questions.by_keys([(o.capitolo, o.numero) for o in result.esiti])
     }
     data = await exams.quiz.with_progress(ctx.user_id, result.model_dump())
     return ToolOutput(text=result_text(result, questions), data=data, final=False)

@@ -62,7 +62,8 @@ class QuizStore(Protocol):
 
 
 class AttemptStore(Protocol):
-    """Graded answers (`quiz_attempts`): written once, read per user."""
+    """Graded answers (`quiz_attempts`): written once, read per user; removed only when the
+    chat turn that graded them is regenerated."""
 
     async def add_attempt(self, attempt: Attempt) -> None:
         """Store it; an attempt of a mock exam (`exam_id`) replaces the one already stored
@@ -81,6 +82,15 @@ class AttemptStore(Protocol):
 
     async def recent_attempts(self, user_id: str, limit: int) -> list[Attempt]:
         """The user's last `limit` attempts, newest first."""
+        ...
+
+    async def question_attempts(self, user_id: str, key: QuestionKey) -> list[Attempt]:
+        """The user's attempts of one question, oldest first."""
+        ...
+
+    async def forget_turn(self, user_id: str, turn_id: str) -> list[QuestionKey]:
+        """Remove the attempts chat turn `turn_id` graded outside a mock exam (`exam_id`
+        None); the questions they answered, each once, in no set order."""
         ...
 
 

@@ -7,15 +7,19 @@ learning step, a minute); a right one leaves it due when FSRS says. An answer wi
 `QUIZ_REPEAT_WINDOW_S` of the last one that counted (the same question asked again in a
 session) does not move the schedule, except that a right one to a question due waits for
 the window's end to be due again. Pure functions: the quiz service stores the records.
+
+So a record's schedule is a function of the question's attempts, oldest first (`replayed`):
+an attempt taken back (its turn regenerated) leaves the schedule the others give.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from fsrs import Card, Rating, Scheduler
 
-from aircoach.quiz.models import ReviewRecord
+from aircoach.quiz.models import Attempt, ReviewRecord
 from aircoach.quiz.ports import QuestionKey
 
 # Without fuzzing, the same answers give the same dates (tests, and two instances agree).
@@ -73,6 +77,39 @@ def review(
             "last_right": right,
         }
     )
+
+
+def answered(
+    record: ReviewRecord | None,
+    user_id: str,
+    key: QuestionKey,
+    *,
+    right: bool,
+    now: datetime,
+    window_s: float,
+) -> ReviewRecord | None:
+    """The record after an answer at `now` (`review`, or `not_yet` within `window_s` of the
+    last answer that counted); None when the answer leaves it as it is."""
+    if counts(record, now, window_s):
+        return review(record, user_id, key, right=right, now=now)
+    if right and record is not None:
+        return not_yet(record, now, window_s)
+    return None
+
+
+def replayed(record: ReviewRecord, attempts: Iterable[Attempt], window_s: float) -> ReviewRecord:
+    """`record`'s schedule as `attempts` (its question's, oldest first) give it from none
+    (`asked_at` kept): what answering them one by one would have stored."""
+    replay = record.model_copy(
+        update={"card": None, "due": None, "reviewed_at": None, "reviews": 0, "last_right": None}
+    )
+    for attempt in attempts:
+        now = datetime.fromisoformat(attempt.timestamp)
+        moved = answered(
+            replay, record.userId, record.key, right=attempt.corretta, now=now, window_s=window_s
+        )
+        replay = moved or replay
+    return replay
 
 
 def recall(record: ReviewRecord | None, now: datetime) -> float:

@@ -254,12 +254,27 @@ class QuizService:
         ):
             return
         window = self.settings.quiz_repeat_window_s
-        if review.counts(record, now, window):
-            await self.reviews.save_schedule(
-                review.review(record, user_id, key, right=right, now=now)
-            )
-        elif right and record is not None and (later := review.not_yet(record, now, window)):
-            await self.reviews.save_schedule(later)
+        moved = review.answered(record, user_id, key, right=right, now=now, window_s=window)
+        if moved is not None:
+            await self.reviews.save_schedule(moved)
+
+    async def take_back(self, user_id: str, turn_id: str) -> list[QuestionKey]:
+        """Forget the gradings of chat turn `turn_id` (its answer is being regenerated: the
+        new answer grades the same words again): its attempts are removed, and the schedule
+        of each question they answered is what the question's other attempts give. An
+        exam's answers stay: a mock exam is graded once. The questions, or [] when the turn
+        graded nothing."""
+        keys = await self.attempts.forget_turn(user_id, turn_id)
+        window = self.settings.quiz_repeat_window_s
+        for key in keys:
+            record = await self.reviews.get(user_id, key)
+            if record is None:
+                continue
+            history = await self.attempts.question_attempts(user_id, key)
+            await self.reviews.save_schedule(review.replayed(record, history, window))
+        if keys:
+            self._recent.pop(user_id, None)
+        return keys
 
     async def asked(self, user_id: str, questions: Iterable[Question]) -> None:
         """Remember that these questions were put to the user (drawing avoids them)."""

@@ -158,7 +158,7 @@ async def run_chat(
     )
     from aircoach.turn.conversations import conversation_thread
     from aircoach.turn.prepare import prepare_turn
-    from aircoach.turn.regenerate import let_go, put_back, take_back
+    from aircoach.turn.regenerate import let_go, let_go_gradings, put_back, take_back
     from aircoach.turn.rejoin import turn_events
     from aircoach.turn.replay import replayed_caveat, replayed_errors, replayed_events
     from aircoach.turn.run import TurnRun
@@ -260,6 +260,7 @@ async def run_chat(
         raise
     if replaced is not None:
         await let_go(services.gate, user.sub, replaced)
+        await let_go_gradings(services.quiz_service, user.sub, replaced)
     run = TurnRun(
         services.turn_log,
         user_id=user.sub,

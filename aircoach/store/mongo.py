@@ -673,6 +673,26 @@ class MongoAttemptStore:
 
         return [Attempt.model_validate(json_safe(d)) for d in await self._db.run(self._name, read)]
 
+    async def question_attempts(self, user_id: str, key: QuestionKey) -> list[Attempt]:
+        query = {"userId": user_id, "capitolo": key[0], "numero": key[1]}
+
+        async def read(c: AsyncCollection) -> list[dict[str, Any]]:
+            oldest_first = [("timestamp", ASCENDING), ("_id", ASCENDING)]
+            return await c.find(query, {"_id": 0}).sort(oldest_first).to_list()
+
+        return [Attempt.model_validate(json_safe(d)) for d in await self._db.run(self._name, read)]
+
+    async def forget_turn(self, user_id: str, turn_id: str) -> list[QuestionKey]:
+        query = {"userId": user_id, "turn_id": turn_id, "exam_id": None}
+
+        async def forget(c: AsyncCollection) -> list[QuestionKey]:
+            found = await c.find(query, {"capitolo": 1, "numero": 1}).to_list()
+            if found:
+                await c.delete_many({"_id": {"$in": [d["_id"] for d in found]}})
+            return list(dict.fromkeys((int(d["capitolo"]), int(d["numero"])) for d in found))
+
+        return await self._db.run(self._name, forget)
+
 
 def _case_insensitive(text: str, *, whole: bool) -> dict[str, str]:
     # re.escape: user text is matched literally, never interpreted as a pattern.

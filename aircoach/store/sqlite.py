@@ -641,4 +641,28 @@ class SqliteAttemptStore:
                 (user_id, limit),
             ).fetchall()
         )
-        return [Attempt(**{**dict(row), "corretta": bool(row["corretta"])}) for row in rows]
+        return [_attempt(row) for row in rows]
+
+    async def question_attempts(self, user_id: str, key: QuestionKey) -> list[Attempt]:
+        rows = await self._db.run(  # served by the index (userId, capitolo, corretta)
+            lambda c: c.execute(
+                "SELECT * FROM quiz_attempts WHERE userId = ? AND capitolo = ? AND numero = ? "
+                "ORDER BY timestamp, rowid",
+                (user_id, *key),
+            ).fetchall()
+        )
+        return [_attempt(row) for row in rows]
+
+    async def forget_turn(self, user_id: str, turn_id: str) -> list[QuestionKey]:
+        rows = await self._db.run(
+            lambda c: c.execute(
+                "DELETE FROM quiz_attempts WHERE userId = ? AND turn_id = ? AND exam_id IS NULL "
+                "RETURNING capitolo, numero",
+                (user_id, turn_id),
+            ).fetchall()
+        )
+        return list(dict.fromkeys((int(r["capitolo"]), int(r["numero"])) for r in rows))
+
+
+def _attempt(row: sqlite3.Row) -> Attempt:
+    return Attempt(**{**dict(row), "corretta": bool(row["corretta"])})

@@ -12,6 +12,7 @@ idempotency records are removed too, as a delete of the conversation removes its
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from aircoach.turn.records import Turn
 
 if TYPE_CHECKING:
     # The chat route imports this module at start-up; admission imports the turn (LangChain).
+    from aircoach.quiz.service import QuizService
     from aircoach.turn.admission import Gate
 
 log = logging.getLogger(__name__)
@@ -121,3 +123,22 @@ async def let_go(gate: Gate, user_id: str, turn: Turn) -> None:
             turn.turn_id,
             exc_info=True,
         )
+
+
+async def let_go_gradings(
+    quiz: Callable[[], Awaitable[QuizService]], user_id: str, turn: Turn
+) -> None:
+    """The regeneration runs: take back the quiz answers the replaced turn graded (its
+    attempts, and their moves of the review schedule), which the new turn grades again. Not
+    before: a regeneration that does not run leaves them as they were, with the turn put
+    back. What the store cannot remove now is logged and the new turn runs all the same (the
+    answer then counts twice, as before this was done)."""
+    try:
+        taken = await (await quiz()).take_back(user_id, turn.turn_id)
+    except Exception:
+        log.warning(
+            "turn %s was regenerated but its quiz gradings remain", turn.turn_id, exc_info=True
+        )
+        return
+    if taken:
+        log.info("turn %s regenerated: its gradings of %s taken back", turn.turn_id, taken)

@@ -119,3 +119,59 @@ async def test_drawing_asks_every_question_of_a_chapter_before_repeating_one(
     hard = [await quiz.draw("bob", 1, campo="difficolta", valore="Difficile") for _ in range(5)]
     assert all(q["difficolta"] == "difficile" for (q,) in hard)
     assert len({(q["capitolo"], q["numero"]) for (q,) in hard}) == 5
+
+
+async def graded_in(quiz: QuizService, turn_id: str, key: tuple[int, int], right: bool) -> None:
+    question = await quiz.question(*key)
+    letter = question["corretta"] if right else next(x for x in "abcd" if x != question["corretta"])
+    await quiz.grade("alice", *key, letter, turn_id=turn_id)
+
+
+async def test_a_turn_taken_back_leaves_the_schedule_its_other_answers_give(
+    quiz: QuizService, wall
+):
+    """A regenerated turn's gradings are taken back: its attempts go, and the schedule is
+    the one the question's other attempts gave (the FSRS card a pure function of them), also
+    for answers within the repeat window and `not_yet`'s move of a right one."""
+    await graded_in(quiz, "turn-1", (1, 1), right=False)
+    wall.advance(minutes=1)
+    await graded_in(quiz, "turn-2", (1, 1), right=True)  # within the window: `not_yet`
+    wall.advance(days=2)
+    await graded_in(quiz, "turn-3", (2, 3), right=True)
+    before = await quiz.reviews.get("alice", (1, 1))
+    wall.advance(days=3)
+    await graded_in(quiz, "turn-4", (1, 1), right=True)
+    await graded_in(quiz, "turn-4", (2, 3), right=False)
+    moved = await quiz.reviews.get("alice", (1, 1))
+    assert moved is not None and before is not None and moved != before
+
+    assert sorted(await quiz.take_back("alice", "turn-4")) == [(1, 1), (2, 3)]
+    assert await quiz.reviews.get("alice", (1, 1)) == before
+    second = await quiz.reviews.get("alice", (2, 3))
+    assert second is not None and (second.reviews, second.last_right) == (1, True)
+    assert (await quiz.progress("alice")).risposte == 3
+    assert await quiz.take_back("alice", "turn-4") == []
+
+
+async def test_a_turn_taken_back_that_gave_the_only_answer_leaves_no_schedule(
+    quiz: QuizService, wall
+):
+    """Its question is as never answered (drawn as asked, not due, not seen); another
+    user's answers and an exam's stay."""
+    await quiz.draw("alice", 1, campo="numero", valore=7, capitolo=3)
+    await graded_in(quiz, "turn-1", (3, 7), right=False)
+    await quiz.grade("bob", 3, 7, "a", turn_id="turn-1")
+    await graded_in(quiz, "turn-1", (4, 2), right=True)
+    exam = await quiz.reviews.get("alice", (4, 2))
+    await quiz.attempts.add_attempt(
+        (await quiz.attempts.recent_attempts("alice", 1))[0].model_copy(
+            update={"exam_id": "e1", "capitolo": 4, "numero": 2}
+        )
+    )
+    assert sorted(await quiz.take_back("alice", "turn-1")) == [(3, 7), (4, 2)]
+    record = await quiz.reviews.get("alice", (3, 7))
+    assert record is not None and record.asked_at is not None
+    assert (record.card, record.due, record.reviewed_at, record.reviews) == (None, None, None, 0)
+    assert (await quiz.progress("alice")).viste == 1  # the exam's answer to (4, 2)
+    assert await quiz.reviews.get("alice", (4, 2)) == exam
+    assert (await quiz.progress("bob")).risposte == 1

@@ -546,6 +546,36 @@ async def test_an_exam_attempt_is_stored_once_per_exam_and_question(attempts: At
     ]
 
 
+async def test_a_turns_attempts_are_forgotten_and_a_questions_read_oldest_first(
+    attempts: AttemptStore,
+):
+    """`forget_turn` removes that user's attempts of that turn outside an exam, and names
+    their questions once; `question_attempts` reads one question's, oldest first."""
+    later = attempt("alice", 2, 3, True, turn_id="t-2")
+    same_time = attempt("alice", 2, 3, False, turn_id="t-3", timestamp=later.timestamp)
+    kept = [
+        attempt("alice", 1, 3, True, turn_id="t-9", numero=2),
+        later,
+        same_time,
+        attempt("alice", 4, 3, True, turn_id="t-1", exam_id="e1"),
+        attempt("bob", 5, 3, True, turn_id="t-1", numero=2),
+    ]
+    taken = [
+        attempt("alice", 6, 3, False, turn_id="t-1", numero=2),
+        attempt("alice", 7, 3, True, turn_id="t-1", numero=2),
+        attempt("alice", 8, 4, True, turn_id="t-1", numero=1),
+    ]
+    for a in (*kept, *taken):
+        await attempts.add_attempt(a)
+    assert await attempts.question_attempts("alice", (3, 2)) == [*kept[:3], *taken[:2]]
+    assert sorted(await attempts.forget_turn("alice", "t-1")) == [(3, 2), (4, 1)]
+    assert await attempts.question_attempts("alice", (3, 2)) == kept[:3]
+    assert await attempts.question_attempts("alice", (4, 1)) == []
+    assert await attempts.question_attempts("alice", (3, 4)) == [kept[3]]
+    assert await attempts.question_attempts("bob", (3, 2)) == [kept[4]]
+    assert await attempts.forget_turn("alice", "t-1") == []
+
+
 # --- data written by an earlier version ---
 
 _OLD_SQLITE_SCHEMA = """
