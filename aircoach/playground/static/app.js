@@ -560,16 +560,23 @@ function finish(view, event, started) {
   announce(said ? `Risposta del coach: ${said.slice(0, 300)}` : "Risposta completata.");
 }
 
-// A turn that did not end `ok`, live or stored. A stored turn keeps its status, not its error's
-// message (docs/http.md): the mark says what the student can do.
+// A turn that did not end `ok`, live or stored. A stored turn keeps its status and, when it
+// failed, its error's code, not its message (docs/http.md): the mark says why when the page
+// knows the code (in the past: the live message's "riprova tra poco" is stale by now), and
+// what the student can do.
 const OUTCOMES = {
   error: { kind: "error", text: "Risposta non completata per un errore: invia di nuovo la domanda." },
   interrupted: { kind: "warning", text: "Risposta interrotta prima della fine: invia di nuovo la domanda." },
 };
+const ERROR_REASONS = {
+  model_unavailable: "Risposta non completata: il modello linguistico non ha risposto. Invia di nuovo la domanda.",
+};
 
-function outcomeMark(status) {
+function outcomeMark(status, errorCode) {
   const outcome = OUTCOMES[status];
-  return outcome ? el("p", { class: `notice notice-${outcome.kind} small turn-outcome`, "data-status": status, text: outcome.text }) : null;
+  if (!outcome) return null;
+  const text = (status === "error" && ERROR_REASONS[errorCode]) || outcome.text;
+  return el("p", { class: `notice notice-${outcome.kind} small turn-outcome`, "data-status": status, text });
 }
 
 function labelOf(name) {
@@ -1017,7 +1024,7 @@ function storedTurn(turn, cards, waiting) {
       cards.set(quiz.dataset.question, quiz);
     }
   }
-  const mark = outcomeMark(turn.status);
+  const mark = outcomeMark(turn.status, turn.error_code);
   if (mark) view.extras.append(mark);
   return item;
 }
