@@ -952,7 +952,8 @@ def test_stored_turns_that_failed_or_were_interrupted_say_so_as_the_live_ones(
     ended `ok` none (before, the first read as a normal answer and the last was an empty
     bubble). The failed one says why, from its stored `error_code` (it said only "an
     error"). A live turn that ends `interrupted` carries the same mark. On a phone (360 px)
-    the marks are small and fit."""
+    the marks are small and fit. In "I miei progressi" the turn stopped before any word shows
+    its mark, not an empty line."""
     model = FakeModelServer().script(
         gemini_error(500),
         gemini_text("Il vento in coda ", "allunga la corsa.", hang_after=1),
@@ -1020,6 +1021,18 @@ def test_stored_turns_that_failed_or_were_interrupted_say_so_as_the_live_ones(
             )
             assert widths[0] <= widths[1] == 360, widths
             s.shot("stored-failed-and-interrupted")
+
+            page.click("#nav-progress")
+            history = page.locator("#history > li")
+            expect(history).to_have_count(4)
+            expect(history.nth(1).locator(".first-line")).to_have_count(0)
+            expect(history.nth(1).locator(".turn-outcome.notice-warning")).to_have_text(
+                INTERRUPTED_MARK
+            )
+            for n in (0, 2, 3):
+                expect(history.nth(n).locator(".first-line")).not_to_be_empty()
+            expect(page.locator("#history .first-line:empty")).to_have_count(0)
+            page.click("#nav-chat")
 
             # The live turn stopped before its end (by a newer message elsewhere, a cancel).
             interrupted = _canned(

@@ -839,9 +839,10 @@ async function loadHistory(fresh) {
   const page = await api(`/api/history?${params}`);
   for (const turn of page.turns) {
     const when = new Date(turn.timestamp).toLocaleString("it-IT");
-    $("history").append(
-      el("li", {}, el("span", { class: "muted small", text: when }), el("p", { class: "human", text: turn.human }), el("p", { class: "small first-line", text: firstLine(turn.system) })),
-    );
+    // A turn stopped before any word has no first line: its mark, not an empty line.
+    const line = firstLine(turn.system);
+    const answer = line ? el("p", { class: "small first-line", text: line }) : outcomeMark(turn.status, turn.error_code);
+    $("history").append(el("li", {}, el("span", { class: "muted small", text: when }), el("p", { class: "human", text: turn.human }), answer));
   }
   // `next_cursor` (paged by cursor) or the older `next_before`.
   const next = page.next_cursor ? { name: "cursor", value: page.next_cursor } : page.next_before ? { name: "before", value: page.next_before } : null;
