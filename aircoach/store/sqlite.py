@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS chats (
     model TEXT NOT NULL,
     thread_id TEXT NOT NULL,
     status TEXT NOT NULL,
-    conversation_id TEXT
+    conversation_id TEXT,
+    error_code TEXT
 );
 CREATE INDEX IF NOT EXISTS chats_user_time ON chats (userId, timestamp);
 CREATE INDEX IF NOT EXISTS chats_user_turn ON chats (userId, turn_id);
@@ -233,18 +234,16 @@ def _create_private(path: Path) -> None:
 
 def _migrate(conn: sqlite3.Connection) -> None:
     """Bring a file made by an earlier version up to date, once, whichever process (or store
-    object) gets there first: the JSON columns of a turn (`_JSON_COLUMNS`), an attempt's
-    `exam_id`, and the questions' search terms when they are missing or of an older
-    `TERMS_VERSION`."""
+    object) gets there first: the columns a turn gained (`_JSON_COLUMNS`, `_ADDED_COLUMNS`),
+    an attempt's `exam_id`, and the questions' search terms when they are missing or of an
+    older `TERMS_VERSION`."""
     conn.isolation_level = None  # explicit transaction: BEGIN IMMEDIATE serialises writers
     conn.execute("BEGIN IMMEDIATE")
     try:
         columns = {row["name"] for row in conn.execute("PRAGMA table_info(chats)")}
-        for column in _JSON_COLUMNS:
+        for column in (*_JSON_COLUMNS, *_ADDED_COLUMNS):
             if column not in columns:
                 conn.execute(f"ALTER TABLE chats ADD COLUMN {column} TEXT")
-        if "conversation_id" not in columns:
-            conn.execute("ALTER TABLE chats ADD COLUMN conversation_id TEXT")
         conn.execute(_CONVERSATION_INDEX)
         if "exam_id" not in {
             row["name"] for row in conn.execute("PRAGMA table_info(quiz_attempts)")
@@ -305,6 +304,8 @@ def _questions_by_keys(conn: sqlite3.Connection, keys: list[QuestionKey]) -> lis
 
 # A turn's fields kept as JSON text (added by `_migrate` to a file made before them).
 _JSON_COLUMNS = ("tool", "tools", "grounding", "retrieved", "feedback")
+# A turn's plain text fields added after the first version (`_migrate` adds them too).
+_ADDED_COLUMNS = ("conversation_id", "error_code")
 
 
 # A conversation's turns in order (the default conversation's are those with NULL).

@@ -60,6 +60,12 @@ class TurnFields(BaseModel):
         "user's default conversation.",
     )
     status: TurnStatus = "ok"
+    error_code: str | None = Field(
+        default=None,
+        description="Why a turn with `status: error` failed: the `code` of its `error` event "
+        "(an error code of the API, such as `model_unavailable`); null for any other status. "
+        "The event's message is not stored.",
+    )
     grounding: GroundingResult | None = Field(
         default=None, description="The citation guard's verdict (null: the answer cites nothing)."
     )

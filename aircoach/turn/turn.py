@@ -425,6 +425,9 @@ class ChatTurn:
             turn_id=self.turn_id,
             conversation_id=self.request.conversation_id,
             status=self.status,
+            # The first failure is the turn's; the error codes are a fixed vocabulary (one per
+            # `AppError` class), never a message that could hold an input or a secret.
+            error_code=self.error_codes[0] if self.status == "error" and self.error_codes else None,
         )
 
 

@@ -937,7 +937,9 @@ def _stopped(
     assert events[-1] == {**events[-1], "type": "done", "status": "cancelled"}, events
 
 
-ERROR_MARK = "Risposta non completata per un errore: invia di nuovo la domanda."
+MODEL_ERROR_MARK = (
+    "Risposta non completata: il modello linguistico non ha risposto. Invia di nuovo la domanda."
+)
 INTERRUPTED_MARK = "Risposta interrotta prima della fine: invia di nuovo la domanda."
 
 
@@ -948,8 +950,10 @@ def test_stored_turns_that_failed_or_were_interrupted_say_so_as_the_live_ones(
     failed (stored `error`, the fallback answer) and two turns stopped, one after its first
     words, one before any (stored `interrupted`), each carry a small Italian mark; a turn that
     ended `ok` none (before, the first read as a normal answer and the last was an empty
-    bubble). A live turn that ends `interrupted` carries the same mark. On a phone (360 px)
-    the marks are small and fit."""
+    bubble). The failed one says why, from its stored `error_code` (it said only "an
+    error"). A live turn that ends `interrupted` carries the same mark. On a phone (360 px)
+    the marks are small and fit. In "I miei progressi" the turn stopped before any word shows
+    its mark, not an empty line."""
     model = FakeModelServer().script(
         gemini_error(500),
         gemini_text("Il vento in coda ", "allunga la corsa.", hang_after=1),
@@ -982,11 +986,11 @@ def test_stored_turns_that_failed_or_were_interrupted_say_so_as_the_live_ones(
             assert done.status_code == 200, done.text
             # What the page has to go on: the stored status, and the answer kept.
             stored = httpx.get(f"{origin}/api/history", headers=headers, timeout=30).json()
-            assert [(t["status"], t["system"]) for t in stored["turns"]] == [
-                ("ok", "Il vento contrario accorcia la corsa."),
-                ("interrupted", ""),
-                ("interrupted", "Il vento in coda "),
-                ("error", FALLBACK_ANSWER),
+            assert [(t["status"], t["error_code"], t["system"]) for t in stored["turns"]] == [
+                ("ok", None, "Il vento contrario accorcia la corsa."),
+                ("interrupted", None, ""),
+                ("interrupted", None, "Il vento in coda "),
+                ("error", "model_unavailable", FALLBACK_ANSWER),
             ]
 
             s = session_for(origin, width=360, height=640, phone=3)
@@ -997,7 +1001,9 @@ def test_stored_turns_that_failed_or_were_interrupted_say_so_as_the_live_ones(
             expect(turns).to_have_count(4)
             marks = page.locator("#turns .turn-outcome")
             expect(marks).to_have_count(3)
-            expect(turns.nth(0).locator(".turn-outcome.notice-error")).to_have_text(ERROR_MARK)
+            expect(turns.nth(0).locator(".turn-outcome.notice-error")).to_have_text(
+                MODEL_ERROR_MARK
+            )
             expect(turns.nth(0).locator(".answer")).to_have_text(FALLBACK_ANSWER)
             for n in (1, 2):
                 expect(turns.nth(n).locator(".turn-outcome.notice-warning")).to_have_text(
@@ -1015,6 +1021,18 @@ def test_stored_turns_that_failed_or_were_interrupted_say_so_as_the_live_ones(
             )
             assert widths[0] <= widths[1] == 360, widths
             s.shot("stored-failed-and-interrupted")
+
+            page.click("#nav-progress")
+            history = page.locator("#history > li")
+            expect(history).to_have_count(4)
+            expect(history.nth(1).locator(".first-line")).to_have_count(0)
+            expect(history.nth(1).locator(".turn-outcome.notice-warning")).to_have_text(
+                INTERRUPTED_MARK
+            )
+            for n in (0, 2, 3):
+                expect(history.nth(n).locator(".first-line")).not_to_be_empty()
+            expect(page.locator("#history .first-line:empty")).to_have_count(0)
+            page.click("#nav-chat")
 
             # The live turn stopped before its end (by a newer message elsewhere, a cancel).
             interrupted = _canned(

@@ -75,6 +75,14 @@ export function failedTools(page: HistoryPage): string[] {
   );
 }
 
+// Why each stored turn failed: `error_code` is always sent, null unless `status` is `error`.
+export function failedTurns(page: HistoryPage): string[] {
+  return page.turns.flatMap((turn) => {
+    const code: string | null = turn.error_code;
+    return turn.status === "error" && code !== null ? [`${turn.turn_id} ${code}`] : [];
+  });
+}
+
 // Every field of a response is sent, a defaulted one too (null, [], false...): a generated
 // client reads it without handling `undefined` (it was optional, `errors?: ...`).
 type JsonAnswer =

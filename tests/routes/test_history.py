@@ -145,3 +145,13 @@ async def test_a_spooled_turn_is_read_by_id_from_any_instance(settings, auth):
         assert response.json()["system"] == "la risposta intera"
     assert theirs.status_code == 404 and theirs.json()["error"] == "not_found"
     script.assert_used()
+
+
+def test_a_history_turn_documents_its_error_code_as_required_and_nullable(openapi_schema):
+    """Every history turn has `error_code` beside `status`: a string for a failed turn, null
+    for any other, so a client tells why a stored turn failed without an `undefined` check."""
+    turn = openapi_schema["components"]["schemas"]["HistoryTurn"]
+    assert {"status", "error_code"} <= set(turn["required"])
+    field = turn["properties"]["error_code"]
+    assert field["anyOf"] == [{"type": "string"}, {"type": "null"}]
+    assert "`status: error`" in field["description"] and "message" in field["description"]

@@ -190,12 +190,13 @@ async def test_turns_round_trip_exactly_and_json_safe(chats: ChatStore):
         ),
     ]
     turn = make_turn("alice", 1, tool=tool, tools=calls, status="interrupted", system="")
+    failed = make_turn("alice", 2, status="error", error_code="model_unavailable")
     await chats.append_turn(turn)
-    (back,) = await chats.recent_turns("alice", 1)
-    assert back == turn
-    (page,) = await chats.history("alice", limit=5, before=None)
-    assert page == turn
-    json.dumps(back.model_dump())  # nothing BSON-typed came back
+    await chats.append_turn(failed)
+    back = await chats.recent_turns("alice", 2)
+    assert back == [turn, failed]  # a failed turn keeps its error's code
+    assert await chats.history("alice", limit=5, before=None) == [failed, turn]
+    json.dumps([t.model_dump() for t in back])  # nothing BSON-typed came back
 
 
 async def test_history_pages_newest_first_with_a_before_cursor(chats: ChatStore):
@@ -603,7 +604,7 @@ async def test_a_sqlite_file_of_the_previous_version_is_brought_up_to_date(setti
     with sqlite3.connect(settings.sqlite_file) as conn:
         conn.executescript(_OLD_SQLITE_SCHEMA)
         row = old.model_dump(
-            exclude={"tools", "grounding", "retrieved", "feedback", "conversation_id"}
+            exclude={"tools", "grounding", "retrieved", "feedback", "conversation_id", "error_code"}
         )
         row["tool"] = json.dumps(row["tool"])
         conn.execute(
@@ -623,10 +624,11 @@ async def test_a_sqlite_file_of_the_previous_version_is_brought_up_to_date(setti
 
     chats, quiz = build_stores(settings)
     (back,) = await chats.recent_turns("alice", 5)
-    assert back == old and back.tools == []
+    assert back == old and back.tools == [] and back.error_code is None
     assert await quiz.search_text("portanze") == [QUESTIONS[0]]
-    await chats.append_turn(make_turn("alice", 2, tools=[]))
-    assert len(await chats.recent_turns("alice", 5)) == 2
+    failed = make_turn("alice", 2, tools=[], status="error", error_code="model_unavailable")
+    await chats.append_turn(failed)
+    assert await chats.recent_turns("alice", 5) == [old, failed]
     attempts = open_stores(settings).attempts
     for _ in range(2):  # an exam's attempt, twice: once
         await attempts.add_attempt(attempt("alice", 1, 1, False, exam_id="e1"))

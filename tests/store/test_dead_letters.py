@@ -119,6 +119,28 @@ async def test_the_next_healthy_turn_replays_after_its_done(settings, auth):
         assert await services_of(app).dead_letters.spool.keys(10) == []
 
 
+async def test_a_failed_turn_keeps_its_error_code_in_the_spool_and_once_replayed(settings, auth):
+    """A turn that failed and that the store refused too: the spool keeps why it failed (the
+    model's error, not the refusal that came after), and so does the store once it is back."""
+    app = app_with(settings, models=ScriptedModels(Script([RuntimeError("upstream 500")])))
+    services = services_of(app)
+    async with asgi_client(app) as client:
+        await services.chats.latest_turn_ids("user-1")  # creates the file
+        refuse_writes(settings.sqlite_file)
+        events = await chat(client, auth(), "rifiutata")
+        codes = [e["code"] for e in events if e["type"] == "error"]
+        assert codes == ["model_unavailable", "persist_failed"]
+        turn_id = events[-1]["turn_id"]
+        spooled = (await client.get(f"/api/turns/{turn_id}", headers=auth())).json()
+        assert (spooled["status"], spooled["error_code"]) == ("error", "model_unavailable")
+        accept_writes(settings.sqlite_file)
+        page = (await client.get("/api/history", headers=auth())).json()
+    assert await services.dead_letters.spool.keys(10) == []
+    assert [(t["turn_id"], t["error_code"]) for t in page["turns"]] == [
+        (turn_id, "model_unavailable")
+    ]
+
+
 async def test_replay_is_idempotent_by_turn_id(settings, data_dir):
     services = Services.build(settings)
     stored = a_turn("0001", "già salvata")

@@ -45,6 +45,7 @@ TURN = {
     "thread_id",
     "turn_id",
     "status",
+    "error_code",
     "grounding",
     "retrieved",
     "feedback",

@@ -160,6 +160,27 @@ async def test_model_failure_streams_error_then_fallback_and_stores_the_turn(
     assert turn.status == "error" and turn.system == events[1]["content"]
 
 
+async def test_a_failed_turn_is_stored_with_its_error_code_in_each_store(store_settings, auth):
+    """The stored turn said only `status: "error"`: the history could not say why. It keeps
+    the `error` event's code (never its message), and only a failed turn has one."""
+    s = Script([RuntimeError("upstream 500 key=sk-secret"), text("Il QNH è la pressione.")])
+    app = app_with(store_settings, models=ScriptedModels(s))
+    async with asgi_client(app) as client:
+        failed = await chat(client, auth(), "ciao")
+        answered = await chat(client, auth(), "Cos'è il QNH?")
+        page = (await client.get("/api/history", headers=auth())).json()
+    s.assert_used()
+    assert failed[0] == {**failed[0], "type": "error", "code": "model_unavailable"}
+    newest, oldest = await stored(app)
+    assert (oldest.status, oldest.error_code) == ("error", "model_unavailable")
+    assert (newest.status, newest.error_code) == ("ok", None)
+    assert [(t["status"], t["error_code"]) for t in page["turns"]] == [
+        ("ok", None),
+        ("error", "model_unavailable"),
+    ]
+    assert answered[-1]["status"] == "ok" and "sk-secret" not in json.dumps(page)
+
+
 async def test_stream_false_returns_json(client, auth, script):
     script([text("Risposta completa.")])
     response = await client.post(

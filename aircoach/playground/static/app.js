@@ -560,16 +560,23 @@ function finish(view, event, started) {
   announce(said ? `Risposta del coach: ${said.slice(0, 300)}` : "Risposta completata.");
 }
 
-// A turn that did not end `ok`, live or stored. A stored turn keeps its status, not its error's
-// message (docs/http.md): the mark says what the student can do.
+// A turn that did not end `ok`, live or stored. A stored turn keeps its status and, when it
+// failed, its error's code, not its message (docs/http.md): the mark says why when the page
+// knows the code (in the past: the live message's "riprova tra poco" is stale by now), and
+// what the student can do.
 const OUTCOMES = {
   error: { kind: "error", text: "Risposta non completata per un errore: invia di nuovo la domanda." },
   interrupted: { kind: "warning", text: "Risposta interrotta prima della fine: invia di nuovo la domanda." },
 };
+const ERROR_REASONS = {
+  model_unavailable: "Risposta non completata: il modello linguistico non ha risposto. Invia di nuovo la domanda.",
+};
 
-function outcomeMark(status) {
+function outcomeMark(status, errorCode) {
   const outcome = OUTCOMES[status];
-  return outcome ? el("p", { class: `notice notice-${outcome.kind} small turn-outcome`, "data-status": status, text: outcome.text }) : null;
+  if (!outcome) return null;
+  const text = (status === "error" && ERROR_REASONS[errorCode]) || outcome.text;
+  return el("p", { class: `notice notice-${outcome.kind} small turn-outcome`, "data-status": status, text });
 }
 
 function labelOf(name) {
@@ -832,9 +839,10 @@ async function loadHistory(fresh) {
   const page = await api(`/api/history?${params}`);
   for (const turn of page.turns) {
     const when = new Date(turn.timestamp).toLocaleString("it-IT");
-    $("history").append(
-      el("li", {}, el("span", { class: "muted small", text: when }), el("p", { class: "human", text: turn.human }), el("p", { class: "small first-line", text: firstLine(turn.system) })),
-    );
+    // A turn stopped before any word has no first line: its mark, not an empty line.
+    const line = firstLine(turn.system);
+    const answer = line ? el("p", { class: "small first-line", text: line }) : outcomeMark(turn.status, turn.error_code);
+    $("history").append(el("li", {}, el("span", { class: "muted small", text: when }), el("p", { class: "human", text: turn.human }), answer));
   }
   // `next_cursor` (paged by cursor) or the older `next_before`.
   const next = page.next_cursor ? { name: "cursor", value: page.next_cursor } : page.next_before ? { name: "before", value: page.next_before } : null;
@@ -1017,7 +1025,7 @@ function storedTurn(turn, cards, waiting) {
       cards.set(quiz.dataset.question, quiz);
     }
   }
-  const mark = outcomeMark(turn.status);
+  const mark = outcomeMark(turn.status, turn.error_code);
   if (mark) view.extras.append(mark);
   return item;
 }
