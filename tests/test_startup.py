@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from aircoach.startup import first_import, starting
+from aircoach.startup import YOUNG_THRESHOLD, first_import, starting
 
 
 def test_the_collector_is_paused_inside_then_on_again_with_what_was_built_frozen():
@@ -56,3 +56,20 @@ def test_a_module_already_imported_is_not_imported_again_nor_frozen():
     first_import("json")  # imported long ago
     assert gc.get_freeze_count() == frozen
     assert gc.isenabled()
+
+
+def test_after_starting_the_young_generation_is_collected_every_2000_allocations():
+    """CPython 3.13's default, not 3.11's and 3.12's 700 (at which nearly every turn paid a
+    collection); a process that chose another threshold keeps it."""
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        with starting():
+            pass
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, 10, 10) == (2000, 10, 10)
+        gc.set_threshold(50_000, 20, 20)
+        with starting():
+            pass
+        assert gc.get_threshold() == (50_000, 20, 20)
+    finally:
+        gc.set_threshold(*before)
