@@ -7,6 +7,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,33 +38,35 @@ def server(
     """Run `python -m module --port P` from source tree `root` until the block ends, pinned to
     `cpus` when given; yields the base URL (a `ServerURL`)."""
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", module, "--port", str(port)],
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": str(root), "LOG_LEVEL": "WARNING", **(env or {})},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    if cpus:
-        os.sched_setaffinity(proc.pid, cpus)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                if proc.poll() is not None:
-                    raise RuntimeError(
-                        proc.stderr.read().decode() if proc.stderr else "server died"
-                    ) from None
-                time.sleep(0.05)
-        url = ServerURL(f"http://127.0.0.1:{port}")
-        url.pid = proc.pid
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    # Its log goes to a file: a pipe nobody reads fills up after about 500 access lines, and
+    # the server then blocks on its next log line.
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, "--port", str(port)],
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root), "LOG_LEVEL": "WARNING", **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        if cpus:
+            os.sched_setaffinity(proc.pid, cpus)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                        break
+                except OSError:
+                    if proc.poll() is not None:
+                        log.seek(0)
+                        raise RuntimeError(log.read()[-4000:].decode(errors="replace")) from None
+                    time.sleep(0.05)
+            url = ServerURL(f"http://127.0.0.1:{port}")
+            url.pid = proc.pid
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(10)
 
 
 def process_cpu_s(pid: int) -> float:

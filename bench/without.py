@@ -37,7 +37,7 @@ def _admission() -> None:
     from aircoach.turn import admission
     from aircoach.turn.turn import new_turn_id
 
-    async def admit(gate: Any, user_id: str, key: str | None) -> admission.Admission:
+    async def admit(gate: Any, user_id: str, key: str | None, **_: Any) -> admission.Admission:
         return admission.Admission(new_turn_id())
 
     async def hold_thread(*args: Any, **kwargs: Any) -> None:
