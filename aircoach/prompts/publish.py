@@ -14,7 +14,7 @@ from typing import Any
 
 from aircoach.errors import ConfigError
 from aircoach.prompts.keys import PROMPT_SUFFIX, folder_versions
-from aircoach.prompts.s3 import S3DocSource, differences, is_doc_key, manifest_body
+from aircoach.prompts.s3 import Manifest, S3DocSource, differences, is_doc_key, manifest_body
 from aircoach.prompts.sources import DocInfo, LocalDocSource, PromptSource
 from aircoach.prompts.store import build_prompt
 from aircoach.settings import PromptSettings
@@ -22,6 +22,23 @@ from aircoach.settings import PromptSettings
 
 class DocsCommandError(Exception):
     """A docs command that cannot go on; the CLI prints the message and exits with 1."""
+
+
+class PublishConflict(DocsCommandError):
+    """The manifest changed between the start of a push (or rollback) and its write: another
+    one published meanwhile, and this one published nothing."""
+
+    def __init__(self, command: str):
+        super().__init__(
+            f"another push or rollback changed the published docs while this {command} ran; "
+            f"nothing of this {command} is published: run it again"
+        )
+
+
+# What a conditional write answers when the object is no longer the one read (412), when a
+# conditional write on the same key is under way (409), or when it was deleted (If-Match).
+_MANIFEST_MOVED = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
+_MANIFEST_GONE = {"NoSuchKey", "404", "NotFound"}
 
 
 @dataclass(frozen=True)
@@ -101,11 +118,15 @@ class DocsBucket:
         listing mid-push keeps the docs of the previous push), then, with `delete`, delete
         the remote-only docs (without it they stay published). Docs the server would refuse
         are not pushed at all: every instance started after them would have no prompt to
-        serve (503 on every chat)."""
+        serve (503 on every chat). If another push or rollback wrote the manifest since this
+        one began, `PublishConflict`: nothing of this push is published (its uploads are
+        versions no manifest names) and nothing is deleted."""
         self.require_versioning()
         folder = LocalDocSource(self.folder)
         local, contents = asyncio.run(_read_all(folder))
         self._check(contents)
+        # Read before the listing: a manifest another push writes from now on fails our write.
+        start, start_etag = self.source.read_manifest_for_update_blocking()
         remote = self._latest_objects()
         results = []
         published = []
@@ -131,7 +152,7 @@ class DocsBucket:
         remote_only = sorted(set(remote) - {d.key for d in local})
         if not delete:
             published += [remote[key] for key in remote_only]
-        self._write_manifest(published)
+        self._write_manifest(published, start, start_etag, command="push")
         for key in remote_only:
             if delete:
                 # On a versioned bucket this adds a delete marker: the doc stays in history.
@@ -158,22 +179,43 @@ class DocsBucket:
                     )
         return latest
 
-    def _write_manifest(self, published: list[DocInfo]) -> None:
-        """Written last: the one object whose change makes the push visible to readers. Left
-        alone when it names these docs already (an instance re-reads it when it changes)."""
+    def _write_manifest(
+        self,
+        published: list[DocInfo],
+        start: Manifest | None,
+        start_etag: str | None,
+        *,
+        command: str,
+    ) -> None:
+        """Written last: the one object whose change makes the push visible to readers, and
+        only if it is still the one read at the command's start (`start_etag`; None: there was
+        none), else `PublishConflict`. Left alone when it names these docs already (an
+        instance re-reads it when it changes), once checked that it is still that one."""
+        from botocore.exceptions import ClientError
 
         def pinned(docs: Iterable[DocInfo]) -> set[tuple[str, str, str | None]]:
             return {(d.key, d.etag, d.version_id) for d in docs}
 
-        current = self.source.read_manifest_blocking()
-        if current is not None and pinned(current.docs) == pinned(published):
-            return
-        self.client.put_object(
-            Bucket=self.bucket,
-            Key=self.source.manifest_key,
-            Body=manifest_body(published, datetime.now(UTC).isoformat(timespec="seconds")),
-            ContentType="application/json",
-        )
+        # An ETag quoted, as HTTP has it (moto's HeadObject takes no other form).
+        condition = {"IfNoneMatch": "*"} if start_etag is None else {"IfMatch": f'"{start_etag}"'}
+        try:
+            if start is not None and pinned(start.docs) == pinned(published):
+                self.client.head_object(
+                    Bucket=self.bucket, Key=self.source.manifest_key, **condition
+                )
+                return
+            self.client.put_object(
+                Bucket=self.bucket,
+                Key=self.source.manifest_key,
+                Body=manifest_body(published, datetime.now(UTC).isoformat(timespec="seconds")),
+                ContentType="application/json",
+                **condition,
+            )
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if code in _MANIFEST_MOVED or (start_etag is not None and code in _MANIFEST_GONE):
+                raise PublishConflict(command) from None
+            raise
 
     def _check(self, contents: Mapping[str, str]) -> None:
         if not build_prompt(contents)[0]:
@@ -242,7 +284,8 @@ class DocsBucket:
 
     def rollback(self, key: str, version_id: str) -> str:
         """Copy one version of a doc over the latest, so that it is the latest again (the
-        versions in between stay in history). Returns the new version id."""
+        versions in between stay in history). Returns the new version id. The manifest's entry
+        is updated under the same rule as a push's (`PublishConflict`)."""
         self.require_versioning()
         versions = {v.version_id: v for v in self.history(key)}
         target = versions.get(version_id)
@@ -255,20 +298,24 @@ class DocsBucket:
         if target.latest:
             raise DocsCommandError(f"version {version_id!r} of {key!r} is already the latest")
         full_key = self.prefix + key
+        manifest = self.source.read_manifest_blocking()
         response = self.client.copy_object(
             Bucket=self.bucket,
             Key=full_key,
             CopySource={"Bucket": self.bucket, "Key": full_key, "VersionId": version_id},
         )
         new_id: str = response["VersionId"]
-        manifest = self.source.read_manifest_blocking()
         if manifest is not None:
             # Readers serve the manifest's docs: the rolled-back doc is published once it
             # names the new object.
             etag = response["CopyObjectResult"]["ETag"].strip('"')
             copied = DocInfo(key, etag, target.size or 0, version_id=new_id)
             others = [d for d in manifest.docs if d.key != key]
-            self._write_manifest([*others, copied])
+            self._write_manifest([*others, copied], manifest, manifest.etag, command="rollback")
+        elif self.source.read_manifest_for_update_blocking()[1] is not None:
+            # The bucket served its listing, the copy included, until a push wrote a manifest
+            # meanwhile: that one names the doc's previous version.
+            raise PublishConflict("rollback")
         return new_id
 
 

@@ -10,7 +10,9 @@ too (`tasks/email_triage/prompt.md`). The built prompt of each new version is ar
 doc), naming each doc's ETag and version id. When the listing holds one, the source serves the
 manifest's docs and nothing else: a listing taken between two uploads of a push gives the
 last pushed set, never a mix of old and new docs. The manifest is fetched again only when its
-ETag in the listing changed. A bucket without a manifest is served as it is listed.
+ETag in the listing changed. A bucket without a manifest is served as it is listed. A push or
+rollback writes it only if it is still the one read at its start (S3's conditional write), so
+of two at once one fails and says so instead of silently unpublishing the other's docs.
 """
 
 from __future__ import annotations
@@ -235,21 +237,40 @@ class S3DocSource:
 
     def read_manifest_blocking(self) -> Manifest | None:
         """The manifest in the bucket now, None without one."""
+        found = self._find_manifest()
+        return None if found is None else self._parse(*found)
+
+    def read_manifest_for_update_blocking(self) -> tuple[Manifest | None, str | None]:
+        """The manifest and its ETag, for a write conditional on it (`IfMatch`): (None, None)
+        without one, (None, etag) for an object that is not a manifest (a push replaces it)."""
+        found = self._find_manifest()
+        if found is None:
+            return None, None
+        try:
+            return self._parse(*found), found[1]
+        except ConfigError:
+            return None, found[1]
+
+    def _read_manifest(self) -> Manifest:
+        return self._parse(*self._get_manifest())
+
+    def _find_manifest(self) -> tuple[bytes, str] | None:
         from botocore.exceptions import ClientError
 
         try:
-            return self._read_manifest()
+            return self._get_manifest()
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404", "NotFound"):
                 raise
         return None
 
-    def _read_manifest(self) -> Manifest:
+    def _get_manifest(self) -> tuple[bytes, str]:
         response = self.client.get_object(Bucket=self.bucket, Key=self.manifest_key)
         with response["Body"] as body:
-            data = body.read()
-        where = f"s3://{self.bucket}/{self.manifest_key}"
-        return _parse_manifest(data, _etag(response["ETag"]), where)
+            return body.read(), _etag(response["ETag"])
+
+    def _parse(self, data: bytes, etag: str) -> Manifest:
+        return _parse_manifest(data, etag, f"s3://{self.bucket}/{self.manifest_key}")
 
     def _note_differences(self, keys: list[str], manifest: Manifest) -> None:
         """Log a listing that differs from the manifest once, not at every check."""

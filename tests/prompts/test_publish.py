@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import Callable
 
 import pytest
 
 from aircoach.__main__ import main
-from aircoach.prompts.publish import DocsBucket
+from aircoach.prompts import s3 as s3_module
+from aircoach.prompts.publish import DocsBucket, PublishConflict
 from aircoach.prompts.s3 import S3DocSource
 from aircoach.prompts.store import PromptStore, build_prompt
 from aircoach.settings import ROOT
@@ -271,3 +273,138 @@ def test_a_hand_upload_to_a_pushed_bucket_is_logged_once_until_pushed_or_the_man
     assert "uploaded  10_stile.md" in cli("push")
     clock.advance(60)
     assert asyncio.run(warm.current()).version == pushed and "in sync" in cli("status")
+
+
+CONFLICT = (
+    "another push or rollback changed the published docs while this {} ran; "
+    "nothing of this {} is published: run it again"
+)
+
+
+def once(action: Callable[[], object]) -> Callable[..., None]:
+    """A botocore event handler that runs `action` at the first event only."""
+    ran: list[bool] = []
+
+    def handler(**kwargs) -> None:
+        if not ran:
+            ran.append(True)
+            action()
+
+    return handler
+
+
+def served_text(settings) -> str:
+    """The system prompt an instance starting now builds from the bucket."""
+    return asyncio.run(PromptStore(S3DocSource(settings), ttl_s=60).current()).text
+
+
+@pytest.fixture
+def other_dir(docs_dir, tmp_path):
+    """A second operator's folder: the same docs plus a new one."""
+    folder = tmp_path / "other" / "prompt_docs"
+    shutil.copytree(docs_dir, folder)
+    (folder / "30_extra.md").write_text("Cita sempre il manuale.\n")
+    return folder
+
+
+@pytest.mark.parametrize("manifest_before", [True, False], ids=["manifest", "no manifest yet"])
+def test_two_pushes_at_once_the_later_manifest_fails_and_a_rerun_publishes_both(
+    empty_bucket, docs_dir, other_dir, data_dir, manifest_before
+):
+    versioning_on(empty_bucket)
+    settings = s3_settings(data_dir, prompt_docs_dir=docs_dir)
+    if manifest_before:
+        DocsBucket(settings).push()
+    (docs_dir / "10_stile.md").write_text("Rispondi in rima.\n")
+    first = DocsBucket(settings)
+    second = DocsBucket(settings, other_dir)
+    # The second push runs whole while the first uploads its first doc: the first read the
+    # manifest (or its absence) before, and writes its own after.
+    first.client.meta.events.register("before-call.s3.PutObject", once(second.push))
+    with pytest.raises(PublishConflict) as conflict:
+        first.push()
+    assert str(conflict.value) == CONFLICT.format("push", "push")
+    served = served_text(settings)
+    assert "Cita sempre il manuale." in served and "in rima" not in served
+
+    first.push()  # run again: the second's new doc is remote only, so it stays published
+    served = served_text(settings)
+    assert "Cita sempre il manuale." in served and "Rispondi in rima." in served
+
+
+def test_a_push_that_loses_the_race_exits_with_one_line_and_deletes_nothing(
+    empty_bucket, cli, docs_dir, other_dir, data_dir, monkeypatch
+):
+    versioning_on(empty_bucket)
+    cli("push")
+    (docs_dir / "20_quiz.md").unlink()
+    second = DocsBucket(s3_settings(data_dir), other_dir)
+    make_client = s3_module.make_s3_client
+
+    def first_client_runs_the_second_push(settings):
+        client = make_client(settings)
+        client.meta.events.register("before-call.s3.ListObjectVersions", once(second.push))
+        monkeypatch.setattr(s3_module, "make_s3_client", make_client)
+        return client
+
+    monkeypatch.setattr(s3_module, "make_s3_client", first_client_runs_the_second_push)
+    with pytest.raises(SystemExit) as exit_info:
+        cli("push", "--delete")
+    assert exit_info.value.code == "error: " + CONFLICT.format("push", "push")
+    assert empty_bucket.list_object_versions(Bucket=BUCKET).get("DeleteMarkers") is None
+    assert "Cita sempre il manuale." in served_text(s3_settings(data_dir))
+    assert "deleted  20_quiz.md" in cli("push", "--delete")
+
+
+def test_a_rollback_racing_a_push_fails_the_same_way(empty_bucket, docs_dir, data_dir, other_dir):
+    versioning_on(empty_bucket)
+    settings = s3_settings(data_dir, prompt_docs_dir=docs_dir)
+    DocsBucket(settings).push()
+    original = (docs_dir / "10_stile.md").read_text()
+    (docs_dir / "10_stile.md").write_text("Rispondi in rima.\n")
+    DocsBucket(settings).push()
+    (other_dir / "10_stile.md").write_text("Rispondi in rima.\n")  # the other has it too
+    bucket = DocsBucket(settings)
+    earlier_id = bucket.history("10_stile.md")[1].version_id
+    bucket.client.meta.events.register(
+        "before-call.s3.CopyObject", once(DocsBucket(settings, other_dir).push)
+    )
+    with pytest.raises(PublishConflict) as conflict:
+        bucket.rollback("10_stile.md", earlier_id)
+    assert str(conflict.value) == CONFLICT.format("rollback", "rollback")
+    served = served_text(settings)
+    assert "Cita sempre il manuale." in served and "Rispondi in rima." in served
+
+    bucket.rollback("10_stile.md", earlier_id)  # run again
+    served = served_text(settings)
+    assert "Cita sempre il manuale." in served and original.strip() in served
+    assert "Rispondi in rima." not in served
+
+
+def test_a_rollback_in_a_bucket_without_manifest_fails_if_a_push_writes_one_meanwhile(
+    empty_bucket, docs_dir, data_dir, other_dir
+):
+    versioning_on(empty_bucket)
+    for path in sorted(docs_dir.rglob("*")):  # uploaded by hand: no manifest
+        if path.is_file():
+            key = PREFIX + path.relative_to(docs_dir).as_posix()
+            empty_bucket.put_object(Bucket=BUCKET, Key=key, Body=path.read_bytes())
+    empty_bucket.put_object(Bucket=BUCKET, Key=PREFIX + "10_stile.md", Body=b"Rispondi in rima.")
+    settings = s3_settings(data_dir, prompt_docs_dir=docs_dir)
+    bucket = DocsBucket(settings)
+    earlier_id = bucket.history("10_stile.md")[1].version_id
+    (other_dir / "10_stile.md").write_text("Rispondi in rima.")
+    bucket.client.meta.events.register(
+        "before-call.s3.CopyObject", once(DocsBucket(settings, other_dir).push)
+    )
+    with pytest.raises(PublishConflict):
+        bucket.rollback("10_stile.md", earlier_id)
+    assert "Rispondi in rima." in served_text(settings)
+
+
+def test_a_push_replaces_a_manifest_that_is_not_one(empty_bucket, cli, docs_dir, data_dir):
+    # The server's error for a broken manifest says "push again": a push must be able to.
+    versioning_on(empty_bucket)
+    empty_bucket.put_object(Bucket=BUCKET, Key=PREFIX + ".manifest.json", Body=b"{}")
+    assert cli("push").count("uploaded") == DOCS
+    assert "in sync" in cli("status")
