@@ -5,7 +5,8 @@ follows the code it patches and breaks when that code moves (`bench_feature_cost
 and checks every answer).
 
 `WITHOUT=auth,memory python -m bench.without --port P` serves as `python -m aircoach serve`
-with those parts out; `WITHOUT=all` takes out every part. Loaded through
+with those parts out; `WITHOUT=all` takes out every part; `WITHOUT=hops` runs every store
+operation on the loop instead of a thread (`bench_hops.py`). Loaded through
 `bench/without_site/sitecustomize.py` (on `PYTHONPATH`), the same patches apply to a server
 started by another harness (`../shared/peer-bench`'s `bench_ab.py`).
 """
@@ -145,14 +146,32 @@ PARTS: dict[str, Callable[[], None]] = {
 }
 
 
+def _hops() -> None:
+    """Every store operation run on the event loop instead of a thread (aircoach/threads.py):
+    what the hops to a thread and back cost. It blocks the loop, which the serverless rules
+    forbid: a measurement, never a way to run."""
+    from aircoach import threads
+
+    async def run(self: Any, fn: Callable[[], Any], *, abandon_on_cancel: bool = False) -> Any:
+        return fn()
+
+    threads.Threads.run = run  # type: ignore[method-assign]
+
+
+# Not parts the peer lacks (so not in `all`): the way ours does its parts, taken out by name.
+LESIONS: dict[str, Callable[[], None]] = {"hops": _hops}
+
+
 def apply(names: str) -> list[str]:
-    """Take out the parts named (comma-separated; `all` for every one); the names taken."""
+    """Take out the parts named (comma-separated; `all` for every one of `PARTS`; a lesion
+    of `LESIONS` by its name); the names taken."""
     chosen = list(PARTS) if names.strip() == "all" else [n for n in names.split(",") if n]
-    unknown = [n for n in chosen if n not in PARTS]
+    known = {**PARTS, **LESIONS}
+    unknown = [n for n in chosen if n not in known]
     if unknown:
-        raise SystemExit(f"unknown parts {unknown}; known: {', '.join(PARTS)}")
+        raise SystemExit(f"unknown parts {unknown}; known: {', '.join(known)}")
     for name in chosen:
-        PARTS[name]()
+        known[name]()
     return chosen
 
 
