@@ -157,8 +157,14 @@ async def run_chat(
         in_progress,
     )
     from aircoach.turn.conversations import conversation_thread
-    from aircoach.turn.prepare import prepare_turn
-    from aircoach.turn.regenerate import let_go, let_go_gradings, put_back, take_back
+    from aircoach.turn.prepare import prepare_turn, refresh_history
+    from aircoach.turn.regenerate import (
+        let_go,
+        let_go_gradings,
+        put_back,
+        take_back,
+        take_back_interrupted,
+    )
     from aircoach.turn.rejoin import turn_events
     from aircoach.turn.replay import replayed_caveat, replayed_errors, replayed_events
     from aircoach.turn.run import TurnRun
@@ -249,7 +255,7 @@ async def run_chat(
         raise
     try:
         with current_stages().timed("admission"):
-            await hold_thread(
+            interrupted = await hold_thread(
                 services.gate, user.sub, thread, admission, interrupt=body.if_busy == "interrupt"
             )
     except BaseException:
@@ -258,6 +264,19 @@ async def run_chat(
             with anyio.CancelScope(shield=True):
                 await put_back(services.gate, replaced)
         raise
+    if regeneration is not None and replaced is None and interrupted is not None:
+        # `stop()` then `regenerate()`: the stopped answer ran on until now.
+        replaced = await take_back_interrupted(
+            services.gate,
+            user.sub,
+            body.conversation_id,
+            regeneration,
+            question=body.query,
+            interrupted=interrupted,
+            regenerating=admission.turn_id,
+        )
+        # The interrupted turn dropped the warm thread as it ended: read it again.
+        await refresh_history(services.turn_parts, turn, body.conversation_id)
     if replaced is not None:
         await let_go(services.gate, user.sub, replaced)
         await let_go_gradings(services.quiz_service, user.sub, replaced)

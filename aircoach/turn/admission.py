@@ -102,11 +102,12 @@ async def admit(gate: Gate, user_id: str, key: str | None, *, query: str) -> Adm
 
 async def hold_thread(
     gate: Gate, user_id: str, thread: str, admission: Admission, *, interrupt: bool
-) -> None:
+) -> str | None:
     """Claim `thread` for the admitted turn, or `TurnInProgress` (409, naming the running
-    turn); a turn that does not get its thread is given back (`give_back`)."""
+    turn); a turn that does not get its thread is given back (`give_back`). The id of the
+    running turn it interrupted, if it did."""
     try:
-        await _claim(gate, user_id, thread, admission.turn_id, interrupt=interrupt)
+        return await _claim(gate, user_id, thread, admission.turn_id, interrupt=interrupt)
     except Exception as exc:
         if not isinstance(exc, TurnInProgress):
             # The store may have taken the claim before it failed (its answer lost as it went
@@ -207,9 +208,11 @@ async def _ended(gate: Gate, user_id: str, turn_id: str) -> bool:
     return await gate.dead_letters.find(user_id, turn_id) is not None
 
 
-async def _claim(gate: Gate, user_id: str, thread: str, turn_id: str, *, interrupt: bool) -> None:
+async def _claim(
+    gate: Gate, user_id: str, thread: str, turn_id: str, *, interrupt: bool
+) -> str | None:
     """Make `turn_id` the running turn of `thread` (until its deadline and a grace period,
-    should its instance die), or interrupt the running one when asked. A take-over that
+    should its instance die), or interrupt the running one when asked (its id). A take-over that
     another request made first (a second interrupt, a second message after an ended turn)
     reads the claim again: the 409 names the turn that holds the thread now, and an interrupt
     interrupts that one."""
@@ -220,7 +223,7 @@ async def _claim(gate: Gate, user_id: str, thread: str, turn_id: str, *, interru
         expires_at = now + CLAIM_LEASE_S  # the running turn renews it (`TurnRun`)
         held = await turn_log.claim(user_id, thread, turn_id, now=now, expires_at=expires_at)
         if held is None:
-            return
+            return None
         holder = held.turn_id
         if await _ended(gate, user_id, holder):
             if await turn_log.take_over(
@@ -236,7 +239,7 @@ async def _claim(gate: Gate, user_id: str, thread: str, turn_id: str, *, interru
                 log.warning(
                     "turn %s still held the thread of %r after it ended", held.turn_id, user_id
                 )
-                return
+                return None
         elif not interrupt:
             break
         elif await turn_log.take_over(
@@ -244,7 +247,7 @@ async def _claim(gate: Gate, user_id: str, thread: str, turn_id: str, *, interru
         ):
             log.info("turn %s for %r interrupts turn %s", turn_id, user_id, held.turn_id)
             gate.running.stop(held.turn_id)
-            return
+            return held.turn_id
     raise TurnInProgress(
         "thread_busy",
         turn_id=holder,

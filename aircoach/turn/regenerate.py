@@ -7,7 +7,9 @@ model's context nor `GET /api/history` holds it any more. If the new turn does n
 all (refused as busy, or failed while it was prepared), the old one is put back as it was (its
 turn id keeps its place), or, the store refusing it, spooled as a dead letter that the next
 replay stores. Once the new turn runs, the old one's event log and
-idempotency records are removed too, as a delete of the conversation removes its turns'."""
+idempotency records are removed too, as a delete of the conversation removes its turns'.
+After `stop()` the old answer still runs when its regeneration comes: the new turn interrupts
+it and then takes it back the same way (`take_back_interrupted`)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import anyio
 
 from aircoach.turn.conversations import conversation_thread, shown_conversation_id
 from aircoach.turn.records import Turn
@@ -42,6 +46,8 @@ async def take_back(
     regeneration: Regeneration,
     *,
     question: str,
+    interrupted: str | None = None,
+    regenerating: str | None = None,
 ) -> Turn | None:
     """Remove the conversation's newest turn when it answers `question` (and is the answer
     named, if one was): from the store, or from the dead-letter spool when it waits there
@@ -49,8 +55,9 @@ async def take_back(
     The turn removed, or None (the newest turn answers another question, a client named an
     older answer, another request removed it first, or a newer turn still runs: `stop()`
     then `regenerate()`, and the stored one is an older answer to the same words): the new
-    turn is then just a new turn. `StoreUnavailable` when the store
-    cannot be read or the spool fails to remove it."""
+    turn is then just a new turn. `interrupted`: only that turn may be removed, and the
+    thread may be held by `regenerating`, the new turn (`take_back_interrupted`).
+    `StoreUnavailable` when the store cannot be read or the spool fails to remove it."""
     newest = await gate.chats.recent_turns(user_id, 1, conversation=conversation_id)
     stored = newest[0] if newest else None
     spooled = await _spooled_newer(gate, user_id, conversation_id, regeneration, than=stored)
@@ -59,9 +66,11 @@ async def take_back(
         return None
     if turn.human != question or regeneration.answer_id not in (None, turn.turn_id):
         return None
+    if interrupted is not None and turn.turn_id != interrupted:
+        return None
     thread = conversation_thread(user_id, conversation_id)
     running = await gate.turn_log.holder(user_id, thread, now=gate.clock())
-    if running is not None and running.turn_id != turn.turn_id:
+    if running is not None and running.turn_id not in (turn.turn_id, regenerating):
         return None
     if spooled is not None:
         await gate.dead_letters.remove(turn.turn_id)
@@ -69,6 +78,47 @@ async def take_back(
         return None
     log.info("turn %s of %r taken back: it is being regenerated", turn.turn_id, user_id)
     return turn
+
+
+async def take_back_interrupted(
+    gate: Gate,
+    user_id: str,
+    conversation_id: str | None,
+    regeneration: Regeneration,
+    *,
+    question: str,
+    interrupted: str,
+    regenerating: str,
+) -> Turn | None:
+    """`stop()` then `regenerate()`: the stopped answer ran on, and the new turn
+    `regenerating` has just interrupted it (`interrupted`). Once it has stored what it had
+    (waited for when it runs in this process), it is taken back as a stored answer is
+    (`take_back`), when it is now the conversation's newest turn and answers `question`: the
+    history then holds the new answer alone, as the AI SDK's own backends show it. An
+    interrupted turn of another question stays (stored `interrupted`). The turn removed, or
+    None; a store that fails is logged and the old answer stays."""
+    run = gate.running.get(interrupted)
+    if run is not None:
+        with anyio.move_on_after(gate.settings.turn_timeout_s, shield=True):
+            await run.ended.wait()  # it stores what it had before it ends
+    try:
+        with anyio.CancelScope(shield=True):
+            return await take_back(
+                gate,
+                user_id,
+                conversation_id,
+                regeneration,
+                question=question,
+                interrupted=interrupted,
+                regenerating=regenerating,
+            )
+    except Exception:
+        log.warning(
+            "turn %s was interrupted by its regeneration but could not be taken back",
+            interrupted,
+            exc_info=True,
+        )
+        return None
 
 
 async def _spooled_newer(

@@ -491,7 +491,7 @@ async def test_a_regeneration_while_the_answer_still_runs_removes_no_older_answe
     """`stop()` then `regenerate()`: the stopped answer still runs on the server, so the
     newest stored turn is the one before it. When that older turn asked the same words
     ("Spiegami meglio" twice), it is not the answer being regenerated and stays; the running
-    one is interrupted (stored `interrupted`) and the new answer follows it."""
+    one is interrupted, and then taken back: the new answer takes its place."""
     started = anyio.Event()
 
     async def hold(call: int) -> None:
@@ -513,9 +513,109 @@ async def test_a_regeneration_while_the_answer_still_runs_removes_no_older_answe
         )
     assert again.status_code == 200 and said(again) == "Tre."
     page = (await client.get("/api/history?conversation_id=chat-1", headers=auth())).json()
-    assert [t["status"] for t in page["turns"]] == ["ok", "interrupted", "ok"]
+    assert [t["status"] for t in page["turns"]] == ["ok", "ok"]
     assert [t["turn_id"] for t in page["turns"]][-1] == first.headers["X-Turn-ID"]
-    assert [t["system"] for t in page["turns"]][::2] == ["Tre.", "Uno."]
+    assert [t["system"] for t in page["turns"]] == ["Tre.", "Uno."]
+
+
+async def _running_turn_id(app: Any, conversation_id: str = "chat-1") -> str:
+    """The id of the turn that holds the conversation's thread (what `start` gave useChat)."""
+    import time
+
+    from aircoach.turn.conversations import conversation_thread
+
+    thread = conversation_thread("user-1", conversation_id)
+    running = await services_of(app).turn_log.holder("user-1", thread, now=time.time())
+    assert running is not None
+    return running.turn_id
+
+
+async def test_stop_then_regenerate_of_the_same_answer_leaves_only_the_new_one(
+    app, settings, models, client, auth
+):
+    """`stop()` then `regenerate()`: the stopped answer still runs on the server when the
+    regeneration comes. The new turn interrupts it, and then takes it back as it takes back a
+    stored answer: the history holds one answer to the question, the new one, as the AI SDK's
+    own backends show it."""
+    started = anyio.Event()
+
+    async def hold(call: int) -> None:
+        if call == 2:  # the second turn's model never answers (until its turn is stopped)
+            started.set()
+            await anyio.sleep_forever()
+
+    replies = Script([text("Prima."), text("Nuova risposta.")])
+    models.provider = HeldModels(replies, hold)
+    await client.post(
+        "/api/chat", json=ui_body("Cos'è la portanza?", message_id="m-1"), headers=auth()
+    )
+    stopped: list[httpx.Response] = []
+    async with anyio.create_task_group() as tg:
+        body = ui_body("E la resistenza?", message_id="m-2")
+
+        async def ask() -> None:
+            stopped.append(await client.post("/api/chat", json=body, headers=auth()))
+
+        tg.start_soon(ask)
+        await started.wait()  # the answer runs; its client has stopped reading
+        stopped_id = await _running_turn_id(app)
+        again = await client.post(
+            "/api/chat",
+            json=regenerate_body("E la resistenza?", messageId=stopped_id),
+            headers=auth(),
+        )
+    assert again.status_code == 200 and said(again) == "Nuova risposta."
+    assert stopped[0].headers["X-Turn-ID"] == stopped_id
+    page = (await client.get("/api/history?conversation_id=chat-1", headers=auth())).json()
+    assert [(t["human"], t["system"], t["status"]) for t in page["turns"]] == [
+        ("E la resistenza?", "Nuova risposta.", "ok"),
+        ("Cos'è la portanza?", "Prima.", "ok"),
+    ]
+    assert (await client.get(f"/api/turns/{stopped_id}", headers=auth())).status_code == 404
+    # The model saw the conversation as stored, and the question once.
+    shown = [str(m.content) for m in replies.calls[-1]]
+    assert shown[1:] == ["Cos'è la portanza?", "Prima.", "E la resistenza?"]
+
+
+async def test_a_regeneration_interrupting_another_question_keeps_it_interrupted(
+    app, settings, models, client, auth
+):
+    """A regeneration that finds a turn of ANOTHER question running (the student asked again
+    and then regenerated the answer before: the AI SDK sends the newest question, so only a
+    client of its own does this) interrupts it as any new message does: stored
+    `interrupted`, not taken back."""
+    started = anyio.Event()
+
+    async def hold(call: int) -> None:
+        if call == 2:
+            started.set()
+            await anyio.sleep_forever()
+
+    replies = Script([text("Prima."), text("Seconda.")])
+    models.provider = HeldModels(replies, hold)
+    await client.post(
+        "/api/chat", json=ui_body("Cos'è la portanza?", message_id="m-1"), headers=auth()
+    )
+    async with anyio.create_task_group() as tg:
+        body = ui_body("E la resistenza?", message_id="m-2")
+        tg.start_soon(lambda: client.post("/api/chat", json=body, headers=auth()))
+        await started.wait()
+        running_id = await _running_turn_id(app)
+        again = await client.post(
+            "/api/chat",
+            json=regenerate_body("Cos'è la portanza?", message_id="m-1"),
+            headers=auth(),
+        )
+    assert again.status_code == 200 and said(again) == "Seconda."
+    page = (await client.get("/api/history?conversation_id=chat-1", headers=auth())).json()
+    assert [(t["human"], t["status"]) for t in page["turns"]] == [
+        ("Cos'è la portanza?", "ok"),
+        ("E la resistenza?", "interrupted"),
+        ("Cos'è la portanza?", "ok"),
+    ]
+    assert (await client.get(f"/api/turns/{running_id}", headers=auth())).status_code == 200
+    shown = [str(m.content) for m in replies.calls[-1]]
+    assert shown[1:] == ["Cos'è la portanza?", "Prima.", "E la resistenza?", "Cos'è la portanza?"]
 
 
 class _StallsAfterTakeBack:
