@@ -101,9 +101,10 @@ async def take_back_interrupted(
     if run is not None:
         with anyio.move_on_after(gate.settings.turn_timeout_s, shield=True):
             await run.ended.wait()  # it stores what it had before it ends
+    taken: Turn | None = None
     try:
         with anyio.CancelScope(shield=True):
-            return await take_back(
+            taken = await take_back(
                 gate,
                 user_id,
                 conversation_id,
@@ -118,7 +119,7 @@ async def take_back_interrupted(
             interrupted,
             exc_info=True,
         )
-        return None
+    return taken
 
 
 async def _spooled_newer(
