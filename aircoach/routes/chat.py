@@ -155,6 +155,7 @@ async def run_chat(
         give_back,
         hold_thread,
         in_progress,
+        interrupted_has_ended,
     )
     from aircoach.turn.conversations import conversation_thread
     from aircoach.turn.prepare import prepare_turn, refresh_history
@@ -264,18 +265,22 @@ async def run_chat(
             with anyio.CancelScope(shield=True):
                 await put_back(services.gate, replaced)
         raise
-    if regeneration is not None and replaced is None and interrupted is not None:
-        # `stop()` then `regenerate()`: the stopped answer ran on until now.
-        replaced = await take_back_interrupted(
-            services.gate,
-            user.sub,
-            body.conversation_id,
-            regeneration,
-            question=body.query,
-            interrupted=interrupted,
-            regenerating=admission.turn_id,
-        )
-        # The interrupted turn dropped the warm thread as it ended: read it again.
+    if interrupted is not None:
+        # The interrupted turn stores what it had and, cut short, drops the warm thread as it
+        # ends: this turn's agent would then read an empty thread. Wait for it, then read the
+        # history again (the interrupted turn in it, or taken back by a regeneration).
+        await interrupted_has_ended(services.gate, interrupted)
+        if regeneration is not None and replaced is None:
+            # `stop()` then `regenerate()`: the stopped answer ran on until now.
+            replaced = await take_back_interrupted(
+                services.gate,
+                user.sub,
+                body.conversation_id,
+                regeneration,
+                question=body.query,
+                interrupted=interrupted,
+                regenerating=admission.turn_id,
+            )
         await refresh_history(services.turn_parts, turn, body.conversation_id)
     if replaced is not None:
         await let_go(services.gate, user.sub, replaced)

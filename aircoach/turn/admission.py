@@ -16,6 +16,8 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import anyio
+
 from aircoach.errors import QuotaExceeded, TurnInProgress
 from aircoach.settings import Settings
 from aircoach.turn.dead_letters import DeadLetters
@@ -116,6 +118,18 @@ async def hold_thread(
             gate.running.gave_up(admission.turn_id)
         await give_back(gate, user_id, admission)
         raise
+
+
+async def interrupted_has_ended(gate: Gate, turn_id: str) -> None:
+    """Wait until `turn_id`, which `hold_thread` interrupted, has stored what it had and
+    ended, when it runs in this process (at most `TURN_TIMEOUT_S`; not cancelled with the
+    request). A turn cut short drops its conversation's warm thread as it ends: the turn that
+    interrupted it reads its history again afterwards. One running elsewhere drops nothing
+    here."""
+    run = gate.running.get(turn_id)
+    if run is not None:
+        with anyio.move_on_after(gate.settings.turn_timeout_s, shield=True):
+            await run.ended.wait()
 
 
 async def give_back(gate: Gate, user_id: str, admission: Admission) -> None:

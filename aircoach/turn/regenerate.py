@@ -95,12 +95,9 @@ async def take_back_interrupted(
     (waited for when it runs in this process), it is taken back as a stored answer is
     (`take_back`), when it is now the conversation's newest turn and answers `question`: the
     history then holds the new answer alone, as the AI SDK's own backends show it. An
-    interrupted turn of another question stays (stored `interrupted`). The turn removed, or
-    None; a store that fails is logged and the old answer stays."""
-    run = gate.running.get(interrupted)
-    if run is not None:
-        with anyio.move_on_after(gate.settings.turn_timeout_s, shield=True):
-            await run.ended.wait()  # it stores what it had before it ends
+    interrupted turn of another question stays (stored `interrupted`). Called once the
+    interrupted turn has ended (`interrupted_has_ended`). The turn removed, or None; a store
+    that fails is logged and the old answer stays."""
     taken: Turn | None = None
     try:
         with anyio.CancelScope(shield=True):

@@ -711,3 +711,69 @@ async def test_a_replay_s_metadata_describes_the_stored_turn_and_this_request(
     turn = ("turn_id", "prompt_version", "model", "status")
     assert {k: now[k] for k in turn} == {k: was[k] for k in turn}
     assert now["turn_id"] == first.headers["X-Turn-ID"]
+
+
+async def test_a_message_that_interrupts_a_running_turn_keeps_the_conversation_s_history(
+    settings, auth
+):
+    """A new message while an answer runs (useChat's default: the running turn is
+    interrupted). The interrupted turn stores what it had and, being cut short, drops the
+    conversation's warm thread; when that happens before the new turn's agent reads the
+    thread, the new turn must still see the conversation: its earlier question and answer,
+    and the interrupted question with what was stored of it."""
+    from aircoach.services import build_memory_store, open_stores
+
+    started, old_stored = anyio.Event(), anyio.Event()
+
+    async def hold(call: int) -> None:
+        if call == 2:  # the second turn's model never answers (until its turn is stopped)
+            started.set()
+            await anyio.sleep_forever()
+
+    stores, memory = open_stores(settings), build_memory_store(settings)
+
+    class SignalsTheStoredTurn:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(stores.chats, name)
+
+        async def append_turn(self, turn: Any) -> Any:
+            result = await stores.chats.append_turn(turn)
+            if turn.status == "interrupted":
+                old_stored.set()  # the recorder drops the warm thread in this same step
+            return result
+
+    class WaitsForTheInterruptedTurn:
+        """The new turn's first write (the memory, before its agent reads the thread) waits
+        until the interrupted turn has stored itself: the order a busy machine may give."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(memory, name)
+
+        async def add(self, user_id: str, items: Any, **kwargs: Any) -> Any:
+            if started.is_set():
+                await old_stored.wait()
+            return await memory.add(user_id, items, **kwargs)
+
+    replies = Script([text("Prima."), text("Terza.")])
+    app = app_with(
+        settings,
+        models=HeldModels(replies, hold),
+        chats=SignalsTheStoredTurn(),
+        quiz=stores.quiz,
+        attempts=stores.attempts,
+        memory_items=WaitsForTheInterruptedTurn(),
+    )
+    async with asgi_client(app) as client:
+        body = ui_body("Cos'è la portanza?", message_id="m-1")
+        assert (await client.post("/api/chat", json=body, headers=auth())).status_code == 200
+        async with anyio.create_task_group() as tg:
+            body = ui_body("E la resistenza?", message_id="m-2")
+            tg.start_soon(lambda: client.post("/api/chat", json=body, headers=auth()))
+            await started.wait()
+            third = await client.post(
+                "/api/chat", json=ui_body("E il peso?", message_id="m-3"), headers=auth()
+            )
+    assert third.status_code == 200 and said(third) == "Terza.", third.text
+    shown = [str(m.content) for m in replies.calls[-1]][1:]  # after the system prompt
+    assert shown[:2] == ["Cos'è la portanza?", "Prima."], shown
+    assert shown[-1] == "E il peso?" and "E la resistenza?" in shown, shown
