@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import Field
 
@@ -102,3 +103,18 @@ class _Held(ScriptedChatModel):
         await self.provider.hold(self.provider.calls)
         async for chunk in super()._astream(*args, **kwargs):
             yield chunk
+
+
+def never_answers(
+    call: int, started: anyio.Event | None = None
+) -> Callable[[int], Awaitable[None]]:
+    """A `HeldModels` hold: the model's `call`-th call never answers (its turn runs until it is
+    stopped or interrupted), and sets `started` as it begins; the other calls answer."""
+
+    async def hold(n: int) -> None:
+        if n == call:
+            if started is not None:
+                started.set()
+            await anyio.sleep_forever()
+
+    return hold

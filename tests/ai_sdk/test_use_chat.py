@@ -17,7 +17,7 @@ import pytest
 from aircoach.settings import ROOT
 from aircoach.turn.answer import FALLBACK_ANSWER
 from tests.helpers import app_with, served, services_of
-from tests.scripted_model import HeldModels, Script, ScriptedModels, call, text
+from tests.scripted_model import HeldModels, Script, ScriptedModels, call, never_answers, text
 
 pytestmark = pytest.mark.integration
 
@@ -182,13 +182,9 @@ async def test_a_turn_replaced_by_a_newer_message_is_stopped_not_failed(settings
     `streamText` ends one its abort signal stopped. `useChat` keeps the message with its
     metadata (`status: cancelled`) and shows no error: status `ready`, no `error`, and
     `onFinish` is told no `finishReason` (never `error`) and no error."""
-
-    async def hold(call: int) -> None:
-        if call == 1:  # the first call never answers (its turn is interrupted)
-            await anyio.sleep_forever()
-
     script = Script([text(SECOND_ANSWER)])
-    app = app_with(settings, models=HeldModels(script, hold))
+    # The first call never answers: its turn is interrupted.
+    app = app_with(settings, models=HeldModels(script, never_answers(1)))
     with served(app) as url:
         env = {
             **os.environ,

@@ -12,7 +12,7 @@ import pytest
 
 from aircoach.grounding.guard import caveat
 from tests.helpers import app_with, asgi_client, services_of
-from tests.scripted_model import HeldModels, Script, ScriptedModels, call, text
+from tests.scripted_model import HeldModels, Script, ScriptedModels, call, never_answers, text
 
 EN = {"Accept-Language": "en"}
 
@@ -285,12 +285,9 @@ async def test_a_new_message_after_stop_replaces_the_turn_still_running(
     running turn by default, and a client that wants the 409 sends `if_busy: "reject"`."""
     started = anyio.Event()
 
-    async def hold(call: int) -> None:
-        if call == 1:  # the first turn's model never answers (until its turn is stopped)
-            started.set()
-            await anyio.sleep_forever()
-
-    models.provider = HeldModels(Script([text("La seconda domanda ha la sua risposta.")]), hold)
+    models.provider = HeldModels(
+        Script([text("La seconda domanda ha la sua risposta.")]), never_answers(1, started)
+    )
     first: list[httpx.Response] = []
     async with anyio.create_task_group() as tg:
 
@@ -494,13 +491,8 @@ async def test_a_regeneration_while_the_answer_still_runs_removes_no_older_answe
     one is interrupted, and then taken back: the new answer takes its place."""
     started = anyio.Event()
 
-    async def hold(call: int) -> None:
-        if call == 2:  # the second turn's model never answers (until its turn is stopped)
-            started.set()
-            await anyio.sleep_forever()
-
     replies = Script([text("Uno."), text("Tre.")])
-    models.provider = HeldModels(replies, hold)
+    models.provider = HeldModels(replies, never_answers(2, started))
     first = await client.post(
         "/api/chat", json=ui_body("Spiegami meglio", message_id="m-1"), headers=auth()
     )
@@ -539,13 +531,8 @@ async def test_stop_then_regenerate_of_the_same_answer_leaves_only_the_new_one(
     own backends show it."""
     started = anyio.Event()
 
-    async def hold(call: int) -> None:
-        if call == 2:  # the second turn's model never answers (until its turn is stopped)
-            started.set()
-            await anyio.sleep_forever()
-
     replies = Script([text("Prima."), text("Nuova risposta.")])
-    models.provider = HeldModels(replies, hold)
+    models.provider = HeldModels(replies, never_answers(2, started))
     await client.post(
         "/api/chat", json=ui_body("Cos'è la portanza?", message_id="m-1"), headers=auth()
     )
@@ -586,13 +573,8 @@ async def test_a_regeneration_interrupting_another_question_keeps_it_interrupted
     `interrupted`, not taken back."""
     started = anyio.Event()
 
-    async def hold(call: int) -> None:
-        if call == 2:
-            started.set()
-            await anyio.sleep_forever()
-
     replies = Script([text("Prima."), text("Seconda.")])
-    models.provider = HeldModels(replies, hold)
+    models.provider = HeldModels(replies, never_answers(2, started))
     await client.post(
         "/api/chat", json=ui_body("Cos'è la portanza?", message_id="m-1"), headers=auth()
     )
@@ -725,11 +707,6 @@ async def test_a_message_that_interrupts_a_running_turn_keeps_the_conversation_s
 
     started, old_stored = anyio.Event(), anyio.Event()
 
-    async def hold(call: int) -> None:
-        if call == 2:  # the second turn's model never answers (until its turn is stopped)
-            started.set()
-            await anyio.sleep_forever()
-
     stores, memory = open_stores(settings), build_memory_store(settings)
 
     class SignalsTheStoredTurn:
@@ -757,7 +734,7 @@ async def test_a_message_that_interrupts_a_running_turn_keeps_the_conversation_s
     replies = Script([text("Prima."), text("Terza.")])
     app = app_with(
         settings,
-        models=HeldModels(replies, hold),
+        models=HeldModels(replies, never_answers(2, started)),
         chats=SignalsTheStoredTurn(),
         quiz=stores.quiz,
         attempts=stores.attempts,
