@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -19,11 +19,12 @@ from aircoach.grounding.context import ThreadView, TurnGrounding, with_citation_
 from aircoach.grounding.style import resolved_style
 from aircoach.logs import current_stages
 from aircoach.memory.extract import ForgetRequest
-from aircoach.memory.ports import DEFAULT_CONVERSATION
+from aircoach.memory.ports import DEFAULT_CONVERSATION, MemoryItem
 from aircoach.memory.service import UserMemory
 from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.prompts.store import PromptSnapshot
 from aircoach.settings import Settings
+from aircoach.threads import together
 from aircoach.tools.registry import ToolContext, ToolRegistry, ToolSpec
 from aircoach.turn.agent import AgentShapes, TurnAgent, build_agent
 from aircoach.turn.chat_models import TurnModels
@@ -75,11 +76,12 @@ async def prepare_turn(
     stages = current_stages()
     enabled = registry.enabled(request.tools)
     log.info("%s", registry.log_line(request.tools))
-    system_prompt, profile = await _system_prompt(
-        parts, principal, request, registry, snapshot, enabled
-    )
-    turn_id = turn_id or new_turn_id()
     forgetting = parts.recall.forget_request(request.query) if parts.recall else None
+    reads = await _first_reads(
+        parts, principal, request, registry, snapshot, enabled, forgetting=forgetting
+    )
+    system_prompt = reads.system_prompt
+    turn_id = turn_id or new_turn_id()
     ctx = ToolContext(
         user_id=principal.sub,
         env=settings.tool_env,
@@ -108,17 +110,28 @@ async def prepare_turn(
         agent = agent_for(system_prompt)  # to read the thread; the prompt is built on it
         thread_id = memory_thread_id(principal.sub, request.conversation_id, snapshot.version)
         thread = ThreadView()
-        if request.chat_history and not forgetting:
+        if reads.newest is not None:
             with stages.timed("history"):
                 held = await _load_history(
-                    parts, agent, thread_id, principal.sub, request.conversation_id
+                    parts,
+                    agent,
+                    thread_id,
+                    principal.sub,
+                    request.conversation_id,
+                    newest=reads.newest,
                 )
             memory_thread, context_turns = thread_id, min(held, settings.history_limit)
             state = await agent.aget_state(parts.memory.config(thread_id))
             thread = ThreadView.of(state.values.get("messages", []), settings.history_limit)
         else:
             memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
-        remembered = "" if forgetting else await _recall(parts, principal, request, thread)
+        remembered = (
+            parts.recall.section(
+                reads.memory, request.query, shown_turns=frozenset(thread.turn_ids)
+            )
+            if parts.recall is not None and reads.memory
+            else ""
+        )
         if remembered:
             system_prompt = f"{system_prompt}\n\n{remembered}"
         grounding = TurnGrounding(
@@ -129,7 +142,7 @@ async def prepare_turn(
             policy=settings.grounding_mode,
             history_limit=settings.history_limit,
             base_prompt=system_prompt,
-            style=resolved_style(request.stile, profile),
+            style=resolved_style(request.stile, reads.profile),
             web_search_url=f"{settings.tool_env['SEARXNG_URL'].rstrip('/')}/search"
             if settings.grounding_web_check and settings.tool_env.get("SEARXNG_URL")
             else None,
@@ -166,18 +179,75 @@ async def prepare_turn(
     )
 
 
-async def _recall(
-    parts: TurnParts, principal: Principal, request: TurnRequest, thread: ThreadView
-) -> str:
-    """The "Memoria dell'utente" section for this question ("" when `use_memory_retrieval` is
-    false or no memory is kept), without the topics of the turns the model sees in its history
-    (`thread`). A memory that fails never fails the turn."""
-    if parts.recall is None or not getattr(request, "use_memory_retrieval", True):
-        return ""
-    with current_stages().timed("memory"):
-        return await parts.recall.section(
-            principal.sub, request.query, shown_turns=frozenset(thread.turn_ids)
-        )
+@dataclass
+class _FirstReads:
+    """What a turn reads before its agent is built (`_first_reads`)."""
+
+    system_prompt: str = ""
+    profile: str = ""  # the profile's own section, where a student's `stile` is
+    newest: tuple[str, ...] | None = None  # the conversation's newest turn ids; None: no history
+    memory: list[MemoryItem] = field(default_factory=list)  # the memory items to choose from
+    failure: Exception | None = None  # raised once the reads are done
+
+
+async def _first_reads(
+    parts: TurnParts,
+    principal: Principal,
+    request: TurnRequest,
+    registry: ToolRegistry,
+    snapshot: PromptSnapshot,
+    enabled: list[ToolSpec],
+    *,
+    forgetting: ForgetRequest | None,
+) -> _FirstReads:
+    """The system prompt with its sections (the quiz progress), the conversation's newest
+    turn ids (is the warm thread behind the store?) and the long-term memory's items, read
+    side by side: an embedded store makes the three reads in one hop to its thread
+    (`aircoach.threads.together`), not three. A history that cannot be read fails the request
+    before anything streams (`StoreUnavailable`); the others never fail the turn."""
+    reads = _FirstReads()
+    user_id, conversation_id, recall = principal.sub, request.conversation_id, parts.recall
+
+    async def prompt() -> None:
+        try:
+            reads.system_prompt, reads.profile = await _system_prompt(
+                parts, principal, request, registry, snapshot, enabled
+            )
+        except Exception as exc:  # raised as it is, not in a task group's exception group
+            reads.failure = reads.failure or exc
+
+    async def newest() -> None:
+        with current_stages().timed("history"):
+            try:
+                reads.newest = await parts.memory.newest(
+                    parts.chats, user_id, conversation_id=conversation_id
+                )
+            except StoreUnavailable as exc:
+                reads.failure = reads.failure or exc
+            except Exception as exc:
+                unavailable = StoreUnavailable()
+                unavailable.__cause__ = exc
+                reads.failure = reads.failure or unavailable
+
+    async def memory(recall: UserMemory) -> None:
+        with current_stages().timed("memory"):
+            reads.memory = await recall.recalled(user_id)
+
+    fetches: list[Callable[[], Coroutine[Any, Any, None]]] = [prompt]
+    if request.chat_history and not forgetting:
+        fetches.append(newest)
+    if recall is not None and not forgetting and getattr(request, "use_memory_retrieval", True):
+        fetches.append(partial(memory, recall))
+    if len(fetches) == 1:
+        await prompt()  # a task group and its tasks cost about 40 us a turn
+    else:
+        with together():
+            async with anyio.create_task_group() as tg:
+                for fetch in fetches:
+                    tg.start_soon(fetch)
+    if reads.failure is not None:
+        raise reads.failure
+    return reads
 
 
 async def _memory_step(
@@ -289,12 +359,20 @@ async def _load_history(
     thread_id: str,
     user_id: str,
     conversation_id: str | None,
+    *,
+    newest: tuple[str, ...] | None = None,
 ) -> int:
-    """Make the thread hold the conversation's stored history; how many turns it holds. A
-    store that cannot be read fails the request before anything streams."""
+    """Make the thread hold the conversation's stored history; how many turns it holds
+    (`newest`: as `Memory.ensure_thread`). A store that cannot be read fails the request
+    before anything streams."""
     try:
         return await parts.memory.ensure_thread(
-            agent, thread_id, user_id, parts.chats, conversation_id=conversation_id
+            agent,
+            thread_id,
+            user_id,
+            parts.chats,
+            conversation_id=conversation_id,
+            newest=newest,
         )
     except StoreUnavailable:
         raise
