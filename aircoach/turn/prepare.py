@@ -168,6 +168,9 @@ async def prepare_turn(
             parts.dead_letters,
             thread_id=thread_id,
             memory_thread=memory_thread,
+            keep=partial(_remember, parts.recall, principal.sub, request, turn_id)
+            if parts.recall and not forgetting
+            else None,
         ),
         prompt_version=snapshot.version,
         context_turns=context_turns,
@@ -175,7 +178,9 @@ async def prepare_turn(
         language=language,
         turn_id=turn_id,
         grounding=grounding,
-        begin=partial(_memory_step, parts, principal, request, turn_id, forgetting=forgetting),
+        begin=partial(_forget, parts.recall, principal.sub, forgetting.about)
+        if forgetting and parts.recall
+        else None,
     )
 
 
@@ -250,37 +255,21 @@ async def _first_reads(
     return reads
 
 
-async def _memory_step(
-    parts: TurnParts,
-    principal: Principal,
-    request: TurnRequest,
-    turn_id: str,
-    *,
-    forgetting: ForgetRequest | None,
-) -> str | None:
-    """What the turn does to the memory, first thing once it runs (it holds its thread then,
-    so a request refused as busy changes nothing): keep what the message says, before
-    anything streams, so it is stored whatever happens to the answer; or, for a request to
-    forget, clear the memory and return the coach's reply, which is then the answer (a turn
-    apart from the thread, which the next turn reseeds from the store)."""
-    if forgetting is not None and parts.recall is not None:
-        with current_stages().timed("memory"):
-            return await parts.recall.forget(principal.sub, forgetting.about)
-    await _remember(parts, principal, request, turn_id)
-    return None
+async def _forget(recall: UserMemory, user_id: str, about: str | None) -> str:
+    """A request to forget, first thing once the turn runs (it holds its thread then, so a
+    request refused as busy forgets nothing): clear the memory and return the coach's reply,
+    which is then the answer (a turn apart from the thread, which the next turn reseeds from
+    the store)."""
+    with current_stages().timed("memory"):
+        return await recall.forget(user_id, about)
 
 
-async def _remember(
-    parts: TurnParts, principal: Principal, request: TurnRequest, turn_id: str
-) -> None:
-    """Keep what the message says about the student."""
-    if parts.recall is None:
-        return
+async def _remember(recall: UserMemory, user_id: str, request: TurnRequest, turn_id: str) -> None:
+    """Keep what the message says about the student, as the turn is stored (`TurnRecorder`'s
+    `keep`): a request refused as busy keeps nothing."""
     conversation = getattr(request, "conversation_id", None) or DEFAULT_CONVERSATION
     with current_stages().timed("memory"):
-        await parts.recall.remember(
-            principal.sub, request.query, turn_id=turn_id, conversation_id=conversation
-        )
+        await recall.remember(user_id, request.query, turn_id=turn_id, conversation_id=conversation)
 
 
 async def _system_prompt(

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 import pytest
 from langchain_core.messages import SystemMessage
 
@@ -17,7 +18,7 @@ from aircoach.memory.recall import SECTION_TITLE
 from aircoach.memory.service import FORGOTTEN, FORGOTTEN_ABOUT, NOT_FORGOTTEN, NOTHING_ABOUT
 from aircoach.settings import Settings
 from tests.helpers import app_with, asgi_client, chat, services_of
-from tests.scripted_model import text
+from tests.scripted_model import HeldModels, Script, never_answers, text
 
 
 def system_prompt(script: Any, n: int = -1) -> str:
@@ -372,3 +373,28 @@ async def test_a_topic_forgotten_half_way_says_only_part_was_forgotten():
     memory = UserMemory(FailsOnSecondDelete(), max_items=10, prompt_items=5, prompt_chars=500)
     assert await memory.forget("user-1", "QNH") == PARTLY_FORGOTTEN.format(about="QNH")
     assert await UserMemory(BrokenMemory(), 10, 5, 500).forget("user-1", "QNH") == NOT_FORGOTTEN
+
+
+async def test_what_a_message_said_is_kept_when_its_answer_failed_or_was_interrupted(
+    client, auth, models
+):
+    """The memory's items are written with the stored turn, whatever its outcome."""
+    started = anyio.Event()
+    models.provider = HeldModels(
+        Script([RuntimeError("the model is down"), text("Ok.")]), never_answers(2, started)
+    )
+    failed = await chat(client, auth(), "Studio per il VDS")
+    assert failed[-1]["status"] == "error"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(chat, client, auth(), "Faccio fatica con la meteo")
+        await started.wait()  # that turn runs; the next message interrupts it
+        await chat(client, auth(), "Cos'è il METAR?", if_busy="interrupt")
+    history = (await client.get("/api/history", headers=auth())).json()["turns"]
+    assert [t["status"] for t in history] == ["ok", "interrupted", "error"]  # newest first
+    assert sorted(i["text"] for i in await memory_of(client, auth)) == [
+        "Fa fatica con: meteo",
+        "Ha chiesto: Cos'è il METAR?",
+        "Ha chiesto: Faccio fatica con la meteo",
+        "Ha chiesto: Studio per il VDS",
+        "Studia per: VDS",
+    ]

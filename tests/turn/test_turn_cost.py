@@ -61,10 +61,12 @@ async def test_a_turn_with_a_tool_call_makes_no_executor_hop_and_few_writes(
     assert len(writes) <= len(events) // 2
 
 
-async def test_a_turn_reads_its_progress_history_and_memory_in_one_hop(settings, auth, monkeypatch):
+async def test_a_turn_makes_its_reads_in_one_hop_and_stores_its_memory_with_it(
+    settings, auth, monkeypatch
+):
     """The three reads a turn starts with (the quiz progress for the prompt, the
-    conversation's newest turns, the long-term memory) go to the SQLite thread as one job;
-    the turn's writes each go on their own."""
+    conversation's newest turns, the long-term memory) go to the SQLite thread as one job, and
+    the memory's new items go with the stored turn: four hops a turn, not seven."""
     from aircoach.store import sqlite
 
     answer = text("Il QNH è la pressione al livello del mare.")
@@ -76,8 +78,10 @@ async def test_a_turn_reads_its_progress_history_and_memory_in_one_hop(settings,
         assert parse_sse(response.text)[-1]["type"] == "done"
         jobs = CountedJobs.of(sqlite._threads, monkeypatch)
         response = await client.post("/api/stream_query", json=body, headers=auth())
-    assert parse_sse(response.text)[-1]["type"] == "done"
-    assert jobs.sizes[0] == 3, jobs.sizes
-    # Then the thread's claim, the memory's new items, the turn, the log's last write: a slow
-    # turn may write its log once more on the way (TurnRun's tick).
-    assert 5 <= len(jobs.sizes) <= 6 and set(jobs.sizes[1:]) == {1}, jobs.sizes
+        assert parse_sse(response.text)[-1]["type"] == "done"
+        memory = await client.get("/api/memory", headers=auth())
+    # The reads; then the thread's claim, the turn with its memory, the log's last write; a
+    # slow turn may write its log once more on the way (TurnRun's tick).
+    sizes = jobs.sizes[:-1]  # the last: the memory's read for GET /api/memory
+    assert sizes[0] == 3 and sorted(sizes[1:]) in ([1, 1, 2], [1, 1, 1, 2]), jobs.sizes
+    assert [item["text"] for item in memory.json()["items"]] == ["Ha chiesto: Che cos'è il QNH?"]
