@@ -702,7 +702,8 @@ async def test_a_message_that_interrupts_a_running_turn_keeps_the_conversation_s
     interrupted). The interrupted turn stores what it had and, being cut short, drops the
     conversation's warm thread; when that happens before the new turn's agent reads the
     thread, the new turn must still see the conversation: its earlier question and answer,
-    and the interrupted question with what was stored of it."""
+    and the interrupted question with what was stored of it; its `context_turns` counts
+    both."""
     from aircoach.services import build_memory_store, open_stores
 
     started, old_stored = anyio.Event(), anyio.Event()
@@ -754,3 +755,5 @@ async def test_a_message_that_interrupts_a_running_turn_keeps_the_conversation_s
     shown = [str(m.content) for m in replies.calls[-1]][1:]  # after the system prompt
     assert shown[:2] == ["Cos'è la portanza?", "Prima."], shown
     assert shown[-1] == "E il peso?" and "E la resistenza?" in shown, shown
+    # What it says it saw counts the interrupted turn, stored after the new turn was prepared.
+    assert chunks(third.text)[-1]["messageMetadata"]["context_turns"] == 2
