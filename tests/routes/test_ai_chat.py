@@ -757,3 +757,68 @@ async def test_a_message_that_interrupts_a_running_turn_keeps_the_conversation_s
     assert shown[-1] == "E il peso?" and "E la resistenza?" in shown, shown
     # What it says it saw counts the interrupted turn, stored after the new turn was prepared.
     assert chunks(third.text)[-1]["messageMetadata"]["context_turns"] == 2
+
+
+async def test_a_message_whose_client_leaves_while_it_waits_for_an_interrupted_turn_frees_the_thread(
+    settings, auth
+):
+    """A new message interrupts a running answer and waits for it to store what it had; the
+    client leaves meanwhile (or the server shuts down). The message will not run: it stops
+    waiting, closes its model clients and frees the conversation at once, so the next message
+    is answered instead of refused as busy until the claim's lease lapses; and its message id
+    is given back, so a resend runs it."""
+    from aircoach.services import open_stores
+
+    started, storing, store_it = anyio.Event(), anyio.Event(), anyio.Event()
+    stores = open_stores(settings)
+
+    class HoldsTheInterruptedTurn:
+        """The interrupted turn's store write waits: the new message waits for it."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(stores.chats, name)
+
+        async def append_turn(self, turn: Any) -> Any:
+            if turn.status == "interrupted":
+                storing.set()
+                await store_it.wait()
+            return await stores.chats.append_turn(turn)
+
+    models = HeldModels(Script([text("Terza."), text("Seconda.")]), never_answers(1, started))
+    app = app_with(
+        settings,
+        models=models,
+        chats=HoldsTheInterruptedTurn(),
+        quiz=stores.quiz,
+        attempts=stores.attempts,
+    )
+    leaving, left = anyio.CancelScope(), anyio.Event()
+
+    async def second(client: httpx.AsyncClient) -> None:
+        with leaving:
+            body = ui_body("E la resistenza?", message_id="m-2")
+            await client.post("/api/chat", json=body, headers=auth())
+        left.set()
+
+    async with asgi_client(app) as client, anyio.create_task_group() as tg:
+        body = ui_body("Cos'è la portanza?", message_id="m-1")
+        tg.start_soon(lambda: client.post("/api/chat", json=body, headers=auth()))
+        await started.wait()
+        tg.start_soon(second, client)
+        await storing.wait()  # the second message holds the thread and waits
+        leaving.cancel()
+        with anyio.fail_after(10):  # it waited until the interrupted turn ended (never, here)
+            await left.wait()
+        assert models.was_closed(models.opened[1])
+        third = await client.post(
+            "/api/stream_query",
+            json={"query": "E il peso?", "conversation_id": "chat-1"},
+            headers=auth(),
+        )
+        store_it.set()
+        body = ui_body("E la resistenza?", message_id="m-2")
+        again = await client.post("/api/chat", json=body, headers=auth())
+    assert third.status_code == 200, third.text
+    assert "Terza." in third.text
+    # Its message id was given back: sent again, it runs (not a 409 naming a turn that never ran).
+    assert again.status_code == 200 and said(again) == "Seconda.", again.text
