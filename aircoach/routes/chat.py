@@ -294,8 +294,11 @@ async def run_chat(
                 await put_back(services.gate, replaced)
         raise
     if replaced is not None:
-        await let_go(services.gate, user.sub, replaced)
-        await let_go_gradings(services.quiz_service, user.sub, replaced)
+        # One step: a cancellation between a grading's attempts and its schedule would leave
+        # the schedule moved twice.
+        with anyio.CancelScope(shield=True):
+            await let_go(services.gate, user.sub, replaced)
+            await let_go_gradings(services.quiz_service, user.sub, replaced)
     run = TurnRun(
         services.turn_log,
         user_id=user.sub,
