@@ -84,19 +84,31 @@ class ScriptedModels:
 class HeldModels(ScriptedModels):
     """Scripted models whose stream waits first on `hold(n)`, `n` the model's call number
     (1, 2, ... across the provider's requests): a test holds a turn while it runs, e.g. with
-    `anyio.sleep_forever()` for the call its turn is stopped at, or an event it sets later."""
+    `anyio.sleep_forever()` for the call its turn is stopped at, or an event it sets later.
+    `opened`: the models given out, one a request, in order; `closed`: those closed since."""
 
     def __init__(self, script: Script, hold: Callable[[int], Awaitable[None]]):
         super().__init__(script)
         self.hold = hold
         self.calls = 0
+        self.opened: list[Any] = []
+        self.closed: list[Any] = []
 
     async def models_for(self, tools: list[Any]) -> list[Any]:
-        return [_Held(script=self.script, provider=self)]
+        model = _Held(script=self.script, provider=self)
+        self.opened.append(model)
+        return [model]
+
+    def was_closed(self, model: Any) -> bool:
+        return any(closed is model for closed in self.closed)
 
 
 class _Held(ScriptedChatModel):
     provider: Any = Field(exclude=True)
+
+    async def aclose(self) -> None:
+        """Its clients, closed (`aircoach.turn.providers.aclose_model`)."""
+        self.provider.closed.append(self)
 
     async def _astream(self, *args: Any, **kwargs: Any) -> Any:
         self.provider.calls += 1

@@ -156,6 +156,7 @@ async def run_chat(
         hold_thread,
         in_progress,
         interrupted_has_ended,
+        let_thread_go,
     )
     from aircoach.turn.conversations import conversation_thread
     from aircoach.turn.prepare import prepare_turn, refresh_history
@@ -265,26 +266,39 @@ async def run_chat(
             with anyio.CancelScope(shield=True):
                 await put_back(services.gate, replaced)
         raise
-    if interrupted is not None:
-        # The interrupted turn stores what it had and, cut short, drops the warm thread as it
-        # ends: this turn's agent would then read an empty thread. Wait for it, then read the
-        # history again (the interrupted turn in it, or taken back by a regeneration).
-        await interrupted_has_ended(services.gate, interrupted)
-        if regeneration is not None and replaced is None:
-            # `stop()` then `regenerate()`: the stopped answer ran on until now.
-            replaced = await take_back_interrupted(
-                services.gate,
-                user.sub,
-                body.conversation_id,
-                regeneration,
-                question=body.query,
-                interrupted=interrupted,
-                regenerating=admission.turn_id,
-            )
-        await refresh_history(services.turn_parts, turn, body.conversation_id)
+    try:
+        if interrupted is not None:
+            # The interrupted turn stores what it had and, cut short, drops the warm thread as
+            # it ends: this turn's agent would then read an empty thread. Wait for it, then read
+            # the history again (the interrupted turn in it, or taken back by a regeneration).
+            await interrupted_has_ended(services.gate, interrupted)
+            if regeneration is not None and replaced is None:
+                # `stop()` then `regenerate()`: the stopped answer ran on until now.
+                replaced = await take_back_interrupted(
+                    services.gate,
+                    user.sub,
+                    body.conversation_id,
+                    regeneration,
+                    question=body.query,
+                    interrupted=interrupted,
+                    regenerating=admission.turn_id,
+                )
+            await refresh_history(services.turn_parts, turn, body.conversation_id)
+    except BaseException:
+        # Cancelled (the client left) while it held the thread and before it ran: the thread is
+        # freed for the next message, not held until its claim lapses.
+        with anyio.CancelScope(shield=True):
+            await turn.models.aclose()
+            await let_thread_go(services.gate, user.sub, thread, admission)
+            if replaced is not None:
+                await put_back(services.gate, replaced)
+        raise
     if replaced is not None:
-        await let_go(services.gate, user.sub, replaced)
-        await let_go_gradings(services.quiz_service, user.sub, replaced)
+        # One step: a cancellation between a grading's attempts and its schedule would leave
+        # the schedule moved twice.
+        with anyio.CancelScope(shield=True):
+            await let_go(services.gate, user.sub, replaced)
+            await let_go_gradings(services.quiz_service, user.sub, replaced)
     run = TurnRun(
         services.turn_log,
         user_id=user.sub,

@@ -122,14 +122,33 @@ async def hold_thread(
 
 async def interrupted_has_ended(gate: Gate, turn_id: str) -> None:
     """Wait until `turn_id`, which `hold_thread` interrupted, has stored what it had and
-    ended, when it runs in this process (at most `TURN_TIMEOUT_S`; not cancelled with the
-    request). A turn cut short drops its conversation's warm thread as it ends: the turn that
-    interrupted it reads its history again afterwards. One running elsewhere drops nothing
-    here."""
+    ended, when it runs in this process (at most `TURN_TIMEOUT_S`). A turn cut short drops its
+    conversation's warm thread as it ends: the turn that interrupted it reads its history
+    again afterwards. One running elsewhere drops nothing here. A request that goes away
+    (the client left) stops waiting: its turn will not run (`let_thread_go`)."""
     run = gate.running.get(turn_id)
     if run is not None:
-        with anyio.move_on_after(gate.settings.turn_timeout_s, shield=True):
+        with anyio.move_on_after(gate.settings.turn_timeout_s):
             await run.ended.wait()
+
+
+async def let_thread_go(gate: Gate, user_id: str, thread: str, admission: Admission) -> None:
+    """Undo `hold_thread` for a turn that held its thread and will not run after all (its
+    request cancelled while it waited for the turn it interrupted): the thread is freed for
+    the next message at once, not when the claim's lease lapses, and the turn is given back
+    (`give_back`). A release the store refuses is logged: this process counts the turn as
+    one that never ran, so its next claim of the thread takes it over."""
+    gate.running.gave_up(admission.turn_id)
+    try:
+        await gate.turn_log.release(user_id, thread, admission.turn_id)
+    except Exception:
+        log.warning(
+            "turn %s for %r did not run and its thread could not be released",
+            admission.turn_id,
+            user_id,
+            exc_info=True,
+        )
+    await give_back(gate, user_id, admission)
 
 
 async def give_back(gate: Gate, user_id: str, admission: Admission) -> None:

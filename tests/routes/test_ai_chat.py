@@ -564,6 +564,77 @@ async def test_stop_then_regenerate_of_the_same_answer_leaves_only_the_new_one(
     assert shown[1:] == ["Cos'è la portanza?", "Prima.", "E la resistenza?"]
 
 
+async def test_stop_then_regenerate_whose_client_leaves_puts_the_stopped_answer_back(
+    settings, auth
+):
+    """`stop()` then `regenerate()`, and the client leaves once the stopped answer has been
+    taken back, while the new turn reads the history again: the new turn will not run, so the
+    stopped answer is stored again (as it was: `interrupted`) and the conversation is free."""
+    from aircoach.services import open_stores
+
+    started, reading = anyio.Event(), anyio.Event()
+    stores = open_stores(settings)
+    taken_back = False
+
+    class HeldAfterTheTakeBack:
+        """The regeneration's read of the history, after it took the stopped answer back,
+        never answers."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(stores.chats, name)
+
+        async def delete_turn(self, user_id: str, turn_id: str) -> bool:
+            nonlocal taken_back
+            taken_back = True
+            return await stores.chats.delete_turn(user_id, turn_id)
+
+        async def latest_turn_ids(self, *args: Any, **kwargs: Any) -> Any:
+            if taken_back and not reading.is_set():
+                reading.set()
+                await anyio.sleep_forever()
+            return await stores.chats.latest_turn_ids(*args, **kwargs)
+
+    replies = Script([text("Prima."), text("Terza.")])
+    app = app_with(
+        settings,
+        models=HeldModels(replies, never_answers(2, started)),
+        chats=HeldAfterTheTakeBack(),
+        quiz=stores.quiz,
+        attempts=stores.attempts,
+    )
+    leaving, left = anyio.CancelScope(), anyio.Event()
+
+    async def regenerate(client: httpx.AsyncClient, stopped_id: str) -> None:
+        with leaving:
+            body = regenerate_body("E la resistenza?", messageId=stopped_id)
+            await client.post("/api/chat", json=body, headers=auth())
+        left.set()
+
+    async with asgi_client(app) as client, anyio.create_task_group() as tg:
+        body = ui_body("Cos'è la portanza?", message_id="m-1")
+        assert (await client.post("/api/chat", json=body, headers=auth())).status_code == 200
+        body = ui_body("E la resistenza?", message_id="m-2")
+        tg.start_soon(lambda: client.post("/api/chat", json=body, headers=auth()))
+        await started.wait()  # the answer runs; its client has stopped reading
+        stopped_id = await _running_turn_id(app)
+        tg.start_soon(regenerate, client, stopped_id)
+        await reading.wait()
+        leaving.cancel()
+        await left.wait()
+        page = (await client.get("/api/history?conversation_id=chat-1", headers=auth())).json()
+        third = await client.post(
+            "/api/stream_query",
+            json={"query": "E il peso?", "conversation_id": "chat-1"},
+            headers=auth(),
+        )
+    assert [(t["human"], t["status"]) for t in page["turns"]] == [
+        ("E la resistenza?", "interrupted"),
+        ("Cos'è la portanza?", "ok"),
+    ]
+    assert page["turns"][0]["turn_id"] == stopped_id
+    assert third.status_code == 200 and "Terza." in third.text, third.text
+
+
 async def test_a_regeneration_interrupting_another_question_keeps_it_interrupted(
     app, settings, models, client, auth
 ):
@@ -702,7 +773,8 @@ async def test_a_message_that_interrupts_a_running_turn_keeps_the_conversation_s
     interrupted). The interrupted turn stores what it had and, being cut short, drops the
     conversation's warm thread; when that happens before the new turn's agent reads the
     thread, the new turn must still see the conversation: its earlier question and answer,
-    and the interrupted question with what was stored of it."""
+    and the interrupted question with what was stored of it; its `context_turns` counts
+    both."""
     from aircoach.services import build_memory_store, open_stores
 
     started, old_stored = anyio.Event(), anyio.Event()
@@ -754,3 +826,70 @@ async def test_a_message_that_interrupts_a_running_turn_keeps_the_conversation_s
     shown = [str(m.content) for m in replies.calls[-1]][1:]  # after the system prompt
     assert shown[:2] == ["Cos'è la portanza?", "Prima."], shown
     assert shown[-1] == "E il peso?" and "E la resistenza?" in shown, shown
+    # What it says it saw counts the interrupted turn, stored after the new turn was prepared.
+    assert chunks(third.text)[-1]["messageMetadata"]["context_turns"] == 2
+
+
+async def test_a_message_whose_client_leaves_while_it_waits_for_an_interrupted_turn_frees_the_thread(
+    settings, auth
+):
+    """A new message interrupts a running answer and waits for it to store what it had; the
+    client leaves meanwhile (or the server shuts down). The message will not run: it stops
+    waiting, closes its model clients and frees the conversation at once, so the next message
+    is answered instead of refused as busy until the claim's lease lapses; and its message id
+    is given back, so a resend runs it."""
+    from aircoach.services import open_stores
+
+    started, storing, store_it = anyio.Event(), anyio.Event(), anyio.Event()
+    stores = open_stores(settings)
+
+    class HoldsTheInterruptedTurn:
+        """The interrupted turn's store write waits: the new message waits for it."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(stores.chats, name)
+
+        async def append_turn(self, turn: Any) -> Any:
+            if turn.status == "interrupted":
+                storing.set()
+                await store_it.wait()
+            return await stores.chats.append_turn(turn)
+
+    models = HeldModels(Script([text("Terza."), text("Seconda.")]), never_answers(1, started))
+    app = app_with(
+        settings,
+        models=models,
+        chats=HoldsTheInterruptedTurn(),
+        quiz=stores.quiz,
+        attempts=stores.attempts,
+    )
+    leaving, left = anyio.CancelScope(), anyio.Event()
+
+    async def second(client: httpx.AsyncClient) -> None:
+        with leaving:
+            body = ui_body("E la resistenza?", message_id="m-2")
+            await client.post("/api/chat", json=body, headers=auth())
+        left.set()
+
+    async with asgi_client(app) as client, anyio.create_task_group() as tg:
+        body = ui_body("Cos'è la portanza?", message_id="m-1")
+        tg.start_soon(lambda: client.post("/api/chat", json=body, headers=auth()))
+        await started.wait()
+        tg.start_soon(second, client)
+        await storing.wait()  # the second message holds the thread and waits
+        leaving.cancel()
+        with anyio.fail_after(10):  # it waited until the interrupted turn ended (never, here)
+            await left.wait()
+        assert models.was_closed(models.opened[1])
+        third = await client.post(
+            "/api/stream_query",
+            json={"query": "E il peso?", "conversation_id": "chat-1"},
+            headers=auth(),
+        )
+        store_it.set()
+        body = ui_body("E la resistenza?", message_id="m-2")
+        again = await client.post("/api/chat", json=body, headers=auth())
+    assert third.status_code == 200, third.text
+    assert "Terza." in third.text
+    # Its message id was given back: sent again, it runs (not a 409 naming a turn that never ran).
+    assert again.status_code == 200 and said(again) == "Seconda.", again.text

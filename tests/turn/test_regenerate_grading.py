@@ -7,8 +7,12 @@ import json
 from datetime import datetime
 from typing import Any
 
+import anyio
+import httpx
+
 from aircoach.quiz.bank import load_demo_questions
 from aircoach.quiz.review import iso
+from aircoach.services import open_stores
 from aircoach.settings import Settings
 from tests.helpers import app_with, asgi_client, services_of
 
@@ -82,3 +86,54 @@ async def test_a_regenerated_exam_grading_repeats_the_result_and_counts_once(
         assert "risposte corrette su 5" not in said(refused)
         progress = (await client.get("/api/progress", headers=auth())).json()
     assert (progress["risposte"], progress["corrette"]) == (5, 4)
+
+
+async def test_a_regeneration_cancelled_while_it_takes_back_a_grading_rebuilds_the_schedule(
+    settings: Settings, auth
+):
+    """The client leaves while its regeneration takes back the old answer's grading: between
+    the removal of the attempt and the rebuild of the question's schedule. The step is not cut
+    in two: the schedule is rebuilt from the attempts left (none), not left counting the
+    attempt that is gone (which the new answer would then count a second time)."""
+    settings = settings.model_copy(update={"quiz_repeat_window_s": 0.0})
+    attempts = open_stores(settings).attempts
+    removed, go_on = anyio.Event(), anyio.Event()
+    regenerating = False
+
+    class HeldAfterTheRemoval:
+        """The rebuild's read of the question's attempts waits, once the removal is done."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(attempts, name)
+
+        async def question_attempts(self, user_id: str, key: Any) -> Any:
+            if regenerating:
+                removed.set()
+                await go_on.wait()
+            return await attempts.question_attempts(user_id, key)
+
+    app = app_with(settings, attempts=HeldAfterTheRemoval())
+    services = services_of(app)
+    leaving, left = anyio.CancelScope(), anyio.Event()
+
+    async def regenerate(client: httpx.AsyncClient) -> None:
+        with leaving:
+            again = ui_body("la b", "m-2", trigger="regenerate-message")
+            await client.post("/api/chat", json=again, headers=auth())
+        left.set()
+
+    async with asgi_client(app) as client:
+        asked = ui_body("Dammi la domanda 1 del capitolo 1", "m-1")
+        assert (await client.post("/api/chat", json=asked, headers=auth())).status_code == 200
+        first = await client.post("/api/chat", json=ui_body("la b", "m-2"), headers=auth())
+        assert first.status_code == 200, first.text
+        regenerating = True
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(regenerate, client)
+            await removed.wait()
+            leaving.cancel()
+            go_on.set()
+            await left.wait()
+    assert await attempts.recent_attempts("user-1", 10) == []
+    record = await services.reviews.get("user-1", (1, 1))
+    assert record is not None and record.reviews == 0 and record.reviewed_at is None, record
