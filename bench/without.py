@@ -62,17 +62,21 @@ def _user_data() -> None:
 
 
 def _memory() -> None:
-    """No long-term memory read or written."""
-    from aircoach.turn import prepare
+    """No long-term memory read or written (the turns are built without one, as when none is
+    kept)."""
+    import dataclasses
+    from functools import cached_property
 
-    async def recall(*args: Any, **kwargs: Any) -> str:
-        return ""
+    from aircoach.services import Services
 
-    async def remember(*args: Any, **kwargs: Any) -> None:
-        return None
+    built = Services.__dict__["turn_parts"]
 
-    prepare._recall = recall
-    prepare._remember = remember
+    @cached_property
+    def turn_parts(self: Services) -> Any:
+        return dataclasses.replace(built.func(self), recall=None)
+
+    turn_parts.__set_name__(Services, "turn_parts")
+    Services.turn_parts = turn_parts  # type: ignore[assignment]
 
 
 def _grounding() -> None:
