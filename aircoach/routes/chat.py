@@ -159,7 +159,7 @@ async def run_chat(
         let_thread_go,
     )
     from aircoach.turn.conversations import conversation_thread
-    from aircoach.turn.prepare import prepare_turn, refresh_history
+    from aircoach.turn.prepare import prepare_turn
     from aircoach.turn.regenerate import (
         let_go,
         let_go_gradings,
@@ -269,8 +269,9 @@ async def run_chat(
     try:
         if interrupted is not None:
             # The interrupted turn stores what it had and, cut short, drops the warm thread as
-            # it ends: this turn's agent would then read an empty thread. Wait for it, then read
-            # the history again (the interrupted turn in it, or taken back by a regeneration).
+            # it ends: this turn's agent would then read an empty thread. Wait for it, then
+            # prepare the turn again: its history (the interrupted turn in it, or taken back by
+            # a regeneration), its memory and its prompt as they are now.
             await interrupted_has_ended(services.gate, interrupted)
             if regeneration is not None and replaced is None:
                 # `stop()` then `regenerate()`: the stopped answer ran on until now.
@@ -283,7 +284,17 @@ async def run_chat(
                     interrupted=interrupted,
                     regenerating=admission.turn_id,
                 )
-            await refresh_history(services.turn_parts, turn, body.conversation_id)
+            again = await prepare_turn(
+                services.turn_parts,
+                user,
+                body,
+                snapshot,
+                registry,
+                language=language,
+                turn_id=admission.turn_id,
+            )
+            await turn.models.aclose()
+            turn = again
     except BaseException:
         # Cancelled (the client left) while it held the thread and before it ran: the thread is
         # freed for the next message, not held until its claim lapses.

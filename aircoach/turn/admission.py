@@ -123,8 +123,8 @@ async def hold_thread(
 async def interrupted_has_ended(gate: Gate, turn_id: str) -> None:
     """Wait until `turn_id`, which `hold_thread` interrupted, has stored what it had and
     ended, when it runs in this process (at most `TURN_TIMEOUT_S`). A turn cut short drops its
-    conversation's warm thread as it ends: the turn that interrupted it reads its history
-    again afterwards. One running elsewhere drops nothing here. A request that goes away
+    conversation's warm thread as it ends: the turn that interrupted it is prepared again
+    afterwards. One running elsewhere drops nothing here. A request that goes away
     (the client left) stops waiting: its turn will not run (`let_thread_go`)."""
     run = gate.running.get(turn_id)
     if run is not None:

@@ -328,25 +328,6 @@ def memory_thread_id(user_id: str, conversation_id: str | None, version: str) ->
     return f"{user_id}:{conversation_id}:v{version}"
 
 
-async def refresh_history(parts: TurnParts, turn: ChatTurn, conversation_id: str | None) -> None:
-    """Make the prepared turn's thread hold the stored history again: a turn it interrupted
-    has since ended, which drops the warm thread (stored `interrupted`), and may have been
-    taken back (`aircoach.turn.regenerate.take_back_interrupted`); the turn's `context_turns`
-    counts what it now holds. A store that cannot be read is logged: the turn runs with what
-    its thread holds."""
-    if not turn.recorder.joins_history:
-        return
-    user_id = turn.principal.sub
-    try:
-        held = await _load_history(
-            parts, turn.agent, turn.recorder.thread_id, user_id, conversation_id
-        )
-    except StoreUnavailable:
-        log.warning("turn %s: its history could not be read again", turn.turn_id, exc_info=True)
-        return
-    turn.context_turns = min(held, parts.settings.history_limit)
-
-
 async def _load_history(
     parts: TurnParts,
     agent: TurnAgent,

@@ -398,3 +398,19 @@ async def test_what_a_message_said_is_kept_when_its_answer_failed_or_was_interru
         "Ha chiesto: Studio per il VDS",
         "Studia per: VDS",
     ]
+
+
+async def test_a_message_that_interrupts_a_turn_knows_what_the_interrupted_message_said(
+    client, auth, models
+):
+    """The interrupted turn's memory items are written as it is stored; the turn that
+    interrupted it waits for that and is prepared again, so its prompt has them."""
+    started = anyio.Event()
+    s = Script([text("Ok.")])
+    models.provider = HeldModels(s, never_answers(1, started))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(chat, client, auth(), "Ho l'esame a marzo. Cos'è il METAR?")
+        await started.wait()
+        await chat(client, auth(), "E il TAF?", if_busy="interrupt")
+    prompt = system_prompt(s)
+    assert SECTION_TITLE in prompt and "- Esame: a marzo" in prompt
