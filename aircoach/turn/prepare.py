@@ -125,13 +125,12 @@ async def prepare_turn(
             thread = ThreadView.of(state.values.get("messages", []), settings.history_limit)
         else:
             memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
-        remembered = (
-            parts.recall.section(
-                reads.memory, request.query, shown_turns=frozenset(thread.turn_ids)
-            )
-            if parts.recall is not None and reads.memory
-            else ""
-        )
+        remembered = ""
+        if parts.recall is not None and reads.memory:
+            with stages.timed("memory"):  # the items ranked for the question
+                remembered = parts.recall.section(
+                    reads.memory, request.query, shown_turns=frozenset(thread.turn_ids)
+                )
         if remembered:
             system_prompt = f"{system_prompt}\n\n{remembered}"
         grounding = TurnGrounding(
