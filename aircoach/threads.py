@@ -1,7 +1,7 @@
 """Short blocking calls off the event loop: a few long-lived threads fed by one queue.
 
-A turn makes seven or eight such calls (seven SQLite operations; the citation check of an
-answer that cites something or is long). Through `anyio.to_thread.run_sync` each cost about
+A turn makes seven or eight such calls (seven SQLite operations, in four hops since
+`together()`; the citation check of an answer that cites something or is long). Through `anyio.to_thread.run_sync` each cost about
 177 us of CPU on one pinned core (a capacity limiter, a cancel scope, a future chained to a
 future, an idle-thread reaper); through this queue about 96 us (70 us for a call its caller
 may abandon): a turn 16.0 -> 15.3 ms of CPU in process. On a faster machine (2026-11-26
