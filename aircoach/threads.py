@@ -1,18 +1,13 @@
 """Short blocking calls off the event loop: a few long-lived threads fed by one queue.
 
-A turn makes seven or eight such calls (seven SQLite operations, in four hops since
-`together()`; the citation check of an answer that cites something or is long). Through `anyio.to_thread.run_sync` each cost about
+A turn makes seven or eight such calls (seven SQLite operations; the citation check of an
+answer that cites something or is long). Through `anyio.to_thread.run_sync` each cost about
 177 us of CPU on one pinned core (a capacity limiter, a cancel scope, a future chained to a
 future, an idle-thread reaper); through this queue about 96 us (70 us for a call its caller
 may abandon): a turn 16.0 -> 15.3 ms of CPU in process. On a faster machine (2026-11-26
 night) a call costs 36 us pinned to one core, and about 110 us when the thread wakes on the
 other core. The threads start at the first call, `limit` of them, and live as long as the
 process: nothing is started at import, and their number is bounded.
-
-Most of a call's cost is the hop itself: the thread wakes, the loop wakes, and the two take
-the GIL from each other (context switches, each with its CPU). Calls that tasks start side
-by side under `together()` go to a thread as one job, one hop for all of them (the reads at
-the start of a turn).
 """
 
 from __future__ import annotations
@@ -21,16 +16,14 @@ import asyncio
 import contextlib
 import queue
 import threading
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
 
 T = TypeVar("T")
 
-_Call = tuple["asyncio.Future[Any]", Callable[[], Any]]
-_Job = tuple[asyncio.AbstractEventLoop, list[_Call]]
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
 
 
 class Threads:
@@ -52,11 +45,7 @@ class Threads:
             self._start()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        gathering = _gathering.get()
-        if gathering is not None and gathering.open:
-            gathering.add(loop, self, (future, fn))
-        else:
-            self._jobs.put((loop, [(future, fn)]))
+        self._jobs.put((loop, future, fn))
         if abandon_on_cancel:
             return await future
         with anyio.CancelScope(shield=True):
@@ -75,65 +64,33 @@ class Threads:
 
     def _work(self) -> None:
         while True:
-            loop, calls = self._jobs.get()
-            outcomes = [_outcome(fn) for _future, fn in calls]
-            # RuntimeError: the loop closed meanwhile, and nobody waits for these results.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_settle, calls, outcomes)
-            del calls, outcomes  # nothing of a finished job is kept alive while the thread waits
+            job = self._jobs.get()
+            _call(*job)
+            del job  # nothing of a finished call is kept alive while the thread waits
 
 
-@contextlib.contextmanager
-def together() -> Iterator[None]:
-    """Calls to `Threads.run` that tasks started in this block make in the same turn of the
-    event loop run as one job per `Threads`, in the order made, in one thread: one hop for
-    all of them instead of one each. A call made later (a task that awaited something first,
-    or a second call) goes on its own, as outside the block. For short calls that do not
-    wait on each other: each still gets its own result or error, but a slow one delays the
-    others of its job."""
-    token = _gathering.set(_Gathering())
+def _call(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], fn: Callable[[], Any]
+) -> None:
     try:
-        yield
-    finally:
-        _gathering.reset(token)
-
-
-class _Gathering:
-    """The calls made under one `together()` block that have not gone to a thread yet."""
-
-    __slots__ = ("jobs", "open")
-
-    def __init__(self) -> None:
-        self.jobs: dict[Threads, _Job] = {}
-        self.open = True
-
-    def add(self, loop: asyncio.AbstractEventLoop, threads: Threads, call: _Call) -> None:
-        if not self.jobs:
-            loop.call_soon(self._hand_over)  # after the calls made in this turn of the loop
-        self.jobs.setdefault(threads, (loop, []))[1].append(call)
-
-    def _hand_over(self) -> None:
-        self.open = False
-        for threads, job in self.jobs.items():
-            threads._jobs.put(job)
-        self.jobs.clear()
-
-
-_gathering: ContextVar[_Gathering | None] = ContextVar("aircoach_threads_gathering", default=None)
-
-
-def _outcome(fn: Callable[[], Any]) -> tuple[bool, Any]:
-    try:
-        return True, fn()
+        result = fn()
     except BaseException as exc:  # handed to the caller, whatever it is
-        return False, exc
+        _hand_back(loop, _fail, future, exc)
+    else:
+        _hand_back(loop, _resolve, future, result)
 
 
-def _settle(calls: list[_Call], outcomes: list[tuple[bool, Any]]) -> None:
-    for (future, _fn), (ok, value) in zip(calls, outcomes, strict=True):
-        if future.done():  # its caller abandoned it
-            continue
-        if ok:
-            future.set_result(value)
-        else:
-            future.set_exception(value)
+def _hand_back(loop: asyncio.AbstractEventLoop, set_it: Callable[..., None], *args: Any) -> None:
+    # RuntimeError: the loop closed meanwhile, and nobody waits for this result.
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(set_it, *args)
+
+
+def _resolve(future: asyncio.Future[Any], result: Any) -> None:
+    if not future.done():
+        future.set_result(result)
+
+
+def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from fastapi import FastAPI
 
 from aircoach.app import create_app
@@ -25,7 +24,6 @@ from aircoach.prompts.sources import DocInfo, LocalDocSource
 from aircoach.prompts.store import PromptSnapshot, PromptStore
 from aircoach.services import Services, check_docs
 from aircoach.settings import ROOT, Settings
-from aircoach.threads import Threads
 from tests.sse import parse_sse
 
 # One course index per test process, as one per server process: it is built for a manual's
@@ -211,25 +209,3 @@ def _parsed_serverless_yml() -> dict[str, Any]:
         "!", lambda loader, tag, node: {tag: loader.construct_scalar(node)}
     )
     return yaml.load((ROOT / "serverless.yml").read_text(), Loader=Loader)
-
-
-class CountedJobs:
-    """A `Threads` pool's queue that notes how many calls each job put in it carries (one job
-    is one hop to a thread and back)."""
-
-    def __init__(self, jobs: Any):
-        self.jobs = jobs
-        self.sizes: list[int] = []
-
-    @classmethod
-    def of(cls, pool: Threads, monkeypatch: pytest.MonkeyPatch) -> CountedJobs:
-        counted = cls(pool._jobs)
-        monkeypatch.setattr(pool, "_jobs", counted)
-        return counted
-
-    def put(self, job: Any) -> None:
-        self.sizes.append(len(job[1]))
-        self.jobs.put(job)
-
-    def get(self) -> Any:
-        return self.jobs.get()

@@ -11,8 +11,7 @@ import threading
 import anyio
 import pytest
 
-from aircoach.threads import Threads, together
-from tests.helpers import CountedJobs
+from aircoach.threads import Threads
 
 WAIT_S = 30  # a bound for what must happen, never a delay
 
@@ -146,44 +145,3 @@ def test_a_result_for_a_closed_loop_is_dropped():
     asyncio.run(start_and_leave())  # the loop closes while `slow` still runs
     release.set()
     assert asyncio.run(pool.run(lambda: "served")) == "served"
-
-
-async def test_calls_started_side_by_side_together_go_to_a_thread_as_one_job(monkeypatch):
-    pool = Threads("test-together", limit=3)
-    jobs = CountedJobs.of(pool, monkeypatch)
-    ran: list[tuple[str, int]] = []
-
-    def call(name: str) -> str:
-        ran.append((name, threading.get_ident()))
-        if name == "fails":
-            raise ValueError("only this one")
-        return name
-
-    results: dict[str, object] = {}
-
-    async def caller(name: str) -> None:
-        try:
-            results[name] = await pool.run(lambda: call(name))
-        except ValueError as exc:
-            results[name] = exc
-
-    with together():
-        async with anyio.create_task_group() as tg:
-            for name in ("first", "fails", "last"):
-                tg.start_soon(caller, name)
-    assert jobs.sizes == [3]
-    # In the order made, in one thread, each with its own result or error.
-    assert [name for name, _ in ran] == ["first", "fails", "last"]
-    assert len({ident for _, ident in ran}) == 1
-    assert results["first"] == "first" and results["last"] == "last"
-    assert isinstance(results["fails"], ValueError)
-
-
-async def test_a_call_made_once_the_first_ones_went_goes_on_its_own(monkeypatch):
-    pool = Threads("test-together-later", limit=2)
-    jobs = CountedJobs.of(pool, monkeypatch)
-    with together():
-        assert await pool.run(lambda: 1) == 1
-        assert await pool.run(lambda: 2) == 2
-    await asyncio.gather(pool.run(lambda: 3), pool.run(lambda: 4))  # outside: a job each
-    assert jobs.sizes == [1, 1, 1, 1]

@@ -48,21 +48,17 @@ class UserMemory:
         """Every item kept for the user, newest first (`GET /api/memory`)."""
         return await self.store.items(user_id, limit=self.max_items)
 
-    async def recalled(self, user_id: str) -> list[MemoryItem]:
-        """The items a turn's memory section is chosen from (`section`); none when the store
-        cannot be read (logged: the turn goes on without them)."""
+    async def section(
+        self, user_id: str, question: str, *, shown_turns: Collection[str] = ()
+    ) -> str:
+        """The "Memoria dell'utente" section for this question, without the topics of
+        `shown_turns` (the turns the model sees in its history); "" when nothing is relevant
+        or the store cannot be read."""
         try:
-            return await self.store.items(user_id, limit=self.max_items)
+            items = await self.store.items(user_id, limit=self.max_items)
         except Exception as exc:
             _warn("read", user_id, exc)
-            return []
-
-    def section(
-        self, items: list[MemoryItem], question: str, *, shown_turns: Collection[str] = ()
-    ) -> str:
-        """The "Memoria dell'utente" section for this question from the `recalled` items,
-        without the topics of `shown_turns` (the turns the model sees in its history); ""
-        when nothing is relevant."""
+            return ""
         chosen = relevant(items, question, max_items=self.prompt_items, shown_turns=shown_turns)
         return memory_section(chosen, max_chars=self.prompt_chars)
 

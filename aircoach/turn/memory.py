@@ -187,17 +187,11 @@ class Memory:
         store: ChatStore,
         *,
         conversation_id: str | None = None,
-        newest: tuple[str, ...] | None = None,
     ) -> int:
         """Make the thread hold the stored history of the user's conversation (None: the
-        default one); returns how many turns it holds. `newest`: the conversation's `newest`
-        turn ids, when the caller read them already. Raises `StoreUnavailable` when the
+        default one); returns how many turns it holds. Raises `StoreUnavailable` when the
         store cannot be read (before anything streams)."""
-        latest = (
-            newest
-            if newest is not None
-            else await self.newest(store, user_id, conversation_id=conversation_id)
-        )
+        latest = tuple(await store.latest_turn_ids(user_id, 2, conversation=conversation_id))
         mark = self._threads.get(thread_id)
         if mark is not None and mark.seen == latest and mark.turns < self.max_held_turns:
             self._threads.move_to_end(thread_id)
@@ -216,14 +210,6 @@ class Memory:
             log.info("thread %r reseeded from %d stored turns", thread_id, len(turns))
         self._remember(thread_id, _ThreadMark(latest, len(turns)))
         return len(turns)
-
-    @staticmethod
-    async def newest(
-        store: ChatStore, user_id: str, *, conversation_id: str | None = None
-    ) -> tuple[str, ...]:
-        """The ids of the conversation's two newest stored turns: what a warm thread's mark
-        is compared with (`ensure_thread`)."""
-        return tuple(await store.latest_turn_ids(user_id, 2, conversation=conversation_id))
 
     def record_turn(self, thread_id: str, turn_id: str) -> None:
         """The thread has now seen the turn just stored; only its latest checkpoint is kept."""

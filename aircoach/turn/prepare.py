@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -19,12 +19,11 @@ from aircoach.grounding.context import ThreadView, TurnGrounding, with_citation_
 from aircoach.grounding.style import resolved_style
 from aircoach.logs import current_stages
 from aircoach.memory.extract import ForgetRequest
-from aircoach.memory.ports import DEFAULT_CONVERSATION, MemoryItem
+from aircoach.memory.ports import DEFAULT_CONVERSATION
 from aircoach.memory.service import UserMemory
 from aircoach.messages import DEFAULT_LANGUAGE, Language
 from aircoach.prompts.store import PromptSnapshot
 from aircoach.settings import Settings
-from aircoach.threads import together
 from aircoach.tools.registry import ToolContext, ToolRegistry, ToolSpec
 from aircoach.turn.agent import AgentShapes, TurnAgent, build_agent
 from aircoach.turn.chat_models import TurnModels
@@ -76,12 +75,11 @@ async def prepare_turn(
     stages = current_stages()
     enabled = registry.enabled(request.tools)
     log.info("%s", registry.log_line(request.tools))
-    forgetting = parts.recall.forget_request(request.query) if parts.recall else None
-    reads = await _first_reads(
-        parts, principal, request, registry, snapshot, enabled, forgetting=forgetting
+    system_prompt, profile = await _system_prompt(
+        parts, principal, request, registry, snapshot, enabled
     )
-    system_prompt = reads.system_prompt
     turn_id = turn_id or new_turn_id()
+    forgetting = parts.recall.forget_request(request.query) if parts.recall else None
     ctx = ToolContext(
         user_id=principal.sub,
         env=settings.tool_env,
@@ -110,27 +108,17 @@ async def prepare_turn(
         agent = agent_for(system_prompt)  # to read the thread; the prompt is built on it
         thread_id = memory_thread_id(principal.sub, request.conversation_id, snapshot.version)
         thread = ThreadView()
-        if reads.newest is not None:
+        if request.chat_history and not forgetting:
             with stages.timed("history"):
                 held = await _load_history(
-                    parts,
-                    agent,
-                    thread_id,
-                    principal.sub,
-                    request.conversation_id,
-                    newest=reads.newest,
+                    parts, agent, thread_id, principal.sub, request.conversation_id
                 )
             memory_thread, context_turns = thread_id, min(held, settings.history_limit)
             state = await agent.aget_state(parts.memory.config(thread_id))
             thread = ThreadView.of(state.values.get("messages", []), settings.history_limit)
         else:
             memory_thread, context_turns = f"{thread_id}:once:{turn_id}", 0
-        remembered = ""
-        if parts.recall is not None and reads.memory:
-            with stages.timed("memory"):  # the items ranked for the question
-                remembered = parts.recall.section(
-                    reads.memory, request.query, shown_turns=frozenset(thread.turn_ids)
-                )
+        remembered = "" if forgetting else await _recall(parts, principal, request, thread)
         if remembered:
             system_prompt = f"{system_prompt}\n\n{remembered}"
         grounding = TurnGrounding(
@@ -141,7 +129,7 @@ async def prepare_turn(
             policy=settings.grounding_mode,
             history_limit=settings.history_limit,
             base_prompt=system_prompt,
-            style=resolved_style(request.stile, reads.profile),
+            style=resolved_style(request.stile, profile),
             web_search_url=f"{settings.tool_env['SEARXNG_URL'].rstrip('/')}/search"
             if settings.grounding_web_check and settings.tool_env.get("SEARXNG_URL")
             else None,
@@ -167,9 +155,6 @@ async def prepare_turn(
             parts.dead_letters,
             thread_id=thread_id,
             memory_thread=memory_thread,
-            keep=partial(_remember, parts.recall, principal.sub, request, turn_id)
-            if parts.recall and not forgetting
-            else None,
         ),
         prompt_version=snapshot.version,
         context_turns=context_turns,
@@ -177,98 +162,55 @@ async def prepare_turn(
         language=language,
         turn_id=turn_id,
         grounding=grounding,
-        begin=partial(_forget, parts.recall, principal.sub, forgetting.about)
-        if forgetting and parts.recall
-        else None,
+        begin=partial(_memory_step, parts, principal, request, turn_id, forgetting=forgetting),
     )
 
 
-@dataclass
-class _FirstReads:
-    """What a turn reads before its agent is built (`_first_reads`)."""
+async def _recall(
+    parts: TurnParts, principal: Principal, request: TurnRequest, thread: ThreadView
+) -> str:
+    """The "Memoria dell'utente" section for this question ("" when `use_memory_retrieval` is
+    false or no memory is kept), without the topics of the turns the model sees in its history
+    (`thread`). A memory that fails never fails the turn."""
+    if parts.recall is None or not getattr(request, "use_memory_retrieval", True):
+        return ""
+    with current_stages().timed("memory"):
+        return await parts.recall.section(
+            principal.sub, request.query, shown_turns=frozenset(thread.turn_ids)
+        )
 
-    system_prompt: str = ""
-    profile: str = ""  # the profile's own section, where a student's `stile` is
-    newest: tuple[str, ...] | None = None  # the conversation's newest turn ids; None: no history
-    memory: list[MemoryItem] = field(default_factory=list)  # the memory items to choose from
-    failure: Exception | None = None  # raised once the reads are done
 
-
-async def _first_reads(
+async def _memory_step(
     parts: TurnParts,
     principal: Principal,
     request: TurnRequest,
-    registry: ToolRegistry,
-    snapshot: PromptSnapshot,
-    enabled: list[ToolSpec],
+    turn_id: str,
     *,
     forgetting: ForgetRequest | None,
-) -> _FirstReads:
-    """The system prompt with its sections (the quiz progress), the conversation's newest
-    turn ids (is the warm thread behind the store?) and the long-term memory's items, read
-    side by side: an embedded store makes the three reads in one hop to its thread
-    (`aircoach.threads.together`), not three. A history that cannot be read fails the request
-    before anything streams (`StoreUnavailable`); the others never fail the turn."""
-    reads = _FirstReads()
-    user_id, conversation_id, recall = principal.sub, request.conversation_id, parts.recall
-
-    async def prompt() -> None:
-        try:
-            reads.system_prompt, reads.profile = await _system_prompt(
-                parts, principal, request, registry, snapshot, enabled
-            )
-        except Exception as exc:  # raised as it is, not in a task group's exception group
-            reads.failure = reads.failure or exc
-
-    async def newest() -> None:
-        with current_stages().timed("history"):
-            try:
-                reads.newest = await parts.memory.newest(
-                    parts.chats, user_id, conversation_id=conversation_id
-                )
-            except StoreUnavailable as exc:
-                reads.failure = reads.failure or exc
-            except Exception as exc:
-                unavailable = StoreUnavailable()
-                unavailable.__cause__ = exc
-                reads.failure = reads.failure or unavailable
-
-    async def memory(recall: UserMemory) -> None:
+) -> str | None:
+    """What the turn does to the memory, first thing once it runs (it holds its thread then,
+    so a request refused as busy changes nothing): keep what the message says, before
+    anything streams, so it is stored whatever happens to the answer; or, for a request to
+    forget, clear the memory and return the coach's reply, which is then the answer (a turn
+    apart from the thread, which the next turn reseeds from the store)."""
+    if forgetting is not None and parts.recall is not None:
         with current_stages().timed("memory"):
-            reads.memory = await recall.recalled(user_id)
-
-    fetches: list[Callable[[], Coroutine[Any, Any, None]]] = [prompt]
-    if request.chat_history and not forgetting:
-        fetches.append(newest)
-    if recall is not None and not forgetting and getattr(request, "use_memory_retrieval", True):
-        fetches.append(partial(memory, recall))
-    if len(fetches) == 1:
-        await prompt()  # a task group and its tasks cost about 40 us a turn
-    else:
-        with together():
-            async with anyio.create_task_group() as tg:
-                for fetch in fetches:
-                    tg.start_soon(fetch)
-    if reads.failure is not None:
-        raise reads.failure
-    return reads
+            return await parts.recall.forget(principal.sub, forgetting.about)
+    await _remember(parts, principal, request, turn_id)
+    return None
 
 
-async def _forget(recall: UserMemory, user_id: str, about: str | None) -> str:
-    """A request to forget, first thing once the turn runs (it holds its thread then, so a
-    request refused as busy forgets nothing): clear the memory and return the coach's reply,
-    which is then the answer (a turn apart from the thread, which the next turn reseeds from
-    the store)."""
-    with current_stages().timed("memory"):
-        return await recall.forget(user_id, about)
-
-
-async def _remember(recall: UserMemory, user_id: str, request: TurnRequest, turn_id: str) -> None:
-    """Keep what the message says about the student, as the turn is stored (`TurnRecorder`'s
-    `keep`): a request refused as busy keeps nothing."""
+async def _remember(
+    parts: TurnParts, principal: Principal, request: TurnRequest, turn_id: str
+) -> None:
+    """Keep what the message says about the student."""
+    if parts.recall is None:
+        return
     conversation = getattr(request, "conversation_id", None) or DEFAULT_CONVERSATION
     with current_stages().timed("memory"):
-        await recall.remember(user_id, request.query, turn_id=turn_id, conversation_id=conversation)
+        await parts.recall.remember(
+            principal.sub, request.query, turn_id=turn_id, conversation_id=conversation
+        )
 
 
 async def _system_prompt(
@@ -333,20 +275,12 @@ async def _load_history(
     thread_id: str,
     user_id: str,
     conversation_id: str | None,
-    *,
-    newest: tuple[str, ...] | None = None,
 ) -> int:
-    """Make the thread hold the conversation's stored history; how many turns it holds
-    (`newest`: as `Memory.ensure_thread`). A store that cannot be read fails the request
-    before anything streams."""
+    """Make the thread hold the conversation's stored history; how many turns it holds. A
+    store that cannot be read fails the request before anything streams."""
     try:
         return await parts.memory.ensure_thread(
-            agent,
-            thread_id,
-            user_id,
-            parts.chats,
-            conversation_id=conversation_id,
-            newest=newest,
+            agent, thread_id, user_id, parts.chats, conversation_id=conversation_id
         )
     except StoreUnavailable:
         raise

@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Coroutine
-from typing import Any, Literal
-
-import anyio
+from typing import Literal
 
 from aircoach.logs import current_stages
-from aircoach.threads import together
 from aircoach.turn.dead_letters import DeadLetters
 from aircoach.turn.memory import Memory
 from aircoach.turn.ports import ChatStore
@@ -27,9 +23,6 @@ class TurnRecorder:
     `thread_id` is the user's conversation thread; `memory_thread` is the checkpointer thread
     the agent ran in: the same one, or a throwaway thread for a turn that must not see (or
     join) the history (`chat_history: false`), deleted once the turn is recorded.
-
-    `keep`: what the turn keeps beside itself (the long-term memory's items of its message),
-    written side by side with the turn (one hop for both on SQLite); it never fails the turn.
     """
 
     def __init__(
@@ -40,9 +33,7 @@ class TurnRecorder:
         *,
         thread_id: str,
         memory_thread: str,
-        keep: Callable[[], Coroutine[Any, Any, object]] | None = None,
     ):
-        self.keep = keep
         self.chats = chats
         self.memory = memory
         self.dead_letters = dead_letters
@@ -61,31 +52,10 @@ class TurnRecorder:
         return self.memory_thread == self.thread_id
 
     async def record(self, turn: Turn) -> bool:
-        """Store the turn, and what it `keep`s beside it; whether the store took the turn. On
-        failure the turn is spooled as a dead letter (nothing is lost silently: the log line
-        names the turn, its content hash and where it went) and the stream says
-        `persist_failed`."""
+        """Store the turn; whether the store took it. On failure the turn is spooled as a
+        dead letter (nothing is lost silently: the log line names the turn, its content hash
+        and where it went) and the stream says `persist_failed`."""
         self.attempted = True
-        if self.keep is None:
-            return await self._store(turn)
-        stored: bool | BaseException = False
-
-        async def store() -> None:
-            nonlocal stored
-            try:
-                stored = await self._store(turn)
-            except Exception as exc:  # raised as it is, not in a task group's exception group
-                stored = exc
-
-        with together():
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(store)
-                tg.start_soon(self.keep)
-        if isinstance(stored, BaseException):
-            raise stored
-        return stored
-
-    async def _store(self, turn: Turn) -> bool:
         try:
             with current_stages().timed("persist"):
                 await self.chats.append_turn(turn)

@@ -112,8 +112,8 @@ class ChatTurn:
     _waiting: anyio.CancelScope | None = field(default=None, repr=False)  # see `_wait`
     _timer: asyncio.Timeout | None = field(default=None, repr=False)  # see `_next_event`
     # Awaited first once the turn runs, which is once it holds its thread (a request refused as
-    # busy never gets here): a request to forget, whose reply is then the answer and the agent
-    # is not run.
+    # busy never gets here): the memory's write, or a request to forget and the coach's reply
+    # to it, which is then the answer and the agent is not run.
     begin: Callable[[], Awaitable[str | None]] | None = None
 
     def cancel(self) -> None:

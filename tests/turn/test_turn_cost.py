@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
-from tests.helpers import CountedJobs, app_with, asgi_client
+from tests.helpers import app_with, asgi_client
 from tests.scripted_model import Script, ScriptedModels, call, text
 from tests.sse import parse_sse
 
@@ -59,29 +59,3 @@ async def test_a_turn_with_a_tool_call_makes_no_executor_hop_and_few_writes(
     # One event per word of the answer plus the tool result and done, in far fewer writes.
     assert len(events) >= len(answer.split()) + 2
     assert len(writes) <= len(events) // 2
-
-
-async def test_a_turn_makes_its_reads_in_one_hop_and_stores_its_memory_with_it(
-    settings, auth, monkeypatch
-):
-    """The three reads a turn starts with (the quiz progress for the prompt, the
-    conversation's newest turns, the long-term memory) go to the SQLite thread as one job, and
-    the memory's new items go with the stored turn: four hops a turn, not seven."""
-    from aircoach.store import sqlite
-
-    answer = text("Il QNH è la pressione al livello del mare.")
-    app = app_with(settings, models=ScriptedModels(Script([answer, answer])))
-    body = {"query": "Che cos'è il QNH?", "tools": {"domanda_teoria": True}}
-    async with asgi_client(app) as client:
-        # Another student's turn first: the process's first turn also loads the quiz.
-        response = await client.post("/api/stream_query", json=body, headers=auth("other"))
-        assert parse_sse(response.text)[-1]["type"] == "done"
-        jobs = CountedJobs.of(sqlite._threads, monkeypatch)
-        response = await client.post("/api/stream_query", json=body, headers=auth())
-        assert parse_sse(response.text)[-1]["type"] == "done"
-        memory = await client.get("/api/memory", headers=auth())
-    # The reads; then the thread's claim, the turn with its memory, the log's last write; a
-    # slow turn may write its log once more on the way (TurnRun's tick).
-    sizes = jobs.sizes[:-1]  # the last: the memory's read for GET /api/memory
-    assert sizes[0] == 3 and sorted(sizes[1:]) in ([1, 1, 2], [1, 1, 1, 2]), jobs.sizes
-    assert [item["text"] for item in memory.json()["items"]] == ["Ha chiesto: Che cos'è il QNH?"]
