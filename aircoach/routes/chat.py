@@ -272,7 +272,7 @@ async def run_chat(
             # it ends: this turn's agent would then read an empty thread. Wait for it, then
             # prepare the turn again: its history (the interrupted turn in it, or taken back by
             # a regeneration), its memory and its prompt as they are now.
-            await interrupted_has_ended(services.gate, interrupted)
+            await interrupted_has_ended(services.gate, user.sub, interrupted)
             if regeneration is not None and replaced is None:
                 # `stop()` then `regenerate()`: the stopped answer ran on until now.
                 replaced = await take_back_interrupted(

@@ -21,6 +21,7 @@ import anyio
 from aircoach.errors import QuotaExceeded, TurnInProgress
 from aircoach.settings import Settings
 from aircoach.turn.dead_letters import DeadLetters
+from aircoach.turn.follow import logged_done
 from aircoach.turn.guards import GuardStores
 from aircoach.turn.log import CLAIM_LEASE_S, TurnLogStore
 from aircoach.turn.ports import ChatStore
@@ -38,6 +39,9 @@ _IN_PROGRESS_RETRY_S = 2
 # Reads of a thread's claim when another request moves it between a read and a take-over.
 _CLAIM_ATTEMPTS = 3
 _DAY_S = 86_400
+# How long a turn waits for the one it interrupted on another instance to log its end: that
+# instance reads the cancel flag every TICK_S (0.5 s), then stores what the turn had.
+REMOTE_END_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -120,16 +124,29 @@ async def hold_thread(
         raise
 
 
-async def interrupted_has_ended(gate: Gate, turn_id: str) -> None:
+async def interrupted_has_ended(gate: Gate, user_id: str, turn_id: str) -> None:
     """Wait until `turn_id`, which `hold_thread` interrupted, has stored what it had and
-    ended, when it runs in this process (at most `TURN_TIMEOUT_S`). A turn cut short drops its
-    conversation's warm thread as it ends: the turn that interrupted it is prepared again
-    afterwards. One running elsewhere drops nothing here. A request that goes away
-    (the client left) stops waiting: its turn will not run (`let_thread_go`)."""
+    ended: when it runs in this process, at most `TURN_TIMEOUT_S`; on another instance, which
+    sees the interrupt at its next read of the cancel flag (`TICK_S`), until its `done` is in
+    the turn log, at most `REMOTE_END_WAIT_S` (an instance that died never logs it). A turn
+    cut short drops its conversation's warm thread as it ends, and a regeneration takes the
+    stopped answer back once it is stored: the turn that interrupted it is prepared again
+    afterwards. A request that goes away (the client left) stops waiting: its turn will not
+    run (`let_thread_go`)."""
     run = gate.running.get(turn_id)
     if run is not None:
         with anyio.move_on_after(gate.settings.turn_timeout_s):
             await run.ended.wait()
+        return
+    with anyio.move_on_after(REMOTE_END_WAIT_S) as waited:
+        await logged_done(gate.turn_log, user_id, turn_id)
+    if waited.cancelled_caught:
+        log.warning(
+            "turn %s, interrupted on another instance, logged no end within "
+            "REMOTE_END_WAIT_S=%gs: the turn that interrupted it goes on without it",
+            turn_id,
+            REMOTE_END_WAIT_S,
+        )
 
 
 async def let_thread_go(gate: Gate, user_id: str, thread: str, admission: Admission) -> None:

@@ -77,6 +77,20 @@ async def follow(
         await anyio.sleep(poll_s)
 
 
+async def logged_done(
+    store: TurnLogStore, user_id: str, turn_id: str, *, poll_s: float = POLL_S
+) -> None:
+    """Wait until the log holds the turn's `done`: the turn has ended and stored what it had
+    (or spooled it), on whichever instance it ran. The caller bounds the wait."""
+    after = 0
+    while True:
+        for event in await store.read(user_id, turn_id, after=after, limit=READ_LIMIT):
+            if event.type == "done":
+                return
+            after = event.seq
+        await anyio.sleep(poll_s)
+
+
 async def _logged_done_by(store: TurnLogStore, user_id: str, turn_id: str, seq: int) -> bool:
     """Whether the log holds the turn's `done` numbered `seq` or lower. An id past the log
     with no `done` in it is a client that read events live which the log never got (their

@@ -92,9 +92,10 @@ async def take_back_interrupted(
 ) -> Turn | None:
     """`stop()` then `regenerate()`: the stopped answer ran on, and the new turn
     `regenerating` has just interrupted it (`interrupted`). Once it has stored what it had
-    (waited for when it runs in this process), it is taken back as a stored answer is
-    (`take_back`), when it is now the conversation's newest turn and answers `question`: the
-    history then holds the new answer alone, as the AI SDK's own backends show it. An
+    (waited for, on this instance or through the turn log), it is taken back as a stored
+    answer is (`take_back`), when it is now the conversation's newest turn and answers
+    `question`: the history then holds the new answer alone, as the AI SDK's own backends
+    show it. An
     interrupted turn of another question stays (stored `interrupted`). Called once the
     interrupted turn has ended (`interrupted_has_ended`). The turn removed, or None; a store
     that fails is logged and the old answer stays."""

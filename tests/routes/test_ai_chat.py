@@ -564,6 +564,41 @@ async def test_stop_then_regenerate_of_the_same_answer_leaves_only_the_new_one(
     assert shown[1:] == ["Cos'è la portanza?", "Prima.", "E la resistenza?"]
 
 
+async def test_stop_then_regenerate_on_another_instance_leaves_only_the_new_one(settings, auth):
+    """As above, with the stopped answer running on one instance and the regeneration coming
+    to another (serverless instances share nothing but the store): the new turn waits until
+    the stopped one has logged its end (it reads the cancel flag every TICK_S), then takes it
+    back and reads the history."""
+    started = anyio.Event()
+    first = app_with(
+        settings, models=HeldModels(Script([text("Prima.")]), never_answers(2, started))
+    )
+    replies = Script([text("Nuova risposta.")])
+    second = app_with(settings, models=ScriptedModels(replies))
+    async with asgi_client(first) as on_first, asgi_client(second) as on_second:
+        await on_first.post(
+            "/api/chat", json=ui_body("Cos'è la portanza?", message_id="m-1"), headers=auth()
+        )
+        async with anyio.create_task_group() as tg:
+            body = ui_body("E la resistenza?", message_id="m-2")
+            tg.start_soon(lambda: on_first.post("/api/chat", json=body, headers=auth()))
+            await started.wait()  # the answer runs on the first instance
+            stopped_id = await _running_turn_id(first)
+            again = await on_second.post(
+                "/api/chat",
+                json=regenerate_body("E la resistenza?", messageId=stopped_id),
+                headers=auth(),
+            )
+        assert again.status_code == 200 and said(again) == "Nuova risposta."
+        page = await on_second.get("/api/history?conversation_id=chat-1", headers=auth())
+    assert [(t["human"], t["system"], t["status"]) for t in page.json()["turns"]] == [
+        ("E la resistenza?", "Nuova risposta.", "ok"),
+        ("Cos'è la portanza?", "Prima.", "ok"),
+    ]
+    shown = [str(m.content) for m in replies.calls[-1]]
+    assert shown[1:] == ["Cos'è la portanza?", "Prima.", "E la resistenza?"]
+
+
 async def test_stop_then_regenerate_whose_client_leaves_puts_the_stopped_answer_back(
     settings, auth
 ):
@@ -893,3 +928,29 @@ async def test_a_message_whose_client_leaves_while_it_waits_for_an_interrupted_t
     assert "Terza." in third.text
     # Its message id was given back: sent again, it runs (not a 409 naming a turn that never ran).
     assert again.status_code == 200 and said(again) == "Seconda.", again.text
+
+
+async def test_a_turn_that_interrupts_one_whose_instance_died_goes_on_after_a_bounded_wait(
+    app, client, auth, script, monkeypatch, caplog
+):
+    """The interrupted turn holds the conversation's claim but its instance is gone: no end
+    is ever logged. The new turn waits REMOTE_END_WAIT_S for it, says so in the log, and
+    answers."""
+    import logging
+    import time
+
+    from aircoach.turn import admission
+    from aircoach.turn.conversations import conversation_thread
+
+    monkeypatch.setattr(admission, "REMOTE_END_WAIT_S", 0.3)
+    script([text("Eccomi.")])
+    thread = conversation_thread("user-1", "chat-1")
+    now = time.time()
+    claimed = await services_of(app).turn_log.claim(
+        "user-1", thread, "t-gone", now=now, expires_at=now + 30
+    )
+    assert claimed is None  # the claim is t-gone's
+    with caplog.at_level(logging.WARNING, logger="aircoach.turn.admission"):
+        response = await client.post("/api/chat", json=ui_body("Ci sei?"), headers=auth())
+    assert response.status_code == 200 and said(response) == "Eccomi."
+    assert any("t-gone" in r.getMessage() for r in caplog.records)
