@@ -257,9 +257,12 @@ class ChatTurn:
             # After `done`, still inside the request (nothing may run once the response ends).
             await self.recorder.replay_dead_letters()
         except BaseException:
-            # The client left (cancellation) or the generator was closed: keep what was said.
+            # The client left (cancellation) or the generator was closed: keep what was said,
+            # as a turn cut short unless it had failed already (it is stored as the failure
+            # it was, with its error's code).
             if not self.recorder.attempted:
-                self.status = "interrupted"
+                if self.status != "error":
+                    self.status = "interrupted"
                 with anyio.CancelScope(shield=True):
                     await self.recorder.record(self._stored_turn())
             raise
