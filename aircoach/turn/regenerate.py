@@ -95,10 +95,9 @@ async def take_back_interrupted(
     (waited for, on this instance or through the turn log), it is taken back as a stored
     answer is (`take_back`), when it is now the conversation's newest turn and answers
     `question`: the history then holds the new answer alone, as the AI SDK's own backends
-    show it. An
-    interrupted turn of another question stays (stored `interrupted`). Called once the
-    interrupted turn has ended (`interrupted_has_ended`). The turn removed, or None; a store
-    that fails is logged and the old answer stays."""
+    show it. An interrupted turn of another question stays (stored `interrupted`). Called
+    once the interrupted turn has ended (`interrupted_has_ended`). The turn removed, or None;
+    a store that fails is logged and the old answer stays."""
     taken: Turn | None = None
     try:
         with anyio.CancelScope(shield=True):
