@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -231,6 +232,17 @@ async def run_chat(
             else None,
         )
 
+    # The turn as it runs now; prepared again after waiting for a turn it interrupted.
+    prepare = partial(
+        prepare_turn,
+        services.turn_parts,
+        user,
+        body,
+        snapshot,
+        registry,
+        language=language,
+        turn_id=admission.turn_id,
+    )
     replaced = None
     try:
         if regeneration is not None:
@@ -238,15 +250,7 @@ async def run_chat(
             replaced = await take_back(
                 services.gate, user.sub, body.conversation_id, regeneration, question=body.query
             )
-        turn = await prepare_turn(
-            services.turn_parts,
-            user,
-            body,
-            snapshot,
-            registry,
-            language=language,
-            turn_id=admission.turn_id,
-        )
+        turn = await prepare()
     except BaseException:
         # Nothing ran: a retry may run it, and a turn taken back is stored again, also when
         # the request is cancelled (the client left): the old answer is out of the store.
@@ -284,15 +288,7 @@ async def run_chat(
                     interrupted=interrupted,
                     regenerating=admission.turn_id,
                 )
-            again = await prepare_turn(
-                services.turn_parts,
-                user,
-                body,
-                snapshot,
-                registry,
-                language=language,
-                turn_id=admission.turn_id,
-            )
+            again = await prepare()
             await turn.models.aclose()
             turn = again
     except BaseException:
