@@ -102,6 +102,24 @@ async def chat(
     return parse_sse(response.text)
 
 
+async def prepared_turn(app: FastAPI, sub: str, query: str) -> Any:
+    """A turn of `sub` prepared as the chat route prepares it, not yet run: a test runs (or
+    stops) its `events()` itself."""
+    from aircoach.auth.tokens import Principal
+    from aircoach.models import MessageRequest
+    from aircoach.turn.prepare import prepare_turn
+
+    services = services_of(app)
+    snapshot = await services.prompts.current()
+    return await prepare_turn(
+        services.turn_parts,
+        Principal(sub),
+        MessageRequest(query=query),
+        snapshot,
+        services.tools_for(snapshot),
+    )
+
+
 def shipped_docs() -> dict[str, str]:
     """The shipped prompt docs by key, sub-folders included (`tasks/email_triage/task.json`)."""
     root = ROOT / "prompt_docs"

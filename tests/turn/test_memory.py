@@ -20,7 +20,14 @@ from aircoach.turn.agent import build_agent
 from aircoach.turn.memory import Memory
 from aircoach.turn.records import Turn
 from aircoach.turn.turn import new_turn_id
-from tests.helpers import ObservedChats, app_with, asgi_client, chat, copy_prompt_docs
+from tests.helpers import (
+    ObservedChats,
+    app_with,
+    asgi_client,
+    chat,
+    copy_prompt_docs,
+    prepared_turn,
+)
 from tests.scripted_model import Script, ScriptedChatModel, ScriptedModels, text
 
 
@@ -81,24 +88,12 @@ async def test_a_turn_stored_by_another_instance_while_this_one_answers_is_not_m
 ):
     """A answers turn 2 while B stores turn 3; A's own turn 2 is then the newest stored turn,
     but A's next turn must still see B's (the freshness mark compares the newest two ids)."""
-    from aircoach.auth.tokens import Principal
-    from aircoach.models import MessageRequest
-    from aircoach.turn.prepare import prepare_turn
-
     script = Script([text("r1"), text("r3 da B"), text("r2 da A"), text("r4")])
     a, b = scripted_app(store_settings, script), scripted_app(store_settings, script)
     client_a, client_b = await clients(a), await clients(b)
     headers = auth("pilot")
     await chat(client_a, headers, "q1")
-    services = a.state.services
-    snapshot = await services.prompts.current()
-    in_flight = await prepare_turn(
-        services.turn_parts,
-        Principal("pilot"),
-        MessageRequest(query="q2"),
-        snapshot,
-        services.tools_for(snapshot),
-    )
+    in_flight = await prepared_turn(a, "pilot", "q2")
     await chat(client_b, headers, "q3 via B")  # stored while A is still answering q2
     assert [e.type async for e in in_flight.events()][-1] == "done"  # q2 is now the newest
 

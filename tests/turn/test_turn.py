@@ -6,7 +6,7 @@ import json
 
 from aircoach.routes.sse import encode_event
 from aircoach.tools.registry import ToolSpec
-from tests.helpers import app_with, asgi_client, chat, copy_prompt_docs, services_of
+from tests.helpers import app_with, asgi_client, chat, copy_prompt_docs, prepared_turn
 from tests.scripted_model import Script, ScriptedModels, call, text
 from tests.turn.test_events import CONTRACT
 
@@ -250,20 +250,8 @@ async def test_a_failed_turn_whose_client_left_is_stored_failed_with_its_code(ap
     """The model failed (an `error` event, then the fallback answer streams) and the client
     left before the end: the turn is stored as the failure it was, with its code, not as a
     turn cut short (`interrupted`, no code)."""
-    from aircoach.auth.tokens import Principal
-    from aircoach.models import MessageRequest
-    from aircoach.turn.prepare import prepare_turn
-
     script([RuntimeError("upstream 500")])
-    services = services_of(app)
-    snapshot = await services.prompts.current()
-    turn = await prepare_turn(
-        services.turn_parts,
-        Principal("user-1"),
-        MessageRequest(query="ciao"),
-        snapshot,
-        services.tools_for(snapshot),
-    )
+    turn = await prepared_turn(app, "user-1", "ciao")
     events = turn.events()
     assert (await anext(events)).type == "error"
     await events.aclose()  # the client leaves: the stream is closed before `done`
