@@ -43,11 +43,15 @@ def course_bank(path: Path = DEMO_QUESTIONS) -> tuple[list[dict[str, Any]], dict
     return bank["questions"], chapters
 
 
+def course_chapter_titles() -> Mapping[int, str]:
+    """The title of each chapter of the course, by number (the process's one copy: read it)."""
+    # Read once (the index build has usually read it already, in its worker thread).
+    return course_bank(DEMO_QUESTIONS)[1]
+
+
 def course_chapters() -> list[str]:
     """The chapters of the course, as a student reads them: `3. Strumenti di volo`."""
-    # Read once (the index build has usually read it already, in its worker thread).
-    chapters = course_bank(DEMO_QUESTIONS)[1]
-    return [f"{number}. {title}" for number, title in sorted(chapters.items())]
+    return [f"{number}. {title}" for number, title in sorted(course_chapter_titles().items())]
 
 
 class CourseKnowledge:

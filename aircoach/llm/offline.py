@@ -31,7 +31,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from aircoach.grounding.style import shaped
-from aircoach.knowledge.library import course_chapters
+from aircoach.knowledge.library import course_chapter_titles, course_chapters
 from aircoach.llm import offline_answer, offline_course, offline_exam, offline_quiz
 from aircoach.stopwords import STOPWORDS
 
@@ -372,7 +372,9 @@ class OfflineChatModel(BaseChatModel):
             base.pop("testo", None)
             if "capitolo" not in base and (chapter := offline_quiz.last_chapter(messages)):
                 base["capitolo"] = chapter
-        return _tool_call(ask["name"], offline_quiz.quiz_arguments(query, base))
+        return _tool_call(
+            ask["name"], offline_quiz.quiz_arguments(query, base, course_chapter_titles())
+        )
 
     def _scores(self, query: str) -> dict[str, float]:
         return {

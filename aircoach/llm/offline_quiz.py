@@ -23,7 +23,7 @@ from aircoach.quiz.answers import (
     read_numbered_answers,
     read_option,
 )
-from aircoach.text import fold
+from aircoach.text import fold, stem, words
 
 ASK = "domanda_teoria"
 GRADE = "verifica_risposta"
@@ -134,18 +134,20 @@ def wants_review(query: str) -> bool:
     return bool(_REVIEW.search(fold(query)))
 
 
-def quiz_arguments(query: str, base: dict[str, Any]) -> dict[str, Any]:
+def quiz_arguments(
+    query: str, base: dict[str, Any], chapters: Mapping[int, str] | None = None
+) -> dict[str, Any]:
     """`base` (what the schema-driven reader found: capitolo, numero, testo...) plus what it
-    cannot read: several chapters, how many questions, and the review mode; never the exam
-    mode."""
+    cannot read: several chapters, a chapter named by its subject (`chapters`: the course's
+    titles by number), how many questions, and the review mode; never the exam mode."""
     folded = fold(query)
     args = dict(base)
     if args.get("modo") == "esame":
         # The schema's reader takes "esame" anywhere ("una domanda come all'esame") for the
         # mode; a mock exam is asked for in words that `offline_exam.wants_exam` reads first.
         del args["modo"]
-    if chapters := _CHAPTERS.search(folded):
-        numbers = [int(n) for n in re.findall(r"\d+", chapters.group(1))]
+    if named := _CHAPTERS.search(folded):
+        numbers = [int(n) for n in re.findall(r"\d+", named.group(1))]
         if len(numbers) > 1:
             args.pop("capitolo", None)
             args["capitoli"] = list(dict.fromkeys(numbers))
@@ -153,6 +155,14 @@ def quiz_arguments(query: str, base: dict[str, Any]) -> dict[str, Any]:
             args["capitolo"] = numbers[0]
             if "numero" not in args and (numbered := _NUMBERED.search(folded)):
                 args["numero"] = int(numbered.group(1))  # "la domanda 4 del capitolo 7"
+        # "sul capitolo 3": the words that name the chapter are no text to search for.
+        if "testo" in args:
+            rest = [w for w in words(args.pop("testo")) if not _CHAPTER_WORD.fullmatch(w)]
+            if rest:
+                args["testo"] = " ".join(rest)
+    elif chapters and (subject := _subject_chapter(folded, args.get("testo"), chapters)):
+        args["capitolo"] = subject
+        args.pop("testo", None)
     if how_many := _HOW_MANY.search(folded):
         word = how_many.group(1)
         count = int(word) if word.isdigit() else _NUMBER_WORDS[word]
@@ -165,6 +175,34 @@ def quiz_arguments(query: str, base: dict[str, Any]) -> dict[str, Any]:
         args["campo"], args["valore"] = "difficolta", level.group(1)
         args.pop("testo", None)
     return args
+
+
+# The words that name chapters, and a chapter's number ("capitolo 3", "capitoli 2 e 5").
+_CHAPTER_WORD = re.compile(r"capitol[io]|\d+")
+# A word of a chapter's title this long names the chapter ("meteorologia", "motore"); shorter
+# ones ("volo", "aria") name too much else.
+_SUBJECT_LETTERS = 5
+
+
+def _subject_chapter(folded: str, testo: str | None, chapters: Mapping[int, str]) -> int | None:
+    """The chapter a quiz request names by its subject ("una domanda di meteorologia", "sul
+    motore"): the only one whose title has a word of the request, when the text to search
+    for (if any) is nothing but words of that title ("sul fattore di carico" is a search,
+    though "fattore" is in "Fattore umano e sicurezza")."""
+    asked = {stem(w) for w in words(folded) if len(w) >= _SUBJECT_LETTERS}
+    named = [
+        number
+        for number, title in chapters.items()
+        if asked & {stem(w) for w in words(title) if len(w) >= _SUBJECT_LETTERS}
+    ]
+    if len(named) != 1:
+        return None
+    (number,) = named
+    if testo is not None and not {stem(w) for w in words(testo)} <= set(
+        map(stem, words(chapters[number]))
+    ):
+        return None
+    return number
 
 
 _LEVEL = re.compile(r"\b(facile|media|difficile)\b")

@@ -220,6 +220,16 @@ async def test_several_questions_are_graded_in_the_order_asked():
             {"capitolo": 5, "quante": 2, "modo": "ripasso"},
         ),
         ("Fammi una domanda sull'altimetro", {"testo": "altimetro"}),
+        # A chapter named after "sul" is the chapter, not a text to search for.
+        ("Fammi una domanda sul capitolo 3", {"capitolo": 3}),
+        ("Una domanda sui capitoli 2 e 5", {"capitoli": [2, 5]}),
+        ("Una domanda sul QNH del capitolo 3", {"capitolo": 3, "testo": "qnh"}),
+        # A chapter named by its subject, as the chapter list shows it.
+        ("Fammi una domanda di meteorologia", {"capitolo": 5}),
+        ("Fammi una domanda sul motore", {"capitolo": 4}),
+        ("Dammi una domanda sulle comunicazioni radio", {"capitolo": 8}),
+        # Words of a subject that also name something else keep the search.
+        ("Fammi una domanda sul fattore di carico", {"testo": "fattore carico"}),
     ],
 )
 async def test_quiz_requests_fill_the_quiz_arguments(query, args):

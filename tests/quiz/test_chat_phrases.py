@@ -71,6 +71,23 @@ async def test_everyday_quiz_phrases(store_settings: Settings, auth):
         assert "Proponi" not in progress
 
 
+async def test_a_chapter_asked_for_after_sul_or_by_its_subject_gets_its_question(
+    settings: Settings, auth
+):
+    """ "sul capitolo 3" was searched as the text "capitolo" (no question found), and a
+    chapter named by its subject ("di meteorologia") drew a question of any chapter."""
+    async with asgi_client(app_with(settings)) as client:
+        for query, chapter in (
+            ("Fammi una domanda sul capitolo 3", 3),
+            ("Fammi una domanda di meteorologia", 5),
+            ("Fammi una domanda sulla navigazione", 6),
+            ("un'altra sul capitolo 8", 8),
+        ):
+            asked = await chat(client, auth(), query)
+            assert asked[0]["tool_name"] == "domanda_teoria", query
+            assert asked[0]["data"]["question"]["capitolo"] == chapter, query
+
+
 async def test_a_refused_answer_is_explained_and_gradings_read_without_tool_names(
     settings: Settings, auth
 ):
