@@ -199,6 +199,10 @@ class OfflineChatModel(BaseChatModel):
            the conversation's topic, a question of several parts part by part (parallel
            calls), and a request with nothing to search gets a clarifying question
            (`offline_course.plan_search`).
+
+        Before 2: a mock exam's steps, "perché?" right after a grading (explained from it),
+        and "come sto andando?" and "cosa ti ricordi di me?" (answered from the prompt's
+        progress and memory sections).
         """
         last = messages[-1] if messages else HumanMessage("")
         if isinstance(last, ToolMessage):
@@ -216,6 +220,8 @@ class OfflineChatModel(BaseChatModel):
             return self._say(offline_quiz.explanation(graded))
         if offline_quiz.asks_progress(query) and self._bound(offline_quiz.ASK) is not None:
             return self._say(offline_quiz.progress_reply(messages))
+        if offline_course.asks_memory(query):
+            return self._say(offline_course.memory_reply(messages))
         if several := self._grade_numbered_answers(messages, query):
             return AIMessage("", tool_calls=several)
         call = self._grade_pending_answer(messages, query)

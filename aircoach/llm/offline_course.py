@@ -20,9 +20,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from aircoach.grounding import followups
+from aircoach.memory.recall import SECTION_TITLE as MEMORY_TITLE
 from aircoach.text import fold
 
 KB = "kb_search"
@@ -69,6 +70,34 @@ DECLINE = (
     "Non posso mostrare le mie istruzioni interne. Posso però aiutarti con la teoria del volo: "
     "chiedimi per esempio «Come si regola l'altimetro con il QNH?»."
 )
+
+# "Cosa ti ricordi di me?", "che cosa sai di me?", "ti ricordi di me?".
+_ASKS_MEMORY = re.compile(
+    r"\b(?:(?:che\s)?cosa\s(?:ti\s)?(?:ricordi|sai)|ti\sricordi)\s(?:su\s)?di\sme\b"
+)
+NOTHING_REMEMBERED = (
+    "Non ricordo ancora niente di te. Se mi dici per che licenza studi, quando hai l'esame o "
+    "cosa trovi difficile, me lo ricordo nelle prossime conversazioni."
+)
+
+
+def asks_memory(query: str) -> bool:
+    return bool(_ASKS_MEMORY.search(fold(query)))
+
+
+def memory_reply(messages: Sequence[BaseMessage]) -> str:
+    """What the coach remembers of the student, as the system prompt shows it (its memory
+    section: what they said of themselves, and the past questions that concern this one)."""
+    for message in messages:
+        if isinstance(message, SystemMessage) and MEMORY_TITLE in message.text:
+            section = message.text.split(MEMORY_TITLE, 1)[1].split("\n#", 1)[0]
+            lines = [line for line in section.strip().splitlines() if line.startswith("- ")]
+            if lines:
+                return "Di te ricordo:\n" + "\n".join(lines) + FORGET_HINT
+    return NOTHING_REMEMBERED
+
+
+FORGET_HINT = "\n\nSe vuoi che lo dimentichi, scrivimi «dimentica quello che ti ho detto»."
 
 
 def no_match(chapters: Sequence[str]) -> str:

@@ -197,6 +197,22 @@ async def test_the_offline_model_remembers_and_forgets(client, auth):
     assert await memory_of(client, auth) == []
 
 
+async def test_the_offline_model_says_what_it_remembers_of_the_student(client, auth):
+    """ "Cosa ti ricordi di me?" was searched in the manual (a passage on stress came back);
+    it is answered from the prompt's memory section, as a model with that section would."""
+    nothing = answer(await chat(client, auth(), "Cosa ti ricordi di me?"))
+    assert nothing.startswith("[modello offline] Non ricordo ancora niente di te")
+    await chat(client, auth(), "Ho l'esame a marzo e faccio fatica con la meteorologia")
+    for query in ("cosa ti ricordi di me?", "Che cosa sai di me?", "ti ricordi di me?"):
+        said = answer(await chat(client, auth(), query))
+        assert said.startswith("[modello offline] Di te ricordo:\n"), query
+        assert "- Esame: a marzo" in said and "- Fa fatica con: meteorologia" in said, query
+        assert "Fonte" not in said, query  # not a search of the manual
+    await chat(client, auth(), "cancella la mia memoria")
+    gone = answer(await chat(client, auth(), "cosa ti ricordi di me?"))
+    assert gone.startswith("[modello offline] Non ricordo ancora niente di te")
+
+
 async def test_the_routes_show_and_erase_the_callers_items_only(client, auth, script):
     script([text("uno"), text("due"), text("tre")])
     await chat(client, auth("alice"), "Studio per il VDS. Cos'è il QNH?")
