@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from aircoach.grounding import followups
+from aircoach.memory.extract import facts, without_facts
 from aircoach.memory.recall import SECTION_TITLE as MEMORY_TITLE
 from aircoach.text import fold
 
@@ -99,6 +100,28 @@ def memory_reply(messages: Sequence[BaseMessage]) -> str:
 
 FORGET_HINT = "\n\nSe vuoi che lo dimentichi, scrivimi «dimentica quello che ti ho detto»."
 
+# A question or a request in a message: it is answered, whatever else the message says.
+_ASKS = re.compile(
+    r"\?|\b(?:come|cosa|cos|che|perche|quale|quali|quanto|quanti|quando|dove|chi|spiega\w*"
+    r"|dimmi|fammi|dammi|mostrami|parlami|descrivi|definisci|significa|differenza|aiutami)\b"
+)
+
+
+def note_reply(query: str) -> str | None:
+    """A message that only says something of the student ("ho l'esame a marzo", "studio per
+    il PPL"): what the coach takes note of (the memory keeps it), and what to ask next; None
+    for a message with a question or a request in it."""
+    said = facts(query)
+    if not said or _ASKS.search(fold(query)):
+        return None
+    hard = next((fact.value for fact in said if fact.kind == "difficulty"), None)
+    ask = f"«fammi una domanda di {hard}»" if hard else "«fammi una domanda»"
+    return (
+        "Preso nota, me lo ricordo anche nelle prossime conversazioni:\n"
+        + "\n".join(f"- {fact.text}" for fact in said)
+        + f"\n\nQuando vuoi, chiedimi di spiegarti un argomento o {ask}."
+    )
+
 
 def no_match(chapters: Sequence[str]) -> str:
     """A question the manual does not answer: say so, and suggest the chapters."""
@@ -165,6 +188,11 @@ def plan_search(messages: Sequence[BaseMessage], question: str) -> SearchPlan:
     """The searches for `question`, the last message of `messages`: a bare follow-up borrows
     the topic of the questions before it; a question of several parts is searched by part."""
     question = question.strip()
+    if facts(question):
+        # "Ho l'esame a marzo, spiegami il QNH": the student's plans are no subject to search
+        # for (they matched a law "del 25 marzo"); a difficulty often is ("ho problemi con il
+        # QNH, me lo spieghi?").
+        question = without_facts(question, ("goal", "exam")) or question
     topic = followups.topic_keywords(earlier_questions(messages))
     if followups.is_followup(question, has_topic=bool(topic)):
         alone = followups.without_connective(question)

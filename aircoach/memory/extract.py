@@ -15,6 +15,7 @@ and the text is cut to MAX_MESSAGE_CHARS first.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
@@ -99,22 +100,49 @@ class Fact:
         return f"{LABELS[self.kind]}: {self.value}"
 
 
-def _value(raw: str) -> str:
+def _said(raw: str) -> str:
+    """What a rule's `what` holds up to its end: a connective or another clause."""
     cut = _VALUE_END.search(f" {raw} ")
-    value = (f" {raw} "[: cut.start()] if cut else raw).strip(" '")
-    value = value[:MAX_FACT_CHARS].strip()
+    return raw[: max(cut.start() - 1, 0)] if cut else raw
+
+
+def _value(said: str) -> str:
+    value = said.strip(" '")[:MAX_FACT_CHARS].strip()
     return value.upper() if value in {"vds", "ppl", "lapl", "spl"} else value
+
+
+_RULES: tuple[tuple[FactKind, re.Pattern[str]], ...] = (
+    ("goal", _GOAL),
+    ("exam", _EXAM),
+    ("difficulty", _DIFFICULTY),
+)
+
+
+def _read(message: str) -> tuple[str, list[tuple[Fact, tuple[int, int]]]]:
+    """The folded message, and each fact it says with where it says it."""
+    folded = " ".join(fold(message[:MAX_MESSAGE_CHARS]).split())
+    found = []
+    for kind, pattern in _RULES:
+        match = pattern.search(folded)
+        if match and (value := _value(said := _said(match["what"]))):
+            found.append((Fact(kind, value), (match.start(), match.start("what") + len(said))))
+    return folded, found
 
 
 def facts(message: str) -> list[Fact]:
     """What `message` says about the student, in the order of the rules (one per kind)."""
-    folded = " ".join(fold(message[:MAX_MESSAGE_CHARS]).split())
-    found: list[Fact] = []
-    for kind, pattern in (("goal", _GOAL), ("exam", _EXAM), ("difficulty", _DIFFICULTY)):
-        match = pattern.search(folded)
-        if match and (value := _value(match["what"])):
-            found.append(Fact(kind, value))  # type: ignore[arg-type]
-    return found
+    return [fact for fact, _ in _read(message)[1]]
+
+
+def without_facts(
+    message: str, kinds: Collection[FactKind] = ("goal", "exam", "difficulty")
+) -> str:
+    """The folded `message` without what it says about the student (the facts of `kinds`):
+    what else it asks ("ho l'esame a marzo, spiegami il QNH" -> "spiegami il qnh")."""
+    folded, found = _read(message)
+    for start, end in sorted((span for fact, span in found if fact.kind in kinds), reverse=True):
+        folded = folded[:start] + folded[end:]
+    return " ".join(folded.split()).lstrip(" ,.;:!-")
 
 
 @dataclass(frozen=True)
@@ -133,7 +161,7 @@ def forget_request(message: str) -> ForgetRequest | None:
     if match is None:
         return None
     about = _FORGET_ABOUT.match(folded, match.end())
-    value = _value(about["about"]) if about else ""
+    value = _value(_said(about["about"])) if about else ""
     if value and value.upper() in message:  # as written: "sul QNH" is about QNH
         value = value.upper()
     # "dimentica tutto su di me" is everything: the topic must have a word that means something.

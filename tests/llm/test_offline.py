@@ -358,7 +358,6 @@ def test_an_exam_asked_in_everyday_words_starts_one_with_its_size_and_chapters(q
 @pytest.mark.parametrize(
     "query",
     [
-        "ho l'esame a marzo",
         "com'è l'esame teorico?",
         "quante domande ha l'esame?",
         "cosa serve per l'esame?",
@@ -374,6 +373,15 @@ def test_an_exam_asked_in_everyday_words_starts_one_with_its_size_and_chapters(q
 def test_the_real_exam_talked_about_is_answered_from_the_manual(query):
     (call,) = all_tools_model().respond([HumanMessage(query)]).tool_calls
     assert call["name"] == "kb_search", call
+
+
+def test_the_date_of_the_real_exam_is_noted_not_a_mock_exam():
+    """ "ho l'esame a marzo" says when the student's exam is: noted (the memory keeps it),
+    neither a mock exam nor a search of the manual."""
+    reply = all_tools_model().respond([HumanMessage("ho l'esame a marzo")])
+    assert not reply.tool_calls
+    assert reply.text.startswith("[modello offline] Preso nota")
+    assert "- Esame: a marzo" in reply.text
 
 
 @pytest.mark.parametrize(

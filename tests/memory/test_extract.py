@@ -14,6 +14,7 @@ from aircoach.memory.extract import (
     carries_credential,
     facts,
     forget_request,
+    without_facts,
 )
 
 
@@ -48,6 +49,29 @@ def test_what_a_student_says_about_themselves_is_read(message, expected):
 )
 def test_a_theory_question_says_nothing_about_the_student(message):
     assert facts(message) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "kinds", "rest"),
+    [
+        ("Ho l'esame a marzo, spiegami il QNH", ("exam",), "spiegami il qnh"),
+        ("Studio per il PPL: cos'è il QNH?", ("goal", "exam"), "cos'e il qnh?"),
+        (
+            "Ho l'esame a marzo e faccio fatica con la meteo",
+            ("goal", "exam"),
+            "e faccio fatica con la meteo",
+        ),
+        ("Ho l'esame a marzo e faccio fatica con la meteo", ("exam", "difficulty"), "e"),
+        (
+            "ho problemi con il QNH, me lo spieghi?",
+            ("goal", "exam"),
+            "ho problemi con il qnh, me lo spieghi?",
+        ),
+        ("Cos'è il QNH?", ("goal", "exam", "difficulty"), "cos'e il qnh?"),
+    ],
+)
+def test_what_a_message_asks_besides_what_it_says_of_the_student(message, kinds, rest):
+    assert without_facts(message, kinds) == rest
 
 
 def test_a_fact_is_short_and_reads_as_the_prompt_shows_it():

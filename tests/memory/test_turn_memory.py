@@ -213,6 +213,22 @@ async def test_the_offline_model_says_what_it_remembers_of_the_student(client, a
     assert gone.startswith("[modello offline] Non ricordo ancora niente di te")
 
 
+async def test_the_offline_model_takes_note_of_what_the_student_says_of_themselves(client, auth):
+    """A message that only says something of the student was searched in the manual: "Ho
+    l'esame a marzo..." got a passage on a law of "25 marzo 1985"."""
+    said = answer(await chat(client, auth(), "Ho l'esame a marzo e faccio fatica con la meteo"))
+    assert said.startswith("[modello offline] Preso nota"), said
+    assert "- Esame: a marzo\n- Fa fatica con: meteo" in said
+    assert "«fammi una domanda di meteo»" in said and "Fonte" not in said
+    plain = answer(await chat(client, auth(), "Studio per il PPL"))
+    assert "- Studia per: PPL" in plain and "«fammi una domanda»" in plain
+    # With a question or a request in it, the message is answered from the manual.
+    for query in ("Ho l'esame a marzo, spiegami il QNH", "Studio per il PPL: cos'è il QNH?"):
+        answered = answer(await chat(client, auth(), query))
+        assert "Preso nota" not in answered and "QNH" in answered, query
+        assert "(Fonte: § 3." in answered and "marzo" not in answered, query
+
+
 async def test_the_routes_show_and_erase_the_callers_items_only(client, auth, script):
     script([text("uno"), text("due"), text("tre")])
     await chat(client, auth("alice"), "Studio per il VDS. Cos'è il QNH?")
