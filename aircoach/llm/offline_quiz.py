@@ -33,8 +33,14 @@ _SAID_NOT_KNOWN = "non lo so"  # a "don't know" as `verifica_risposta` reads it
 _QUESTION = re.compile(r"^Capitolo (\d+), domanda (\d+):", re.MULTILINE)
 _OPTION = re.compile(r"^([a-z])\) (.+)$", re.MULTILINE)
 _GRADED = re.compile(r"\(capitolo (\d+), domanda (\d+)\)")
-_CHAPTERS = re.compile(r"\bcapitol[io]\s+((?:\d+(?:\s*(?:,|\be\b|\bed\b)\s*)?)+)")
 _NUMBER_WORDS = {"una": 1, "un": 1, "due": 2, "tre": 3, "quattro": 4, "cinque": 5}
+# The chapters' numbers as a student may write them: "capitolo tre", "capitoli 2 e sei".
+_CHAPTER_NUMBERS = {
+    **{"uno": 1, "due": 2, "tre": 3, "quattro": 4, "cinque": 5},
+    **{"sei": 6, "sette": 7, "otto": 8, "nove": 9, "dieci": 10},
+}
+_CHAPTER_NUMBER = rf"(?:\d+|{'|'.join(_CHAPTER_NUMBERS)})\b"
+_CHAPTERS = re.compile(rf"\bcapitol[io]\s+((?:{_CHAPTER_NUMBER}(?:\s*(?:,|\be\b|\bed\b)\s*)?)+)")
 _HOW_MANY = re.compile(
     r"\b(\d+|una|un|due|tre|quattro|cinque)\s+(?:altre\s+|nuove\s+)?(?:domande|domanda|quiz|esercizi)"
 )
@@ -147,7 +153,10 @@ def quiz_arguments(
         # mode; a mock exam is asked for in words that `offline_exam.wants_exam` reads first.
         del args["modo"]
     if named := _CHAPTERS.search(folded):
-        numbers = [int(n) for n in re.findall(r"\d+", named.group(1))]
+        numbers = [
+            int(n) if n.isdigit() else _CHAPTER_NUMBERS[n]
+            for n in re.findall(_CHAPTER_NUMBER, named.group(1))
+        ]
         if len(numbers) > 1:
             args.pop("capitolo", None)
             args["capitoli"] = list(dict.fromkeys(numbers))
@@ -178,7 +187,7 @@ def quiz_arguments(
 
 
 # The words that name chapters, and a chapter's number ("capitolo 3", "capitoli 2 e 5").
-_CHAPTER_WORD = re.compile(r"capitol[io]|\d+")
+_CHAPTER_WORD = re.compile(rf"capitol[io]|{_CHAPTER_NUMBER}")
 # A word of a chapter's title this long names the chapter ("meteorologia", "motore"); shorter
 # ones ("volo", "aria") name too much else.
 _SUBJECT_LETTERS = 5
@@ -209,7 +218,7 @@ _LEVEL = re.compile(r"\b(facile|media|difficile)\b")
 _ANOTHER = re.compile(r"^(?:dammi |fammi |ancora )?(?:un.?altra|ancora una)\b")
 _HOW_AM_I = re.compile(
     r"come (?:sto andando|vado|procedo)|su cosa (?:devo|dovrei) (?:esercitarmi|ripassare|lavorare)"
-    r"|i miei progressi|a che punto sono"
+    r"|i miei progressi|a che punto sono|(?:quali|che) sono i miei punti deboli"
 )
 PROGRESS_HEADING = "# Progressi dell'allievo"
 

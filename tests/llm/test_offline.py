@@ -222,6 +222,8 @@ async def test_several_questions_are_graded_in_the_order_asked():
         ("Fammi una domanda sull'altimetro", {"testo": "altimetro"}),
         # A chapter named after "sul" is the chapter, not a text to search for.
         ("Fammi una domanda sul capitolo 3", {"capitolo": 3}),
+        ("Fammi una domanda sul capitolo tre", {"capitolo": 3}),
+        ("Dammi 2 domande dai capitoli due e dieci", {"capitoli": [2, 10], "quante": 2}),
         ("Una domanda sui capitoli 2 e 5", {"capitoli": [2, 5]}),
         ("Una domanda sul QNH del capitolo 3", {"capitolo": 3, "testo": "qnh"}),
         # A chapter named by its subject, as the chapter list shows it.

@@ -69,6 +69,9 @@ async def test_everyday_quiz_phrases(store_settings: Settings, auth):
         progress = said(await chat(client, auth(), "su cosa devo esercitarmi?"))
         assert "I tuoi progressi nei quiz" in progress and "risposte ai quiz: 5" in progress
         assert "Proponi" not in progress
+        # Asked, not practised: "fammi ripassare i miei punti deboli" draws questions.
+        weak = await chat(client, auth(), "Quali sono i miei punti deboli?")
+        assert said(weak) == progress and not [e for e in weak if e["type"] == "tool_result"]
 
 
 async def test_a_chapter_asked_for_after_sul_or_by_its_subject_gets_its_question(
@@ -79,6 +82,7 @@ async def test_a_chapter_asked_for_after_sul_or_by_its_subject_gets_its_question
     async with asgi_client(app_with(settings)) as client:
         for query, chapter in (
             ("Fammi una domanda sul capitolo 3", 3),
+            ("Fammi una domanda sul capitolo tre", 3),
             ("Fammi una domanda di meteorologia", 5),
             ("Fammi una domanda sulla navigazione", 6),
             ("un'altra sul capitolo 8", 8),
