@@ -193,8 +193,8 @@ class OfflineChatModel(BaseChatModel):
            (`verifica_risposta`);
         3. a quiz request asks questions (`domanda_teoria`: several at once, review);
         4. a message that only says something of the student ("ho l'esame a marzo") gets
-           what the coach takes note of; a greeting or a question about the coach gets its
-           fixed introduction;
+           what the coach takes note of, thanks or an "ok" a short reply; a greeting or a
+           question about the coach gets its fixed introduction;
         5. a request for its instructions is declined;
         6. a request that matches another tool's examples calls that tool;
         7. anything else searches the course manual (`kb_search`): a bare follow-up with
@@ -239,7 +239,7 @@ class OfflineChatModel(BaseChatModel):
             scores = self._scores(query)
             call = self._quiz_request(query, scores, messages)
             if call is None:
-                if note := offline_course.note_reply(query):
+                if note := offline_course.note_reply(query) or offline_course.thanks_reply(query):
                     return self._say(note)
                 if offline_course.is_greeting(query):
                     return self._say(offline_course.introduction(self._bound_names()))

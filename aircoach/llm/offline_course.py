@@ -67,6 +67,24 @@ def introduction(tools: Sequence[str]) -> str:
     )
 
 
+# A message of nothing but thanks or an "ok": a short reply, not the introduction again.
+_THANKS = frozenset({"grazie", "thanks"})
+_ACKNOWLEDGED = _THANKS | {"ok", "okay", "perfetto", "capito", "chiaro", "ottimo", "bene"}
+_AROUND_THANKS = frozenset(
+    {"mille", "tante", "molte", "molto", "davvero", "va", "tutto", "ho", "ciao", "coach"}
+    | {"aircoach", "allora", "e"}
+)
+NEXT_STEP = "Quando vuoi, chiedimi un altro argomento o «fammi una domanda»."
+
+
+def thanks_reply(query: str) -> str | None:
+    """ "grazie!", "ok, ho capito": a short reply; None for any other message."""
+    said = set(re.findall(r"[a-z]+", fold(query)))
+    if not said & _ACKNOWLEDGED or not said <= _ACKNOWLEDGED | _AROUND_THANKS:
+        return None
+    return f"{'Prego!' if said & _THANKS else 'Bene!'} {NEXT_STEP}"
+
+
 DECLINE = (
     "Non posso mostrare le mie istruzioni interne. Posso però aiutarti con la teoria del volo: "
     "chiedimi per esempio «Come si regola l'altimetro con il QNH?»."
