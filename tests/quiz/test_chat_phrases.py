@@ -70,8 +70,10 @@ async def test_everyday_quiz_phrases(store_settings: Settings, auth):
         assert "I tuoi progressi nei quiz" in progress and "risposte ai quiz: 5" in progress
         assert "Proponi" not in progress
         # Asked, not practised: "fammi ripassare i miei punti deboli" draws questions.
+        # (Not the same text: the readiness it shows decays with the clock.)
         weak = await chat(client, auth(), "Quali sono i miei punti deboli?")
-        assert said(weak) == progress and not [e for e in weak if e["type"] == "tool_result"]
+        assert not [e for e in weak if e["type"] == "tool_result"]
+        assert "I tuoi progressi nei quiz" in said(weak) and "risposte ai quiz: 5" in said(weak)
 
 
 async def test_a_chapter_asked_for_after_sul_or_by_its_subject_gets_its_question(
