@@ -657,7 +657,8 @@ class QuizSettings(_Group):
     # "seen" and "mastered" counts; it is still an attempt in the progress.
     quiz_repeat_window_s: float = Field(default=300.0, ge=0)
     # A mock exam's default size, time and pass mark: 30 questions (3 from each of the ten
-    # chapters), 45 minutes, and 75%, EASA's pass mark for the PPL/LAPL theory exams.
+    # chapters), 45 minutes (an exam of another size gets as much time per question), and
+    # 75%, EASA's pass mark for the PPL/LAPL theory exams.
     exam_questions: int = Field(default=30, ge=5, le=60)
     exam_duration_s: int = Field(default=45 * 60, ge=60, le=6 * 3600)
     exam_pass_mark: float = Field(default=0.75, gt=0, le=1)

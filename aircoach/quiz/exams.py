@@ -87,6 +87,17 @@ class ExamPlan:
         return sum(n for _, n in self.shares)
 
 
+MIN_EXAM_S = 5 * 60  # the time of the smallest exam, whatever its share of the default's
+
+
+def exam_time_s(questions: int, default_s: int, default_questions: int) -> int:
+    """An exam's time: the default exam's time per question (`EXAM_DURATION_S` for
+    `EXAM_QUESTIONS`), rounded up to the minute, at least `MIN_EXAM_S`: 45 minutes for 30
+    questions, 8 for 5, 90 for 60."""
+    seconds = -(-default_s * questions // default_questions)  # rounded up
+    return max(MIN_EXAM_S, -(-seconds // 60) * 60)
+
+
 def spread(total: int, room: list[int]) -> list[int]:
     """`total` spread evenly over parts holding `room` each (the first parts take the odd
     ones); a part with less room than its share gives what it holds and the others make up
@@ -140,12 +151,13 @@ class ExamService:
             if size:
                 questions += await self.quiz.draw(user_id, size, capitolo=chapter)
         now = self.quiz.now()
+        seconds = exam_time_s(len(questions), settings.exam_duration_s, settings.exam_questions)
         exam = ExamRecord(
             id=uuid.uuid4().hex,
             userId=user_id,
             creato=review.iso(now),
-            scadenza=review.iso(now + timedelta(seconds=settings.exam_duration_s)),
-            durata_s=settings.exam_duration_s,
+            scadenza=review.iso(now + timedelta(seconds=seconds)),
+            durata_s=seconds,
             soglia=settings.exam_pass_mark,
             domande=[(int(q["capitolo"]), int(q["numero"])) for q in questions],
         )

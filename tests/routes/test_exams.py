@@ -33,6 +33,13 @@ async def keys_of(api, auth, exam_id, user="alice") -> dict[tuple[int, int], str
     }
 
 
+@pytest.mark.parametrize(("size", "minutes"), [(5, 8), (10, 15), (60, 90)])
+async def test_an_exam_of_another_size_gets_as_much_time_per_question(api, auth, size, minutes):
+    """Every exam had 45 minutes: 5 questions too (the chat said "5 domande, 45 minuti")."""
+    exam = (await api.post("/api/exams", json={"domande": size}, headers=auth("alice"))).json()
+    assert len(exam["domande"]) == size and exam["durata_s"] == minutes * 60
+
+
 async def test_a_default_exam_is_thirty_questions_three_per_chapter_without_the_key(api, auth):
     response = await api.post("/api/exams", headers=auth("alice"))
     assert response.status_code == 201
