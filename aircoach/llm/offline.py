@@ -239,8 +239,8 @@ class OfflineChatModel(BaseChatModel):
             scores = self._scores(query)
             call = self._quiz_request(query, scores, messages)
             if call is None:
-                if note := offline_course.note_reply(query) or offline_course.thanks_reply(query):
-                    return self._say(note)
+                if short := offline_course.note_reply(query) or offline_course.thanks_reply(query):
+                    return self._say(short)
                 if offline_course.is_greeting(query):
                     return self._say(offline_course.introduction(self._bound_names()))
                 if offline_course.asks_for_instructions(query):

@@ -94,6 +94,7 @@ DECLINE = (
 _ASKS_MEMORY = re.compile(
     r"\b(?:(?:che\s)?cosa\s(?:ti\s)?(?:ricordi|sai)|ti\sricordi)\s(?:su\s)?di\sme\b"
 )
+FORGET_HINT = "\n\nSe vuoi che lo dimentichi, scrivimi «dimentica quello che ti ho detto»."
 NOTHING_REMEMBERED = (
     "Non ricordo ancora niente di te. Se mi dici per che licenza studi, quando hai l'esame o "
     "cosa trovi difficile, me lo ricordo nelle prossime conversazioni."
@@ -115,8 +116,6 @@ def memory_reply(messages: Sequence[BaseMessage]) -> str:
                 return "Di te ricordo:\n" + "\n".join(lines) + FORGET_HINT
     return NOTHING_REMEMBERED
 
-
-FORGET_HINT = "\n\nSe vuoi che lo dimentichi, scrivimi «dimentica quello che ti ho detto»."
 
 # A question or a request in a message: it is answered, whatever else the message says.
 _ASKS = re.compile(

@@ -140,9 +140,7 @@ def wants_review(query: str) -> bool:
     return bool(_REVIEW.search(fold(query)))
 
 
-def quiz_arguments(
-    query: str, base: dict[str, Any], chapters: Mapping[int, str] | None = None
-) -> dict[str, Any]:
+def quiz_arguments(query: str, base: dict[str, Any], chapters: Mapping[int, str]) -> dict[str, Any]:
     """`base` (what the schema-driven reader found: capitolo, numero, testo...) plus what it
     cannot read: several chapters, a chapter named by its subject (`chapters`: the course's
     titles by number), how many questions, and the review mode; never the exam mode."""
@@ -169,7 +167,7 @@ def quiz_arguments(
             rest = [w for w in words(args.pop("testo")) if not _CHAPTER_WORD.fullmatch(w)]
             if rest:
                 args["testo"] = " ".join(rest)
-    elif chapters and (subject := _subject_chapter(folded, args.get("testo"), chapters)):
+    elif subject := _subject_chapter(folded, args.get("testo"), chapters):
         args["capitolo"] = subject
         args.pop("testo", None)
     if how_many := _HOW_MANY.search(folded):

@@ -87,15 +87,15 @@ class ExamPlan:
         return sum(n for _, n in self.shares)
 
 
-MIN_EXAM_S = 5 * 60  # the time of the smallest exam, whatever its share of the default's
+MIN_EXAM_S = 5 * 60  # a small exam's time at least (unless the default exam's is shorter)
 
 
 def exam_time_s(questions: int, default_s: int, default_questions: int) -> int:
     """An exam's time: the default exam's time per question (`EXAM_DURATION_S` for
-    `EXAM_QUESTIONS`), rounded up to the minute, at least `MIN_EXAM_S`: 45 minutes for 30
-    questions, 8 for 5, 90 for 60."""
+    `EXAM_QUESTIONS`), rounded up to the minute, at least `MIN_EXAM_S` or the default's time
+    when that is shorter: 45 minutes for 30 questions, 8 for 5, 90 for 60."""
     seconds = -(-default_s * questions // default_questions)  # rounded up
-    return max(MIN_EXAM_S, -(-seconds // 60) * 60)
+    return max(min(MIN_EXAM_S, default_s), -(-seconds // 60) * 60)
 
 
 def spread(total: int, room: list[int]) -> list[int]:
