@@ -122,9 +122,12 @@ def numbered_answers(query: str, waiting: Mapping[int, PendingQuestion]) -> list
 
 def answers(query: str, question: PendingQuestion) -> bool:
     """Whether the message reads as an answer to the question: a letter ("c", "la b",
-    "risposta: a"), or the text of one of its options; a question ("?") never does."""
+    "risposta: a"), or the text of one of its options; a question ("?") never does, nor a
+    request for another question or a chapter ("un'altra sul capitolo 8" is no answer "8")."""
     text = query.strip()
     if not text or "?" in text or len(text) > MAX_ANSWER_CHARS:
+        return False
+    if wants_another(text) or _CHAPTERS.search(fold(text)):
         return False
     if dont_know(text):  # "non lo so", "salta": graded as not known
         return True

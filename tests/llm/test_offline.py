@@ -240,6 +240,16 @@ async def test_quiz_requests_fill_the_quiz_arguments(query, args):
     assert (tool_call["name"], tool_call["args"]) == ("domanda_teoria", args)
 
 
+@pytest.mark.parametrize("query", ["un'altra sul capitolo 8", "una del capitolo 8", "capitolo 8"])
+async def test_a_request_for_another_chapter_is_no_answer_whatever_the_options(query):
+    """With a question waiting whose option is "8", "un'altra sul capitolo 8" was graded as
+    the answer "8" (the option most of whose words the message has)."""
+    numbers = QUESTION_TEXT.replace("a) raddoppia", "a) 8").replace("b) si dimezza", "b) 12")
+    reply = await quiz_model().ainvoke([*asked(numbers), HumanMessage(query)])
+    (call,) = reply.tool_calls
+    assert (call["name"], call["args"].get("capitolo")) == ("domanda_teoria", 8), query
+
+
 async def test_an_answer_comes_before_a_quiz_request_and_grading_is_never_scored():
     # "una domanda" would score as a quiz request; the pending question wins only for answers.
     reply = await quiz_model().ainvoke([*asked(), HumanMessage("Dammi una domanda del capitolo 2")])
