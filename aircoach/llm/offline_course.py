@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from aircoach.grounding import followups
-from aircoach.memory.extract import facts, without_facts
+from aircoach.memory.extract import FactKind, facts, without_facts
 from aircoach.memory.recall import SECTION_TITLE as MEMORY_TITLE
 from aircoach.text import fold
 
@@ -127,9 +127,10 @@ _ASKS = re.compile(
 def note_reply(query: str) -> str | None:
     """A message that only says something of the student ("ho l'esame a marzo", "studio per
     il PPL"): what the coach takes note of (the memory keeps it), and what to ask next; None
-    for a message with a question or a request in it."""
+    for a message with a question or a request in it, and for one that only says what the
+    student finds hard ("non capisco il QNH" asks for the QNH to be explained)."""
     said = facts(query)
-    if not said or _ASKS.search(fold(query)):
+    if all(fact.kind == "difficulty" for fact in said) or _ASKS.search(fold(query)):
         return None
     hard = next((fact.value for fact in said if fact.kind == "difficulty"), None)
     ask = f"«fammi una domanda di {hard}»" if hard else "«fammi una domanda»"
@@ -201,15 +202,17 @@ def parts(question: str) -> list[str]:
     return found
 
 
+_PLANS: tuple[FactKind, ...] = ("goal", "exam")  # facts never what a message asks about
+
+
 def plan_search(messages: Sequence[BaseMessage], question: str) -> SearchPlan:
     """The searches for `question`, the last message of `messages`: a bare follow-up borrows
     the topic of the questions before it; a question of several parts is searched by part."""
     question = question.strip()
-    if facts(question):
+    if any(fact.kind in _PLANS for fact in facts(question)):
         # "Ho l'esame a marzo, spiegami il QNH": the student's plans are no subject to search
-        # for (they matched a law "del 25 marzo"); a difficulty often is ("ho problemi con il
-        # QNH, me lo spieghi?").
-        question = without_facts(question, ("goal", "exam")) or question
+        # for (they matched a law "del 25 marzo"); a difficulty often is ("non capisco il QNH").
+        question = without_facts(question, _PLANS) or question
     topic = followups.topic_keywords(earlier_questions(messages))
     if followups.is_followup(question, has_topic=bool(topic)):
         alone = followups.without_connective(question)

@@ -222,8 +222,13 @@ async def test_the_offline_model_takes_note_of_what_the_student_says_of_themselv
     assert "«fammi una domanda di meteo»" in said and "Fonte" not in said
     plain = answer(await chat(client, auth(), "Studio per il PPL"))
     assert "- Studia per: PPL" in plain and "«fammi una domanda»" in plain
-    # With a question or a request in it, the message is answered from the manual.
-    for query in ("Ho l'esame a marzo, spiegami il QNH", "Studio per il PPL: cos'è il QNH?"):
+    # With a question or a request in it, or saying only what is hard ("non capisco il QNH"
+    # asks for it to be explained), the message is answered from the manual.
+    for query in (
+        "Ho l'esame a marzo, spiegami il QNH",
+        "Studio per il PPL: cos'è il QNH?",
+        "Non capisco il QNH",
+    ):
         answered = answer(await chat(client, auth(), query))
         assert "Preso nota" not in answered and "QNH" in answered, query
         assert "(Fonte: § 3." in answered and "marzo" not in answered, query
