@@ -105,15 +105,21 @@ def asks_memory(query: str) -> bool:
     return bool(_ASKS_MEMORY.search(fold(query)))
 
 
+def prompt_items(messages: Sequence[BaseMessage], heading: str) -> list[str] | None:
+    """The items ("- " lines, without it) of the system prompt's section under `heading`;
+    None when the prompt has no such section."""
+    for message in messages:
+        if isinstance(message, SystemMessage) and heading in message.text:
+            section = message.text.split(heading, 1)[1].split("\n#", 1)[0]
+            return [line[2:] for line in section.strip().splitlines() if line.startswith("- ")]
+    return None
+
+
 def memory_reply(messages: Sequence[BaseMessage]) -> str:
     """What the coach remembers of the student, as the system prompt shows it (its memory
     section: what they said of themselves, and the past questions that concern this one)."""
-    for message in messages:
-        if isinstance(message, SystemMessage) and MEMORY_TITLE in message.text:
-            section = message.text.split(MEMORY_TITLE, 1)[1].split("\n#", 1)[0]
-            lines = [line for line in section.strip().splitlines() if line.startswith("- ")]
-            if lines:
-                return "Di te ricordo:\n" + "\n".join(lines) + FORGET_HINT
+    if items := prompt_items(messages, MEMORY_TITLE):
+        return "Di te ricordo:\n" + "\n".join(f"- {item}" for item in items) + FORGET_HINT
     return NOTHING_REMEMBERED
 
 

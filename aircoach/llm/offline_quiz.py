@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from aircoach.llm.offline_course import prompt_items
 from aircoach.quiz.answers import (
     NOT_KNOWN,
     dont_know,
@@ -245,12 +246,10 @@ def asks_progress(query: str) -> bool:
 
 def progress_reply(messages: Sequence[BaseMessage]) -> str:
     """The student's progress as the system prompt shows it (its "Progressi" section)."""
-    for message in messages:
-        if isinstance(message, SystemMessage) and PROGRESS_HEADING in message.text:
-            section = message.text.split(PROGRESS_HEADING, 1)[1].split("\n#", 1)[0]
-            lines = [line[2:] for line in section.strip().splitlines() if line.startswith("- ")]
-            lines = [line.split(". Proponi", 1)[0] for line in lines]
-            return "I tuoi progressi nei quiz:\n" + "\n".join(f"- {line}" for line in lines)
+    items = prompt_items(messages, PROGRESS_HEADING)
+    if items is not None:
+        lines = [item.split(". Proponi", 1)[0] for item in items]
+        return "I tuoi progressi nei quiz:\n" + "\n".join(f"- {line}" for line in lines)
     return (
         "Non hai ancora risposto a domande di quiz: chiedimi «fammi una domanda» o "
         "«simulazione d'esame» per cominciare."
