@@ -62,11 +62,13 @@ com'è com'e qual'è qual'e
 """
 STOP_WORDS = STOPWORDS | frozenset(_STOP_TEXT.split())
 
-# Words that ask for more about the current topic, never name one ("fammi un esempio").
+# Words that ask for more about the current topic, never name one ("fammi un esempio", "ho
+# ancora dubbi"; "ho un problema" with no topic asks which).
 _BARE_TEXT = """
 esempio esempi dettaglio dettagli meglio spiegare spiega ripeti ripetere cioè cioe ovvero
 mai succede capito capisco chiaro motivo come mai altro ancora approfondisci approfondire
 continua vai avanti riassumi riassunto pratica praticamente concretamente
+problema problemi dubbio dubbi difficoltà difficolta fatica faccio aiuto aiutami confuso confusa
 """
 _BARE = frozenset(_BARE_TEXT.split())
 # A short question made of these leans on the topic: it qualifies it, it does not name one.

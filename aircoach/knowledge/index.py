@@ -66,6 +66,17 @@ _QUESTION_WORDS_TEXT = """
     interpreta capire capisco significano esattamente va vanno com fatto fatta fatti succedere
 """
 _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split())
+# Words a student says of themselves about a subject ("ho problemi con il QNH", "faccio fatica
+# con lo stallo"): searched, but weighed as a common word. The course's own "problema" is a
+# magneto's, so "problemi ai magneti" still prefers that section, and "ho problemi con il
+# QNH" is not refused for want of a section holding both words.
+_FRAME_STEMS = frozenset(
+    stem(word)
+    for word in words(
+        "problema problemi difficoltà difficile fatica faccio dubbio dubbi confuso confusa "
+        "aiuto aiutami capito"
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -211,8 +222,8 @@ class CourseIndex:
             chapters = (chapters or {capitolo}) & {capitolo}
         planned = self._query_words(query)
         matchable = sorted({t for _, found, _ in planned for t in found})
-        if not matchable:
-            return []
+        if not matchable or all(term in _FRAME_STEMS for term, _, _ in planned):
+            return []  # nothing the course has, or no subject ("ho un problema")
         expression = " OR ".join(f'"{term}"' for term in matchable)
         with self._lock:
             rows = self._db.execute(
@@ -232,7 +243,9 @@ class CourseIndex:
             term
             for term, found, _ in planned
             if found and min(self._vocabulary[t] for t in found) > _COMMON_SHARE * total
-        }
+        } | (_FRAME_STEMS & weights.keys())
+        for term in _FRAME_STEMS & weights.keys():
+            weights[term] = min(weights[term], _rarity(math.ceil(_COMMON_SHARE * total), total))
         wanted = sum(weights.values()) or 1.0
         own: dict[int, float] = {}
         lent: dict[int, float] = {}

@@ -126,6 +126,8 @@ def test_the_thread_view_is_what_the_model_is_shown():
         "spiegamelo meglio",
         "me lo ripeti?",
         "puoi ripetermelo?",
+        "ho ancora dei dubbi",  # what the student says of themselves names no subject
+        "non ho capito, ho un problema",
     ],
 )
 def test_a_bare_followup_borrows_the_topic(question):
@@ -134,7 +136,13 @@ def test_a_bare_followup_borrows_the_topic(question):
 
 @pytest.mark.parametrize(
     "question",
-    ["Spiegami il QNH", "come funziona il variometro", "cos'è il METAR?", "Vx e Vy"],
+    [
+        "Spiegami il QNH",
+        "come funziona il variometro",
+        "cos'è il METAR?",
+        "Vx e Vy",
+        "ho problemi con il QNH",
+    ],
 )
 def test_a_short_question_with_its_own_subject_stands_alone(question):
     assert not is_followup(question, has_topic=True)

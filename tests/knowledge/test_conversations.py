@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.helpers import chat
 
 NOT_FOUND = "Non ho trovato questo argomento"
@@ -80,8 +82,9 @@ async def test_qnh_qfe_and_1013_answers_each_part(client, auth):
     assert "QFE" in answer and "1013" in answer and "3.2" in _CITED.findall(answer)
 
 
-async def test_a_request_too_vague_to_search_gets_a_clarifying_question(client, auth):
-    events = await chat(client, auth(), "spiegami quella cosa")
+@pytest.mark.parametrize("question", ["spiegami quella cosa", "ho un problema", "ho dei dubbi"])
+async def test_a_request_too_vague_to_search_gets_a_clarifying_question(client, auth, question):
+    events = await chat(client, auth(), question)
     answer = _answer(events)
     assert [e for e in events if e["type"] == "tool_call"] == []
     assert answer.rstrip().endswith("«fattore di carico».") and "?" in answer

@@ -72,6 +72,28 @@ def test_what_the_course_does_not_cover_finds_nothing(course, query):
     assert course.search(query) == []
 
 
+@pytest.mark.parametrize(
+    ("query", "section"),
+    [
+        ("ho problemi con il QNH", "3.2"),
+        ("faccio fatica con il vento al traverso", "9.4"),
+        ("ho dei dubbi sulla navigazione stimata", "6.7"),
+        ("aiutami con lo stallo", "1.4"),
+        # The course's own "problema" is a magneto's: the word still counts where it is.
+        ("problemi ai magneti", "4.2"),
+    ],
+)
+def test_what_a_student_says_of_themselves_is_not_a_word_the_section_must_hold(
+    course, query, section
+):
+    assert _refs(course, query)[0] == section
+
+
+@pytest.mark.parametrize("query", ["ho un problema", "ho dei dubbi", "ho un problema con mia zia"])
+def test_a_difficulty_without_a_subject_of_the_course_finds_nothing(course, query):
+    assert course.search(query) == []
+
+
 @pytest.mark.parametrize("query", ["vinto", "ho vinto la partita", "mondo"])
 def test_a_typo_is_undone_only_on_a_stem_of_five_letters(course, query):
     # `vinto` (stem `vint`) is one letter from `vito`, whose stem meets `vite` (§ 1.13):
