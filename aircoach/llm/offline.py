@@ -326,7 +326,8 @@ class OfflineChatModel(BaseChatModel):
         )
 
     def _exam_turn(self, messages: list[BaseMessage], query: str) -> dict[str, Any] | str | None:
-        """A mock exam's step: start one, note the student's answers, or submit them."""
+        """A mock exam's step: start one, note the student's answers, submit them, or tell
+        how the student's exams went."""
         if self._bound(offline_quiz.ASK) is None or self._bound(offline_quiz.GRADE) is None:
             return None
         exam = offline_exam.open_exam(messages)
@@ -338,6 +339,8 @@ class OfflineChatModel(BaseChatModel):
                 return offline_exam.progress_note(exam, given)
             if judged := offline_exam.judged_without_letter(query):
                 return offline_exam.letter_needed(judged, exam)
+        if offline_exam.asks_past_exams(query, exam_open=exam is not None):
+            return _tool_call(offline_quiz.ASK, dict(offline_exam.PAST_CALL))
         if offline_exam.wants_exam(query):
             return _tool_call(offline_quiz.ASK, offline_exam.start_call(query))
         if exam is None and offline_exam.hands_in(query):  # not a manual search for "consegno"

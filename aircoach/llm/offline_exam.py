@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from aircoach.quiz.answers import NOT_KNOWN, read_numbered_answers
+from aircoach.quiz.exam_models import PAST_EXAMS_HEADER
 from aircoach.text import fold
 
 ASK = "domanda_teoria"
@@ -64,6 +65,41 @@ _HOW_MANY = re.compile(
     r"\b" + _COUNT + r"\s{1,3}domande\b|\besame\s{1,3}(?:di|da|con)\s{1,3}" + _COUNT
 )
 _CHAPTERS = re.compile(r"\bcapitol[io]\s+((?:\d+(?:\s{0,3}(?:,|\be\b)\s{0,3})?)+)")
+
+
+# A question about the student's own mock exams, not a request for a new one nor about the
+# real exam ("quanti errori si possono fare all'esame?"): "i miei esami", "com'è andata
+# l'ultima simulazione?", "quante simulazioni ho fatto?", "che voto ho preso all'esame?".
+# Bounded repeats: linear in the text.
+_EXAMS = r"(?:\w+['’]\s?)?(?:esam[ei]|simulazion[ei])\b"  # "all'esame"
+_PAST = re.compile(
+    "|".join(
+        (
+            r"\b(?:miei|mie)\s{1,3}(?:\w+\s{1,3})?" + _EXAMS,  # "le mie ultime simulazioni"
+            r"\bultim[oaie]\s{1,3}(?:\w+\s{1,3})?" + _EXAMS,  # "l'ultimo esame"
+            r"\bquant[ei]\s{1,3}" + _EXAMS + r"\s{1,3}(?:ho|hai)\b",  # "quanti esami ho fatto"
+            r"\b(?:esami|simulazioni)\s{1,3}(?:\w+\s{1,3}){0,2}?(?:fatt|svolt|consegnat)",
+            r"\b(?:ho|hai)\s{1,3}(?:preso|fatto|avuto|sbagliato)\s{1,3}(?:\S+\s{1,3}){0,2}?"
+            + _EXAMS,  # "che voto ho preso all'esame?", "cosa ho sbagliato nell'esame?"
+            # "il risultato della simulazione", "gli errori della simulazione"
+            r"\b(?:esit[oi]|risultat[oi]|punteggio|voto|errori|sbagli\w*)\s{1,3}"
+            r"(?:\S+\s{1,3}){0,3}?(?:\w+['’]\s?)?simulazion",
+            r"\bandat[oaie]\s{1,3}(?:\S+\s{1,3}){0,3}?" + _EXAMS,  # "com'è andata la simulazione"
+        )
+    )
+)
+# While an exam is open: how long it has left.
+_TIME_LEFT = re.compile(
+    r"\bquanto\s{1,3}(?:tempo|manca)|\btempo\s{1,3}(?:mi\s{1,3})?rest|\bscadenza\b"
+)
+
+
+def asks_past_exams(query: str, *, exam_open: bool = False) -> bool:
+    """A question about the student's own mock exams ("com'è andato il mio ultimo esame?",
+    "fammi vedere le mie simulazioni"), or, while one is open, about its time left: answered
+    with `domanda_teoria` `modo="esiti"`, never by starting a new exam."""
+    text = fold(query)[:MAX_MESSAGE_CHARS]
+    return bool(_PAST.search(text)) or (exam_open and bool(_TIME_LEFT.search(text)))
 
 
 @dataclass
@@ -138,6 +174,8 @@ def open_exam(messages: Sequence[BaseMessage]) -> OpenExam | None:
             if message.name == GRADE and message.text.startswith(GRADED_HEADER):
                 return None
             if message.name == ASK and message.status != "error":
+                if message.text.startswith(PAST_EXAMS_HEADER):
+                    continue  # "come sono andati i miei esami?" asked during the exam
                 header = _HEADER.search(message.text)
                 if header is None:
                     return None  # a question asked since: the exam is left
@@ -155,6 +193,9 @@ def submit_call(exam: OpenExam) -> dict[str, Any]:
         f"{n} non lo so" if x == NOT_KNOWN else f"{n}{x}" for n, x in sorted(exam.answers.items())
     )
     return {"esame": exam.id, "risposta": given or "-"}
+
+
+PAST_CALL: dict[str, Any] = {"modo": "esiti"}  # the student's past mock exams
 
 
 def start_call(query: str) -> dict[str, Any]:

@@ -18,6 +18,9 @@ from aircoach.response_model import ResponseModel
 
 MIN_EXAM_QUESTIONS = 5
 MAX_EXAM_QUESTIONS = 60
+# How the chat's list of a student's past exams opens (`domanda_teoria` `modo="esiti"`): the
+# offline model tells it from a new question asked since an exam started.
+PAST_EXAMS_HEADER = "Le tue simulazioni d'esame"
 # The bounds before the JSON-integer check: so they reach the OpenAPI schema as
 # minimum/maximum (after a validator function they would not), inside a list or a union too.
 ChapterNumber = Annotated[int, Field(ge=1, le=MAX_CHAPTER), BeforeValidator(json_integer)]

@@ -7,13 +7,16 @@ error."""
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
 from aircoach.quiz.answers import NOT_KNOWN, read_numbered_answers
 from aircoach.quiz.exam_models import (
     MAX_EXAM_QUESTIONS,
     MIN_EXAM_QUESTIONS,
+    PAST_EXAMS_HEADER,
     ExamAnswer,
+    ExamRecord,
     ExamResult,
     ExamView,
 )
@@ -22,6 +25,7 @@ from aircoach.quiz.exams import (
     ExamNotFound,
     ExamService,
     InvalidExamAnswers,
+    summary,
 )
 from aircoach.quiz.models import PublicQuestion
 from aircoach.quiz.service import InvalidAnswer, option_line
@@ -232,3 +236,54 @@ async def submit_exam(ctx: ToolContext, id: Any = None, risposte: Any = None) ->
     }
     data = await exams.quiz.with_progress(ctx.user_id, result.model_dump())
     return ToolOutput(text=result_text(result, questions), data=data, final=False)
+
+
+PAST = "esiti"  # domanda_teoria's `modo` for the student's past mock exams
+PAST_LISTED = 5
+
+
+def _exam_line(exam: ExamRecord, now: datetime) -> str:
+    """One exam as the student reads it: its day (UTC), size and result, or that it is still
+    open or was never handed in."""
+    day = datetime.fromisoformat(exam.creato).strftime("%d/%m")
+    head = f"- {day}, {len(exam.domande)} domande: "
+    if exam.esito is not None:
+        result = ExamResult.model_validate(exam.esito)
+        share = round(100 * result.punteggio / result.totale) if result.totale else 0
+        verdict = "superata" if result.superato else "non superata"
+        late = ", consegnata fuori tempo" if result.in_ritardo else ""
+        return f"{head}{result.punteggio} su {result.totale} ({share}%), {verdict}{late}"
+    left = datetime.fromisoformat(exam.scadenza) - now
+    if left.total_seconds() > 0:
+        return f"{head}in corso, {-(-int(left.total_seconds()) // 60)} minuti alla scadenza"
+    return f"{head}non consegnata"
+
+
+async def past_exams(ctx: ToolContext) -> ToolOutput:
+    """The student's latest mock exams with their results, and what they got wrong in the
+    latest graded one (as its grading said it): "come è andato il mio ultimo esame?"."""
+    exams = ctx.need(ExamService)
+    records = await exams.exams.list_for(ctx.user_id, PAST_LISTED)
+    if not records:
+        return ToolOutput(
+            text=f"{PAST_EXAMS_HEADER}: nessuna finora. Per cominciarne una scrivi "
+            "«simulazione d'esame».",
+            data={"esami": []},
+            final=False,
+        )
+    now = exams.quiz.now()
+    lines = [f"{PAST_EXAMS_HEADER}, dalla più recente:"]
+    lines += [_exam_line(exam, now) for exam in records]
+    data: dict[str, Any] = {"esami": [summary(exam).model_dump() for exam in records]}
+    graded = next((exam for exam in records if exam.esito is not None), None)
+    if graded is not None:
+        result = ExamResult.model_validate(graded.esito)
+        keys = [(o.capitolo, o.numero) for o in result.esiti if not o.corretta]
+        questions = {
+            (int(q["capitolo"]), int(q["numero"])): q
+            for q in await exams.quiz.questions.by_keys(keys)
+        }
+        day = datetime.fromisoformat(graded.creato).strftime("%d/%m")
+        lines += ["", f"Ultima simulazione corretta ({day}):", result_text(result, questions)]
+        data["ultimo_esito"] = result.model_dump()
+    return ToolOutput(text="\n".join(lines), data=data, final=False)

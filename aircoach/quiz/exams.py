@@ -187,17 +187,7 @@ class ExamService:
     ) -> list[ExamSummary]:
         """The user's exams, newest first; only those after `before` (`(creato, id)` of the
         last exam of the page before) when given."""
-        return [
-            ExamSummary(
-                id=e.id,
-                creato=e.creato,
-                scadenza=e.scadenza,
-                totale=len(e.domande),
-                punteggio=e.esito["punteggio"] if e.esito else None,
-                superato=e.esito["superato"] if e.esito else None,
-            )
-            for e in await self.exams.list_for(user_id, limit, before=before)
-        ]
+        return [summary(e) for e in await self.exams.list_for(user_id, limit, before=before)]
 
     async def submit(
         self, user_id: str, exam_id: str, answers: list[ExamAnswer], *, turn_id: str | None
@@ -319,6 +309,18 @@ def _result(
 
 def exam_questions(questions: list[Question]) -> list[dict[str, Any]]:
     return [public(q) for q in questions]
+
+
+def summary(exam: ExamRecord) -> ExamSummary:
+    """An exam as a listing shows it."""
+    return ExamSummary(
+        id=exam.id,
+        creato=exam.creato,
+        scadenza=exam.scadenza,
+        totale=len(exam.domande),
+        punteggio=exam.esito["punteggio"] if exam.esito else None,
+        superato=exam.esito["superato"] if exam.esito else None,
+    )
 
 
 def _grading_for(exam: ExamRecord, now: datetime) -> int | None:

@@ -18,7 +18,7 @@ import anyio
 
 from aircoach.quiz.answers import NOT_KNOWN
 from aircoach.quiz.bank import CHAPTERS
-from aircoach.quiz.exam_tools import EXAM, start_exam, submit_exam
+from aircoach.quiz.exam_tools import EXAM, PAST, past_exams, start_exam, submit_exam
 from aircoach.quiz.models import MAX_ANSWER_CHARS
 from aircoach.quiz.ports import QUESTION_FIELDS, Question, index_terms
 from aircoach.quiz.service import (
@@ -128,7 +128,7 @@ def _validate(
         if count < 1:
             raise ValueError(f"quante must be between 1 and {MAX_QUESTIONS}, got {count}")
     if modo is not None and str(modo).strip().lower() not in ("", REVIEW):
-        raise ValueError(f"modo {modo!r} is not a mode; valid: [{REVIEW!r}, {EXAM!r}]")
+        raise ValueError(f"modo {modo!r} is not a mode; valid: [{REVIEW!r}, {EXAM!r}, {PAST!r}]")
     return _Request(
         capitolo=chapter,
         numero=number,
@@ -177,9 +177,13 @@ async def domanda_teoria(
     testo, then campo/valore, then capitolo, then any question; `capitoli` and `quante` ask
     for several at once (sub-queries run concurrently). Bad arguments become a tool error
     for the model; nothing found lets the model answer (with the chapters to choose from).
-    `modo="esame"` starts a mock exam instead (`quiz.exam_tools`)."""
-    if modo is not None and str(modo).strip().lower() == EXAM:
+    `modo="esame"` starts a mock exam instead, `modo="esiti"` tells the student's past ones
+    (`quiz.exam_tools`)."""
+    mode = str(modo).strip().lower() if modo is not None else ""
+    if mode == EXAM:
         return await start_exam(ctx, domande=quante, capitoli=capitoli or capitolo)
+    if mode == PAST:
+        return await past_exams(ctx)
     try:
         request = _validate(capitolo, numero, campo, valore, testo, capitoli, quante, modo)
     except ValueError as exc:

@@ -291,3 +291,65 @@ async def test_an_exam_asked_in_everyday_words_starts_in_the_chat_and_the_real_o
             events = await chat(client, auth(), query)
             assert all(e.get("tool_name") != "domanda_teoria" for e in events), query
             assert said(events).strip(), query
+
+
+async def test_a_student_asks_how_their_exams_went_and_no_new_one_starts(
+    store_settings: Settings, auth
+):
+    """ "com'è andata l'ultima simulazione?" started a new exam (any "simulazione" did), "fammi
+    vedere i miei esami" drew a quiz question: the chat lists the student's exams with their
+    results and the latest graded one's mistakes (`domanda_teoria` `modo="esiti"`)."""
+    bank = {(q["capitolo"], q["numero"]): q["corretta"] for q in await load_demo_questions()}
+    async with asgi_client(app_with(store_settings)) as client:
+        none = await chat(client, auth(), "come è andato il mio ultimo esame?")
+        assert "nessuna finora" in said(none)
+        assert (await client.get("/api/exams", headers=auth())).json()["items"] == []
+
+        started = await chat(client, auth(), "simulazione d'esame di 5 domande")
+        exam = started[0]["data"]["esame"]
+        keys = [bank[(q["capitolo"], q["numero"])] for q in exam["domande"]]
+        running = await chat(client, auth(), "quanto tempo mi resta?")
+        assert "5 domande: in corso, 8 minuti alla scadenza" in said(running)
+
+        # The list asked in between leaves the exam open: the answers are graded.
+        wrong = next(x for x in "abcd" if x != keys[0])
+        answers = " ".join(f"{n}{k}" for n, k in enumerate([wrong, *keys[1:]], 1))
+        graded = await chat(client, auth(), answers)
+        assert any(e.get("tool_name") == "verifica_risposta" for e in graded)
+
+        for query in ("com'è andata l'ultima simulazione?", "fammi vedere i miei esami"):
+            events = await chat(client, auth(), query)
+            result = next(e for e in events if e["type"] == "tool_result")
+            assert result["tool_name"] == "domanda_teoria", query
+            assert [(e["punteggio"], e["totale"]) for e in result["data"]["esami"]] == [(4, 5)]
+            assert result["data"]["ultimo_esito"]["esiti"][0]["corretta"] is False
+            text = said(events)
+            assert "5 domande: 4 su 5 (80%), superata" in text, query
+            assert f"1. {wrong} → corretta {keys[0]})" in text, query
+            assert not any(word in text for word in ENGLISH), query
+        listed = (await client.get("/api/exams", headers=auth())).json()["items"]
+        assert len(listed) == 1  # no exam started by asking about them
+
+
+@pytest.mark.parametrize(
+    ("query", "past"),
+    [
+        ("fammi vedere i miei esami", True),
+        ("com'è andata l'ultima simulazione?", True),
+        ("quante simulazioni ho fatto?", True),
+        ("che voto ho preso all'esame?", True),
+        ("il risultato della simulazione", True),
+        ("ho l'esame a marzo", False),
+        ("il mio esame è a marzo", False),
+        ("quanti errori si possono fare all'esame?", False),
+        ("quanti esami ci sono per il PPL?", False),
+        ("fammi un'altra simulazione d'esame", False),
+        ("quanto tempo mi resta?", False),  # no exam open: nothing to time
+    ],
+)
+def test_a_question_about_the_students_own_exams_is_told_from_a_request_for_one(query, past):
+    assert offline_exam.asks_past_exams(query) is past
+
+
+def test_while_an_exam_is_open_its_time_left_is_asked_of_the_list():
+    assert offline_exam.asks_past_exams("quanto manca alla fine dell'esame?", exam_open=True)
