@@ -120,14 +120,17 @@ class ConversationEraser:
         cancelled, has not let go of the conversation within `cancel_wait_s`;
         `StoreUnavailable` when the store fails, or the dead-letter spool cannot be read (it
         may hold the conversation's turns: they would come back later). The conversation's
-        turns the store refuses leave the spool first (`DeadLetters.drain_conversation`): a
-        retry finishes the delete."""
+        turns the store refuses leave the spool last (`DeadLetters.conversation_turns`),
+        after their event log and idempotency records: a delete that fails half-way leaves
+        them in the spool, where the retry finds them again and finishes the delete."""
         running = await self._stop_running(user_id, conversation_id)
-        spooled = await self.dead_letters.drain_conversation(self.chats, user_id, conversation_id)
+        spooled = await self.dead_letters.conversation_turns(self.chats, user_id, conversation_id)
         turn_ids = await self.chats.delete_conversation(user_id, conversation_id) + spooled
         if turn_ids:
             await self.turn_log.forget(user_id, turn_ids)
             await self.reservations.forget_turns(user_id, turn_ids)
+        for turn_id in spooled:
+            await self.dead_letters.remove(turn_id)
         if running is not None:
             await self.turn_log.forget(user_id, [running])
         if self.memory is not None:

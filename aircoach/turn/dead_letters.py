@@ -192,20 +192,19 @@ class DeadLetters:
         if moved := self.replayed - before:
             log.info("dead letters drained into the store: %d turns (%s)", moved, self.spool.kind)
 
-    async def drain_conversation(
+    async def conversation_turns(
         self, chats: ChatStore, user_id: str, conversation_id: str, *, limit: int = 100
     ) -> list[str]:
-        """Before the user's conversation is deleted: make sure none of its turns comes back
-        from the spool afterwards. The spool is drained first (`drain`); when turns stay in
-        it (the store refuses them), those of this conversation are removed from the spool,
-        as the delete removes the stored ones, and the others wait for the store: they are
-        not this delete's (a turn the store refuses, alone on a quiet instance, refused every
-        delete of every conversation until a chat turn was stored there). The ids of the
-        conversation's turns removed from the spool (a conversation whose turns the store
-        refused all is there alone, and is deleted all the same). `StoreUnavailable` when
-        the spool cannot be listed or delete an entry, an entry left cannot be read (it may
-        be this conversation's), or `limit` turns or more wait (an outage: each would be
-        read); the entries removed before stay removed, and a retry removes the rest."""
+        """Before the user's conversation is deleted: the ids of its turns that stay in the
+        spool, for the delete to `remove` after the rest of the conversation, so that none
+        of them comes back afterwards. The spool is drained first (`drain`); when turns stay
+        in it (the store refuses them), those of this conversation are the delete's, and the
+        others wait for the store: they are not this delete's (a turn the store refuses,
+        alone on a quiet instance, refused every delete of every conversation until a chat
+        turn was stored there). A conversation whose turns the store refused all is there
+        alone, and is deleted all the same. `StoreUnavailable` when the spool cannot be
+        listed, an entry left cannot be read (it may be this conversation's), or `limit`
+        turns or more wait (an outage: each would be read)."""
         try:
             await self.drain(chats, limit=limit)
             return []
@@ -213,31 +212,19 @@ class DeadLetters:
             pass
         try:
             keys = await self.spool.keys(limit)
-            left = [(key, await self.spool.get(key)) for key in keys]
+            left = [await self.spool.get(key) for key in keys]
         except Exception as exc:
             self._failed(exc, spool=True)
             raise StoreUnavailable() from exc
         if len(keys) >= limit:
             raise StoreUnavailable()
-        removed: list[str] = []
-        for key, turn in left:
-            if (
-                turn is not None
-                and turn.userId == user_id
-                and turn.conversation_id == conversation_id
-            ):
-                try:
-                    await self.spool.delete(key)
-                except Exception as exc:
-                    self._failed(exc, spool=True)
-                    raise StoreUnavailable() from exc
-                log.info(
-                    "dead letter %r removed from the spool (%s): its conversation is deleted",
-                    key,
-                    self.spool.kind,
-                )
-                removed.append(turn.turn_id)
-        return removed
+        return [
+            turn.turn_id
+            for turn in left
+            if turn is not None
+            and turn.userId == user_id
+            and turn.conversation_id == conversation_id
+        ]
 
     def _stopped(self, what: str, moved: int, failed: _ReplayFailed) -> None:
         cause = failed.__cause__
@@ -435,8 +422,8 @@ class DeadLetters:
         return None
 
     async def remove(self, turn_id: str) -> None:
-        """Take a turn out of the spool (a regeneration replaces it); `StoreUnavailable`
-        when the spool fails."""
+        """Take a turn out of the spool (a regeneration replaces it, or its conversation is
+        deleted); `StoreUnavailable` when the spool fails."""
         try:
             await self.spool.remove(turn_id)
         except Exception as exc:

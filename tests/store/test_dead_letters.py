@@ -417,7 +417,7 @@ async def test_a_conversation_the_store_refused_all_of_is_deleted_from_the_spool
 class _DeleteFailsOnce(FileSpool):
     """A spool whose delete of one entry fails once, as S3 may while the others succeed."""
 
-    def __init__(self, folder: Path, failing: str):
+    def __init__(self, folder: Path, failing: str | None):
         super().__init__(folder)
         self.failing: str | None = failing
 
@@ -452,6 +452,36 @@ async def test_a_spool_delete_that_fails_half_way_is_finished_by_the_retry(setti
         await services_of(app).dead_letters.drain(services_of(app).chats)
         c2 = (await client.get("/api/history?conversation_id=c2", headers=me)).json()["turns"]
     assert [t["turn_id"] for t in c2] == ["0003"]
+
+
+async def test_a_delete_that_fails_half_way_through_the_spool_leaves_no_event_log(settings, auth):
+    """Both turns of c1 wait in the spool (the store refused them); removing the second
+    entry fails once. The first entry went with its event log (a log left behind, with no
+    turn to find it by, outlived the delete for a day): a turn's log goes before its entry,
+    so the retry, which finds only the second, leaves neither log."""
+    spool = _DeleteFailsOnce(settings.data_dir / "deadletter", failing=None)
+    app = app_with(
+        settings,
+        models=ScriptedModels(Script([text("uno"), text("due")])),
+        dead_letters=DeadLetters(spool),
+    )
+    me = auth()
+    async with asgi_client(app) as client:
+        await services_of(app).chats.latest_turn_ids("user-1")  # creates the file
+        refuse_writes(settings.sqlite_file)
+        turn_ids = [
+            (await chat(client, me, question, conversation_id="c1"))[-1]["turn_id"]
+            for question in ("prima", "seconda")
+        ]
+        spool.failing = f"{turn_ids[1]}.json"
+        refused = await client.delete("/api/conversations/c1", headers=me)
+        assert refused.status_code == 503, refused.text
+        retried = await client.delete("/api/conversations/c1", headers=me)
+        assert retried.status_code == 204, retried.text
+        for turn_id in turn_ids:
+            logged = await client.get(f"/api/turns/{turn_id}/events", headers=me)
+            assert logged.status_code == 404, turn_id
+        assert await spool.keys(10) == []
 
 
 async def test_a_drain_moves_at_most_its_limit_per_call(settings, data_dir):
