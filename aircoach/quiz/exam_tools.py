@@ -242,17 +242,23 @@ PAST = "esiti"  # domanda_teoria's `modo` for the student's past mock exams
 PAST_LISTED = 5
 
 
-def _exam_line(exam: ExamRecord, now: datetime) -> str:
-    """One exam as the student reads it: its day (UTC), size and result, or that it is still
-    open or was never handed in."""
-    day = datetime.fromisoformat(exam.creato).strftime("%d/%m")
-    head = f"- {day}, {len(exam.domande)} domande: "
+def _day(exam: ExamRecord) -> str:
+    """The day the exam started, as "28/11" (UTC)."""
+    return datetime.fromisoformat(exam.creato).strftime("%d/%m")
+
+
+def exam_line(exam: ExamRecord, now: datetime) -> str:
+    """One exam as the student reads it: its day, size and result, or that it is still open,
+    being graded, or was never handed in."""
+    head = f"- {_day(exam)}, {len(exam.domande)} domande: "
     if exam.esito is not None:
         result = ExamResult.model_validate(exam.esito)
         share = round(100 * result.punteggio / result.totale) if result.totale else 0
         verdict = "superata" if result.superato else "non superata"
         late = ", consegnata fuori tempo" if result.in_ritardo else ""
         return f"{head}{result.punteggio} su {result.totale} ({share}%), {verdict}{late}"
+    if exam.consegnato is not None:  # a grading that failed half-way: submit again
+        return f"{head}consegnata, correzione non conclusa"
     left = datetime.fromisoformat(exam.scadenza) - now
     if left.total_seconds() > 0:
         return f"{head}in corso, {-(-int(left.total_seconds()) // 60)} minuti alla scadenza"
@@ -273,7 +279,7 @@ async def past_exams(ctx: ToolContext) -> ToolOutput:
         )
     now = exams.quiz.now()
     lines = [f"{PAST_EXAMS_HEADER}, dalla più recente:"]
-    lines += [_exam_line(exam, now) for exam in records]
+    lines += [exam_line(exam, now) for exam in records]
     data: dict[str, Any] = {"esami": [summary(exam).model_dump() for exam in records]}
     graded = next((exam for exam in records if exam.esito is not None), None)
     if graded is not None:
@@ -283,7 +289,10 @@ async def past_exams(ctx: ToolContext) -> ToolOutput:
             (int(q["capitolo"]), int(q["numero"])): q
             for q in await exams.quiz.questions.by_keys(keys)
         }
-        day = datetime.fromisoformat(graded.creato).strftime("%d/%m")
-        lines += ["", f"Ultima simulazione corretta ({day}):", result_text(result, questions)]
+        lines += [
+            "",
+            f"Ultima simulazione corretta ({_day(graded)}):",
+            result_text(result, questions),
+        ]
         data["ultimo_esito"] = result.model_dump()
     return ToolOutput(text="\n".join(lines), data=data, final=False)

@@ -4,12 +4,15 @@ reaches the student."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from aircoach.llm import offline_exam
 from aircoach.quiz.bank import load_demo_questions
+from aircoach.quiz.exam_models import ExamRecord
+from aircoach.quiz.exam_tools import exam_line
 from aircoach.settings import Settings
 from tests.helpers import app_with, asgi_client, chat
 
@@ -353,3 +356,21 @@ def test_a_question_about_the_students_own_exams_is_told_from_a_request_for_one(
 
 def test_while_an_exam_is_open_its_time_left_is_asked_of_the_list():
     assert offline_exam.asks_past_exams("quanto manca alla fine dell'esame?", exam_open=True)
+
+
+def test_each_state_of_a_past_exam_reads_as_the_student_is_told_it():
+    now = datetime(2026, 11, 28, 10, 0, tzinfo=UTC)
+    exam = ExamRecord(
+        id="e1",
+        userId="u",
+        creato="2026-11-28T09:50:00+00:00",
+        scadenza="2026-11-28T10:05:30+00:00",
+        durata_s=930,
+        soglia=0.75,
+        domande=[(1, 1), (2, 1), (3, 1), (4, 1), (5, 1)],
+    )
+    assert exam_line(exam, now) == "- 28/11, 5 domande: in corso, 6 minuti alla scadenza"
+    later = datetime(2026, 11, 28, 11, 0, tzinfo=UTC)
+    assert exam_line(exam, later) == "- 28/11, 5 domande: non consegnata"
+    submitted = exam.model_copy(update={"consegnato": "2026-11-28T10:01:00+00:00"})
+    assert exam_line(submitted, later).endswith("consegnata, correzione non conclusa")
