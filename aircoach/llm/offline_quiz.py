@@ -217,7 +217,9 @@ def _subject_chapter(folded: str, testo: str | None, chapters: Mapping[int, str]
 
 
 _LEVEL = re.compile(r"\b(facile|media|difficile)\b")
-_ANOTHER = re.compile(r"^(?:dammi |fammi |ancora )?(?:un.?altra|ancora una)\b")
+# After an acknowledgement too: "ok, un'altra", "va bene, dammi un'altra".
+_ACK = r"(?:(?:ok|okay|va bene|bene|perfetto|grazie|capito|ho capito|si|dai|giusto)[\s,.!]{1,3})"
+_ANOTHER = re.compile(_ACK + r"{0,2}(?:dammi |fammi |ancora )?(?:un.?altra|ancora una)\b")
 _HOW_AM_I = re.compile(
     r"come (?:sto andando|vado|procedo)|su cosa (?:devo|dovrei) (?:esercitarmi|ripassare|lavorare)"
     r"|i miei progressi|a che punto sono|(?:quali|che) sono i miei punti deboli"
@@ -226,8 +228,9 @@ PROGRESS_HEADING = "# Progressi dell'allievo"
 
 
 def wants_another(query: str) -> bool:
-    """ "un'altra", "un'altra del capitolo 7", "ancora una": another question."""
-    return bool(_ANOTHER.search(fold(query).strip()))
+    """ "un'altra", "un'altra del capitolo 7", "ancora una", "ok, un'altra": another
+    question."""
+    return bool(_ANOTHER.match(fold(query).strip()))
 
 
 def last_chapter(messages: Sequence[BaseMessage]) -> int | None:

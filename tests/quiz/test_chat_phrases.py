@@ -50,6 +50,9 @@ async def test_everyday_quiz_phrases(store_settings: Settings, auth):
         assert question["capitolo"] == 7 and question["numero"] != 2
         other = await chat(client, auth(), "un'altra del capitolo 5")
         assert other[0]["data"]["question"]["capitolo"] == 5
+        # After an acknowledgement too (it was searched in the manual, which found nothing).
+        acknowledged = await chat(client, auth(), "ok, un'altra")
+        assert acknowledged[0]["data"]["question"]["capitolo"] == 5
 
         skipped = await chat(client, auth(), "non lo so")
         assert skipped[0]["tool_name"] == "verifica_risposta"
