@@ -58,7 +58,7 @@ sul sullo sulla sui sugli sulle suo sua tra fra tu tuo un una uno vi voi allora 
 quindi dimmi dammi spiegami parlami puoi potresti vorrei sapere cos'è cosè serve
 servono bisogna devo deve devono posso possono significa vuol dire fammi ciao grazie ok
 okay sì stesso stessa stessi stesse caso vale valgono funziona funzionano perche cos'e
-com'è com'e qual'è qual'e
+com'è com'e qual'è qual'e usa usano usare uso utilizza utilizzano
 """
 STOP_WORDS = STOPWORDS | frozenset(_STOP_TEXT.split())
 
@@ -172,11 +172,13 @@ def is_followup(question: str, *, has_topic: bool) -> bool:
         # "perché?", "fammi un esempio", "come mai?"; not "Ciao, chi sei?", which has no
         # content word either.
         return not is_greeting(question)
+    if all(w.lower() in _QUALIFIERS for w in own):
+        return True  # "quale si usa in atterraggio?": it qualifies the topic, however long
     if len(tokens) >= SHORT_QUESTION_WORDS:
         return False
     if first in _WHY and len(own) == 1 and len(tokens) <= 3:
         return True  # "perché è pericoloso?": the subject is the topic's
-    return first in _PREPOSITIONS or all(w.lower() in _QUALIFIERS for w in own)
+    return first in _PREPOSITIONS
 
 
 def topic_keywords(questions: Sequence[str], limit: int = MAX_TOPIC_KEYWORDS) -> list[str]:

@@ -245,7 +245,12 @@ def continues_course(messages: Sequence[BaseMessage], question: str) -> bool:
     """A bare follow-up ("fammi un esempio", "perché?") right after a turn that searched the
     course: it asks for more of that topic, not for a quiz. A greeting or a question about the
     coach ("Ciao, chi sei?") has no content word either, and is no follow-up."""
-    if followups.own_words(question) or is_greeting(question) or asks_for_instructions(question):
+    if (
+        followups.own_words(question)
+        or is_greeting(question)
+        or asks_for_instructions(question)
+        or thanks_reply(question) is not None  # "grazie, chiaro": "chiaro" asks no more
+    ):
         return False
     last_calls = next(
         (

@@ -31,6 +31,7 @@ AIRSPACE = "Quali sono le classi di spazio aereo e i minimi VFR?"
         "Questo vale anche per il volo notturno con un aereo certificato?",
         "Nello stesso caso cosa deve fare il pilota che vola in VMC sopra le nubi?",
         "quanto in metri?",  # short after a topic
+        "quale si usa in atterraggio?",  # only words that qualify the topic, however long
     ],
 )
 def test_a_followup_is_detected(question):

@@ -89,6 +89,17 @@ async def test_thanks_and_an_ok_get_a_short_reply_not_the_introduction(client, a
     assert "Sono AIR Coach" not in answer
 
 
+@pytest.mark.parametrize("query", ["grazie, chiaro", "ok, chiaro", "capito, grazie"])
+async def test_thanks_right_after_an_answer_from_the_manual_is_not_a_followup(client, auth, query):
+    """ "chiaro" asks for more of the topic in "non è chiaro", so "grazie, chiaro" right after
+    an answer from the manual searched it again and repeated the answer."""
+    await chat(client, auth(), "cos'è il QNH?")
+    events = await chat(client, auth(), query)
+    assert _tools(events) == []
+    assert _answer(events).startswith(NOTICE), _answer(events)
+    assert "Quando vuoi" in _answer(events) and "Fonte" not in _answer(events)
+
+
 async def test_thanks_with_a_question_is_the_question(client, auth):
     answer = _answer(await chat(client, auth(), "grazie! e cos'è il QNH?"))
     assert "(Fonte: § 3.2" in answer and "Prego" not in answer
