@@ -218,8 +218,8 @@ class OfflineChatModel(BaseChatModel):
             return AIMessage("", tool_calls=[exam_turn])
         # --- end of the mock exam's hook ---
         # A quiz follow-up right after a grading ("perché?") explains that question.
-        if offline_quiz.asks_why(query) and (graded := offline_quiz.last_grading(messages)):
-            return self._say(offline_quiz.explanation(graded))
+        if offline_quiz.asks_why(query) and (why := offline_quiz.explain_reply(messages, query)):
+            return self._say(why)
         if offline_quiz.asks_progress(query) and self._bound(offline_quiz.ASK) is not None:
             return self._say(offline_quiz.progress_reply(messages))
         if offline_course.asks_memory(query):

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from aircoach.llm.offline_course import prompt_items
 from aircoach.quiz.answers import (
@@ -273,16 +273,39 @@ def asks_why(query: str) -> bool:
     return len(text) <= _EXPLAIN_MAX_CHARS and bool(_EXPLAIN.match(text))
 
 
-def last_grading(messages: Sequence[BaseMessage]) -> str | None:
-    """The grading of a quiz answer right before this message (only the coach's reply to it
-    in between), or None."""
+_WHICH = re.compile(r"\b(?:la|domanda|numero|n\.?)\s{0,3}(\d{1,2})\b")
+
+
+def explain_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
+    """The explanation `query` asks for, of the answers graded right before it (only the
+    coach's reply in between): the one it numbers as the student numbered them ("spiegami la
+    3" after "1a 2b 3c", also after another one was explained), else the last; which numbers
+    there are, for a number that is none of several; None when no grading is that recent."""
+    which = _WHICH.search(fold(query))
+    found: dict[str, str] = {}  # tool call id -> its grading
+    gradings: list[str] = []
     for message in reversed(messages[:-1]):
-        if isinstance(message, AIMessage):
-            continue
         if isinstance(message, ToolMessage) and message.name == GRADE:
-            return message.text if message.text.startswith("Esito: risposta") else None
+            if message.text.startswith("Esito: risposta"):
+                found[message.tool_call_id] = message.text
+        elif isinstance(message, AIMessage):
+            if found and not gradings:  # the calls, in the order the student numbered them
+                order = [call["id"] for call in message.tool_calls]
+                gradings = [found[i] for i in order if i in found]
+        elif isinstance(message, HumanMessage):
+            if gradings or which is None or not asks_why(message.text):
+                break  # the message they answered, or anything but "spiegami la 2" before
+        else:
+            break
+    if not gradings:
         return None
-    return None
+    if which is None or len(gradings) == 1:
+        return explanation(gradings[-1])
+    number = int(which.group(1))
+    if 1 <= number <= len(gradings):
+        return explanation(gradings[number - 1])
+    named = ", ".join(f"«la {n}»" for n in range(1, len(gradings) + 1))
+    return f"Ho corretto {len(gradings)} risposte: scrivi «spiegami» e {named}."
 
 
 def explanation(grading: str) -> str:

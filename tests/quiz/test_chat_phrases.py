@@ -8,6 +8,7 @@ import pytest
 
 from aircoach.llm import offline_quiz
 from aircoach.llm.offline_quiz import PendingQuestion
+from aircoach.quiz.bank import load_demo_questions
 from aircoach.settings import Settings
 from tests.helpers import app_with, asgi_client, chat
 
@@ -68,6 +69,16 @@ async def test_everyday_quiz_phrases(store_settings: Settings, auth):
         assert sorted((g["capitolo"], g["numero"], g["risposta"]) for g in gradings) == sorted(
             (q["capitolo"], q["numero"], x) for q, x in zip(asked3, "abc", strict=True)
         )
+        # One of them explained, by the number the student gave it, then another: "spiegami
+        # la 3" was searched in the manual (it found a radio phrase), "non ho capito la
+        # domanda 2" explained the last one graded.
+        bank = {(q["capitolo"], q["numero"]): q for q in await load_demo_questions()}
+        for query, place in (("non ho capito la domanda 2", 1), ("spiegami la 3", 2)):
+            explained = await chat(client, auth(), query)
+            meant = bank[(asked3[place]["capitolo"], asked3[place]["numero"])]
+            assert not [e for e in explained if e["type"] == "tool_result"], query
+            assert meant["spiegazione"] in said(explained), query
+        assert "Ho corretto 3 risposte" in said(await chat(client, auth(), "spiegami la 7"))
 
         progress = said(await chat(client, auth(), "su cosa devo esercitarmi?"))
         assert "I tuoi progressi nei quiz" in progress and "risposte ai quiz: 5" in progress
