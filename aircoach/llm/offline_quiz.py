@@ -223,6 +223,8 @@ _ANOTHER = re.compile(_ACK + r"{0,2}(?:dammi |fammi |ancora )?(?:un.?altra|ancor
 _HOW_AM_I = re.compile(
     r"come (?:sto andando|vado|procedo)|su cosa (?:devo|dovrei) (?:esercitarmi|ripassare|lavorare)"
     r"|i miei progressi|a che punto sono|(?:quali|che) sono i miei punti deboli"
+    # "quante ne ho sbagliate?", "quante risposte giuste ho dato?": a count, not a review
+    r"|quant[ei]\s(?:ne\s|risposte\s|domande\s)?(?:ho\s)?(?:sbagliat|giust|corrett|indovinat)"
 )
 PROGRESS_HEADING = "# Progressi dell'allievo"
 

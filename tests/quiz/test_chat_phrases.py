@@ -88,6 +88,10 @@ async def test_everyday_quiz_phrases(store_settings: Settings, auth):
         weak = await chat(client, auth(), "Quali sono i miei punti deboli?")
         assert not [e for e in weak if e["type"] == "tool_result"]
         assert "I tuoi progressi nei quiz" in said(weak) and "risposte ai quiz: 5" in said(weak)
+        # A count asked is the progress too, not a review question ("sbagliate" drew one).
+        counted = await chat(client, auth(), "quante ne ho sbagliate?")
+        assert not [e for e in counted if e["type"] == "tool_result"]
+        assert "risposte ai quiz: 5" in said(counted)
 
 
 async def test_a_chapter_asked_for_after_sul_or_by_its_subject_gets_its_question(
