@@ -63,6 +63,12 @@ _FORGET = re.compile(
     + r"(?:dimentica(?:ti)?|scorda(?:ti)?|cancella)\s{1,3}(?:tutto|quello|cio|le cose|"
     r"cosa|di me|la (?:mia )?memoria|i miei dati|quanto)\b"
 )
+# "dimentica l'esame", "scordati della LAPL": the topic named as the verb's object.
+_FORGET_OBJECT = re.compile(
+    r"(?:^|[.!?;]\s{0,3})" + _COURTESY + r"(?:dimentica(?:ti)?|scorda(?:ti)?)\s{1,3}"
+    r"(?:(?:di|del|della|dello|dei|degli|delle|il|lo|la|i|gli|le)\s{1,3}|dell'|l')"
+    r"(?P<about>[a-z0-9][a-z0-9' ]{1,59})"
+)
 # What a request to forget is about, right after it: "dimentica quello [che ti ho detto] sul
 # QNH", "cancella tutto riguardo all'esame", "scordati quello che sai sulla meteo".
 _FORGET_ABOUT = re.compile(
@@ -155,12 +161,14 @@ class ForgetRequest:
 
 def forget_request(message: str) -> ForgetRequest | None:
     """ "dimentica quello che ti ho detto" (everything), "dimentica quello che ti ho detto
-    sul QNH" (about `QNH`); None when the message does not ask to forget."""
+    sul QNH", "dimentica il QNH" (about `QNH`); None when the message does not ask to
+    forget."""
     folded = " ".join(fold(message[:MAX_MESSAGE_CHARS]).split())
     match = _FORGET.search(folded)
-    if match is None:
+    if match is not None:
+        about = _FORGET_ABOUT.match(folded, match.end())
+    elif (about := _FORGET_OBJECT.search(folded)) is None:
         return None
-    about = _FORGET_ABOUT.match(folded, match.end())
     value = _value(_said(about["about"])) if about else ""
     if value and value.upper() in message:  # as written: "sul QNH" is about QNH
         value = value.upper()

@@ -117,6 +117,10 @@ def test_a_request_to_forget_is_recognised(message, forget):
             "vento al traverso",
         ),
         ("dimentica tutto sull'altimetro", "altimetro"),
+        # The topic as the verb's object (they were no request to forget).
+        ("dimentica l'esame", "esame"),
+        ("ok, scordati della LAPL", "LAPL"),
+        ("Dimentica il QNH, grazie", "QNH"),
     ],
 )
 def test_a_request_to_forget_may_name_what_to_forget(message, about):
