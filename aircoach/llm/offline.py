@@ -224,6 +224,8 @@ class OfflineChatModel(BaseChatModel):
             return self._say(offline_quiz.progress_reply(messages))
         if offline_course.asks_memory(query):
             return self._say(offline_course.memory_reply(messages))
+        if exam_date := offline_course.exam_date_reply(messages, query):
+            return self._say(exam_date)
         if several := self._grade_numbered_answers(messages, query):
             return AIMessage("", tool_calls=several)
         call = self._grade_pending_answer(messages, query)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from aircoach.grounding import followups
-from aircoach.memory.extract import FactKind, facts, without_facts
+from aircoach.memory.extract import LABELS, FactKind, facts, without_facts
 from aircoach.memory.recall import SECTION_TITLE as MEMORY_TITLE
 from aircoach.text import fold
 
@@ -121,6 +121,32 @@ def memory_reply(messages: Sequence[BaseMessage]) -> str:
     if items := prompt_items(messages, MEMORY_TITLE):
         return "Di te ricordo:\n" + "\n".join(f"- {item}" for item in items) + FORGET_HINT
     return NOTHING_REMEMBERED
+
+
+# "Quando ho l'esame?", "quanto manca al mio esame?": the real exam's date, which only the
+# student's memory may hold.
+_ASKS_EXAM_DATE = re.compile(
+    r"\bquando\s(?:ho|e|sara|avro)\s(?:il\s|l'\s?)?(?:mio\s)?esame\b"
+    r"|\bquanto\s(?:manca|tempo\s(?:manca|ho))\s(?:al|all'\s?|prima\sdel(?:l'\s?)?)\s?(?:mio\s)?esame\b"
+    r"|\bdata\s(?:del\s|dell'\s?)(?:mio\s)?esame\b"
+)
+NO_EXAM_DATE = (
+    "Non mi hai ancora detto quando hai l'esame: dimmelo (per esempio «ho l'esame a giugno») "
+    "e me lo ricordo, anche nelle prossime conversazioni."
+)
+
+
+def exam_date_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
+    """For "quando ho l'esame?": what the student said of their exam, as the prompt's memory
+    section shows it; None for any other message."""
+    if not _ASKS_EXAM_DATE.search(fold(query)):
+        return None
+    prefix = f"{LABELS['exam']}: "
+    items = prompt_items(messages, MEMORY_TITLE) or []
+    said = [item.removeprefix(prefix) for item in items if item.startswith(prefix)]
+    if not said:
+        return NO_EXAM_DATE
+    return f"Dell'esame mi hai detto: {said[0]}. Se è cambiato, dimmi la nuova data."
 
 
 # A question or a request in a message: it is answered, whatever else the message says.

@@ -213,6 +213,21 @@ async def test_the_offline_model_says_what_it_remembers_of_the_student(client, a
     assert gone.startswith("[modello offline] Non ricordo ancora niente di te")
 
 
+async def test_the_offline_model_answers_when_the_exam_is_from_what_it_was_told(client, auth):
+    """ "quanto manca al mio esame?" was searched in the manual, which found nothing; the
+    memory holds the answer when the student said it, and else the coach asks for it."""
+    unknown = answer(await chat(client, auth(), "quanto manca al mio esame?"))
+    assert unknown.startswith("[modello offline] Non mi hai ancora detto quando hai l'esame")
+    await chat(client, auth(), "Studio per la LAPL e ho l'esame a giugno")
+    for query in ("quanto manca al mio esame?", "quando ho l'esame?"):
+        said = answer(await chat(client, auth(), query))
+        assert said.startswith("[modello offline] Dell'esame mi hai detto: a giugno."), query
+        assert "Fonte" not in said, query
+    # The exam's rules are still the manual's.
+    rules = answer(await chat(client, auth(), "cosa serve per l'esame?"))
+    assert "mi hai detto" not in rules
+
+
 async def test_the_offline_model_takes_note_of_what_the_student_says_of_themselves(client, auth):
     """A message that only says something of the student was searched in the manual: "Ho
     l'esame a marzo..." got a passage on a law of "25 marzo 1985"."""
