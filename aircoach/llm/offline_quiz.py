@@ -225,6 +225,8 @@ _HOW_AM_I = re.compile(
     r"|i miei progressi|a che punto sono|(?:quali|che) sono i miei punti deboli"
     # "quante ne ho sbagliate?", "quante risposte giuste ho dato?": a count, not a review
     r"|quant[ei]\s(?:ne\s|risposte\s|domande\s)?(?:ho\s)?(?:sbagliat|giust|corrett|indovinat)"
+    # "qual è il mio capitolo più debole?", "quanto sono pronto per l'esame?"
+    r"|capitol[oi]\s(?:\w+\s)?piu\sdebol|(?:quanto|se)\s(?:sono|saro)\spront"
 )
 PROGRESS_HEADING = "# Progressi dell'allievo"
 

@@ -88,10 +88,16 @@ async def test_everyday_quiz_phrases(store_settings: Settings, auth):
         weak = await chat(client, auth(), "Quali sono i miei punti deboli?")
         assert not [e for e in weak if e["type"] == "tool_result"]
         assert "I tuoi progressi nei quiz" in said(weak) and "risposte ai quiz: 5" in said(weak)
-        # A count asked is the progress too, not a review question ("sbagliate" drew one).
-        counted = await chat(client, auth(), "quante ne ho sbagliate?")
-        assert not [e for e in counted if e["type"] == "tool_result"]
-        assert "risposte ai quiz: 5" in said(counted)
+        # A count asked is the progress too, not a review question ("sbagliate" drew one),
+        # and the weakest chapter or the readiness (searched in the manual, found nothing).
+        for query in (
+            "quante ne ho sbagliate?",
+            "qual è il mio capitolo più debole?",
+            "quanto sono pronto per l'esame?",
+        ):
+            counted = await chat(client, auth(), query)
+            assert not [e for e in counted if e["type"] == "tool_result"], query
+            assert "risposte ai quiz: 5" in said(counted), query
 
 
 async def test_a_chapter_asked_for_after_sul_or_by_its_subject_gets_its_question(
