@@ -69,6 +69,7 @@ esempio esempi dettaglio dettagli meglio spiegare spiega ripeti ripetere cioè c
 mai succede capito capisco chiaro motivo come mai altro ancora approfondisci approfondire
 continua vai avanti riassumi riassunto pratica praticamente concretamente
 problema problemi dubbio dubbi difficoltà difficolta fatica faccio aiuto aiutami confuso confusa
+frase frasi parola parole sintesi breve brevemente semplice semplici semplicemente
 """
 _BARE = frozenset(_BARE_TEXT.split())
 # A short question made of these leans on the topic: it qualifies it, it does not name one.

@@ -57,13 +57,16 @@ _ANY_EDIT_MIN_LETTERS = 5
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
 _LAST_WORD = re.compile(r"\w+$")
 
-# Words of a question that say nothing about its subject ("spiegami cos'e ...").
+# Words of a question that say nothing about its subject ("spiegami cos'e ...", "in tre
+# frasi", "in parole semplici").
 _QUESTION_WORDS_TEXT = """
     cos cosa cose che come dove quando perche quanto quanta quanti quante qual quale
     spiegami spiega spiegare dimmi dici parlami sai sapere vuol dire significa significato
     funziona funzionano serve servono succede puoi mi ti ci si e sono ho hai ha fa fare
     differenza tra fra manuale corso secondo dice detto legge leggere leggo interpretare
     interpreta capire capisco significano esattamente va vanno com fatto fatta fatti succedere
+    frase frasi parole riassunto riassumi sintesi breve brevemente semplice semplici
+    semplicemente parola
 """
 _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split())
 # Words a student says of themselves about a subject ("ho problemi con il QNH", "faccio fatica

@@ -17,6 +17,7 @@ section it used.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -77,9 +78,19 @@ _AROUND_THANKS = frozenset(
 NEXT_STEP = "Quando vuoi, chiedimi un altro argomento o «fammi una domanda»."
 
 
+# The same in an emoji (their skin tones and joiners aside): "👍", "🙏🏻".
+_THANKS_EMOJI = frozenset("🙏")
+_ACKNOWLEDGED_EMOJI = _THANKS_EMOJI | frozenset("👍👌✅🆗👏💪😊🙂")
+
+
 def thanks_reply(query: str) -> str | None:
-    """ "grazie!", "ok, ho capito": a short reply; None for any other message."""
+    """ "grazie!", "ok, ho capito", "👍": a short reply; None for any other message."""
     said = set(re.findall(r"[a-z]+", fold(query)))
+    if not said:
+        signs = {c for c in query if c.isalnum() or unicodedata.category(c) == "So"}
+        if not signs or not signs <= _ACKNOWLEDGED_EMOJI:
+            return None
+        return f"{'Prego!' if signs & _THANKS_EMOJI else 'Bene!'} {NEXT_STEP}"
     if not said & _ACKNOWLEDGED or not said <= _ACKNOWLEDGED | _AROUND_THANKS:
         return None
     return f"{'Prego!' if said & _THANKS else 'Bene!'} {NEXT_STEP}"

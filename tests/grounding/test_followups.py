@@ -129,6 +129,8 @@ def test_the_thread_view_is_what_the_model_is_shown():
         "puoi ripetermelo?",
         "ho ancora dei dubbi",  # what the student says of themselves names no subject
         "non ho capito, ho un problema",
+        "spiegamelo in 3 frasi",
+        "in parole semplici?",
     ],
 )
 def test_a_bare_followup_borrows_the_topic(question):

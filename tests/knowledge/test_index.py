@@ -81,11 +81,12 @@ def test_what_the_course_does_not_cover_finds_nothing(course, query):
         ("aiutami con lo stallo", "1.4"),
         # The course's own "problema" is a magneto's: the word still counts where it is.
         ("problemi ai magneti", "4.2"),
+        # How the answer should be is no subject either.
+        ("Spiegami lo stallo in 3 frasi", "1.4"),
+        ("spiegami il QNH in parole semplici", "3.2"),
     ],
 )
-def test_what_a_student_says_of_themselves_is_not_a_word_the_section_must_hold(
-    course, query, section
-):
+def test_words_that_name_no_subject_are_not_words_a_section_must_hold(course, query, section):
     assert _refs(course, query)[0] == section
 
 

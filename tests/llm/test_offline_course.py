@@ -78,6 +78,8 @@ async def test_greetings_get_the_fixed_introduction(client, auth, query):
         ("ok", "Bene!"),
         ("ok, ho capito", "Bene!"),
         ("perfetto", "Bene!"),
+        ("👍", "Bene!"),  # an emoji alone got the introduction too
+        ("🙏🏻", "Prego!"),
     ],
 )
 async def test_thanks_and_an_ok_get_a_short_reply_not_the_introduction(client, auth, query, reply):
