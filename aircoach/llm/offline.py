@@ -383,7 +383,8 @@ class OfflineChatModel(BaseChatModel):
             if scores.get(ask["name"], 0.0) < max(best, TOOL_THRESHOLD):
                 return None
         base = fill_arguments(query, ask.get("parameters", {}))
-        if another:  # "un'altra": the same chapter unless it names one
+        # "un'altra": the same chapter unless it names one, or a subject ("un'altra sul vento")
+        if another and not offline_quiz.names_subject(base.get("testo")):
             base.pop("testo", None)
             if "capitolo" not in base and (chapter := offline_quiz.last_chapter(messages)):
                 base["capitolo"] = chapter

@@ -231,6 +231,16 @@ _HOW_AM_I = re.compile(
 PROGRESS_HEADING = "# Progressi dell'allievo"
 
 
+# What "un'altra sullo stesso argomento" searches for: the last question's subject, not text.
+_SAME_SUBJECT = re.compile(r"\b(?:stess[oaie]|quest[oaie]|quell[oaie]|argomento|tema)\b")
+
+
+def names_subject(testo: str | None) -> bool:
+    """Whether the text a request for another question searches ("un'altra sul vento":
+    `vento`) names a subject of its own, not the last question's ("sullo stesso argomento")."""
+    return bool(testo) and not _SAME_SUBJECT.search(fold(testo or ""))
+
+
 def wants_another(query: str) -> bool:
     """ "un'altra", "un'altra del capitolo 7", "ancora una", "ok, un'altra": another
     question."""

@@ -54,6 +54,14 @@ async def test_everyday_quiz_phrases(store_settings: Settings, auth):
         # After an acknowledgement too (it was searched in the manual, which found nothing).
         acknowledged = await chat(client, auth(), "ok, un'altra")
         assert acknowledged[0]["data"]["question"]["capitolo"] == 5
+        # With a subject of its own, about that subject (it drew chapter 5's fog), and "sullo
+        # stesso argomento" is in the last one's chapter.
+        windy = await chat(client, auth(), "un'altra sul vento")
+        assert windy[0]["data"]["query"]["testo"] == "vento"
+        assert "vent" in str(windy[0]["data"]["question"]).lower()
+        same = await chat(client, auth(), "un'altra sullo stesso argomento")
+        last = windy[0]["data"]["question"]["capitolo"]
+        assert same[0]["data"]["query"] == {"mode": "capitolo", "capitolo": last}
 
         skipped = await chat(client, auth(), "non lo so")
         assert skipped[0]["tool_name"] == "verifica_risposta"
