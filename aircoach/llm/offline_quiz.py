@@ -227,6 +227,9 @@ _HOW_AM_I = re.compile(
     r"|quant[ei]\s(?:ne\s|risposte\s|domande\s)?(?:ho\s)?(?:sbagliat|giust|corrett|indovinat)"
     # "qual è il mio capitolo più debole?", "quanto sono pronto per l'esame?"
     r"|capitol[oi]\s(?:\w+\s)?piu\sdebol|(?:quanto|se)\s(?:sono|saro)\spront"
+    # "cosa devo studiare oggi?", "da dove comincio?", "mi fai un piano di studio?"
+    r"|cosa\s(?:devo|dovrei)\s(?:studiare|ripassare)(?:\s(?:oggi|adesso|ora|domani))?\W*$"
+    r"|da\sdove\s(?:comincio|inizio|parto)\W*$|piano\sdi\sstudio"
 )
 PROGRESS_HEADING = "# Progressi dell'allievo"
 

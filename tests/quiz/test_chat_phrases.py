@@ -39,6 +39,7 @@ async def test_everyday_quiz_phrases(store_settings: Settings, auth):
     async with asgi_client(app_with(store_settings)) as client:
         empty = said(await chat(client, auth(), "come sto andando?"))
         assert "Non hai ancora risposto" in empty
+        assert "Non hai ancora risposto" in said(await chat(client, auth(), "da dove comincio?"))
 
         asked = await chat(client, auth(), "Dammi una domanda difficile")
         assert asked[0]["data"]["question"]["difficolta"] == "difficile"
@@ -102,6 +103,7 @@ async def test_everyday_quiz_phrases(store_settings: Settings, auth):
             "quante ne ho sbagliate?",
             "qual è il mio capitolo più debole?",
             "quanto sono pronto per l'esame?",
+            "cosa devo studiare oggi?",  # a plan asked for: the progress is what it rests on
         ):
             counted = await chat(client, auth(), query)
             assert not [e for e in counted if e["type"] == "tool_result"], query
