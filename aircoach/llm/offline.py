@@ -383,6 +383,14 @@ class OfflineChatModel(BaseChatModel):
             if scores.get(ask["name"], 0.0) < max(best, TOOL_THRESHOLD):
                 return None
         base = fill_arguments(query, ask.get("parameters", {}))
+        # "una domanda su questo": the chapter of what the conversation was about
+        if (
+            offline_course.about_this(query)
+            and "capitolo" not in base
+            and (chapter := offline_course.last_searched_chapter(messages))
+        ):
+            base.pop("testo", None)
+            base["capitolo"] = chapter
         # "un'altra": the same chapter unless it names one, or a subject ("un'altra sul vento")
         if another and not offline_quiz.names_subject(base.get("testo")):
             base.pop("testo", None)

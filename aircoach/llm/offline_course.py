@@ -21,9 +21,16 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 
 from aircoach.grounding import followups
+from aircoach.llm import offline_answer
 from aircoach.memory.extract import LABELS, FactKind, facts, without_facts
 from aircoach.memory.recall import SECTION_TITLE as MEMORY_TITLE
 from aircoach.text import fold
@@ -276,6 +283,29 @@ def focus(question: str, searched: str) -> list[str]:
     if searched.strip() == question.strip():
         return []
     return followups.own_words(question)
+
+
+# "una domanda su questo", "sull'argomento", "su quello che abbiamo visto": the subject the
+# conversation was on.
+_ABOUT_THIS = re.compile(
+    r"\bsu(?:ll['’]\s?|\s)(?:questo|questa|quello|quella|cio|argomento|tema)\b"
+    r"|\bsu\squest['’]\s?argomento\b"
+)
+
+
+def about_this(query: str) -> bool:
+    return bool(_ABOUT_THIS.search(fold(query)))
+
+
+def last_searched_chapter(messages: Sequence[BaseMessage]) -> int | None:
+    """The chapter of the best manual section the last search of the course found."""
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage) and message.name == KB:
+            for found in offline_answer.results(message.text):
+                chapter, _, _ = found.ref.partition(".")
+                if chapter.isdigit():  # not an explanation ("quiz 3.12")
+                    return int(chapter)
+    return None
 
 
 def continues_course(messages: Sequence[BaseMessage], question: str) -> bool:

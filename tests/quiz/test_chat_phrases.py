@@ -298,3 +298,16 @@ def test_numbered_answers_to_the_waiting_questions(text: str, graded: list[tuple
     waiting = {n: PendingQuestion(capitolo, 1) for n, capitolo in ((1, 2), (2, 5), (3, 7))}
     calls = offline_quiz.numbered_answers(text, waiting)
     assert [(c["capitolo"], c["risposta"]) for c in calls] == graded
+
+
+@pytest.mark.parametrize(
+    "request_", ["fammi una domanda su questo", "una domanda sull'argomento", "un quiz su questa"]
+)
+async def test_a_question_on_what_the_conversation_was_about(settings: Settings, auth, request_):
+    """ "fammi una domanda su questo" after an answer on the lift drew a question of any
+    chapter (one on a grass runway): it is of the chapter the manual answered from."""
+    async with asgi_client(app_with(settings)) as client:
+        await chat(client, auth(), "cos'è la resistenza indotta?")
+        asked = await chat(client, auth(), request_)
+        assert asked[0]["tool_name"] == "domanda_teoria"
+        assert asked[0]["data"]["question"]["capitolo"] == 1
