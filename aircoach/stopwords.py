@@ -41,6 +41,43 @@ _ENGLISH_ONLY = ENGLISH - _SHARED
 # The union: what search and the offline model drop.
 STOPWORDS = ITALIAN | ENGLISH
 
+# Words of a question that name no subject, though the course may use them: what the student
+# says of themselves about it ("ho problemi con il QNH", "faccio fatica", "ho dei dubbi") and
+# how the answer should be ("in tre frasi", "in parole semplici"). The course search weighs the
+# first as a common word and drops the second; the follow-up rules read both as asking about
+# the topic already under way.
+STUDENT_STATE_WORDS = frozenset(
+    [
+        "problema",
+        "problemi",
+        "difficoltà",
+        "difficolta",
+        "difficile",
+        "fatica",
+        "faccio",
+        "dubbio",
+        "dubbi",
+        "confuso",
+        "confusa",
+        "aiuto",
+        "aiutami",
+    ]
+)
+ANSWER_FORM_WORDS = frozenset(
+    [
+        "frase",
+        "frasi",
+        "parola",
+        "parole",
+        "sintesi",
+        "breve",
+        "brevemente",
+        "semplice",
+        "semplici",
+        "semplicemente",
+    ]
+)
+
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 
 

@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aircoach.stopwords import STOPWORDS
+from aircoach.stopwords import ANSWER_FORM_WORDS, STOPWORDS, STUDENT_STATE_WORDS
 from aircoach.text import fold
 
 MAX_TOPIC_KEYWORDS = 6
@@ -68,10 +68,8 @@ _BARE_TEXT = """
 esempio esempi dettaglio dettagli meglio spiegare spiega ripeti ripetere cioè cioe ovvero
 mai succede capito capisco chiaro motivo come mai altro ancora approfondisci approfondire
 continua vai avanti riassumi riassunto pratica praticamente concretamente
-problema problemi dubbio dubbi difficoltà difficolta fatica faccio aiuto aiutami confuso confusa
-frase frasi parola parole sintesi breve brevemente semplice semplici semplicemente
 """
-_BARE = frozenset(_BARE_TEXT.split())
+_BARE = frozenset(_BARE_TEXT.split()) | STUDENT_STATE_WORDS | ANSWER_FORM_WORDS
 # A short question made of these leans on the topic: it qualifies it, it does not name one.
 _QUALIFIER_TEXT = """
 metri piedi ft nodi km chilometri miglia ore ora minuti secondi gradi percento notte giorno

@@ -26,6 +26,7 @@ from typing import Any
 
 from aircoach.knowledge.glossary import alternatives
 from aircoach.knowledge.manual import Section
+from aircoach.stopwords import ANSWER_FORM_WORDS, STUDENT_STATE_WORDS
 from aircoach.text import (
     FUZZY_MAX_LETTERS,
     FUZZY_MIN_LETTERS,
@@ -65,21 +66,14 @@ _QUESTION_WORDS_TEXT = """
     funziona funzionano serve servono succede puoi mi ti ci si e sono ho hai ha fa fare
     differenza tra fra manuale corso secondo dice detto legge leggere leggo interpretare
     interpreta capire capisco significano esattamente va vanno com fatto fatta fatti succedere
-    frase frasi parole riassunto riassumi sintesi breve brevemente semplice semplici
-    semplicemente parola
+    riassunto riassumi
 """
-_QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split())
+_QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS
 # Words a student says of themselves about a subject ("ho problemi con il QNH", "faccio fatica
 # con lo stallo"): searched, but weighed as a common word. The course's own "problema" is a
 # magneto's, so "problemi ai magneti" still prefers that section, and "ho problemi con il
 # QNH" is not refused for want of a section holding both words.
-_FRAME_STEMS = frozenset(
-    stem(word)
-    for word in words(
-        "problema problemi difficoltà difficile fatica faccio dubbio dubbi confuso confusa "
-        "aiuto aiutami capito"
-    )
-)
+_FRAME_STEMS = frozenset(stem(word) for word in words(" ".join(STUDENT_STATE_WORDS | {"capito"})))
 
 
 @dataclass(frozen=True)
