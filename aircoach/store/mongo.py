@@ -292,6 +292,11 @@ class MongoConnection:
         await self.clients.close()
 
 
+async def _turn_ids(chats: AsyncCollection, query: dict[str, Any]) -> list[str]:
+    docs = await chats.find(query, {"turn_id": 1, "_id": 0}).to_list()
+    return [doc["turn_id"] for doc in docs]
+
+
 def _turn(doc: dict[str, Any]) -> Turn:
     doc.pop("_id", None)
     return Turn.model_validate(json_safe(doc))
@@ -384,12 +389,16 @@ class MongoChatStore:
 
         return await self._db.run(self._name, delete)
 
+    async def conversation_turn_ids(self, user_id: str, conversation: str) -> list[str]:
+        query = {"userId": user_id, "conversation_id": conversation}
+
+        return await self._db.run(self._name, lambda c: _turn_ids(c, query))
+
     async def delete_conversation(self, user_id: str, conversation: str) -> list[str]:
         query = {"userId": user_id, "conversation_id": conversation}
 
         async def delete(c: AsyncCollection) -> list[str]:
-            docs = await c.find(query, {"turn_id": 1, "_id": 0}).to_list()
-            ids = [doc["turn_id"] for doc in docs]
+            ids = await _turn_ids(c, query)
             if ids:
                 await c.delete_many({**query, "turn_id": {"$in": ids}})
             return ids

@@ -415,6 +415,15 @@ class SqliteChatStore:
         )
         return bool(cursor.rowcount == 1)
 
+    async def conversation_turn_ids(self, user_id: str, conversation: str) -> list[str]:
+        rows = await self._db.run(
+            lambda c: c.execute(
+                "SELECT turn_id FROM chats WHERE userId = ? AND conversation_id = ?",
+                (user_id, conversation),
+            ).fetchall()
+        )
+        return [row["turn_id"] for row in rows]
+
     async def delete_conversation(self, user_id: str, conversation: str) -> list[str]:
         def delete(c: sqlite3.Connection) -> list[str]:
             rows = c.execute(

@@ -1,7 +1,8 @@
 """A user's conversations: the claim key of a conversation's running turn, and what deleting
-a conversation removes (its running turn cancelled first, then its turns, its event log, its
-idempotency records, its threads in this process's memory, and whatever the features that
-keep per-conversation data registered as forgetters: the long-term memory derived from it).
+a conversation removes (its running turn cancelled first, then its turns' event logs and
+idempotency records, its turns, its threads in this process's memory, and whatever the
+features that keep per-conversation data registered as forgetters: the long-term memory
+derived from it).
 
 A delete removes nothing while a turn of the conversation still runs: a turn frees its thread
 only after its store write (or its spooling, when the store refused it), so once the thread
@@ -122,15 +123,18 @@ class ConversationEraser:
         may hold the conversation's turns: they would come back later). The conversation's
         turns the store refuses leave the spool last (`DeadLetters.conversation_turns`),
         after their event log and idempotency records: a delete that fails half-way leaves
-        them in the spool, where the retry finds them again and finishes the delete."""
+        them in the spool, where the retry finds them again and finishes the delete. The
+        stored turns go in the same order: their log and records first, the turns after."""
         running = await self._stop_running(user_id, conversation_id)
         spooled = await self.dead_letters.conversation_turns(self.chats, user_id, conversation_id)
-        turn_ids = await self.chats.delete_conversation(user_id, conversation_id) + spooled
-        if turn_ids:
-            await self.turn_log.forget(user_id, turn_ids)
-            await self.reservations.forget_turns(user_id, turn_ids)
+        stored = await self.chats.conversation_turn_ids(user_id, conversation_id)
+        await self._forget_turns(user_id, stored + spooled)
+        removed = await self.chats.delete_conversation(user_id, conversation_id)
+        # A turn stored since the listing (a message sent during the delete) goes too.
+        await self._forget_turns(user_id, sorted(set(removed) - set(stored)))
         for turn_id in spooled:
             await self.dead_letters.remove(turn_id)
+        turn_ids = sorted({*stored, *removed, *spooled})
         if running is not None:
             await self.turn_log.forget(user_id, [running])
         if self.memory is not None:
@@ -139,6 +143,13 @@ class ConversationEraser:
             await forget(user_id, conversation_id)
         log.info("conversation %r of %r deleted: %d turns", conversation_id, user_id, len(turn_ids))
         return bool(turn_ids) or running is not None
+
+    async def _forget_turns(self, user_id: str, turn_ids: list[str]) -> None:
+        """The turns' event logs and idempotency records, before the turns themselves: a
+        delete that fails here removed no turn, and its retry finds them all again."""
+        if turn_ids:
+            await self.turn_log.forget(user_id, turn_ids)
+            await self.reservations.forget_turns(user_id, turn_ids)
 
     async def _stop_running(self, user_id: str, conversation_id: str) -> str | None:
         """Cancel the conversation's running turn and wait until it has let go of the

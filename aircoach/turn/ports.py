@@ -78,6 +78,10 @@ class ChatStore(Protocol):
         else's, or another request removed it first)."""
         ...
 
+    async def conversation_turn_ids(self, user_id: str, conversation: str) -> list[str]:
+        """The ids of the turns of the user's `conversation` (none: it does not exist)."""
+        ...
+
     async def delete_conversation(self, user_id: str, conversation: str) -> list[str]:
         """Remove the turns of the user's `conversation`; the ids of the turns removed (none:
         the conversation does not exist)."""

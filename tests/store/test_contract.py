@@ -239,6 +239,23 @@ async def test_one_turn_is_deleted_only_by_its_user_and_the_rest_stays(chats: Ch
     assert await chats.recent_turns("alice", 5, conversation="c") == [kept, gone]
 
 
+async def test_a_conversations_turns_are_listed_and_deleted_only_for_their_user(
+    chats: ChatStore,
+):
+    for n, (user, conversation_id) in enumerate(
+        [("alice", "c"), ("alice", None), ("alice", "c"), ("bob", "c"), ("alice", "d")]
+    ):
+        await chats.append_turn(make_turn(user, n, conversation_id=conversation_id))
+    ids = [make_turn("alice", n).turn_id for n in (0, 2)]
+    assert sorted(await chats.conversation_turn_ids("alice", "c")) == ids
+    assert await chats.conversation_turn_ids("mallory", "c") == []
+    assert sorted(await chats.delete_conversation("alice", "c")) == ids
+    assert await chats.conversation_turn_ids("alice", "c") == []
+    assert await chats.delete_conversation("alice", "c") == []
+    left = await chats.history("alice", limit=10) + await chats.history("bob", limit=10)
+    assert sorted(t.human for t in left) == ["domanda 1", "domanda 3", "domanda 4"]
+
+
 async def test_history_pages_by_turn_id_even_within_one_millisecond(chats: ChatStore):
     # One timestamp for all: only the turn ids order them (nx-27017 compares timestamp
     # strings at second precision; the ids are unique and time-ordered).

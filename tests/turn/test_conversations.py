@@ -4,7 +4,7 @@ history and memory; the one running turn is per conversation; listing and deleti
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +13,10 @@ import httpx
 import pytest
 from langchain_core.messages import BaseMessage
 
+from aircoach.errors import StoreUnavailable
+from aircoach.services import build_turn_log
 from aircoach.settings import Settings
+from aircoach.turn.log import TurnLogStore
 from aircoach.turn.records import Turn
 from tests.helpers import app_with, asgi_client, chat, services_of
 from tests.mongo_server import MongoServer, mongo_settings
@@ -344,3 +347,47 @@ async def test_the_conversation_list_pages_with_a_cursor(
             "query",
             "cursor",
         ]
+
+
+class _ForgetFailsOnce:
+    """The turn log, whose first `forget` fails as a store outage would."""
+
+    def __init__(self, log: TurnLogStore):
+        self.log = log
+        self.failed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.log, name)
+
+    async def forget(self, user_id: str, turn_ids: Sequence[str]) -> None:
+        if not self.failed:
+            self.failed = True
+            raise StoreUnavailable()
+        await self.log.forget(user_id, turn_ids)
+
+
+async def test_a_delete_whose_log_forget_fails_keeps_the_turns_for_its_retry(settings, auth):
+    """The turn log fails while the delete removes the conversation's logs: 503 and both turns
+    are still there; the retry removes them with their logs (it used to remove the turns
+    first: the retry found none, a 404, and the logs outlived the delete for a day)."""
+    log = _ForgetFailsOnce(build_turn_log(settings))
+    app = app_with(
+        settings, models=ScriptedModels(Script([text("uno"), text("due")])), turn_log=log
+    )
+    me = auth()
+    async with asgi_client(app) as client:
+        turn_ids = [
+            (await chat(client, me, question, conversation_id="c1"))[-1]["turn_id"]
+            for question in ("prima", "seconda")
+        ]
+        refused = await client.delete("/api/conversations/c1", headers=me)
+        assert refused.status_code == 503, refused.text
+        history = await client.get("/api/history?conversation_id=c1", headers=me)
+        assert [t["turn_id"] for t in history.json()["turns"]] == turn_ids[::-1]
+        retried = await client.delete("/api/conversations/c1", headers=me)
+        assert retried.status_code == 204, retried.text
+        for turn_id in turn_ids:
+            logged = await client.get(f"/api/turns/{turn_id}/events", headers=me)
+            assert logged.status_code == 404, turn_id
+        history = await client.get("/api/history?conversation_id=c1", headers=me)
+        assert history.json()["turns"] == []
