@@ -9,7 +9,8 @@ one edit away from it (one typo), counting for less than an exact word: a letter
 made single in any such word, any other edit only when its stem has five letters or more. A passage must contain a good share of the query's words, weighted
 by rarity (`MIN_COVERAGE`), and at least two of them when the query has two or more: a
 question about something the course does not cover finds nothing, rather than the passage
-that happens to share one word with it.
+that happens to share one word with it. A query that only names a chapter ("meteorologia")
+is searched within it, and gets its first sections when nothing there holds the words.
 
 Pure and synchronous: build and search run in a worker thread (`aircoach.knowledge.library`).
 """
@@ -73,6 +74,8 @@ _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS
 # con lo stallo"): searched, but weighed as a common word. The course's own "problema" is a
 # magneto's, so "problemi ai magneti" still prefers that section, and "ho problemi con il
 # QNH" is not refused for want of a section holding both words.
+# Words that point at a chapter without naming it ("il capitolo sulla meteorologia").
+_CHAPTER_STEMS = frozenset(stem(word) for word in ("capitolo", "argomento", "materia"))
 _FRAME_STEMS = frozenset(stem(word) for word in words(" ".join(STUDENT_STATE_WORDS | {"capito"})))
 
 
@@ -145,6 +148,10 @@ class CourseIndex:
         for passage in passages:
             titles = self._chapter_titles.setdefault(passage.capitolo, set())
             titles.add(" ".join(words(passage.materia)))
+        self._chapter_stems = {
+            capitolo: [frozenset(_stems(title)) for title in titles]
+            for capitolo, titles in self._chapter_titles.items()
+        }
         self._section_of = [self._home_section(row) for row in range(len(passages))]
 
     def _home_section(self, rowid: int) -> int:
@@ -218,9 +225,13 @@ class CourseIndex:
         if capitolo is not None:
             chapters = (chapters or {capitolo}) & {capitolo}
         planned = self._query_words(query)
+        named = self._chapter_asked(planned) if chapters is None else None
+        if named is not None:
+            chapters = {named}
         matchable = sorted({t for _, found, _ in planned for t in found})
         if not matchable or all(term in _FRAME_STEMS for term, _, _ in planned):
-            return []  # nothing the course has, or no subject ("ho un problema")
+            # nothing the course has, or no subject ("ho un problema")
+            return self._chapter_sections(named, top_k) if named is not None else []
         expression = " OR ".join(f'"{term}"' for term in matchable)
         with self._lock:
             rows = self._db.execute(
@@ -267,7 +278,33 @@ class CourseIndex:
                 lent[target] = max(lent.get(target, 0.0), score)
         scores = {row: own.get(row, 0.0) + _LENT_FACTOR * lent.get(row, 0.0) for row in own | lent}
         best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:top_k]
+        if not best and named is not None:
+            return self._chapter_sections(named, top_k)
         return [self._result(self.passages[row], score, planned) for row, score in best]
+
+    def _chapter_asked(self, planned: list[tuple[str, frozenset[str], bool]]) -> int | None:
+        """The one chapter the query names by its title, the words asked being at least half
+        of the title's ("meteorologia", "parlami del fattore umano", "il capitolo sulla
+        navigazione"; not "aria" for "Regole dell'aria e spazi aerei"): the search stays in
+        it, since the same word in another chapter ("condizioni meteorologiche" in a radio
+        failure) is not what was asked. None for any other query."""
+        asked = {term for term, _, _ in planned} - _CHAPTER_STEMS
+        limit = _COMMON_SHARE * len(self.passages)
+        if all(self._vocabulary.get(term, 0) > limit for term in asked):
+            return None  # nothing asked, or only words of the whole course ("volo")
+        named = {
+            capitolo
+            for capitolo, titles in self._chapter_stems.items()
+            if any(asked <= title and 2 * len(asked) >= len(title) for title in titles)
+        }
+        return named.pop() if len(named) == 1 else None
+
+    def _chapter_sections(self, capitolo: int, top_k: int) -> list[dict[str, Any]]:
+        """A chapter's first `top_k` sections in the manual's order: the answer to a query
+        that names the chapter and nothing in it ("meteorologia", where no section says the
+        word)."""
+        rows = [p for p in self.passages if p.kind == "manuale" and p.capitolo == capitolo]
+        return [self._result(passage, 0.0, []) for passage in rows[:top_k]]
 
     def _chapters_named(self, materia: str | None) -> set[int] | None:
         """The chapters whose title contains `materia` or is contained in it ("Meteo",

@@ -173,3 +173,30 @@ def test_a_query_cut_at_its_limit_drops_the_word_cut_in_half(course):
     # 85 x "stallo " is cut at 500 characters inside a word ("sta"): a word the course never
     # uses, the rarest of all, would outweigh "stallo" and find nothing.
     assert _refs(course, "stallo " * 85)[:1] == ["1.4"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["meteorologia", "parlami della meteorologia", "cosa c'è nel capitolo di meteorologia?"],
+)
+def test_a_chapter_named_by_its_title_gives_its_sections_in_order(course, query):
+    """No section of chapter 5 says "meteorologia"; the radio failure's "condizioni
+    meteorologiche" came first. A query that only names a chapter stays in it, and when no
+    passage there holds its words, the chapter's first sections come, in the manual's order."""
+    assert _refs(course, query, top_k=3) == ["5.1", "5.2", "5.3"]
+
+
+@pytest.mark.parametrize(
+    ("query", "capitolo"),
+    [("fattore umano", 10), ("il motore", 4), ("navigazione", 6), ("spazi aerei", 7)],
+)
+def test_a_chapter_named_by_its_title_is_searched_within(course, query, capitolo):
+    found = course.search(query)
+    assert found and {r["capitolo"] for r in found} == {capitolo}
+
+
+@pytest.mark.parametrize("query", ["aria", "volo"])
+def test_a_word_of_a_title_that_does_not_name_the_chapter_searches_every_chapter(course, query):
+    """At least half of a title's words name the chapter: "aria" alone is not "Regole
+    dell'aria e spazi aerei", nor is a word of the whole course ("volo") a chapter."""
+    assert len({r["capitolo"] for r in course.search(query)}) > 1
