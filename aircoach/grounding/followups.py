@@ -5,11 +5,13 @@ conversation's topic first.
   connective (`e`, `ma`, `però`, `anche`, `invece`), leans on what came before (`questo`,
   `lo stesso`, ...), carries no content word of its own (`perché?`, `fammi un esempio`), or
   is short and opens with a preposition (`in virata?`) or says only a measure or a condition
-  (`quanto in metri?`). A question with its own subject (`come funziona il variometro`,
+  (`quanto in metri?`), or is short and ends with a verb whose subject it leaves out
+  (`quali nubi porta?`). A question with its own subject (`come funziona il variometro`,
   `Spiegami il QNH`) is searched as it is, however short.
 - `topic_keywords`: the conversation's topic, from the student's earlier questions in the
   thread: the last question that stood alone and the follow-ups after it, so a change of
-  subject resets the topic. They are derived from the thread itself (the same human messages
+  subject resets the topic; a follow-up that says one of a pair (`e quello caldo?`) drops
+  the other (`freddo`). They are derived from the thread itself (the same human messages
   whether the thread stayed warm or was reseeded from the store), so a reseed rebuilds them
   exactly.
 - `expand_query`: what a retrieval tool searches during a follow-up: the topic's keywords
@@ -60,7 +62,15 @@ servono bisogna devo deve devono posso possono significa vuol dire fammi ciao gr
 okay sì stesso stessa stessi stesse caso vale valgono funziona funzionano perche cos'e
 com'è com'e qual'è qual'e usa usano usare uso utilizza utilizzano
 """
-STOP_WORDS = STOPWORDS | frozenset(_STOP_TEXT.split())
+# A short question that ends with one of these verbs has left its subject out, the topic
+# ("quali nubi porta?", "cosa provoca?"): asked with one, the subject follows the verb ("quali
+# nubi porta il fronte caldo?"). They name no topic either.
+_IMPLIED_SUBJECT_TEXT = """
+porta portano provoca provocano comporta comportano produce producono genera generano crea
+creano forma formano indica indicano segnala segnalano misura misurano mostra mostrano
+"""
+_IMPLIED_SUBJECT = frozenset(_IMPLIED_SUBJECT_TEXT.split())
+STOP_WORDS = STOPWORDS | frozenset(_STOP_TEXT.split()) | _IMPLIED_SUBJECT
 
 # Words that ask for more about the current topic, never name one ("fammi un esempio", "ho
 # ancora dubbi"; "ho un problema" with no topic asks which).
@@ -79,6 +89,17 @@ cause causa rimedi rimedio effetti effetto vantaggi svantaggi differenze pericol
 conseguenze regole limiti
 """
 _QUALIFIERS = frozenset(_QUALIFIER_TEXT.split())
+# A follow-up that says one of a pair ("e quello caldo?" after the cold front) asks about it
+# instead of the other: the other leaves the topic.
+_OPPOSITES_TEXT = """
+caldo freddo calda fredda caldi freddi calde fredde destra sinistra salita discesa
+decollo atterraggio alto basso alta bassa alti bassi alte basse massimo minimo massima minima
+anteriore posteriore superiore inferiore sopravento sottovento
+"""
+_PAIRS = _OPPOSITES_TEXT.split()
+_OPPOSITE = dict(zip(_PAIRS[::2], _PAIRS[1::2], strict=True)) | dict(
+    zip(_PAIRS[1::2], _PAIRS[::2], strict=True)
+)
 _WHY = frozenset({"perché", "perche", "perchè"})
 _PREPOSITIONS_TEXT = (
     "in di con per a da su tra fra sopra sotto dopo prima durante oltre senza verso"
@@ -175,6 +196,8 @@ def is_followup(question: str, *, has_topic: bool) -> bool:
         return True  # "quale si usa in atterraggio?": it qualifies the topic, however long
     if len(tokens) >= SHORT_QUESTION_WORDS:
         return False
+    if tokens[-1].lower() in _IMPLIED_SUBJECT:
+        return True  # "quali nubi porta?": of the topic
     if first in _WHY and len(own) == 1 and len(tokens) <= 3:
         return True  # "perché è pericoloso?": the subject is the topic's
     return first in _PREPOSITIONS
@@ -197,6 +220,8 @@ def topic_keywords(questions: Sequence[str], limit: int = MAX_TOPIC_KEYWORDS) ->
     position = 0
     for question in recent[start:]:
         for word in dict.fromkeys(own_words(question)):
+            # "e quello caldo?" after the cold front: the warm one, not both.
+            counts.pop(_stem(_OPPOSITE.get(word.lower(), "")), None)
             key = _stem(word)
             counts[key] = counts.get(key, 0) + 1
             first.setdefault(key, position)

@@ -131,6 +131,9 @@ def test_the_thread_view_is_what_the_model_is_shown():
         "non ho capito, ho un problema",
         "spiegamelo in 3 frasi",
         "in parole semplici?",
+        "quali nubi porta?",  # the verb's subject is the topic's
+        "cosa provoca?",
+        "e cosa misura?",
     ],
 )
 def test_a_bare_followup_borrows_the_topic(question):
@@ -145,6 +148,8 @@ def test_a_bare_followup_borrows_the_topic(question):
         "cos'è il METAR?",
         "Vx e Vy",
         "ho problemi con il QNH",
+        "cosa provoca la nebbia?",  # the subject after the verb
+        "quali nubi porta il fronte caldo?",
     ],
 )
 def test_a_short_question_with_its_own_subject_stands_alone(question):
@@ -170,3 +175,12 @@ def test_a_self_contained_search_of_a_model_is_not_expanded():
 def test_a_greeting_after_a_topic_is_no_followup(question):
     """It has no content word either; the prompt of a real model said it followed up QNH."""
     assert not is_followup(question, has_topic=True)
+
+
+def test_a_followup_that_says_one_of_a_pair_leaves_the_other_out_of_the_topic():
+    """ "e quello caldo?" after the cold front asks about the warm one: the topic was
+    "fronte freddo caldo", and "quali nubi porta?" then found the cold front first."""
+    asked = ["cos'è il fronte freddo?", "e quello caldo?"]
+    assert topic_keywords(asked) == ["fronte", "caldo"]
+    assert expand_query(topic_keywords(asked), "quali nubi porta?") == "fronte caldo nubi"
+    assert topic_keywords(["vento in decollo", "e in atterraggio?"]) == ["vento", "atterraggio"]

@@ -262,3 +262,22 @@ async def test_a_bare_followup_after_a_theory_turn_keeps_the_topic(client, auth,
     assert _tools(events)[0] == "kb_search"
     assert events[0]["arguments"]["query"].startswith("QNH")  # the topic, searched first
     assert "Sono AIR Coach" not in _answer(events)
+
+
+async def test_a_question_whose_verb_has_the_topic_as_subject_is_answered_on_it(client, auth):
+    """ "quali nubi porta?" after the warm front was searched as "nubi porta" and answered
+    on spatial disorientation ("in nube ... può portare"); it is the warm front's clouds."""
+    for question in ("cos'è il fronte freddo?", "e quello caldo?"):
+        await chat(client, auth(), question, conversation_id="fronti")
+    events = await chat(client, auth(), "quali nubi porta?", conversation_id="fronti")
+    assert events[0]["arguments"]["query"] == "fronte caldo nubi"
+    assert events[0]["data"]["items"][0]["riferimento"] == "5.6"
+    assert "cirri, cirrostrati, altostrati" in _answer(events)
+
+
+async def test_a_chapter_named_alone_is_answered_from_that_chapter(client, auth):
+    """ "meteorologia" was answered with the radio failure (§ 8.9, "condizioni
+    meteorologiche"): no section of chapter 5 says the word."""
+    events = await chat(client, auth(), "parlami della meteorologia")
+    assert [item["capitolo"] for item in events[0]["data"]["items"]] == [5] * 5
+    assert "§ 5.1 (Meteorologia)" in _answer(events)
