@@ -49,6 +49,10 @@ _TITLE_WEIGHT, _BODY_WEIGHT = 3.0, 1.0
 # the section that teaches its subject (the manual is the source, the explanation the way a
 # student asks about it).
 _LENT_FACTOR = 0.5
+# A section whose heading the query says in full ("cos'è la vite?", § "La vite") is the one
+# asked for, before a section that treats it within another subject ("Stallo e vite in virata
+# base-finale").
+_TITLE_ASKED = 1.5
 # A word matched only through a typo (one edit away) holds this share of its weight: "vinto"
 # is one edit from "vento", and a question about football must not reach the wind.
 _FUZZY_SHARE = 0.5
@@ -132,12 +136,14 @@ class CourseIndex:
             "CREATE VIRTUAL TABLE passages USING fts5(title, body, tokenize='unicode61')"
         )
         self._terms: list[frozenset[str]] = []
+        self._titles: list[frozenset[str]] = []  # a section's heading, for a title asked
         vocabulary: dict[str, int] = {}
         rows = []
         for rowid, passage in enumerate(passages):
             title, body = _stems(passage.titolo), _stems(passage.testo)
             terms = frozenset(title) | frozenset(body)
             self._terms.append(terms)
+            self._titles.append(frozenset(title) if passage.kind == "manuale" else frozenset())
             for term in terms:
                 vocabulary[term] = vocabulary.get(term, 0) + 1
             rows.append((rowid, " ".join(title), " ".join(body)))
@@ -277,6 +283,10 @@ class CourseIndex:
             else:  # an explanation lends its score to the section that teaches its subject
                 lent[target] = max(lent.get(target, 0.0), score)
         scores = {row: own.get(row, 0.0) + _LENT_FACTOR * lent.get(row, 0.0) for row in own | lent}
+        asked = {term for term, _, _ in planned}
+        for row in scores:
+            if self._titles[row] and self._titles[row] <= asked:
+                scores[row] *= _TITLE_ASKED  # "la vite": the section "La vite"
         best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:top_k]
         if not best and named is not None:
             return self._chapter_sections(named, top_k)

@@ -54,6 +54,8 @@ def test_a_phrase_needs_all_its_words():
         ("si puo volare dopo aver bevuto?", "10.4"),
         ("serve la licenza per volare con un ultraleggero?", "7.13"),
         ("la CAT ad alta quota", "5.13"),
+        ("cosa fare se si spegne il motore in volo?", "10.15"),  # the manual: "si ferma"
+        ("mi si è spento il motore in decollo", "10.15"),
     ],
 )
 def test_a_students_words_find_the_section_that_says_it_otherwise(course, query, section):

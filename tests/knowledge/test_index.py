@@ -200,3 +200,9 @@ def test_a_word_of_a_title_that_does_not_name_the_chapter_searches_every_chapter
     """At least half of a title's words name the chapter: "aria" alone is not "Regole
     dell'aria e spazi aerei", nor is a word of the whole course ("volo") a chapter."""
     assert len({r["capitolo"] for r in course.search(query)}) > 1
+
+
+def test_a_section_whose_heading_is_asked_in_full_comes_first(course):
+    """ "cos'è la vite?" found "Stallo e vite in virata base-finale" (10.11) before "La vite"
+    (1.13), which the explanations of the quiz lent less to."""
+    assert _refs(course, "cos'è la vite?")[:1] == ["1.13"]
