@@ -202,7 +202,8 @@ class OfflineChatModel(BaseChatModel):
            calls), and a request with nothing to search gets a clarifying question
            (`offline_course.plan_search`).
 
-        Before 2: a mock exam's steps, "perché?" right after a grading (explained from it),
+        Before 2: a mock exam's steps, a question announced ("ho una domanda": asked for, or
+        the question after it answered), "perché?" right after a grading (explained from it),
         and "come sto andando?" and "cosa ti ricordi di me?" (answered from the prompt's
         progress and memory sections).
         """
@@ -217,6 +218,11 @@ class OfflineChatModel(BaseChatModel):
         if exam_turn is not None:
             return AIMessage("", tool_calls=[exam_turn])
         # --- end of the mock exam's hook ---
+        # "Ho una domanda" (the student is about to ask): "Certo, chiedimi pure."; "ho una
+        # domanda: cos'è il QNH?": the question after it.
+        said, query = offline_course.preface(query)
+        if said is not None:
+            return self._say(said)
         # A quiz follow-up right after a grading ("perché?") explains that question.
         if offline_quiz.asks_why(query) and (why := offline_quiz.explain_reply(messages, query)):
             return self._say(why)
@@ -277,6 +283,7 @@ class OfflineChatModel(BaseChatModel):
         if any(r.status == "error" for r in results):
             return self._say("La ricerca nel manuale del corso non è riuscita: riprova tra poco.")
         question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+        question = offline_course.preface(question)[1] or question  # "ho una domanda: ..."
         order = list(asked)  # the results come as the searches end; the parts as asked
         results.sort(key=lambda r: order.index(r.tool_call_id) if r.tool_call_id in asked else 0)
         parts = [(asked.get(r.tool_call_id, question) or question, r.text) for r in results]
@@ -378,7 +385,8 @@ class OfflineChatModel(BaseChatModel):
         if ask is None:
             return None
         another = offline_quiz.wants_another(query)
-        if not offline_quiz.wants_review(query) and not another:
+        asked = offline_quiz.wants_review(query) or offline_quiz.asks_for_question(query)
+        if not asked and not another:
             best = max(scores.values(), default=0.0)
             if scores.get(ask["name"], 0.0) < max(best, TOOL_THRESHOLD):
                 return None

@@ -167,6 +167,38 @@ def exam_date_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
     return f"Dell'esame mi hai detto: {said[0]}. Se è cambiato, dimmi la nuova data."
 
 
+# "Ho una domanda", "posso farti una domanda?", "ti faccio una domanda sul QNH": the student
+# is about to ask, not asking for a quiz question.
+_PREFACE = re.compile(
+    r"^(?:(?:ciao|coach|scusa|senti)[\s,!]+)*"
+    r"(?:(?:ho|avrei|avevo)\s|(?:posso|potrei)\s(?:farti|chiederti|porti)\s"
+    r"|(?:ti\s)?(?:faccio|chiedo)\s)"
+    r"(?:una|un'\s?altra|qualche|un\spaio\sdi)\s?(?:altra\s)?domand[ae]\b"
+    r"|^una\sdomanda\s*(?=[:,])"
+)
+_PREFACE_SUBJECT_CHARS = 60
+ASK_AWAY = "Certo, chiedimi pure."
+
+
+def preface(query: str) -> tuple[str | None, str]:
+    """For a message that announces a question: (the reply, "") when it asks nothing yet
+    ("posso farti una domanda?", "ho una domanda sul QNH": "Certo, dimmi pure la tua domanda
+    sul QNH."), or (None, the question) when it goes on to ask it ("ho una domanda: cos'è il
+    QNH?"). (None, query) for any other message."""
+    folded = fold(query).strip()
+    found = _PREFACE.match(folded)
+    if found is None:
+        return None, query
+    text = query.strip()  # as written, unless folding changed its length (a ligature)
+    rest = (text if len(text) == len(folded) else folded)[found.end() :].strip()
+    said = rest.strip(" ?!.:,")
+    if not said:
+        return ASK_AWAY, ""
+    if "?" in rest or rest[:1] in ":," or len(said) > _PREFACE_SUBJECT_CHARS:
+        return None, said
+    return f"Certo, dimmi pure la tua domanda {said}.", ""
+
+
 # A question or a request in a message: it is answered, whatever else the message says.
 _ASKS = re.compile(
     r"\?|\b(?:come|cosa|cos|che|perche|quale|quali|quanto|quanti|quando|dove|chi|spiega\w*"

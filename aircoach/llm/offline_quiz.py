@@ -244,6 +244,24 @@ def names_subject(testo: str | None) -> bool:
     return bool(testo) and not _SAME_SUBJECT.search(fold(testo or ""))
 
 
+# "una domanda sul vento", "mi fai una domanda di navigazione?", "due domande a caso",
+# "interrogami sulla meteo", "testami sul QNH": a request for quiz questions in words the
+# tool's examples do not share. Not "ho una domanda sul QNH" nor "posso farti una domanda?"
+# (the student asks), nor "una domanda: cos'è il QNH?".
+_ASKS_QUESTION = re.compile(
+    _ACK + r"{0,2}(?:(?:mi\s)?(?:fai|faresti|dai|daresti|fammi|dammi|voglio|vorrei)\s"
+    r"|(?:puoi|potresti)\s(?:farmi|darmi)\s)?"
+    r"(?:una|qualche|un\s(?:paio\sdi\s)?|\d{1,2}|due|tre|quattro|cinque|dieci)\s?"
+    r"(?:altr[ae]\s)?(?:domand[ae]|quiz)\b(?!\s*[:,])"
+    r"|(?:interrogami|testami|mettimi\salla\sprova)\b"
+)
+
+
+def asks_for_question(query: str) -> bool:
+    """A message that asks for quiz questions ("una domanda sul vento", "interrogami")."""
+    return bool(_ASKS_QUESTION.match(fold(query).strip()))
+
+
 def wants_another(query: str) -> bool:
     """ "un'altra", "un'altra del capitolo 7", "ancora una", "ok, un'altra": another
     question."""

@@ -206,3 +206,9 @@ def test_a_section_whose_heading_is_asked_in_full_comes_first(course):
     """ "cos'è la vite?" found "Stallo e vite in virata base-finale" (10.11) before "La vite"
     (1.13), which the explanations of the quiz lent less to."""
     assert _refs(course, "cos'è la vite?")[:1] == ["1.13"]
+
+
+@pytest.mark.parametrize("query", ["quando si usa il QNH?", "quando si utilizza il QNH"])
+def test_a_verb_of_use_is_not_a_word_a_section_must_hold(course, query):
+    """ "quando si usa il QNH?" found nothing: no section holds "usa" and "QNH"."""
+    assert _refs(course, query)[:1] == ["3.2"]

@@ -311,3 +311,57 @@ async def test_a_question_on_what_the_conversation_was_about(settings: Settings,
         asked = await chat(client, auth(), request_)
         assert asked[0]["tool_name"] == "domanda_teoria"
         assert asked[0]["data"]["question"]["capitolo"] == 1
+
+
+@pytest.mark.parametrize(
+    ("query", "chapter"),
+    [
+        ("una domanda di aerodinamica", 1),
+        ("mi fai una domanda di navigazione?", 6),
+        ("interrogami sulla meteorologia", 5),
+        ("ok, una domanda sul fattore umano", 10),
+        ("una domanda a caso", None),
+        ("testami sul QNH", None),
+    ],
+)
+async def test_a_request_for_a_question_in_everyday_words_asks_one(
+    settings: Settings, auth, query, chapter
+):
+    """They shared too few words with the tool's examples: the manual was searched ("una
+    domanda di aerodinamica": not found)."""
+    async with asgi_client(app_with(settings)) as client:
+        asked = await chat(client, auth(), query)
+    assert asked[0]["tool_name"] == "domanda_teoria", query
+    if chapter is not None:
+        assert asked[0]["data"]["question"]["capitolo"] == chapter
+
+
+@pytest.mark.parametrize(
+    ("query", "reply"),
+    [
+        ("posso farti una domanda?", "Certo, chiedimi pure."),
+        ("Ho una domanda", "Certo, chiedimi pure."),
+        ("ho una domanda sul QNH", "Certo, dimmi pure la tua domanda sul QNH."),
+    ],
+)
+async def test_a_question_announced_is_waited_for_not_quizzed(
+    settings: Settings, auth, query, reply
+):
+    """ "ho una domanda sul QNH" drew a quiz question; "posso farti una domanda?" was searched
+    in the manual (not found)."""
+    async with asgi_client(app_with(settings)) as client:
+        events = await chat(client, auth(), query)
+    assert not [e for e in events if e["type"] == "tool_result"], query
+    assert said(events).endswith(reply)
+
+
+async def test_the_question_after_its_announcement_is_answered_as_if_asked_alone(
+    settings: Settings, auth
+):
+    async with asgi_client(app_with(settings)) as client:
+        alone = await chat(client, auth("a"), "cos'è il QNH?")
+        announced = await chat(client, auth("b"), "ho una domanda: cos'è il QNH?")
+        use = await chat(client, auth("c"), "ho una domanda sul QNH, quando si usa?")
+    assert announced[0]["arguments"]["query"] == "cos'è il QNH"
+    assert said(announced) == said(alone)
+    assert use[0]["data"]["items"][0]["riferimento"] == "3.2"  # it found nothing
