@@ -77,13 +77,18 @@ _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS
 # Words that point at a chapter without naming it ("il capitolo sulla meteorologia").
 _CHAPTER_STEMS = frozenset(stem(word) for word in ("capitolo", "argomento", "materia"))
 # Words a student says of themselves about a subject ("ho problemi con il QNH", "faccio fatica
-# con lo stallo"), and a question's verbs of use ("quando si usa il QNH?"): searched, but
-# weighed as a common word. The course's own "problema" is a magneto's, so "problemi ai
+# con lo stallo"), and a question's common verbs ("quando si usa il QNH?", "come si riconosce
+# lo stallo?"): searched, but weighed as a common word. The course's own "problema" is a magneto's, so "problemi ai
 # magneti" still prefers that section, and "ho problemi con il QNH" is not refused for want of
 # a section holding both words.
-_USE_VERBS = "usa usano usare uso utilizza utilizzano utilizzare impiega"
+_QUESTION_VERBS = """
+    usa usano usare uso utilizza utilizzano utilizzare impiega imposta impostare imposto mette
+    mettere metto riconosce riconoscere riconosco evita evitare evito previene prevenire
+    calcola calcolare calcolo controlla controllare controllo sceglie scegliere scelgo
+    gestisce gestire gestisco recupera recuperare recupero
+"""
 _FRAME_STEMS = frozenset(
-    stem(word) for word in words(" ".join([*STUDENT_STATE_WORDS, "capito", _USE_VERBS]))
+    stem(word) for word in words(" ".join([*STUDENT_STATE_WORDS, "capito", _QUESTION_VERBS]))
 )
 
 

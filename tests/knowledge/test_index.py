@@ -208,7 +208,17 @@ def test_a_section_whose_heading_is_asked_in_full_comes_first(course):
     assert _refs(course, "cos'è la vite?")[:1] == ["1.13"]
 
 
-@pytest.mark.parametrize("query", ["quando si usa il QNH?", "quando si utilizza il QNH"])
-def test_a_verb_of_use_is_not_a_word_a_section_must_hold(course, query):
-    """ "quando si usa il QNH?" found nothing: no section holds "usa" and "QNH"."""
-    assert _refs(course, query)[:1] == ["3.2"]
+@pytest.mark.parametrize(
+    ("query", "section"),
+    [
+        ("quando si usa il QNH?", "3.2"),
+        ("quando si utilizza il QNH", "3.2"),
+        ("quando si mette il 1013?", "3.2"),
+        ("come si riconosce lo stallo?", "1.4"),
+        ("come si evita lo stallo?", "1.4"),
+        ("come si previene la vite?", "1.13"),
+    ],
+)
+def test_a_questions_common_verb_is_not_a_word_a_section_must_hold(course, query, section):
+    """They found nothing: no section holds "usa" and "QNH", "riconosce" and "stallo"."""
+    assert _refs(course, query)[:1] == [section]
