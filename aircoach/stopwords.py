@@ -78,6 +78,18 @@ ANSWER_FORM_WORDS = frozenset(
     ]
 )
 
+# A question's common verbs, the action asked about rather than its subject ("quando si usa
+# il QNH?", "come si riconosce lo stallo?"). The course search weighs them as common words
+# (no section needs to hold one); the follow-up rules read a question of nothing else ("come
+# si riconosce?") as asking about the topic under way.
+_QUESTION_VERBS_TEXT = """
+    usa usano usare uso utilizza utilizzano utilizzare impiega imposta impostare imposto mette
+    mettere metto riconosce riconoscere riconosco evita evitare evito previene prevenire
+    calcola calcolare calcolo controlla controllare controllo sceglie scegliere scelgo
+    gestisce gestire gestisco recupera recuperare recupero
+"""
+QUESTION_VERBS = frozenset(_QUESTION_VERBS_TEXT.split())
+
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 
 

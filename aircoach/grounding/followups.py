@@ -30,7 +30,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aircoach.stopwords import ANSWER_FORM_WORDS, STOPWORDS, STUDENT_STATE_WORDS
+from aircoach.stopwords import ANSWER_FORM_WORDS, QUESTION_VERBS, STOPWORDS, STUDENT_STATE_WORDS
 from aircoach.text import fold
 
 MAX_TOPIC_KEYWORDS = 6
@@ -60,7 +60,7 @@ sul sullo sulla sui sugli sulle suo sua tra fra tu tuo un una uno vi voi allora 
 quindi dimmi dammi spiegami parlami puoi potresti vorrei sapere cos'è cosè serve
 servono bisogna devo deve devono posso possono significa vuol dire fammi ciao grazie ok
 okay sì stesso stessa stessi stesse caso vale valgono funziona funzionano perche cos'e
-com'è com'e qual'è qual'e usa usano usare uso utilizza utilizzano
+com'è com'e qual'è qual'e
 """
 # A short question that ends with one of these verbs has left its subject out, the topic
 # ("quali nubi porta?", "cosa provoca?"): asked with one, the subject follows the verb ("quali
@@ -73,13 +73,13 @@ _IMPLIED_SUBJECT = frozenset(_IMPLIED_SUBJECT_TEXT.split())
 STOP_WORDS = STOPWORDS | frozenset(_STOP_TEXT.split()) | _IMPLIED_SUBJECT
 
 # Words that ask for more about the current topic, never name one ("fammi un esempio", "ho
-# ancora dubbi"; "ho un problema" with no topic asks which).
+# ancora dubbi", "come si riconosce?"; "ho un problema" with no topic asks which).
 _BARE_TEXT = """
 esempio esempi dettaglio dettagli meglio spiegare spiega ripeti ripetere cioè cioe ovvero
 mai succede capito capisco chiaro motivo come mai altro ancora approfondisci approfondire
 continua vai avanti riassumi riassunto pratica praticamente concretamente
 """
-_BARE = frozenset(_BARE_TEXT.split()) | STUDENT_STATE_WORDS | ANSWER_FORM_WORDS
+_BARE = frozenset(_BARE_TEXT.split()) | STUDENT_STATE_WORDS | ANSWER_FORM_WORDS | QUESTION_VERBS
 # A short question made of these leans on the topic: it qualifies it, it does not name one.
 _QUALIFIER_TEXT = """
 metri piedi ft nodi km chilometri miglia ore ora minuti secondi gradi percento notte giorno

@@ -27,7 +27,7 @@ from typing import Any
 
 from aircoach.knowledge.glossary import alternatives
 from aircoach.knowledge.manual import Section
-from aircoach.stopwords import ANSWER_FORM_WORDS, STUDENT_STATE_WORDS
+from aircoach.stopwords import ANSWER_FORM_WORDS, QUESTION_VERBS, STUDENT_STATE_WORDS
 from aircoach.text import (
     FUZZY_MAX_LETTERS,
     FUZZY_MIN_LETTERS,
@@ -81,14 +81,8 @@ _CHAPTER_STEMS = frozenset(stem(word) for word in ("capitolo", "argomento", "mat
 # lo stallo?"): searched, but weighed as a common word. The course's own "problema" is a magneto's, so "problemi ai
 # magneti" still prefers that section, and "ho problemi con il QNH" is not refused for want of
 # a section holding both words.
-_QUESTION_VERBS = """
-    usa usano usare uso utilizza utilizzano utilizzare impiega imposta impostare imposto mette
-    mettere metto riconosce riconoscere riconosco evita evitare evito previene prevenire
-    calcola calcolare calcolo controlla controllare controllo sceglie scegliere scelgo
-    gestisce gestire gestisco recupera recuperare recupero
-"""
 _FRAME_STEMS = frozenset(
-    stem(word) for word in words(" ".join([*STUDENT_STATE_WORDS, "capito", _QUESTION_VERBS]))
+    stem(word) for word in words(" ".join(STUDENT_STATE_WORDS | QUESTION_VERBS | {"capito"}))
 )
 
 
@@ -262,12 +256,13 @@ class CourseIndex:
         }
         share = {term: _FUZZY_SHARE if typo else 1.0 for term, _, typo in planned}
         # A word in a good share of the course ("volo") is not one of the two a result needs.
+        framed = _FRAME_STEMS & weights.keys()
         common = {
             term
             for term, found, _ in planned
             if found and min(self._vocabulary[t] for t in found) > _COMMON_SHARE * total
-        } | (_FRAME_STEMS & weights.keys())
-        for term in _FRAME_STEMS & weights.keys():
+        } | framed
+        for term in framed:
             weights[term] = min(weights[term], _rarity(math.ceil(_COMMON_SHARE * total), total))
         wanted = sum(weights.values()) or 1.0
         own: dict[int, float] = {}
@@ -280,7 +275,10 @@ class CourseIndex:
             matched = [t for t, found, _ in planned if found & held]
             coverage = sum(weights[t] * share[t] for t in matched) / wanted
             telling = [t for t in matched if t not in common]
-            enough = len(matched) >= min(2, len(planned)) or len(telling) >= min(
+            # A frame word ("usa", "problemi") is never one of the two: "QNH usa atterraggio"
+            # is not answered by a section on landing that says "usa".
+            said = [t for t in matched if t not in framed]
+            enough = len(said) >= min(2, len(planned) - len(framed)) or len(telling) >= min(
                 2, len(planned) - len(common)
             )
             if coverage < MIN_COVERAGE or not enough:

@@ -134,6 +134,9 @@ def test_the_thread_view_is_what_the_model_is_shown():
         "quali nubi porta?",  # the verb's subject is the topic's
         "cosa provoca?",
         "e cosa misura?",
+        "come si riconosce?",  # a question's common verb names no subject
+        "e come si evita?",
+        "come si imposta?",
     ],
 )
 def test_a_bare_followup_borrows_the_topic(question):

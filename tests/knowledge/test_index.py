@@ -222,3 +222,10 @@ def test_a_section_whose_heading_is_asked_in_full_comes_first(course):
 def test_a_questions_common_verb_is_not_a_word_a_section_must_hold(course, query, section):
     """They found nothing: no section holds "usa" and "QNH", "riconosce" and "stallo"."""
     assert _refs(course, query)[:1] == [section]
+
+
+def test_a_frame_word_is_never_one_of_the_two_words_a_result_needs(course):
+    """ "quale si usa in atterraggio?" after the QNH: no section holds "QNH" and
+    "atterraggio", and the airspeed arcs' section, which holds "usa", came back."""
+    assert _refs(course, "QNH usa atterraggio") == []
+    assert _refs(course, "QNH QFE usa atterraggio")[:1] == ["3.2"]

@@ -281,3 +281,12 @@ async def test_a_chapter_named_alone_is_answered_from_that_chapter(client, auth)
     events = await chat(client, auth(), "parlami della meteorologia")
     assert [item["capitolo"] for item in events[0]["data"]["items"]] == [5] * 5
     assert "§ 5.1 (Meteorologia)" in _answer(events)
+
+
+@pytest.mark.parametrize("followup", ["come si riconosce?", "e come si evita?"])
+async def test_a_followup_of_a_common_verb_alone_is_about_the_topic(client, auth, followup):
+    """It was searched on its own ("come si riconosce?": the verb alone) and found nothing."""
+    await chat(client, auth(), "cos'è lo stallo?", conversation_id="stallo")
+    events = await chat(client, auth(), followup, conversation_id="stallo")
+    assert events[0]["arguments"]["query"].startswith("stallo")
+    assert "§ 1.4 (" in _answer(events)
