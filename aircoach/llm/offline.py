@@ -290,7 +290,11 @@ class OfflineChatModel(BaseChatModel):
         if len(parts) == 1:
             searched = parts[0][0]
             composed = offline_answer.answer(
-                f"{question} {searched}", parts[0][1], offline_course.focus(question, searched)
+                f"{question} {searched}",
+                parts[0][1],
+                offline_course.focus(question, searched),
+                told=offline_course.told(messages, question),
+                asking=question,
             )
             if composed is None and searched.strip() != question.strip():
                 # The topic added to a follow-up found nothing: search the question as asked.

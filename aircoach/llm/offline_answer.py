@@ -55,7 +55,8 @@ _ASPECTS = (
     _Aspect(  # what to do
         re.compile(
             r"\b(?:cosa (?:si )?(?:fa|fare|faccio|devo fare)|che fare|rimedi\w*|come (?:si )?"
-            r"(?:corregge|correggo|evita|evito|esce|esco|rimedia)|come (?:mi )?comporto)\b"
+            r"(?:corregge|correggo|evita|evito|esce|esco|rimedia|previene|previen[io])"
+            r"|come (?:mi )?comporto)\b"
         ),
         _stems_of(
             "inserire inserendo occorre bisogna deve devono tirare applicare ridurre "
@@ -79,7 +80,8 @@ _LEANING_TEXT = """
     infatti invece anche poi allora tuttavia pero ma oppure ne cosi riduce aumenta diminuisce
     provoca causa serve servono indica indicano permette consente puo possono deve devono e
     sono ha hanno va vanno tende tendono dipende dipendono viene vengono agisce comporta
-    produce genera richiede avviene compare appare dura vale significa segue si lo li
+    produce genera richiede avviene compare appare dura vale significa segue si lo li nasce
+    nascono
 """
 _LEANING = frozenset(_LEANING_TEXT.split())
 
@@ -123,33 +125,41 @@ def _leans_back(sentence: str) -> bool:
     return word in _LEANING or word.endswith(("ano", "ono"))
 
 
-def _pick(query: str, text: str, first: bool) -> list[int]:
+def _pick(query: str, text: str, first: bool, told: str = "", asking: str = "") -> list[int]:
     """The positions of the sentences of one section that answer `query`: the one sharing the
-    most words with it, then one for each aspect asked not yet given; with the sentences
-    they lean on."""
-    folded = fold(query)
+    most words with it, then one for each aspect asked not yet given; with the sentences they
+    lean on. Unless the question asks for one of those aspects (which is given again if it
+    was said), a sentence already in `told` (the conversation's earlier answers) is chosen
+    only when every other one is too: "come si esce?" after the spin gets what is new.
+    `asking`: the student's own words, where the aspects are read (default `query`; a
+    follow-up's search adds the topic's, "sintomi" among them)."""
+    folded = fold(asking or query)
     wanted = frozenset(stem(w) for w in words(query) if w not in _ASKING)
     said = sentences(text)
     held = [_sentence_stems(s) for s in said]
     overlap = [len(wanted & h) for h in held]
     if not said:
         return []
-    best = max(range(len(said)), key=lambda i: (overlap[i], -i))
+    every = list(range(len(said)))
+    aspects = [aspect for aspect in _ASPECTS if aspect.asks.search(folded)]
+    fresh = every if aspects else [i for i in every if said[i] not in told] or every
+    best = max(fresh, key=lambda i: (overlap[i], -i))
     if not first and overlap[best] < 2:
         return []  # a second section is cited only when it clearly adds to the first
     chosen = [best]
-    for aspect in _ASPECTS:
-        if not aspect.asks.search(folded) or any(aspect.gives & held[i] for i in chosen):
+    for aspect in aspects:
+        if any(aspect.gives & held[i] for i in chosen):
             continue
-        giving = [i for i in range(len(said)) if aspect.gives & held[i]]
+        giving = [i for i in every if aspect.gives & held[i]]
         if giving and first:
             chosen.append(max(giving, key=lambda i: (len(aspect.gives & held[i]), overlap[i], -i)))
     if first and len(chosen) == 1 and len(said) > 1:
         # One more sentence of the best section when it shares a word with the question.
         runner = max(
-            (i for i in range(len(said)) if i != best), key=lambda i: (overlap[i], -abs(i - best))
+            (i for i in every if i != best),
+            key=lambda i: (i in fresh, overlap[i], -abs(i - best)),
         )
-        if overlap[runner] > 0:
+        if overlap[runner] > 0 and runner in fresh:
             chosen.append(runner)
     with_subjects: set[int] = set()
     for i in chosen:
@@ -180,12 +190,13 @@ def _trim(chosen: list[int], with_subjects: set[int], limit: int) -> list[int]:
 
 
 def section_answer(
-    query: str, text: str, focus: Sequence[str] = ()
+    query: str, text: str, focus: Sequence[str] = (), told: str = "", asking: str = ""
 ) -> tuple[str, list[Found]] | None:
     """The answer to one question (or one part of it) from a `kb_search` result, and the
     sections it used, best first; None when the result holds no section. `focus`: the words
     a follow-up adds to the topic ("e il microburst?"): the section that uses them most comes
-    first."""
+    first; `told`, `asking`: what the conversation's earlier answers said, and the student's
+    own words (see `_pick`)."""
     found = [f for f in results(text) if not f.ref.startswith("quiz ")] or results(text)
     if not found:
         return None
@@ -195,7 +206,7 @@ def section_answer(
     picked: list[tuple[Found, list[str]]] = []
     for rank, item in enumerate(found[:MAX_SOURCES]):
         said = sentences(item.text)
-        positions = _pick(query, item.text, first=rank == 0)
+        positions = _pick(query, item.text, first=rank == 0, told=told, asking=asking)
         if positions:
             picked.append((item, [said[i] for i in positions]))
     body = " ".join(s for _, chosen in picked for s in chosen)
@@ -207,10 +218,12 @@ def _sources(used: Sequence[Found]) -> str:
     return ", ".join(f"§ {ref} ({materia})" for ref, materia in cited.items())
 
 
-def answer(query: str, text: str, focus: Sequence[str] = ()) -> tuple[str, list[str]] | None:
+def answer(
+    query: str, text: str, focus: Sequence[str] = (), told: str = "", asking: str = ""
+) -> tuple[str, list[str]] | None:
     """An answer to `query` from a `kb_search` result and the sections it cites; None when
-    the result holds no section (`focus`: see `section_answer`)."""
-    composed = section_answer(query, text, focus)
+    the result holds no section (`focus`, `told`, `asking`: see `section_answer`)."""
+    composed = section_answer(query, text, focus, told, asking)
     if composed is None:
         return None
     body, used = composed

@@ -263,6 +263,16 @@ def earlier_questions(messages: Sequence[BaseMessage]) -> list[str]:
     return [q for q in asked if q.strip()]
 
 
+def told(messages: Sequence[BaseMessage], question: str) -> str:
+    """What the coach's answers before `question` said (the thread's window), when it is a
+    follow-up, which should get what is new; "" for a question that stands alone (asked
+    again, it is answered again)."""
+    last = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
+    if not followups.is_followup(question, has_topic=last > 0):
+        return ""
+    return "\n".join(m.text for m in messages[:last] if isinstance(m, AIMessage))
+
+
 def parts(question: str) -> list[str]:
     """The parts of a question that ask something of their own, at most MAX_PARTS; a part
     with no subject of its own ("cosa fare") stays with the part before it."""

@@ -290,3 +290,21 @@ async def test_a_followup_of_a_common_verb_alone_is_about_the_topic(client, auth
     events = await chat(client, auth(), followup, conversation_id="stallo")
     assert events[0]["arguments"]["query"].startswith("stallo")
     assert "§ 1.4 (" in _answer(events)
+
+
+async def test_a_followup_gets_what_the_answer_before_did_not_say(client, auth):
+    """ "e in classe G?" after the airspace classes repeated the same opening sentences; the
+    answer now starts from what is new, G's class included."""
+    first = await chat(client, auth(), "Quali sono le classi di spazio aereo?", conversation_id="c")
+    events = await chat(client, auth(), "e in classe G?", conversation_id="c")
+    answer, before = _answer(events), _answer(first)
+    assert "in classe G non è fornito il controllo" in answer
+    opening = before.removeprefix(f"{NOTICE} Dal manuale del corso: ").split(". ")[0]
+    assert opening not in answer
+
+
+async def test_a_remedy_asked_after_a_topic_is_its_prevention_not_a_repeat(client, auth):
+    await chat(client, auth(), "cos'è l'ipossia?", conversation_id="h")
+    answer = _answer(await chat(client, auth(), "come si previene?", conversation_id="h"))
+    assert "l'ossigeno supplementare diventa necessario" in answer
+    assert "i sintomi sono subdoli" not in answer
