@@ -86,7 +86,8 @@ _QUESTION_VERBS_TEXT = """
     usa usano usare uso utilizza utilizzano utilizzare impiega imposta impostare imposto mette
     mettere metto riconosce riconoscere riconosco evita evitare evito previene prevenire
     calcola calcolare calcolo controlla controllare controllo sceglie scegliere scelgo
-    gestisce gestire gestisco recupera recuperare recupero
+    gestisce gestire gestisco recupera recuperare recupero sente sento sentire accorge
+    accorgo accorgersi nota noto notare legge leggo leggere interpreta interpreto interpretare
 """
 QUESTION_VERBS = frozenset(_QUESTION_VERBS_TEXT.split())
 

@@ -44,6 +44,11 @@ _ANAPHORA = re.compile(
     r"|gli\s+stessi|le\s+stesse|stesso\s+caso|in\s+questo\s+caso|allora)\b",
     re.IGNORECASE,
 )
+# A pronoun for the topic before a verb: "quando lo sento?", "come li riconosco?", "cosa ne
+# pensi?"; not the article of "lo stallo", "lo zero" (before s + consonant, z, gn, ps, x, y).
+_OBJECT_PRONOUN = re.compile(
+    r"\b(?:lo\s+(?!s[^aeiou\s]|z|gn|ps|pn|x|y)|li\s+|ne\s+)\w", re.IGNORECASE
+)
 _WORD = re.compile(r"[A-Za-zÀ-ÖØ-öø-ÿ0-9][\w'’.\-]*", re.UNICODE)
 _ELISION = re.compile(r"^(?:l|un|dell|all|dall|nell|sull|d|c|s|m|t|v|quest|quell)['’]", re.I)
 
@@ -198,6 +203,8 @@ def is_followup(question: str, *, has_topic: bool) -> bool:
         return False
     if tokens[-1].lower() in _IMPLIED_SUBJECT:
         return True  # "quali nubi porta?": of the topic
+    if _OBJECT_PRONOUN.search(question):
+        return True  # "quando lo sento?": the topic is what "lo" stands for
     if first in _WHY and len(own) == 1 and len(tokens) <= 3:
         return True  # "perché è pericoloso?": the subject is the topic's
     return first in _PREPOSITIONS

@@ -49,10 +49,11 @@ _TITLE_WEIGHT, _BODY_WEIGHT = 3.0, 1.0
 # the section that teaches its subject (the manual is the source, the explanation the way a
 # student asks about it).
 _LENT_FACTOR = 0.5
-# A section whose heading the query says in full ("cos'è la vite?", § "La vite") is the one
+# A section whose heading the query says in full ("cos'è la vite?", § "La vite"), or, less,
+# whose heading holds every word the query asks about ("il TAF?", § "METAR e TAF"), is the one
 # asked for, before a section that treats it within another subject ("Stallo e vite in virata
-# base-finale").
-_TITLE_ASKED = 1.5
+# base-finale"; the UTC, to which a quiz question on the times of METAR and TAF lends).
+_TITLE_SAID, _TITLE_HOLDS = 1.5, 1.3
 # A word matched only through a typo (one edit away) holds this share of its weight: "vinto"
 # is one edit from "vento", and a question about football must not reach the wind.
 _FUZZY_SHARE = 0.5
@@ -291,9 +292,13 @@ class CourseIndex:
                 lent[target] = max(lent.get(target, 0.0), score)
         scores = {row: own.get(row, 0.0) + _LENT_FACTOR * lent.get(row, 0.0) for row in own | lent}
         asked = {term for term, _, _ in planned}
+        subject = asked - framed
         for row in scores:
-            if self._titles[row] and self._titles[row] <= asked:
-                scores[row] *= _TITLE_ASKED  # "la vite": the section "La vite"
+            title = self._titles[row]
+            if title and title <= asked:
+                scores[row] *= _TITLE_SAID  # "la vite": "La vite"
+            elif title and subject and subject <= title:
+                scores[row] *= _TITLE_HOLDS  # "il TAF?": "METAR e TAF"
         best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:top_k]
         if not best and named is not None:
             return self._chapter_sections(named, top_k)

@@ -117,8 +117,15 @@ def _sentence_stems(sentence: str) -> frozenset[str]:
     return frozenset(found)
 
 
+# Openings that refer to the sentence before: "Per questo non si deve forzare la salita".
+_LEANING_OPENINGS = ("per questo", "per cio", "di conseguenza", "in questo caso")
+
+
 def _leans_back(sentence: str) -> bool:
-    first = re.match(r"[\w']+", fold(sentence))
+    folded = fold(sentence)
+    if folded.startswith(_LEANING_OPENINGS):
+        return True
+    first = re.match(r"[\w']+", folded)
     if first is None:
         return False
     word = first.group(0).split("'")[0]
@@ -130,7 +137,7 @@ def _pick(query: str, text: str, first: bool, told: str = "", asking: str = "") 
     most words with it, then one for each aspect asked not yet given; with the sentences they
     lean on. Unless the question asks for one of those aspects (which is given again if it
     was said), a sentence already in `told` (the conversation's earlier answers) is chosen
-    only when every other one is too: "come si esce?" after the spin gets what is new.
+    only when no other one shares a word with the question: a follow-up gets what is new.
     `asking`: the student's own words, where the aspects are read (default `query`; a
     follow-up's search adds the topic's, "sintomi" among them)."""
     folded = fold(asking or query)
@@ -142,7 +149,9 @@ def _pick(query: str, text: str, first: bool, told: str = "", asking: str = "") 
         return []
     every = list(range(len(said)))
     aspects = [aspect for aspect in _ASPECTS if aspect.asks.search(folded)]
-    fresh = every if aspects else [i for i in every if said[i] not in told] or every
+    fresh = every if aspects else [i for i in every if said[i] not in told]
+    if not any(overlap[i] for i in fresh):
+        fresh = every  # nothing new answers it ("quando lo sento?"): say it again
     best = max(fresh, key=lambda i: (overlap[i], -i))
     if not first and overlap[best] < 2:
         return []  # a second section is cited only when it clearly adds to the first

@@ -229,3 +229,10 @@ def test_a_frame_word_is_never_one_of_the_two_words_a_result_needs(course):
     "atterraggio", and the airspeed arcs' section, which holds "usa", came back."""
     assert _refs(course, "QNH usa atterraggio") == []
     assert _refs(course, "QNH QFE usa atterraggio")[:1] == ["3.2"]
+
+
+def test_a_section_whose_heading_holds_every_word_asked_comes_first(course):
+    """ "il TAF?" found the UTC (6.16), to which a quiz question on the times of METAR and TAF
+    lends, before "METAR e TAF" (5.11); a heading said in full still counts more."""
+    assert _refs(course, "il TAF?")[:1] == ["5.11"]
+    assert _refs(course, "la vite")[:1] == ["1.13"]

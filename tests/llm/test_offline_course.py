@@ -308,3 +308,12 @@ async def test_a_remedy_asked_after_a_topic_is_its_prevention_not_a_repeat(clien
     answer = _answer(await chat(client, auth(), "come si previene?", conversation_id="h"))
     assert "l'ossigeno supplementare diventa necessario" in answer
     assert "i sintomi sono subdoli" not in answer
+
+
+async def test_a_followup_that_names_the_topic_by_a_pronoun_keeps_it(client, auth):
+    """ "quando lo sento?" after the ground effect was searched on its own and found nothing;
+    nothing new answers it, so the answer says the landing flare and the take-off again."""
+    await chat(client, auth(), "cos'è l'effetto suolo?", conversation_id="suolo")
+    events = await chat(client, auth(), "quando lo sento?", conversation_id="suolo")
+    assert events[0]["arguments"]["query"] == "effetto suolo sento"
+    assert "galleggiare" in _answer(events) and "§ 1.8 (" in _answer(events)
