@@ -61,7 +61,7 @@ dunque e ed è era essere fa fare gli ha hanno ho i il in invece io la le li lo 
 ma me mi mio ne nei nel nello nella negli nelle no noi non nostro o od ogni per perché
 però pero più piu poi può puo quale quali qual quando quanto quanti quante quanta
 quello quella quelli quelle questo questa questi queste qui se sei si sia siamo sono su
-sul sullo sulla sui sugli sulle suo sua tra fra tu tuo un una uno vi voi allora inoltre
+sul sullo sulla sui sugli sulle suo sua suoi sue tra fra tu tuo un una uno vi voi allora inoltre
 quindi dimmi dammi spiegami parlami puoi potresti vorrei sapere cos'è cosè serve
 servono bisogna devo deve devono posso possono significa vuol dire fammi ciao grazie ok
 okay sì stesso stessa stessi stesse caso vale valgono funziona funzionano perche cos'e

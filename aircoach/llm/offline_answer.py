@@ -28,7 +28,7 @@ _SENTENCE_END = re.compile(
 _ASKING_TEXT = """
     cos cosa cose come quando perche quanto quanta quanti quante qual quale spiegami spiega
     dimmi parlami sai succede serve servono mi ti ci si e ho hai ha fa fare faccio devo
-    differenza legge leggere
+    differenza legge leggere indica indicano
 """
 _ASKING = frozenset(_ASKING_TEXT.split())
 
@@ -137,7 +137,8 @@ def _pick(query: str, text: str, first: bool, told: str = "", asking: str = "") 
     most words with it, then one for each aspect asked not yet given; with the sentences they
     lean on. Unless the question asks for one of those aspects (which is given again if it
     was said), a sentence already in `told` (the conversation's earlier answers) is chosen
-    only when no other one shares a word with the question: a follow-up gets what is new.
+    only when no other one holds a word of the student's (`asking`, not the topic's): a
+    follow-up gets what is new.
     `asking`: the student's own words, where the aspects are read (default `query`; a
     follow-up's search adds the topic's, "sintomi" among them)."""
     folded = fold(asking or query)
@@ -150,8 +151,9 @@ def _pick(query: str, text: str, first: bool, told: str = "", asking: str = "") 
     every = list(range(len(said)))
     aspects = [aspect for aspect in _ASPECTS if aspect.asks.search(folded)]
     fresh = every if aspects else [i for i in every if said[i] not in told]
-    if not any(overlap[i] for i in fresh):
-        fresh = every  # nothing new answers it ("quando lo sento?"): say it again
+    own = {stem(w) for w in words(asking) if w not in _ASKING} if asking else wanted
+    if not any(own & held[i] for i in fresh):
+        fresh = every  # nothing new holds the student's words ("quando lo sento?"): say it again
     best = max(fresh, key=lambda i: (overlap[i], -i))
     if not first and overlap[best] < 2:
         return []  # a second section is cited only when it clearly adds to the first

@@ -317,3 +317,12 @@ async def test_a_followup_that_names_the_topic_by_a_pronoun_keeps_it(client, aut
     events = await chat(client, auth(), "quando lo sento?", conversation_id="suolo")
     assert events[0]["arguments"]["query"] == "effetto suolo sento"
     assert "galleggiare" in _answer(events) and "§ 1.8 (" in _answer(events)
+
+
+async def test_a_followup_whose_own_word_only_the_last_answer_holds_gets_it_again(client, auth):
+    """ "cosa indica quello bianco?" after the arcs: only the sentence already said holds
+    "bianco"; a new sentence that only shared the topic's words ("anemometro") is no answer."""
+    for question in ("spiegami il variometro", "e l'anemometro?", "quali sono i suoi archi?"):
+        await chat(client, auth(), question, conversation_id="archi")
+    events = await chat(client, auth(), "cosa indica quello bianco?", conversation_id="archi")
+    assert "l'arco bianco va dalla velocità di stallo" in _answer(events)
