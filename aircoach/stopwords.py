@@ -88,6 +88,7 @@ _QUESTION_VERBS_TEXT = """
     calcola calcolare calcolo controlla controllare controllo sceglie scegliere scelgo
     gestisce gestire gestisco recupera recuperare recupero sente sento sentire accorge
     accorgo accorgersi nota noto notare legge leggo leggere interpreta interpreto interpretare
+    dipende dipendono
 """
 QUESTION_VERBS = frozenset(_QUESTION_VERBS_TEXT.split())
 

@@ -41,7 +41,8 @@ MAX_QUERY_CHARS = 300
 _CONNECTIVES = frozenset({"e", "ed", "ma", "però", "pero", "anche", "invece", "inoltre", "quindi"})
 _ANAPHORA = re.compile(
     r"\b(?:questo|questa|questi|queste|quello|quella|quelli|quelle|lo\s+stesso|la\s+stessa"
-    r"|gli\s+stessi|le\s+stesse|stesso\s+caso|in\s+questo\s+caso|allora)\b",
+    r"|gli\s+stessi|le\s+stesse|stesso\s+caso|in\s+questo\s+caso|allora"
+    r"|(?:tra|fra)\s+(?:i|le|gli)\s+due|entramb[ie]|tutt[ie]\s+e\s+due)\b",
     re.IGNORECASE,
 )
 # A pronoun for the topic before a verb: "quando lo sento?", "come li riconosco?", "cosa ne
@@ -241,7 +242,7 @@ def topic_keywords(questions: Sequence[str], limit: int = MAX_TOPIC_KEYWORDS) ->
 
 def expand_query(keywords: Sequence[str], query: str) -> str:
     """The topic's keywords not already in the query, then the query's own content words."""
-    new = _content(query) or words(query)
+    new = _content(_ANAPHORA.sub(" ", query)) or words(query)  # not the "due" of "tra le due"
     present = {_stem(w) for w in new}
     expanded = " ".join([*(k for k in keywords if _stem(k) not in present), *new])
     return expanded[:MAX_QUERY_CHARS].strip()

@@ -212,7 +212,7 @@ def section_answer(
     if not found:
         return None
     wanted = {stem(w) for w in words(" ".join(focus))}
-    if wanted:
+    if wanted and not wanted & {stem(w) for w in words(found[0].text)}:
         found.sort(key=lambda f: -sum(stem(w) in wanted for w in words(f.text)))
     picked: list[tuple[Found, list[str]]] = []
     for rank, item in enumerate(found[:MAX_SOURCES]):

@@ -140,6 +140,8 @@ def test_the_thread_view_is_what_the_model_is_shown():
         "quando lo sento?",  # a pronoun for the topic
         "come li riconosco?",
         "come si legge?",
+        "da cosa dipende?",
+        "qual è la differenza tra le due?",  # the two of the topic
     ],
 )
 def test_a_bare_followup_borrows_the_topic(question):
@@ -192,3 +194,10 @@ def test_a_followup_that_says_one_of_a_pair_leaves_the_other_out_of_the_topic():
     assert topic_keywords(asked) == ["fronte", "caldo"]
     assert expand_query(topic_keywords(asked), "quali nubi porta?") == "fronte caldo nubi"
     assert topic_keywords(["vento in decollo", "e in atterraggio?"]) == ["vento", "atterraggio"]
+
+
+def test_the_two_a_followup_compares_are_the_topics_not_a_word_to_search():
+    topic = ["portanza", "resistenza"]
+    assert expand_query(topic, "qual è la differenza tra le due?") == (
+        "portanza resistenza differenza"
+    )

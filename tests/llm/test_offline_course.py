@@ -326,3 +326,21 @@ async def test_a_followup_whose_own_word_only_the_last_answer_holds_gets_it_agai
         await chat(client, auth(), question, conversation_id="archi")
     events = await chat(client, auth(), "cosa indica quello bianco?", conversation_id="archi")
     assert "l'arco bianco va dalla velocità di stallo" in _answer(events)
+
+
+@pytest.mark.parametrize(
+    ("before", "followup", "section"),
+    [
+        # the follow-up's own word sorted the sections by how often they say it: the Pitot
+        # failures (3.6) say "anemometro" more than the anemometer's own section
+        ("spiegami il variometro", "e l'anemometro?", "3.5"),
+        # "dipende" sorted the gliding sections (9.6, 1.10) before the lift's formula
+        ("cos'è la portanza?", "da cosa dipende?", "1.2"),
+    ],
+)
+async def test_a_followup_is_answered_from_the_best_section_that_holds_its_words(
+    client, auth, before, followup, section
+):
+    await chat(client, auth(), before, conversation_id="f")
+    answer = _answer(await chat(client, auth(), followup, conversation_id="f"))
+    assert answer.split("(Fonte: ")[1].startswith(f"§ {section} (")
