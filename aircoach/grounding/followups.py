@@ -183,6 +183,11 @@ def own_words(question: str) -> list[str]:
     return [w for w in _content(question) if not _bare(w)]
 
 
+def qualifies(word: str) -> bool:
+    """Whether a word qualifies the topic rather than naming one ("gradi", "notte", "quota")."""
+    return word.lower() in _QUALIFIERS
+
+
 def is_followup(question: str, *, has_topic: bool) -> bool:
     """Whether `question` continues the conversation rather than opening a new topic."""
     tokens = words(question)
@@ -198,7 +203,7 @@ def is_followup(question: str, *, has_topic: bool) -> bool:
         # "perché?", "fammi un esempio", "come mai?"; not "Ciao, chi sei?", which has no
         # content word either.
         return not is_greeting(question)
-    if all(w.lower() in _QUALIFIERS for w in own):
+    if all(qualifies(w) for w in own):
         return True  # "quale si usa in atterraggio?": it qualifies the topic, however long
     if len(tokens) >= SHORT_QUESTION_WORDS:
         return False
@@ -241,8 +246,11 @@ def topic_keywords(questions: Sequence[str], limit: int = MAX_TOPIC_KEYWORDS) ->
 
 
 def expand_query(keywords: Sequence[str], query: str) -> str:
-    """The topic's keywords not already in the query, then the query's own content words."""
-    new = _content(_ANAPHORA.sub(" ", query)) or words(query)  # not the "due" of "tra le due"
+    """The topic's keywords not already in the query, then the query's own content words and
+    numbers ("quanto vale a 60 gradi?": `gradi 60`)."""
+    asked = _ANAPHORA.sub(" ", query)  # not the "due" of "tra le due"
+    numbers = [w for w in words(asked) if any(c.isdigit() for c in w)]
+    new = [*_content(asked), *(n for n in numbers if n not in _content(asked))] or words(query)
     present = {_stem(w) for w in new}
     expanded = " ".join([*(k for k in keywords if _stem(k) not in present), *new])
     return expanded[:MAX_QUERY_CHARS].strip()

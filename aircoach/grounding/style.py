@@ -18,8 +18,9 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from aircoach.grounding.followups import own_words
 from aircoach.text import stem, words
 
 Stile = Literal["breve", "dettagliato"]
@@ -88,6 +89,11 @@ def _terms(text: str) -> set[str]:
     return {stem(w) for w in words(text) if len(w) > 2}
 
 
+def _said(text: str) -> set[str]:
+    """Every stem of a text, numbers and short words ("G" of "classe G") included."""
+    return {stem(w) for w in words(text)}
+
+
 def _read_covered(prompt: str) -> list[set[str]]:
     _, heading, rest = prompt.partition(COVERED_HEADING)
     if not heading:
@@ -102,8 +108,14 @@ def _read_covered(prompt: str) -> list[set[str]]:
 
 def shaped(answer: str, messages: Sequence[BaseMessage]) -> str:
     """`answer` as the system prompt asks: without the sentences a covered point already says
-    (unless nothing would be left) and, for `breve`, its first sentences only."""
+    (unless nothing would be left, or the sentence holds a word of the student's question:
+    "e a 45?" after the load factor at 60° asks for the sentence that said both again) and,
+    for `breve`, its first sentences only."""
     prompt = next((m.text for m in messages if isinstance(m, SystemMessage)), "")
+    question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+    asked = _said(" ".join(own_words(question))) | {
+        w for w in words(question) if any(c.isdigit() for c in w)
+    }
     style = _PROMPT_STYLE.search(prompt)
     covered = _read_covered(prompt)
     if not style and not covered:
@@ -116,7 +128,8 @@ def shaped(answer: str, messages: Sequence[BaseMessage]) -> str:
         fresh = [
             s
             for s in sentences
-            if not any(
+            if asked & _said(s)
+            or not any(
                 (terms := _terms(s)) and len(terms & point) >= _COVERED_SHARE * len(terms)
                 for point in covered
             )

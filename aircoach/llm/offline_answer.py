@@ -154,7 +154,8 @@ def _pick(query: str, text: str, first: bool, told: str = "", asking: str = "") 
     own = {stem(w) for w in words(asking) if w not in _ASKING} if asking else wanted
     if not any(own & held[i] for i in fresh):
         fresh = every  # nothing new holds the student's words ("quando lo sento?"): say it again
-    best = max(fresh, key=lambda i: (overlap[i], -i))
+    # The student's own words first ("e a 45?": the sentence with 45°), then the topic's.
+    best = max(fresh, key=lambda i: (len(own & held[i]), overlap[i], -i))
     if not first and overlap[best] < 2:
         return []  # a second section is cited only when it clearly adds to the first
     chosen = [best]

@@ -321,10 +321,11 @@ def plan_search(messages: Sequence[BaseMessage], question: str) -> SearchPlan:
 
 def focus(question: str, searched: str) -> list[str]:
     """The words a follow-up adds to the topic it borrowed ("e il microburst?" searched as
-    "wind shear microburst": `microburst`); none when the question was searched as asked."""
+    "wind shear microburst": `microburst`); none when the question was searched as asked, nor
+    the words that only qualify the topic ("quanto vale a 60 gradi?": not `gradi`)."""
     if searched.strip() == question.strip():
         return []
-    return followups.own_words(question)
+    return [w for w in followups.own_words(question) if not followups.qualifies(w)]
 
 
 # "una domanda su questo", "sull'argomento", "su quello che abbiamo visto": the subject the

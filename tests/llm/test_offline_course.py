@@ -344,3 +344,14 @@ async def test_a_followup_is_answered_from_the_best_section_that_holds_its_words
     await chat(client, auth(), before, conversation_id="f")
     answer = _answer(await chat(client, auth(), followup, conversation_id="f"))
     assert answer.split("(Fonte: ")[1].startswith(f"§ {section} (")
+
+
+async def test_a_followup_that_asks_for_a_number_gets_the_sentence_that_has_it(client, auth):
+    """ "quanto vale a 60 gradi?" after the load factor lost its "60" from the search and was
+    answered from the sections that say "gradi" most (the 1-in-60 rule); "e a 45?" then got
+    the definition again."""
+    await chat(client, auth(), "cos'è il fattore di carico?", conversation_id="n")
+    for followup in ("quanto vale a 60 gradi?", "e a 45?"):
+        answer = _answer(await chat(client, auth(), followup, conversation_id="n"))
+        assert "a 45° circa 1,41 g, a 60° vale 1/0,5 = 2 g" in answer, followup
+        assert "(Fonte: § 1.9 (" in answer, followup
