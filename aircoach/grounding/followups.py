@@ -183,6 +183,12 @@ def own_words(question: str) -> list[str]:
     return [w for w in _content(question) if not _bare(w)]
 
 
+def numbers(text: str) -> list[str]:
+    """The numbers a question says ("60" of "a 60 gradi?"): too short for a content word, but
+    what a follow-up asks about."""
+    return [w for w in words(text) if any(c.isdigit() for c in w)]
+
+
 def qualifies(word: str) -> bool:
     """Whether a word qualifies the topic rather than naming one ("gradi", "notte", "quota")."""
     return word.lower() in _QUALIFIERS
@@ -249,8 +255,8 @@ def expand_query(keywords: Sequence[str], query: str) -> str:
     """The topic's keywords not already in the query, then the query's own content words and
     numbers ("quanto vale a 60 gradi?": `gradi 60`)."""
     asked = _ANAPHORA.sub(" ", query)  # not the "due" of "tra le due"
-    numbers = [w for w in words(asked) if any(c.isdigit() for c in w)]
-    new = [*_content(asked), *(n for n in numbers if n not in _content(asked))] or words(query)
+    content = _content(asked)
+    new = [*content, *(n for n in numbers(asked) if n not in content)] or words(query)
     present = {_stem(w) for w in new}
     expanded = " ".join([*(k for k in keywords if _stem(k) not in present), *new])
     return expanded[:MAX_QUERY_CHARS].strip()

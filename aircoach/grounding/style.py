@@ -20,7 +20,7 @@ from typing import Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from aircoach.grounding.followups import own_words
+from aircoach.grounding.followups import numbers, own_words
 from aircoach.text import stem, words
 
 Stile = Literal["breve", "dettagliato"]
@@ -113,9 +113,7 @@ def shaped(answer: str, messages: Sequence[BaseMessage]) -> str:
     for `breve`, its first sentences only."""
     prompt = next((m.text for m in messages if isinstance(m, SystemMessage)), "")
     question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
-    asked = _said(" ".join(own_words(question))) | {
-        w for w in words(question) if any(c.isdigit() for c in w)
-    }
+    asked = _said(" ".join([*own_words(question), *numbers(question)]))
     style = _PROMPT_STYLE.search(prompt)
     covered = _read_covered(prompt)
     if not style and not covered:

@@ -79,9 +79,9 @@ _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS
 _CHAPTER_STEMS = frozenset(stem(word) for word in ("capitolo", "argomento", "materia"))
 # Words a student says of themselves about a subject ("ho problemi con il QNH", "faccio fatica
 # con lo stallo"), and a question's common verbs ("quando si usa il QNH?", "come si riconosce
-# lo stallo?"): searched, but weighed as a common word. The course's own "problema" is a magneto's, so "problemi ai
-# magneti" still prefers that section, and "ho problemi con il QNH" is not refused for want of
-# a section holding both words.
+# lo stallo?"): searched, but weighed as a common word. The course's own "problema" is a
+# magneto's, so "problemi ai magneti" still prefers that section, and "ho problemi con il QNH"
+# is not refused for want of a section holding both words.
 _FRAME_STEMS = frozenset(
     stem(word) for word in words(" ".join(STUDENT_STATE_WORDS | QUESTION_VERBS | {"capito"}))
 )
