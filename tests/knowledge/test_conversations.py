@@ -10,6 +10,9 @@ import pytest
 
 from tests.helpers import chat
 
+# A student's conversation played through the app: an integration module (docs/testing.md).
+pytestmark = pytest.mark.integration
+
 NOT_FOUND = "Non ho trovato questo argomento"
 _CITED = re.compile(r"§ (\d+\.\d+) \(")
 

@@ -4,17 +4,17 @@ reaches the student."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from aircoach.llm import offline_exam
 from aircoach.quiz.bank import load_demo_questions
-from aircoach.quiz.exam_models import ExamRecord
-from aircoach.quiz.exam_tools import exam_line
 from aircoach.settings import Settings
 from tests.helpers import app_with, asgi_client, chat
+
+# A student's conversation played through the app: an integration module (docs/testing.md).
+pytestmark = pytest.mark.integration
 
 ENGLISH = ("failed", "must be", "Tool ", "error", "between")
 
@@ -171,62 +171,6 @@ async def test_a_chat_exam_question_called_right_without_a_letter_is_asked_for_i
         assert "Ho preso nota di 2 risposte su 5. Mancano le domande 2, 4, 5." in noted
 
 
-@pytest.mark.parametrize(
-    ("text", "read"),
-    [
-        ("1a 2b 3c", {1: "a", 2: "b", 3: "c"}),
-        ("1 - a, 2) b, 3: c", {1: "a", 2: "b", 3: "c"}),
-        ("3 non lo so", {3: "-"}),
-        ("1a 2 non so 3b", {1: "a", 2: "-", 3: "b"}),
-        ("3 -, 4) salta 5: c", {3: "-", 4: "-", 5: "c"}),
-        ("4 - 5d", {4: "-", 5: "d"}),
-        ("7: Passo. 8 non ne ho idea e 9a", {7: "-", 8: "-", 9: "a"}),
-        ("2b 2 non lo so", {2: "-"}),  # a later answer to the same number wins
-        ("non lo so", {}),
-        ("sulla 4 non so ancora, ci penso", {}),
-        ("ho risposto a 3 domande, salta la 4", {}),
-        ("la 3 - ci penso su", {}),
-        # "è" before a letter is the verb; before any other word it names no letter at all
-        # (it was read as the answer "e", refused as no option).
-        ("la 3 è b", {3: "b"}),
-        ("3 è la c, 4 e' d", {3: "c", 4: "d"}),
-        ("la 3 è giusta", {}),
-        ("la 3 è corretta", {}),
-        ("3 è sbagliata", {}),
-        ("la 2 è la giusta, la 3 è a", {3: "a"}),
-        ("1 e 2 sono giuste", {}),
-        ("3e 4a", {3: "e", 4: "a"}),  # the letter e, not an option: the grader says so
-        # "è" then a colon or "=" is the verb too (read as the answer "e").
-        ("4 è: b", {4: "b"}),
-        ("4 e: la b, 5 è = c", {4: "b", 5: "c"}),
-        ("4 è: giusta", {}),
-        ("3: e", {3: "e"}),
-        # A letter before an apostrophe starts an elided word ("c'è", "l'ho"), not an answer.
-        ("nella 3 c'è un errore", {}),
-        ("la 2 l’ho lasciata, 4 e' d", {4: "d"}),
-        # Several numbers before one answer: each has it ("3 e 4: b" read 3 = e, 4 = b). An
-        # "e" between two numbers is "and", never the letter e.
-        ("3 e 4: b", {3: "b", 4: "b"}),
-        ("3 e 4 b", {3: "b", 4: "b"}),
-        ("3, 4 e 5: c", {3: "c", 4: "c", 5: "c"}),
-        ("1a, 2 e 3 non lo so", {1: "a", 2: "-", 3: "-"}),
-        ("capitoli 2, 5 e 7", {}),
-        ("3 e", {3: "e"}),  # alone, still the letter e: the grader says it is no option
-        # A phone's apostrophe for "è" ("e’") is the verb, as "e'" is (it read no answer).
-        ("la 3 e’ b", {3: "b"}),
-        ("3 e’ la c, 4 e' d", {3: "c", 4: "d"}),
-        ("la 3 e’ giusta", {}),
-    ],
-)
-def test_numbered_exam_answers_are_read_alike_by_the_tool_and_the_offline_model(
-    text: str, read: dict[int, str]
-):
-    from aircoach.quiz.answers import read_numbered_answers
-
-    assert read_numbered_answers(text) == read
-    assert offline_exam.numbered(text) == read
-
-
 async def test_a_chat_exam_asked_outside_5_to_60_questions_says_what_it_serves(
     store_settings: Settings, auth
 ):
@@ -332,45 +276,3 @@ async def test_a_student_asks_how_their_exams_went_and_no_new_one_starts(
             assert not any(word in text for word in ENGLISH), query
         listed = (await client.get("/api/exams", headers=auth())).json()["items"]
         assert len(listed) == 1  # no exam started by asking about them
-
-
-@pytest.mark.parametrize(
-    ("query", "past"),
-    [
-        ("fammi vedere i miei esami", True),
-        ("com'è andata l'ultima simulazione?", True),
-        ("quante simulazioni ho fatto?", True),
-        ("che voto ho preso all'esame?", True),
-        ("il risultato della simulazione", True),
-        ("ho l'esame a marzo", False),
-        ("il mio esame è a marzo", False),
-        ("quanti errori si possono fare all'esame?", False),
-        ("quanti esami ci sono per il PPL?", False),
-        ("fammi un'altra simulazione d'esame", False),
-        ("quanto tempo mi resta?", False),  # no exam open: nothing to time
-    ],
-)
-def test_a_question_about_the_students_own_exams_is_told_from_a_request_for_one(query, past):
-    assert offline_exam.asks_past_exams(query) is past
-
-
-def test_while_an_exam_is_open_its_time_left_is_asked_of_the_list():
-    assert offline_exam.asks_past_exams("quanto manca alla fine dell'esame?", exam_open=True)
-
-
-def test_each_state_of_a_past_exam_reads_as_the_student_is_told_it():
-    now = datetime(2026, 11, 28, 10, 0, tzinfo=UTC)
-    exam = ExamRecord(
-        id="e1",
-        userId="u",
-        creato="2026-11-28T09:50:00+00:00",
-        scadenza="2026-11-28T10:05:30+00:00",
-        durata_s=930,
-        soglia=0.75,
-        domande=[(1, 1), (2, 1), (3, 1), (4, 1), (5, 1)],
-    )
-    assert exam_line(exam, now) == "- 28/11, 5 domande: in corso, 6 minuti alla scadenza"
-    later = datetime(2026, 11, 28, 11, 0, tzinfo=UTC)
-    assert exam_line(exam, later) == "- 28/11, 5 domande: non consegnata"
-    submitted = exam.model_copy(update={"consegnato": "2026-11-28T10:01:00+00:00"})
-    assert exam_line(submitted, later).endswith("consegnata, correzione non conclusa")

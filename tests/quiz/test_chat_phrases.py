@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
-from aircoach.llm import offline_quiz
-from aircoach.llm.offline_quiz import PendingQuestion
 from aircoach.quiz.bank import load_demo_questions
 from aircoach.settings import Settings
 from tests.helpers import app_with, asgi_client, chat
+
+# A student's conversation played through the app: an integration module (docs/testing.md).
+pytestmark = pytest.mark.integration
 
 EXPLANATION = "La portanza è proporzionale al quadrato della velocità"  # chapter 1, question 1
 
@@ -279,25 +280,6 @@ async def test_a_lone_numbered_letter_among_several_pending_questions_grades_tha
         assert [(g["capitolo"], g["numero"], g["risposta"]) for g in gradings] == [
             (last["capitolo"], last["numero"], "c")
         ]
-
-
-@pytest.mark.parametrize(
-    ("text", "graded"),
-    [
-        ("2b", [(5, "b")]),
-        ("direi la 2 è b", [(5, "b")]),
-        ("2 e 3: c", [(5, "c"), (7, "c")]),
-        ("1 e’ a", [(2, "a")]),
-        ("2 non lo so", [(5, "non lo so")]),
-        ("dammi domande del capitolo 3 a caso", []),  # a lone number and letter among words
-        ("capitoli 2, 5 e 7", []),
-        ("4b", []),  # no question 4 waits
-    ],
-)
-def test_numbered_answers_to_the_waiting_questions(text: str, graded: list[tuple[int, str]]):
-    waiting = {n: PendingQuestion(capitolo, 1) for n, capitolo in ((1, 2), (2, 5), (3, 7))}
-    calls = offline_quiz.numbered_answers(text, waiting)
-    assert [(c["capitolo"], c["risposta"]) for c in calls] == graded
 
 
 @pytest.mark.parametrize(

@@ -564,6 +564,8 @@ async def test_stop_then_regenerate_of_the_same_answer_leaves_only_the_new_one(
     assert shown[1:] == ["Cos'è la portanza?", "Prima.", "E la resistenza?"]
 
 
+# Waits, by design, for the stopped turn to read its cancel flag (every TICK_S of real time).
+@pytest.mark.integration
 async def test_stop_then_regenerate_on_another_instance_leaves_only_the_new_one(
     settings, auth, monkeypatch
 ):
@@ -936,6 +938,8 @@ async def test_a_message_whose_client_leaves_while_it_waits_for_an_interrupted_t
     assert again.status_code == 200 and said(again) == "Seconda.", again.text
 
 
+# Waits out REMOTE_END_WAIT_S of real time, by design.
+@pytest.mark.integration
 async def test_a_turn_that_interrupts_one_whose_instance_died_goes_on_after_a_bounded_wait(
     app, client, auth, script, monkeypatch, caplog
 ):

@@ -328,6 +328,8 @@ async def test_over_quota_is_a_429_even_when_giving_back_fails(
     assert "could not be" in caplog.text
 
 
+# Two instances; the follower reads the turn's log every TICK_S of real time, by design.
+@pytest.mark.integration
 async def test_a_json_repeat_that_joined_a_turn_the_store_refused_gets_it_from_the_spool(
     settings, auth
 ):

@@ -22,6 +22,9 @@ from tests.helpers import app_with, asgi_client, chat, services_of
 from tests.mongo_server import MongoServer, mongo_settings
 from tests.scripted_model import Script, ScriptedModels, text
 
+# A student's conversation played through the app: an integration module (docs/testing.md).
+pytestmark = pytest.mark.integration
+
 
 @dataclass
 class Instance:

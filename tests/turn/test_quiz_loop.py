@@ -7,12 +7,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from langchain_core.messages import SystemMessage
 
 from aircoach.errors import StoreUnavailable
 from aircoach.settings import Settings
 from tests.helpers import app_with, asgi_client, chat
 from tests.scripted_model import Script, ScriptedModels, text
+
+# A student's conversation played through the app: an integration module (docs/testing.md).
+pytestmark = pytest.mark.integration
 
 # Chapter 1, question 1 of the demo bank: the key is c, and this is its explanation.
 EXPLANATION = "La portanza è proporzionale al quadrato della velocità"

@@ -9,12 +9,16 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 
 from aircoach.quiz.bank import load_demo_questions
 from aircoach.quiz.review import iso
 from aircoach.services import open_stores
 from aircoach.settings import Settings
 from tests.helpers import app_with, asgi_client, services_of
+
+# A student's conversation played through the app: an integration module (docs/testing.md).
+pytestmark = pytest.mark.integration
 
 
 def ui_body(query: str, message_id: str, *, trigger: str = "submit-message") -> dict[str, Any]:
