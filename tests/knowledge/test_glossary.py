@@ -56,6 +56,9 @@ def test_a_phrase_needs_all_its_words():
         ("la CAT ad alta quota", "5.13"),
         ("cosa fare se si spegne il motore in volo?", "10.15"),  # the manual: "si ferma"
         ("mi si è spento il motore in decollo", "10.15"),
+        ("cosa faccio se perdo il contatto radio?", "8.9"),  # it found the fog, "a contatto"
+        ("come si evita il wake turbulence?", "10.10"),
+        ("cosa succede se vola con il baricentro troppo indietro?", "9.9"),
     ],
 )
 def test_a_students_words_find_the_section_that_says_it_otherwise(course, query, section):
