@@ -132,7 +132,14 @@ def _leans_back(sentence: str) -> bool:
     return word in _LEANING or word.endswith(("ano", "ono"))
 
 
-def _pick(query: str, text: str, first: bool, told: str = "", asking: str = "") -> list[int]:
+def _pick(
+    query: str,
+    text: str,
+    first: bool,
+    told: str = "",
+    asking: str = "",
+    lead: frozenset[str] = frozenset(),
+) -> list[int]:
     """The positions of the sentences of one section that answer `query`: the one sharing the
     most words with it, then one for each aspect asked not yet given; with the sentences they
     lean on. Unless the question asks for one of those aspects (which is given again if it
@@ -140,7 +147,8 @@ def _pick(query: str, text: str, first: bool, told: str = "", asking: str = "") 
     only when no other one holds a word of the student's (`asking`, not the topic's): a
     follow-up gets what is new.
     `asking`: the student's own words, where the aspects are read (default `query`; a
-    follow-up's search adds the topic's, "sintomi" among them)."""
+    follow-up's search adds the topic's, "sintomi" among them). `lead`: the stems of the
+    first section's text, for a later one (not `first`)."""
     folded = fold(asking or query)
     wanted = frozenset(stem(w) for w in words(query) if w not in _ASKING)
     said = sentences(text)
@@ -156,8 +164,12 @@ def _pick(query: str, text: str, first: bool, told: str = "", asking: str = "") 
         fresh = every  # nothing new holds the student's words ("quando lo sento?"): say it again
     # The student's own words first ("e a 45?": the sentence with 45°), then the topic's.
     best = max(fresh, key=lambda i: (len(own & held[i]), overlap[i], -i))
-    if not first and overlap[best] < 2:
-        return []  # a second section is cited only when it clearly adds to the first
+    if not first and (overlap[best] < 2 or not wanted & held[best] & lead):
+        # A second section is cited only when it clearly adds to the first: two words of the
+        # question, one of them a word the first section holds too (the topic). "perdo il
+        # contatto radio" found the radio failure, then the fog, whose sentence "perde calore"
+        # and cools the air "a contatto" with the ground holds no word of the radio's.
+        return []
     chosen = [best]
     for aspect in aspects:
         if any(aspect.gives & held[i] for i in chosen):
@@ -216,9 +228,10 @@ def section_answer(
     if wanted and not wanted & {stem(w) for w in words(found[0].text)}:
         found.sort(key=lambda f: -sum(stem(w) in wanted for w in words(f.text)))
     picked: list[tuple[Found, list[str]]] = []
+    lead = frozenset(stem(w) for w in words(found[0].text))
     for rank, item in enumerate(found[:MAX_SOURCES]):
         said = sentences(item.text)
-        positions = _pick(query, item.text, first=rank == 0, told=told, asking=asking)
+        positions = _pick(query, item.text, rank == 0, told, asking, lead)
         if positions:
             picked.append((item, [said[i] for i in positions]))
     body = " ".join(s for _, chosen in picked for s in chosen)

@@ -108,3 +108,25 @@ def test_each_part_of_a_question_is_answered_and_cited():
 def test_a_question_is_split_into_the_parts_that_ask_something(question, asked):
     plan = offline_course.plan_search([HumanMessage(question)], question)
     assert len(plan.queries) == asked or (asked == 1 and plan.clarify is not None)
+
+
+def test_a_second_section_is_cited_only_on_the_first_ones_topic():
+    """ "perdo il contatto radio" found the radio failure, then the fog: its sentence shares
+    two words with the question ("perde", "contatto") but none with the radio failure."""
+    text = (
+        "[Manuale: 2 risultati]\n"
+        "- [8.9] (Comunicazioni radio) score=4.0: In avaria radio si imposta il codice 7600. "
+        "Si atterra sull'aeroporto adatto più vicino.\n"
+        "- [5.3] (Meteorologia) score=3.9: La nebbia da irraggiamento si forma di notte: il "
+        "suolo perde calore e raffredda l'aria a contatto fino alla saturazione."
+    )
+    composed = offline_answer.answer("cosa faccio se perdo il contatto radio?", text)
+    assert composed is not None
+    body, cited = composed
+    assert cited == ["8.9"] and "nebbia" not in body
+    # A second section on the first one's topic is still cited.
+    both = text.replace("La nebbia da irraggiamento", "La radio in avaria", 1)
+    assert offline_answer.answer("cosa faccio se perdo il contatto radio?", both)[1] == [
+        "8.9",
+        "5.3",
+    ]
