@@ -217,10 +217,13 @@ def test_a_section_whose_heading_is_asked_in_full_comes_first(course):
         ("come si riconosce lo stallo?", "1.4"),
         ("come si evita lo stallo?", "1.4"),
         ("come si previene la vite?", "1.13"),
+        ("quanto deve essere la visibilità per volare VFR?", "7.5"),
     ],
 )
 def test_a_questions_common_verb_is_not_a_word_a_section_must_hold(course, query, section):
-    """They found nothing: no section holds "usa" and "QNH", "riconosce" and "stallo"."""
+    """They found nothing: no section holds "usa" and "QNH", "riconosce" and "stallo". The
+    visibility found the minimum heights (7.6), which say a flight "deve" keep above them,
+    before the VMC minima (7.5)."""
     assert _refs(course, query)[:1] == [section]
 
 
