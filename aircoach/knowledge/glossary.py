@@ -43,6 +43,7 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "ubriaco": ("alcol",),
     "pressione livello mare": ("qnh",),
     "contatto radio": ("avaria",),
+    "sbandamento": ("sbandometro", "scivolata", "derapata"),
     "baricentro indietro": ("arretrato", "posteriore"),
     "baricentro avanti": ("avanzato", "anteriore"),
     "wake turbulence": ("turbolenza", "scia"),
