@@ -74,6 +74,7 @@ com'è com'e qual'è qual'e
 _IMPLIED_SUBJECT_TEXT = """
 porta portano provoca provocano comporta comportano produce producono genera generano crea
 creano forma formano indica indicano segnala segnalano misura misurano mostra mostrano
+dura durano cessa cessano finisce finiscono
 """
 _IMPLIED_SUBJECT = frozenset(_IMPLIED_SUBJECT_TEXT.split())
 STOP_WORDS = STOPWORDS | frozenset(_STOP_TEXT.split()) | _IMPLIED_SUBJECT

@@ -61,8 +61,15 @@ _ASPECTS = (
         _stems_of(
             "inserire inserendo occorre bisogna deve devono tirare applicare ridurre "
             "riscaldamento evitare aprire chiudere atterrare scendere abbandonare correggere "
-            "spegnere consigliabile prudente necessario"
+            "spegnere consigliabile prudente necessario conviene"
         ),
+    ),
+    _Aspect(  # how long
+        re.compile(
+            r"\b(?:quanto (?:tempo )?dur\w*|per quanto tempo|quando (?:cessa|cessano|finisce"
+            r"|finiscono|scompare|scompaiono))\b"
+        ),
+        _stems_of("dura durano durata cessa cessano finisce finiscono scompare scompaiono"),
     ),
     _Aspect(  # a number
         re.compile(r"\b(?:a che quota|che quota|quanto|quanti|quante|quanta|quale valore)\b"),

@@ -134,6 +134,8 @@ def test_the_thread_view_is_what_the_model_is_shown():
         "quali nubi porta?",  # the verb's subject is the topic's
         "cosa provoca?",
         "e cosa misura?",
+        "quanto dura?",  # after the wake turbulence it found the microburst, which "dura"
+        "e quando cessa?",
         "come si riconosce?",  # a question's common verb names no subject
         "e come si evita?",
         "come si imposta?",
@@ -158,6 +160,7 @@ def test_a_bare_followup_borrows_the_topic(question):
         "ho problemi con il QNH",
         "cosa provoca la nebbia?",  # the subject after the verb
         "quali nubi porta il fronte caldo?",
+        "quanto dura il microburst?",
         "cos'è lo stallo?",  # "lo" the article
         "lo sbandometro?",
     ],

@@ -130,3 +130,27 @@ def test_a_second_section_is_cited_only_on_the_first_ones_topic():
         "8.9",
         "5.3",
     ]
+
+
+WAKE = (
+    "[Manuale: 1 risultati]\n"
+    "- [10.10] (Fattore umano e sicurezza) score=9.0: Ogni aereo che produce portanza lascia "
+    "dietro di sé due vortici di estremità, tanto più forti quanto più l'aereo è pesante. I "
+    "vortici scendono, si allontanano dalla traiettoria e cessano quando questo tocca terra. "
+    "Atterrando dietro un aereo pesante conviene mantenersi sopra la sua traiettoria. Con "
+    "vento al traverso leggero i vortici possono restare sulla pista."
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "said"),
+    [
+        ("quanto dura la turbolenza di scia?", "cessano quando questo tocca terra"),
+        ("come si evita la turbolenza di scia?", "conviene mantenersi sopra"),
+    ],
+)
+def test_how_long_and_what_to_do_are_answered_by_the_sentence_that_says_it(question, said):
+    """Both got the first sentence only: no sentence says "dura", and "conviene" was not a
+    word of what to do."""
+    composed = offline_answer.answer(question, WAKE)
+    assert composed is not None and said in composed[0]
