@@ -57,7 +57,7 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "velocita vera": ("tas",),
     "velocita suolo": ("gs",),
     # abbreviations the manual spells out
-    "qne": ("1013", "standard"),
+    "qne": ("1013",),
     "ulm": ("ultraleggero", "diporto"),
     "cat": ("turbolenza", "chiara"),
     "ws": ("wind", "shear"),

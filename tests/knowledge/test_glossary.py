@@ -64,3 +64,9 @@ def test_a_phrase_needs_all_its_words():
 )
 def test_a_students_words_find_the_section_that_says_it_otherwise(course, query, section):
     assert section in [r["riferimento"] for r in course.search(query, top_k=3)]
+
+
+def test_an_abbreviation_finds_the_section_of_its_setting_first(course):
+    """ "QNE" meant "1013" or "standard", and "standard" is the standard atmosphere's word
+    (5.1 came first); the setting is § 3.2's, whose heading says "1013"."""
+    assert [r["riferimento"] for r in course.search("cos'è il QNE?", top_k=1)] == ["3.2"]
