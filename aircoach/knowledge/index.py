@@ -59,6 +59,7 @@ _TITLE_SAID, _TITLE_HOLDS = 1.5, 1.3
 _FUZZY_SHARE = 0.5
 # A word found in more than this share of the passages tells little about a question.
 _COMMON_SHARE = 0.15
+_RARE_COUNT = 2
 # Any other single edit only in a stem this long: short stems are one edit from many words.
 _ANY_EDIT_MIN_LETTERS = 5
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
@@ -153,6 +154,7 @@ class CourseIndex:
             rows.append((rowid, " ".join(title), " ".join(body)))
         self._db.executemany("INSERT INTO passages(rowid, title, body) VALUES (?, ?, ?)", rows)
         self._vocabulary = vocabulary
+        self._heading_terms = frozenset().union(*self._titles)
         # A chapter's titles (the manual's heading and the quiz bank's), as `materia` is matched.
         self._chapter_titles: dict[int, set[str]] = {}
         for passage in passages:
@@ -239,8 +241,11 @@ class CourseIndex:
         if named is not None:
             chapters = {named}
         matchable = sorted({t for _, found, _ in planned for t in found})
-        if not matchable or all(term in _FRAME_STEMS for term, _, _ in planned):
-            # nothing the course has, or no subject ("ho un problema")
+        # A question of frame words alone has no subject ("ho un problema", "faccio fatica"),
+        # unless each is a heading's word ("cos'è la fatica?": "Stress, fatica e idoneità").
+        frame_only = all(term in _FRAME_STEMS for term, _, _ in planned)
+        headed = all(found & self._heading_terms for _, found, _ in planned)
+        if not matchable or (frame_only and not headed):
             return self._chapter_sections(named, top_k) if named is not None else []
         expression = " OR ".join(f'"{term}"' for term in matchable)
         with self._lock:
@@ -257,7 +262,7 @@ class CourseIndex:
         }
         share = {term: _FUZZY_SHARE if typo else 1.0 for term, _, typo in planned}
         # A word in a good share of the course ("volo") is not one of the two a result needs.
-        framed = _FRAME_STEMS & weights.keys()
+        framed = set() if frame_only else _FRAME_STEMS & weights.keys()
         common = {
             term
             for term, found, _ in planned
@@ -265,6 +270,12 @@ class CourseIndex:
         } | framed
         for term in framed:
             weights[term] = min(weights[term], _rarity(math.ceil(_COMMON_SHARE * total), total))
+        # A word only a passage or two of the course holds ("IMSAFE") names its subject alone.
+        rare = {
+            term
+            for term, found, typo in planned
+            if found and not typo and min(self._vocabulary[t] for t in found) <= _RARE_COUNT
+        }
         wanted = sum(weights.values()) or 1.0
         own: dict[int, float] = {}
         lent: dict[int, float] = {}
@@ -279,8 +290,10 @@ class CourseIndex:
             # A frame word ("usa", "problemi") is never one of the two: "QNH usa atterraggio"
             # is not answered by a section on landing that says "usa".
             said = [t for t in matched if t not in framed]
-            enough = len(said) >= min(2, len(planned) - len(framed)) or len(telling) >= min(
-                2, len(planned) - len(common)
+            enough = (
+                len(said) >= min(2, len(planned) - len(framed))
+                or len(telling) >= min(2, len(planned) - len(common))
+                or any(t in rare for t in matched)
             )
             if coverage < MIN_COVERAGE or not enough:
                 continue

@@ -239,3 +239,21 @@ def test_a_section_whose_heading_holds_every_word_asked_comes_first(course):
     lends, before "METAR e TAF" (5.11); a heading said in full still counts more."""
     assert _refs(course, "il TAF?")[:1] == ["5.11"]
     assert _refs(course, "la vite")[:1] == ["1.13"]
+
+
+def test_a_word_only_a_section_or_two_hold_names_its_subject_alone(course):
+    """ "cosa dice la regola IMSAFE?" found nothing: no section holds "regola" and "IMSAFE",
+    and a result needed two of the words asked."""
+    assert _refs(course, "cosa dice la regola IMSAFE?")[:1] == ["10.12"]
+
+
+@pytest.mark.parametrize(
+    ("query", "refs"),
+    [
+        ("cos'è la fatica?", ["10.12"]),  # it found nothing: "fatica" as in "faccio fatica"
+        ("faccio fatica", []),  # what the student says of themselves names no subject
+        ("ho un problema", []),
+    ],
+)
+def test_a_question_of_frame_words_is_searched_only_when_each_is_a_headings(course, query, refs):
+    assert _refs(course, query)[:1] == refs
