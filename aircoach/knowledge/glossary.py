@@ -48,6 +48,8 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "baricentro avanti": ("avanzato", "anteriore"),
     "wake turbulence": ("turbolenza", "scia"),
     "wake": ("scia",),
+    "go around": ("riattaccare",),
+    "mancato avvicinamento": ("riattaccare",),
     "pressione aeroporto": ("qfe",),
     "pressione pista": ("qfe",),
     "spegne motore": ("ferma", "piantata"),

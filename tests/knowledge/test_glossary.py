@@ -59,6 +59,7 @@ def test_a_phrase_needs_all_its_words():
         ("cosa faccio se perdo il contatto radio?", "8.9"),  # it found the fog, "a contatto"
         ("come si evita il wake turbulence?", "10.10"),
         ("cos'è lo sbandamento?", "3.9"),  # "sband" was guessed a typo of "band": VHF
+        ("cos'è il go-around?", "10.11"),  # the manual says "riattaccare"
         ("cosa succede se vola con il baricentro troppo indietro?", "9.9"),
     ],
 )
