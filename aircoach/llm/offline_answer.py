@@ -60,8 +60,8 @@ _ASPECTS = (
         ),
         _stems_of(
             "inserire inserendo occorre bisogna deve devono tirare applicare ridurre "
-            "riscaldamento evitare aprire chiudere atterrare scendere abbandonare correggere "
-            "spegnere consigliabile prudente necessario conviene"
+            "riscaldamento evitare aprire chiudere atterrare abbandonare correggere "
+            "spegnere consigliabile prudente necessario conviene rimessa"
         ),
     ),
     _Aspect(  # how long

@@ -154,3 +154,16 @@ def test_how_long_and_what_to_do_are_answered_by_the_sentence_that_says_it(quest
     word of what to do."""
     composed = offline_answer.answer(question, WAKE)
     assert composed is not None and said in composed[0]
+
+
+def test_how_to_get_out_is_answered_by_the_recovery():
+    """ "come si esce dalla vite?" got the definition alone: the recovery's sentence ("La
+    rimessa standard ...") held no word of what to do."""
+    text = (
+        "[Manuale: 1 risultati]\n"
+        "- [1.13] (Principi di aerodinamica) score=9.0: La vite è un'autorotazione: l'aereo "
+        "stallato ruota scendendo a spirale. Nasce da uno stallo con imbardata. La rimessa "
+        "standard è: motore al minimo, alettoni al neutro, timone opposto alla rotazione."
+    )
+    composed = offline_answer.answer("come si esce dalla vite?", text)
+    assert composed is not None and "La rimessa standard" in composed[0]
