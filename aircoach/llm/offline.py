@@ -344,6 +344,9 @@ class OfflineChatModel(BaseChatModel):
         if self._bound(offline_quiz.ASK) is None or self._bound(offline_quiz.GRADE) is None:
             return None
         exam = offline_exam.open_exam(messages)
+        grading = offline_exam.last_grading(messages) if exam is None else None
+        if grading is not None and (reply := offline_exam.grading_reply(grading, query)):
+            return reply  # "quali ho sbagliato?", "spiegami la 2" after the grading
         if exam is not None:
             given = offline_exam.numbered(query)
             if offline_exam.wants_submit(query) or (given and not exam.missing):

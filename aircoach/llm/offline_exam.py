@@ -147,6 +147,65 @@ NOTHING_TO_SUBMIT = (
 )
 
 
+# After a grading: "quali ho sbagliato?", "cosa ho sbagliato", "i miei errori".
+_MISTAKES = re.compile(
+    r"\b(?:quali|quale|cosa|dove|in cosa)\s{1,3}(?:ho\s{1,3})?sbagliat\w*"
+    r"|\b(?:miei|che|quali)\s{1,3}errori\b"
+)
+# "spiegami la 2", "perché la 3?", "e la 4?": a question of the exam by its number.
+_EXAM_NUMBER = re.compile(
+    r"^(?:e\s+|ma\s+)?(?:spiegami\w*|spiega\w*|perche|come mai|mi spieghi)?\s*"
+    r"(?:la\s+|domanda\s+|numero\s+|n\.?\s*)+(\d{1,2})\s*\??$"
+)
+_MISTAKE_LINE = re.compile(r"^(\d{1,3})\. (.+)$", re.MULTILINE)
+_TOTAL = re.compile(r"\bsu (\d{1,3}) \(")
+ALREADY_GRADED = (
+    "L'hai già consegnata: l'esito è qui sopra. Per un'altra scrivi «simulazione d'esame»."
+)
+
+
+def last_grading(messages: Sequence[BaseMessage]) -> str | None:
+    """The mock exam graded last in the conversation, when nothing but the coach's replies
+    and the student's questions about it ("quali ho sbagliato?", "spiegami la 2") came
+    after it: its grading's text."""
+    for message in reversed(messages[:-1]):
+        if isinstance(message, ToolMessage):
+            graded = message.name == GRADE and message.text.startswith(GRADED_HEADER)
+            return message.text if graded else None
+        if isinstance(message, HumanMessage) and not asks_about_grading(message.text):
+            return None
+    return None
+
+
+def asks_about_grading(query: str) -> bool:
+    text = fold(query).strip()[: _HAND_IN_MAX_CHARS * 2]
+    return bool(_MISTAKES.search(text) or _EXAM_NUMBER.match(text)) or hands_in(text)
+
+
+def grading_reply(grading: str, query: str) -> str | None:
+    """What the student asks of the exam just graded: the questions they got wrong, one of
+    them by its number, or that it was handed in already; None for anything else."""
+    text = fold(query).strip()
+    wrong = {int(n): line for n, line in _MISTAKE_LINE.findall(grading)}
+    if _MISTAKES.search(text):
+        if not wrong:
+            return "Nessun errore: hai risposto bene a tutte le domande."
+        listed = "\n".join(f"{n}. {line}" for n, line in sorted(wrong.items()))
+        return f"Le domande sbagliate ({len(wrong)}):\n{listed}"
+    if number := _EXAM_NUMBER.match(text):
+        n = int(number.group(1))
+        total = _TOTAL.search(grading)
+        size = int(total.group(1)) if total else max(wrong, default=0)
+        if n in wrong:
+            return f"Domanda {n}: {wrong[n]}"
+        if 1 <= n <= size:
+            return f"Alla domanda {n} hai risposto correttamente."
+        return f"La simulazione aveva {size} domande: scrivi per esempio «spiegami la 1»."
+    if hands_in(text):
+        return ALREADY_GRADED
+    return None
+
+
 def hands_in(query: str) -> bool:
     """ "consegno", "ho finito": a short message that hands an exam in, not a question about
     handing something in ("come si consegna il piano di volo?")."""

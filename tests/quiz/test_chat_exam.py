@@ -54,6 +54,16 @@ async def test_a_chat_mock_exam_is_answered_in_two_messages_and_graded(
         listed = (await client.get("/api/exams", headers=auth())).json()["items"]
         assert [(e["punteggio"], e["totale"]) for e in listed] == [(5, 6)]
 
+        # Questions about the grading are answered from it: no new question, no search.
+        mistakes = await chat(client, auth(), "quali ho sbagliato?")
+        assert not any(e["type"] == "tool_result" for e in mistakes)  # it drew a question
+        assert f"Le domande sbagliate (1):\n2. {wrong} → corretta {keys[1]})" in said(mistakes)
+        second = await chat(client, auth(), "spiegami la 2")
+        assert said(second).startswith(f"[modello offline] Domanda 2: {wrong} → corretta")
+        first = await chat(client, auth(), "e la 1?")
+        assert "Alla domanda 1 hai risposto correttamente." in said(first)
+        assert not any(e["type"] == "tool_result" for e in second + first)
+
 
 async def test_submitting_early_counts_the_rest_wrong_and_big_requests_are_not_errors(
     settings: Settings, auth

@@ -130,3 +130,59 @@ def test_each_state_of_a_past_exam_reads_as_the_student_is_told_it():
     assert exam_line(exam, later) == "- 28/11, 5 domande: non consegnata"
     submitted = exam.model_copy(update={"consegnato": "2026-11-28T10:01:00+00:00"})
     assert exam_line(submitted, later).endswith("consegnata, correzione non conclusa")
+
+
+GRADING = (
+    "Esito della simulazione: 3 risposte corrette su 5 (60%), soglia 75%: non superata.\n"
+    "Capitolo più debole: 1 (Principi di aerodinamica), 0 su 1.\n"
+    "1. d → corretta a) uno stallo con imbardata. La vite nasce da uno stallo. (Fonte: § 1.13)\n"
+    "4. non la sapevi → corretta b) il primer. Il primer inietta benzina. (Fonte: § 4.12)"
+)
+
+
+def _graded(*after: str) -> list:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    messages = [
+        HumanMessage("1d 2b 3c 4 non lo so 5a"),
+        AIMessage("", tool_calls=[{"name": "verifica_risposta", "args": {}, "id": "g"}]),
+        ToolMessage(GRADING, tool_call_id="g", name="verifica_risposta"),
+        AIMessage(GRADING),
+    ]
+    for text in after:
+        messages += [HumanMessage(text), AIMessage("...")]
+    return messages
+
+
+@pytest.mark.parametrize(
+    ("asked", "reply"),
+    [
+        ("quali ho sbagliato?", "Le domande sbagliate (2):\n1. d → corretta a)"),
+        ("cosa ho sbagliato", "Le domande sbagliate (2):"),
+        ("spiegami la 4", "Domanda 4: non la sapevi → corretta b) il primer."),
+        ("e la 1?", "Domanda 1: d → corretta a)"),
+        ("perché la 2?", "Alla domanda 2 hai risposto correttamente."),
+        ("la 9", "La simulazione aveva 5 domande"),
+        ("consegno", "L'hai già consegnata"),
+    ],
+)
+def test_a_student_asks_about_the_exam_just_graded(asked, reply):
+    """ "quali ho sbagliato?" drew a new quiz question, "spiegami la 2" searched the manual
+    for "2", "consegno" said no exam was open."""
+    from langchain_core.messages import HumanMessage
+
+    messages = [*_graded(), HumanMessage(asked)]
+    grading = offline_exam.last_grading(messages)
+    assert grading == GRADING
+    said = offline_exam.grading_reply(grading, asked)
+    assert said is not None and said.startswith(reply)
+
+
+def test_questions_about_the_grading_follow_one_another_and_anything_else_ends_them():
+    from langchain_core.messages import HumanMessage
+
+    chained = [*_graded("quali ho sbagliato?", "spiegami la 1"), HumanMessage("e la 4?")]
+    assert offline_exam.last_grading(chained) == GRADING
+    left = [*_graded("cos'è il QNH?"), HumanMessage("spiegami la 2")]
+    assert offline_exam.last_grading(left) is None
+    assert offline_exam.grading_reply(GRADING, "cos'è il QNH?") is None
