@@ -126,11 +126,13 @@ def _sentence_stems(sentence: str) -> frozenset[str]:
 
 # Openings that refer to the sentence before: "Per questo non si deve forzare la salita".
 _LEANING_OPENINGS = ("per questo", "per cio", "di conseguenza", "in questo caso")
+# "the two" named in the sentence before: "La differenza tra i due è la declinazione".
+_THE_TWO = re.compile(r"\b(?:tra|fra) (?:i|le) due\b")
 
 
 def _leans_back(sentence: str) -> bool:
     folded = fold(sentence)
-    if folded.startswith(_LEANING_OPENINGS):
+    if folded.startswith(_LEANING_OPENINGS) or _THE_TWO.search(folded):
         return True
     first = re.match(r"[\w']+", folded)
     if first is None:

@@ -167,3 +167,20 @@ def test_how_to_get_out_is_answered_by_the_recovery():
     )
     composed = offline_answer.answer("come si esce dalla vite?", text)
     assert composed is not None and "La rimessa standard" in composed[0]
+
+
+def test_a_sentence_about_the_two_comes_with_the_one_that_names_them():
+    """ "cos'è la declinazione magnetica?" began "La differenza tra i due è la declinazione
+    magnetica": which two was in the sentence before."""
+    text = (
+        "[Manuale: 1 risultati]\n"
+        "- [6.2] (Navigazione) score=9.0: La rotta vera si misura sulla carta rispetto al nord "
+        "geografico; la bussola indica invece il nord magnetico. La differenza tra i due è la "
+        "declinazione magnetica, Est o Ovest. Passando da vero a magnetico la declinazione Est "
+        'si sottrae e quella Ovest si somma ("Est è meno, Ovest è più"): con rotta vera 090° e '
+        "declinazione 3° Est la rotta magnetica è 087°. Sulle carte le linee isogone uniscono i "
+        "punti con la stessa declinazione; la linea agonica è quella a declinazione nulla."
+    )
+    composed = offline_answer.answer("cos'è la declinazione magnetica?", text)
+    assert composed is not None
+    assert composed[0].startswith("Dal manuale del corso: La rotta vera si misura")
