@@ -59,6 +59,7 @@ _TITLE_SAID, _TITLE_HOLDS = 1.5, 1.3
 _FUZZY_SHARE = 0.5
 # A word found in more than this share of the passages tells little about a question.
 _COMMON_SHARE = 0.15
+# A word held by at most this many passages ("IMSAFE") is enough on its own for a result.
 _RARE_COUNT = 2
 # Any other single edit only in a stem this long: short stems are one edit from many words.
 _ANY_EDIT_MIN_LETTERS = 5

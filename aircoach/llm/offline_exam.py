@@ -178,6 +178,7 @@ def last_grading(messages: Sequence[BaseMessage]) -> str | None:
 
 
 def asks_about_grading(query: str) -> bool:
+    """Whether `query` is one of the questions `grading_reply` answers."""
     text = fold(query).strip()[: _HAND_IN_MAX_CHARS * 2]
     return bool(_MISTAKES.search(text) or _EXAM_NUMBER.match(text)) or hands_in(text)
 
