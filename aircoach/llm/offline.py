@@ -224,8 +224,11 @@ class OfflineChatModel(BaseChatModel):
         if said is not None:
             return self._say(said)
         # A quiz follow-up right after a grading ("perché?") explains that question.
-        if offline_quiz.asks_why(query) and (why := offline_quiz.explain_reply(messages, query)):
-            return self._say(why)
+        asks_why = offline_quiz.asks_why(query) or offline_exam.names_question(query)
+        if asks_why and (why := offline_quiz.explain_reply(messages, query)):
+            return self._say(why)  # "perché?", "spiegami la 2", "e la 3?" after gradings
+        if mistakes := offline_quiz.mistakes_reply(messages, query):  # "quali ho sbagliato?"
+            return self._say(mistakes)
         if offline_quiz.asks_progress(query) and self._bound(offline_quiz.ASK) is not None:
             return self._say(offline_quiz.progress_reply(messages))
         if offline_course.asks_memory(query):

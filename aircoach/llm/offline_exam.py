@@ -177,6 +177,16 @@ def last_grading(messages: Sequence[BaseMessage]) -> str | None:
     return None
 
 
+def asks_mistakes(query: str) -> bool:
+    """ "quali ho sbagliato?", "cosa ho sbagliato", "i miei errori"."""
+    return bool(_MISTAKES.search(fold(query)[:MAX_MESSAGE_CHARS]))
+
+
+def names_question(query: str) -> bool:
+    """ "spiegami la 2", "e la 4?", "la 3": a graded question asked about by its number."""
+    return bool(_EXAM_NUMBER.match(fold(query).strip()[: _HAND_IN_MAX_CHARS * 2]))
+
+
 def asks_about_grading(query: str) -> bool:
     """Whether `query` is one of the questions `grading_reply` answers."""
     text = fold(query).strip()[: _HAND_IN_MAX_CHARS * 2]
@@ -188,7 +198,7 @@ def grading_reply(grading: str, query: str) -> str | None:
     them by its number, or that it was handed in already; None for anything else."""
     text = fold(query).strip()
     wrong = {int(n): line for n, line in _MISTAKE_LINE.findall(grading)}
-    if _MISTAKES.search(text):
+    if asks_mistakes(text):
         if not wrong:
             return "Nessun errore: hai risposto bene a tutte le domande."
         listed = "\n".join(f"{n}. {line}" for n, line in sorted(wrong.items()))

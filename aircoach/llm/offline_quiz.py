@@ -16,6 +16,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from aircoach.llm.offline_course import prompt_items
+from aircoach.llm.offline_exam import asks_mistakes, names_question
 from aircoach.quiz.answers import (
     NOT_KNOWN,
     dont_know,
@@ -311,12 +312,10 @@ def asks_why(query: str) -> bool:
 _WHICH = re.compile(r"\b(?:la|domanda|numero|n\.?)\s{0,3}(\d{1,2})\b")
 
 
-def explain_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
-    """The explanation `query` asks for, of the answers graded right before it (only the
-    coach's reply in between): the one it numbers as the student numbered them ("spiegami la
-    3" after "1a 2b 3c", also after another one was explained), else the last; which numbers
-    there are, for a number that is none of several; None when no grading is that recent."""
-    which = _WHICH.search(fold(query))
+def _recent_gradings(messages: Sequence[BaseMessage], *, numbered: bool) -> list[str]:
+    """The quiz answers graded right before the student's message (only the coach's reply in
+    between), in the order the student numbered them; `numbered`: questions about them may
+    come in between ("spiegami la 2" after "quali ho sbagliato?", before "e la 3?")."""
     found: dict[str, str] = {}  # tool call id -> its grading
     gradings: list[str] = []
     for message in reversed(messages[:-1]):
@@ -328,10 +327,22 @@ def explain_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
                 order = [call["id"] for call in message.tool_calls]
                 gradings = [found[i] for i in order if i in found]
         elif isinstance(message, HumanMessage):
-            if gradings or which is None or not asks_why(message.text):
+            text = message.text
+            about = asks_why(text) or asks_mistakes(text) or names_question(text)
+            if gradings or not numbered or not about:
                 break  # the message they answered, or anything but "spiegami la 2" before
         else:
             break
+    return gradings
+
+
+def explain_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
+    """The explanation `query` asks for, of the answers graded right before it: the one it
+    numbers as the student numbered them ("spiegami la 3" after "1a 2b 3c", also after
+    another one was explained), else the last; which numbers there are, for a number that is
+    none of several; None when no grading is that recent."""
+    which = _WHICH.search(fold(query))
+    gradings = _recent_gradings(messages, numbered=which is not None)
     if not gradings:
         return None
     if which is None or len(gradings) == 1:
@@ -341,6 +352,34 @@ def explain_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
         return explanation(gradings[number - 1])
     named = ", ".join(f"«la {n}»" for n in range(1, len(gradings) + 1))
     return f"Ho corretto {len(gradings)} risposte: scrivi «spiegami» e {named}."
+
+
+_OUTCOME = re.compile(r"^Esito: risposta (\w+(?: \w+)?) \((capitolo \d+, domanda \d+)\)")
+
+
+def mistakes_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
+    """ "quali ho sbagliato?" right after quiz answers were graded: the wrong ones, numbered
+    as the student numbered them, with the right option; None for another message or when no
+    grading is that recent."""
+    if not asks_mistakes(query):
+        return None
+    gradings = _recent_gradings(messages, numbered=True)
+    if not gradings:
+        return None
+    wrong: list[tuple[int, str]] = []
+    for n, grading in enumerate(gradings, 1):
+        outcome = _OUTCOME.match(grading)
+        if outcome is None or outcome.group(1) == "CORRETTA":
+            continue
+        key = dict(_GRADING_LINE.findall(grading)).get("Risposta corretta", "").strip()
+        wrong.append((n, f"{n}. ({outcome.group(2)}) corretta {key}"))
+    if not wrong:
+        return "Nessun errore: hai risposto bene a tutte le domande."
+    listed = "\n".join(line for _, line in wrong)
+    return (
+        f"Le risposte sbagliate ({len(wrong)} su {len(gradings)}):\n{listed}\n"
+        f"Scrivi «spiegami la {wrong[0][0]}» per la spiegazione."
+    )
 
 
 def explanation(grading: str) -> str:

@@ -89,6 +89,16 @@ async def test_everyday_quiz_phrases(store_settings: Settings, auth):
             assert not [e for e in explained if e["type"] == "tool_result"], query
             assert meant["spiegazione"] in said(explained), query
         assert "Ho corretto 3 risposte" in said(await chat(client, auth(), "spiegami la 7"))
+        # Which were wrong, from those gradings (it drew a review question), then one more by
+        # its number alone (it was searched in the manual).
+        mistakes = await chat(client, auth(), "quali ho sbagliato?")
+        assert not [e for e in mistakes if e["type"] == "tool_result"]
+        wrong = [g for g in gradings if not g["corretta"]]
+        told = f"Le risposte sbagliate ({len(wrong)} su 3)" if wrong else "Nessun errore"
+        assert told in said(mistakes)
+        first = await chat(client, auth(), "e la 1?")
+        meant = bank[(asked3[0]["capitolo"], asked3[0]["numero"])]
+        assert meant["spiegazione"] in said(first)
 
         progress = said(await chat(client, auth(), "su cosa devo esercitarmi?"))
         assert "I tuoi progressi nei quiz" in progress and "risposte ai quiz: 5" in progress

@@ -186,3 +186,57 @@ def test_questions_about_the_grading_follow_one_another_and_anything_else_ends_t
     left = [*_graded("cos'è il QNH?"), HumanMessage("spiegami la 2")]
     assert offline_exam.last_grading(left) is None
     assert offline_exam.grading_reply(GRADING, "cos'è il QNH?") is None
+
+
+def _quiz_graded(*after: str) -> list:
+    """Three quiz questions answered "1a 2b 3c" and graded: 1 right, 2 wrong, 3 not known;
+    then `after`, each with the coach's reply."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    def grading(verdict: str, numero: int, key: str) -> str:
+        return (
+            f"Esito: risposta {verdict} (capitolo 5, domanda {numero}).\n"
+            f"Risposta dell'allievo: b) altro\nRisposta corretta: {key}\n"
+            f"Spiegazione: Perché sì ({numero}).\nFonte: § 5.{numero}"
+        )
+
+    calls = [{"name": "verifica_risposta", "args": {}, "id": f"g{n}"} for n in (1, 2, 3)]
+    messages = [
+        HumanMessage("1a 2b 3 non lo so"),
+        AIMessage("", tool_calls=calls),
+        # the results in another order than the calls: the student's numbering is the calls'
+        ToolMessage(grading("NON NOTA", 3, "c) tre"), tool_call_id="g3", name="verifica_risposta"),
+        ToolMessage(grading("CORRETTA", 1, "a) uno"), tool_call_id="g1", name="verifica_risposta"),
+        ToolMessage(grading("SBAGLIATA", 2, "d) due"), tool_call_id="g2", name="verifica_risposta"),
+        AIMessage("..."),
+    ]
+    for text in after:
+        messages += [HumanMessage(text), AIMessage("...")]
+    return messages
+
+
+def test_which_quiz_answers_were_wrong_is_told_from_the_gradings_just_made():
+    """ "quali ho sbagliato?" after "1a 2b 3c" drew a review question of one of them."""
+    from langchain_core.messages import HumanMessage
+
+    said = offline_quiz.mistakes_reply(
+        [*_quiz_graded(), HumanMessage("quali ho sbagliato?")], "quali ho sbagliato?"
+    )
+    assert said == (
+        "Le risposte sbagliate (2 su 3):\n"
+        "2. (capitolo 5, domanda 2) corretta d) due\n"
+        "3. (capitolo 5, domanda 3) corretta c) tre\n"
+        "Scrivi «spiegami la 2» per la spiegazione."
+    )
+    later = [*_quiz_graded("cos'è il QNH?"), HumanMessage("quali ho sbagliato?")]
+    assert offline_quiz.mistakes_reply(later, "quali ho sbagliato?") is None
+
+
+@pytest.mark.parametrize("asked", ["e la 3?", "la 3", "spiegami la 3"])
+def test_a_graded_question_is_explained_by_its_number_after_other_questions_about_them(asked):
+    """ "e la 1?" after "spiegami la 3" searched the manual; so did "la 7"."""
+    from langchain_core.messages import HumanMessage
+
+    messages = [*_quiz_graded("quali ho sbagliato?", "spiegami la 2"), HumanMessage(asked)]
+    assert offline_exam.names_question(asked)
+    assert offline_quiz.explain_reply(messages, asked).startswith("La risposta corretta è c) tre.")
