@@ -152,13 +152,14 @@ _MISTAKES = re.compile(
     r"\b(?:quali|quale|cosa|dove|in cosa)\s{1,3}(?:ho\s{1,3})?sbagliat\w*"
     r"|\b(?:miei|che|quali)\s{1,3}errori\b"
 )
-# "spiegami la 2", "perché la 3?", "e la 4?": a question of the exam by its number.
-_EXAM_NUMBER = re.compile(
+# "spiegami la 2", "perché la 3?", "e la 4?": a graded question by its number.
+_BY_NUMBER = re.compile(
     r"^(?:e\s+|ma\s+)?(?:spiegami\w*|spiega\w*|perche|come mai|mi spieghi)?\s*"
     r"(?:la\s+|domanda\s+|numero\s+|n\.?\s*)+(\d{1,2})\s*\??$"
 )
 _MISTAKE_LINE = re.compile(r"^(\d{1,3})\. (.+)$", re.MULTILINE)
 _TOTAL = re.compile(r"\bsu (\d{1,3}) \(")
+NO_MISTAKES = "Nessun errore: hai risposto bene a tutte le domande."
 ALREADY_GRADED = (
     "L'hai già consegnata: l'esito è qui sopra. Per un'altra scrivi «simulazione d'esame»."
 )
@@ -184,13 +185,13 @@ def asks_mistakes(query: str) -> bool:
 
 def names_question(query: str) -> bool:
     """ "spiegami la 2", "e la 4?", "la 3": a graded question asked about by its number."""
-    return bool(_EXAM_NUMBER.match(fold(query).strip()[: _HAND_IN_MAX_CHARS * 2]))
+    return bool(_BY_NUMBER.match(fold(query).strip()[: _HAND_IN_MAX_CHARS * 2]))
 
 
 def asks_about_grading(query: str) -> bool:
     """Whether `query` is one of the questions `grading_reply` answers."""
     text = fold(query).strip()[: _HAND_IN_MAX_CHARS * 2]
-    return bool(_MISTAKES.search(text) or _EXAM_NUMBER.match(text)) or hands_in(text)
+    return bool(_MISTAKES.search(text) or _BY_NUMBER.match(text)) or hands_in(text)
 
 
 def grading_reply(grading: str, query: str) -> str | None:
@@ -200,10 +201,10 @@ def grading_reply(grading: str, query: str) -> str | None:
     wrong = {int(n): line for n, line in _MISTAKE_LINE.findall(grading)}
     if asks_mistakes(text):
         if not wrong:
-            return "Nessun errore: hai risposto bene a tutte le domande."
+            return NO_MISTAKES
         listed = "\n".join(f"{n}. {line}" for n, line in sorted(wrong.items()))
         return f"Le domande sbagliate ({len(wrong)}):\n{listed}"
-    if number := _EXAM_NUMBER.match(text):
+    if number := _BY_NUMBER.match(text):
         n = int(number.group(1))
         total = _TOTAL.search(grading)
         size = int(total.group(1)) if total else max(wrong, default=0)

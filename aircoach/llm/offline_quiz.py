@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from aircoach.llm.offline_course import prompt_items
-from aircoach.llm.offline_exam import asks_mistakes, names_question
+from aircoach.llm.offline_exam import NO_MISTAKES, asks_mistakes, names_question
 from aircoach.quiz.answers import (
     NOT_KNOWN,
     dont_know,
@@ -374,7 +374,7 @@ def mistakes_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
         key = dict(_GRADING_LINE.findall(grading)).get("Risposta corretta", "").strip()
         wrong.append((n, f"{n}. ({outcome.group(2)}) corretta {key}"))
     if not wrong:
-        return "Nessun errore: hai risposto bene a tutte le domande."
+        return NO_MISTAKES
     listed = "\n".join(line for _, line in wrong)
     return (
         f"Le risposte sbagliate ({len(wrong)} su {len(gradings)}):\n{listed}\n"
