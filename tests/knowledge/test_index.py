@@ -247,6 +247,15 @@ def test_a_word_only_a_section_or_two_hold_names_its_subject_alone(course):
     assert _refs(course, "cosa dice la regola IMSAFE?")[:1] == ["10.12"]
 
 
+def test_in_caso_di_says_nothing_of_the_subject(course):
+    """ "cosa faccio in caso di incendio motore?" found the rules of precedence (7.2), which
+    say "in caso di" and "aeromobili a motore": the manual has no engine fire, and "caso"
+    was one of the two words the result held. Other emergencies asked the same way are found."""
+    assert _refs(course, "cosa faccio in caso di incendio motore?") == []
+    assert _refs(course, "cosa fare in caso di avaria radio?")[:1] == ["8.9"]
+    assert _refs(course, "in caso di piantata motore cosa faccio?")[:1] == ["10.15"]
+
+
 @pytest.mark.parametrize(
     ("query", "refs"),
     [
