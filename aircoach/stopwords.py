@@ -80,7 +80,7 @@ ANSWER_FORM_WORDS = frozenset(
 
 # A question's common verbs, the action asked about rather than its subject ("quando si usa
 # il QNH?", "come si riconosce lo stallo?"), and its modal and auxiliary ones ("quanto deve
-# essere la visibilità?"). The course search weighs them as common words (no section needs to
+# essere la visibilità?", "cosa si può fare in classe G?"). The course search weighs them as common words (no section needs to
 # hold one); the follow-up rules read a question of nothing else ("come si riconosce?") as
 # asking about the topic under way.
 _QUESTION_VERBS_TEXT = """
@@ -89,7 +89,7 @@ _QUESTION_VERBS_TEXT = """
     calcola calcolare calcolo controlla controllare controllo sceglie scegliere scelgo
     gestisce gestire gestisco recupera recuperare recupero sente sento sentire accorge
     accorgo accorgersi nota noto notare legge leggo leggere interpreta interpreto interpretare
-    dipende dipendono deve devo devono dovrei essere
+    dipende dipendono deve devo devono dovrei essere può posso possono potrei
 """
 QUESTION_VERBS = frozenset(_QUESTION_VERBS_TEXT.split())
 

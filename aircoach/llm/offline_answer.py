@@ -117,10 +117,26 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
+# An airspace class is a capital letter, which no word holds: a question that names one
+# ("classe D", "in classe g") is answered by the sentences that name it ("Nelle classi B, C e
+# D...", "In Italia le classi usate sono A, C, D, E e G"), not by the first to say "classi".
+_CLASS_ASKED = re.compile(r"\bclass[ei]\s+([a-g])\b", re.IGNORECASE)
+_CLASS_NAMED = re.compile(r"\b[A-G]\b")
+_CLASS_RANGE = re.compile(r"\bda(?:lla)? [A-G] a(?:lla)? [A-G]\b")
+_CLASS_STEM = stem("classe")
+
+
+def _classes_asked(question: str) -> frozenset[str]:
+    return frozenset(f"classe {letter.upper()}" for letter in _CLASS_ASKED.findall(question))
+
+
 def _sentence_stems(sentence: str) -> frozenset[str]:
     found = {stem(w) for w in words(sentence)}
     if re.search(r"\d", sentence):
         found.add(_NUMBER)
+    if _CLASS_STEM in found:  # a range ("dalla A alla G") names its ends only in passing
+        named = _CLASS_NAMED.findall(_CLASS_RANGE.sub("", sentence))
+        found.update(f"classe {letter}" for letter in named)
     return frozenset(found)
 
 
@@ -160,6 +176,7 @@ def _pick(
     first section's text, for a later one (not `first`)."""
     folded = fold(asking or query)
     wanted = frozenset(stem(w) for w in words(query) if w not in _ASKING)
+    wanted |= _classes_asked(query)
     said = sentences(text)
     held = [_sentence_stems(s) for s in said]
     overlap = [len(wanted & h) for h in held]
@@ -169,8 +186,16 @@ def _pick(
     aspects = [aspect for aspect in _ASPECTS if aspect.asks.search(folded)]
     fresh = every if aspects else [i for i in every if said[i] not in told]
     own = {stem(w) for w in words(asking) if w not in _ASKING} if asking else wanted
+    if asking:
+        own |= _classes_asked(asking)
     if not any(own & held[i] for i in fresh):
         fresh = every  # nothing new holds the student's words ("quando lo sento?"): say it again
+    classes = _classes_asked(asking or query)
+    naming = [i for i in fresh if classes & held[i]]
+    if naming:
+        fresh = naming
+    elif classes and not first:
+        return []  # a later section that does not name the class asked adds nothing to it
     # The student's own words first ("e a 45?": the sentence with 45°), then the topic's.
     best = max(fresh, key=lambda i: (len(own & held[i]), overlap[i], -i))
     if not first and (overlap[best] < 2 or not wanted & held[best] & lead):

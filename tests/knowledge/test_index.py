@@ -247,6 +247,11 @@ def test_a_word_only_a_section_or_two_hold_names_its_subject_alone(course):
     assert _refs(course, "cosa dice la regola IMSAFE?")[:1] == ["10.12"]
 
 
+def test_can_is_a_frame_verb(course):
+    """ "cosa si può fare in classe G?" found nothing: no section holds "può" and "classe"."""
+    assert _refs(course, "cosa si può fare in classe G?")[:1] == ["7.3"]
+
+
 def test_in_caso_di_says_nothing_of_the_subject(course):
     """ "cosa faccio in caso di incendio motore?" found the rules of precedence (7.2), which
     say "in caso di" and "aeromobili a motore": the manual has no engine fire, and "caso"

@@ -184,3 +184,38 @@ def test_a_sentence_about_the_two_comes_with_the_one_that_names_them():
     composed = offline_answer.answer("cos'è la declinazione magnetica?", text)
     assert composed is not None
     assert composed[0].startswith("Dal manuale del corso: La rotta vera si misura")
+
+
+CLASSES = (
+    "[Manuale: 2 risultati]\n"
+    "- [7.3] (Regole dell'aria e spazi aerei) score=9.0: Gli spazi aerei sono divisi in classi "
+    "dalla A alla G (SERA.6001, ICAO Annesso 11). Le classi da A a E sono controllate, F e G non "
+    "controllate. Nelle classi B, C e D il VFR è ammesso con autorizzazione e contatto radio; in "
+    "classe G non è fornito il controllo. In Italia le classi usate sono A, C, D, E e G.\n"
+    "- [7.16] (Regole dell'aria e spazi aerei) score=3.0: I servizi del traffico aereo "
+    "comprendono il servizio di controllo, che separa gli aeromobili secondo la classe di spazio "
+    "aereo. In classe D i voli VFR ricevono informazioni sul traffico, non la separazione."
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "said", "cited"),
+    [
+        (
+            "cos'è lo spazio aereo di classe D?",
+            ["Nelle classi B, C e D", "In classe D i voli VFR"],
+            ["7.3", "7.16"],
+        ),
+        ("cosa si può fare in classe g?", ["F e G non controllate"], ["7.3"]),
+    ],
+)
+def test_a_question_on_an_airspace_class_is_answered_by_the_sentences_that_name_it(
+    question, said, cited
+):
+    """ "cos'è lo spazio aereo di classe D?" got the first two sentences, on every class ("dalla
+    A alla G"), and the air traffic services' definition: the letter, no word, was not read."""
+    composed = offline_answer.answer(question, CLASSES)
+    assert composed is not None
+    body, refs = composed
+    assert all(s in body for s in said) and refs == cited
+    assert "Gli spazi aerei sono divisi" not in body
