@@ -58,6 +58,11 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "velocita indicata": ("ias",),
     "velocita vera": ("tas",),
     "velocita suolo": ("gs",),
+    "entra circuito": ("inserisce",),
+    "entrare circuito": ("inserisce",),
+    "entro circuito": ("inserisce",),
+    "entrata circuito": ("inserisce",),
+    "ingresso circuito": ("inserisce",),
     # abbreviations the manual spells out
     "qne": ("1013",),
     "ulm": ("ultraleggero", "diporto"),
