@@ -201,20 +201,26 @@ def _subject_chapter(folded: str, testo: str | None, chapters: Mapping[int, str]
     motore"): the only one whose title has a word of the request, when the text to search
     for (if any) is nothing but words of that title ("sul fattore di carico" is a search,
     though "fattore" is in "Fattore umano e sicurezza")."""
-    asked = {stem(w) for w in words(folded) if len(w) >= _SUBJECT_LETTERS}
+    asked = [w for w in words(folded) if len(w) >= _SUBJECT_LETTERS]
     named = [
         number
         for number, title in chapters.items()
-        if asked & {stem(w) for w in words(title) if len(w) >= _SUBJECT_LETTERS}
+        if any(_names(w, [t for t in words(title) if len(t) >= _SUBJECT_LETTERS]) for w in asked)
     ]
     if len(named) != 1:
         return None
     (number,) = named
-    if testo is not None and not {stem(w) for w in words(testo)} <= set(
-        map(stem, words(chapters[number]))
-    ):
+    if testo is not None and not all(_names(w, words(chapters[number])) for w in words(testo)):
         return None
     return number
+
+
+def _names(word: str, title: Sequence[str]) -> bool:
+    """Whether a request's word says a word of a chapter's title: the same stem, or the start
+    of a longer word ("meteo", "meteorologia")."""
+    return stem(word) in {stem(t) for t in title} or (
+        len(word) >= _SUBJECT_LETTERS and any(fold(t).startswith(word) for t in title)
+    )
 
 
 _LEVEL = re.compile(r"\b(facile|media|difficile)\b")
