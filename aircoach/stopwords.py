@@ -89,7 +89,9 @@ _QUESTION_VERBS_TEXT = """
     calcola calcolare calcolo controlla controllare controllo sceglie scegliere scelgo
     gestisce gestire gestisco recupera recuperare recupero sente sento sentire accorge
     accorgo accorgersi nota noto notare legge leggo leggere interpreta interpreto interpretare
-    dipende dipendono deve devo devono dovrei essere può posso possono potrei
+    dipende dipendono deve devo devono dovrei essere può posso possono potrei impiegano
+    impostano mettono riconoscono evitano prevengono calcolano controllano scelgono gestiscono
+    recuperano sentono notano leggono interpretano
 """
 QUESTION_VERBS = frozenset(_QUESTION_VERBS_TEXT.split())
 

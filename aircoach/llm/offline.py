@@ -305,7 +305,11 @@ class OfflineChatModel(BaseChatModel):
                 if retry.tool_calls:
                     return retry
         else:
-            composed = offline_answer.answer_parts(parts, offline_course.PART_NOT_FOUND)
+            written = offline_course.part_searches(question)
+            composed = offline_answer.answer_parts(
+                [(written.get(searched, searched), searched, text) for searched, text in parts],
+                offline_course.PART_NOT_FOUND,
+            )
         if composed is None:
             return self._say(offline_course.no_match(course_chapters()))
         return self._say(shaped(composed[0], messages))

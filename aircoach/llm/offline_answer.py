@@ -217,7 +217,7 @@ def _pick(
             (i for i in every if i != best),
             key=lambda i: (i in fresh, overlap[i], -abs(i - best)),
         )
-        if overlap[runner] > 0 and runner in fresh:
+        if overlap[runner] > 0 and runner in fresh and said[runner] not in told:
             chosen.append(runner)
     with_subjects: set[int] = set()
     for i in chosen:
@@ -289,17 +289,23 @@ def answer(
     return f"Dal manuale del corso: {body} (Fonte: {_sources(used)}.)", [f.ref for f in used]
 
 
-def answer_parts(asked: Sequence[tuple[str, str]], not_found: str) -> tuple[str, list[str]] | None:
+def answer_parts(
+    asked: Sequence[tuple[str, str, str]], not_found: str
+) -> tuple[str, list[str]] | None:
     """One answer to a question of several parts, from each part's `kb_search` result
-    (`(part, result text)`): a paragraph per part, each citing its sections; `not_found` for
+    (`(part as written, what it was searched as, result text)`): a paragraph per part, each
+    citing its sections and preferring what the parts before it did not say; `not_found` for
     a part the manual does not answer. None when no part found anything."""
-    lines, cited = [], []
-    for part, text in asked:
-        composed = section_answer(part, text)
+    lines: list[str] = []
+    cited: list[str] = []
+    told: list[str] = []
+    for part, searched, text in asked:
+        composed = section_answer(searched, text, told=" ".join(told), asking=part)
         if composed is None:
             lines.append(f"- {part}: {not_found}")
             continue
         body, used = composed
+        told.append(body)
         lines.append(f"- {part}: {body} (Fonte: {_sources(used)}.)")
         cited += [f.ref for f in used if f.ref not in cited]
     if not cited:

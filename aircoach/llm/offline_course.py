@@ -297,14 +297,19 @@ def parts(question: str) -> list[str]:
 _PLANS: tuple[FactKind, ...] = ("goal", "exam")  # facts never what a message asks about
 
 
-def plan_search(messages: Sequence[BaseMessage], question: str) -> SearchPlan:
-    """The searches for `question`, the last message of `messages`: a bare follow-up borrows
-    the topic of the questions before it; a question of several parts is searched by part."""
+def _asked(question: str) -> str:
     question = question.strip()
     if any(fact.kind in _PLANS for fact in facts(question)):
         # "Ho l'esame a marzo, spiegami il QNH": the student's plans are no subject to search
         # for (they matched a law "del 25 marzo"); a difficulty often is ("non capisco il QNH").
         question = without_facts(question, _PLANS) or question
+    return question
+
+
+def plan_search(messages: Sequence[BaseMessage], question: str) -> SearchPlan:
+    """The searches for `question`, the last message of `messages`: a bare follow-up borrows
+    the topic of the questions before it; a question of several parts is searched by part."""
+    question = _asked(question)
     topic = followups.topic_keywords(earlier_questions(messages))
     if followups.is_followup(question, has_topic=bool(topic)):
         alone = followups.without_connective(question)
@@ -315,8 +320,23 @@ def plan_search(messages: Sequence[BaseMessage], question: str) -> SearchPlan:
     if not any(followups.own_words(part) for part in asked):
         return SearchPlan(clarify=CLARIFY)
     if len(asked) > 1:
-        return SearchPlan(tuple(_part_query(part) for part in asked))
+        return SearchPlan(tuple(part_searches(question)))
     return SearchPlan((question,))
+
+
+def part_searches(question: str) -> dict[str, str]:
+    """What each part of a question of several parts is searched as, and the part as the
+    student wrote it: itself, or, when it leaves its subject to the parts before it ("cosa
+    sono i cumulonembi e perché sono pericolosi?"), their subject and its own words
+    ("cumulonembi pericolosi", not the dangerous attitudes)."""
+    asked = parts(_asked(question))
+    searches: dict[str, str] = {}
+    for index, part in enumerate(asked):
+        written = query = _part_query(part)
+        if index and followups.is_followup(query, has_topic=True):
+            query = followups.expand_query(followups.topic_keywords(asked[:index]), query)
+        searches.setdefault(query, written)
+    return searches
 
 
 def focus(question: str, searched: str) -> list[str]:

@@ -85,14 +85,43 @@ def test_each_part_of_a_question_is_answered_and_cited():
     second = "[Manuale: 1 risultati]\n- [5.15] (Meteorologia) score=3: Il microburst scende."
     nothing = "[Manuale: nessun risultato]"
     composed = offline_answer.answer_parts(
-        [("wind shear", first), ("microburst", second), ("carbonara", nothing)], "non c'è."
+        [
+            ("wind shear", "wind shear", first),
+            ("microburst", "microburst", second),
+            ("carbonara", "carbonara", nothing),
+        ],
+        "non c'è.",
     )
     assert composed is not None
     body, cited = composed
     assert cited == ["5.14", "5.15"]
     assert "- wind shear: Il wind shear è vento. (Fonte: § 5.14 (Meteorologia).)" in body
     assert "- carbonara: non c'è." in body
-    assert offline_answer.answer_parts([("carbonara", nothing)], "non c'è.") is None
+    assert offline_answer.answer_parts([("carbonara", "carbonara", nothing)], "non c'è.") is None
+
+
+def test_a_part_that_leaves_its_subject_to_the_one_before_is_searched_with_it():
+    """ "cosa sono i cumulonembi e perché sono pericolosi?": the second part was searched as
+    "perché sono pericolosi" and answered with the dangerous attitudes of the human factor."""
+    question = "cosa sono i cumulonembi e perché sono pericolosi?"
+    plan = offline_course.plan_search([HumanMessage(question)], question)
+    assert plan.queries == ("cosa sono i cumulonembi", "cumulonembi pericolosi")
+    assert offline_course.part_searches(question)["cumulonembi pericolosi"] == (
+        "perché sono pericolosi"
+    )
+    storm = (
+        "[Manuale: 1 risultati]\n- [5.5] (Meteorologia) score=9: Il temporale nasce da un "
+        "cumulonembo. Lo stadio di maturità, il più pericoloso, ha grandine e fulmini."
+    )
+    composed = offline_answer.answer_parts(
+        [
+            ("cosa sono i cumulonembi", "cosa sono i cumulonembi", storm),
+            ("perché sono pericolosi", "cumulonembi pericolosi", storm),
+        ],
+        "non c'è.",
+    )
+    assert composed is not None
+    assert "- perché sono pericolosi: " in composed[0] and "il più pericoloso" in composed[0]
 
 
 @pytest.mark.parametrize(
@@ -219,3 +248,20 @@ def test_a_question_on_an_airspace_class_is_answered_by_the_sentences_that_name_
     body, refs = composed
     assert all(s in body for s in said) and refs == cited
     assert "Gli spazi aerei sono divisi" not in body
+
+
+def test_a_follow_up_for_an_aspect_is_not_given_again_what_was_told_beside_it():
+    """ "e quali sono i sintomi?" after "cos'è l'ipossia?" repeated the definition before the
+    symptoms: the aspect's sentence may be said again, the one added beside it may not."""
+    text = (
+        "[Manuale: 1 risultati]\n- [10.1] (Fattore umano e sicurezza) score=9: L'ipossia è la "
+        "carenza di ossigeno nei tessuti. I sintomi dell'ipossia sono subdoli: euforia, calo "
+        "del giudizio, mal di testa."
+    )
+    told = "Dal manuale del corso: L'ipossia è la carenza di ossigeno nei tessuti."
+    composed = offline_answer.answer(
+        "ipossia e quali sono i sintomi?", text, told=told, asking="e quali sono i sintomi?"
+    )
+    assert composed is not None
+    assert "sintomi dell'ipossia sono subdoli" in composed[0]
+    assert "carenza di ossigeno" not in composed[0]
