@@ -152,6 +152,7 @@ _MISTAKES = re.compile(
     r"\b(?:quali|quale|cosa|dove|in cosa)\s{1,3}(?:ho\s{1,3})?sbagliat\w*"
     r"|\b(?:miei|che|quali)\s{1,3}errori\b"
 )
+_PRACTISE = re.compile(r"\b(?:ripass|esercit|allen|rifa|rifamm|riprov)\w*")
 # "spiegami la 2", "perché la 3?", "e la 4?": a graded question by its number.
 _BY_NUMBER = re.compile(
     r"^(?:e\s+|ma\s+)?(?:spiegami\w*|spiega\w*|perche|come mai|mi spieghi)?\s*"
@@ -179,8 +180,10 @@ def last_grading(messages: Sequence[BaseMessage]) -> str | None:
 
 
 def asks_mistakes(query: str) -> bool:
-    """ "quali ho sbagliato?", "cosa ho sbagliato", "i miei errori"."""
-    return bool(_MISTAKES.search(fold(query)[:MAX_MESSAGE_CHARS]))
+    """ "quali ho sbagliato?", "cosa ho sbagliato", "i miei errori"; not a request to practise
+    them ("voglio ripassare i miei errori": a review question)."""
+    text = fold(query)[:MAX_MESSAGE_CHARS]
+    return bool(_MISTAKES.search(text)) and not _PRACTISE.search(text)
 
 
 def names_question(query: str) -> bool:

@@ -232,6 +232,19 @@ def test_which_quiz_answers_were_wrong_is_told_from_the_gradings_just_made():
     assert offline_quiz.mistakes_reply(later, "quali ho sbagliato?") is None
 
 
+@pytest.mark.parametrize(
+    "asked", ["voglio ripassare i miei errori", "fammi esercitare sui miei errori"]
+)
+def test_a_request_to_practise_the_mistakes_is_no_question_about_them(asked):
+    """ "voglio ripassare i miei errori" right after a grading listed the mistakes instead of
+    asking the first of them again (review mode)."""
+    from langchain_core.messages import HumanMessage
+
+    assert offline_quiz.wants_review(asked)
+    assert offline_quiz.mistakes_reply([*_quiz_graded(), HumanMessage(asked)], asked) is None
+    assert offline_exam.asks_mistakes("i miei errori?")
+
+
 @pytest.mark.parametrize("asked", ["e la 3?", "la 3", "spiegami la 3"])
 def test_a_graded_question_is_explained_by_its_number_after_other_questions_about_them(asked):
     """ "e la 1?" after "spiegami la 3" searched the manual; so did "la 7"."""
