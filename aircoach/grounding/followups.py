@@ -4,10 +4,11 @@ conversation's topic first.
 - `is_followup`: only a question that cannot stand alone borrows the topic: it opens with a
   connective (`e`, `ma`, `però`, `anche`, `invece`), leans on what came before (`questo`,
   `lo stesso`, ...), carries no content word of its own (`perché?`, `fammi un esempio`), or
-  is short and opens with a preposition (`in virata?`) or says only a measure or a condition
-  (`quanto in metri?`), or is short and ends with a verb whose subject it leaves out
-  (`quali nubi porta?`). A question with its own subject (`come funziona il variometro`,
-  `Spiegami il QNH`) is searched as it is, however short.
+  is short and opens with a preposition (`in virata?`) or with `se`, a condition on the topic
+  (`se il vento è forte?`), or says only a measure or a condition (`quanto in metri?`), or is
+  short and ends with a verb whose subject it leaves out (`quali nubi porta?`). A question
+  with its own subject (`come funziona il variometro`, `Spiegami il QNH`) is searched as it
+  is, however short.
 - `topic_keywords`: the conversation's topic, from the student's earlier questions in the
   thread: the last question that stood alone and the follow-ups after it, so a change of
   subject resets the topic; a follow-up that says one of a pair (`e quello caldo?`) drops
@@ -36,6 +37,7 @@ from aircoach.text import fold
 MAX_TOPIC_KEYWORDS = 6
 TOPIC_QUESTIONS = 3  # the student's last questions the topic is taken from
 SHORT_QUESTION_WORDS = 5
+CONDITION_WORDS = 7  # "se il vento è forte al traverso?": a condition on the topic
 MAX_QUERY_CHARS = 300
 
 _CONNECTIVES = frozenset({"e", "ed", "ma", "però", "pero", "anche", "invece", "inoltre", "quindi"})
@@ -212,6 +214,8 @@ def is_followup(question: str, *, has_topic: bool) -> bool:
         return not is_greeting(question)
     if all(qualifies(w) for w in own):
         return True  # "quale si usa in atterraggio?": it qualifies the topic, however long
+    if first == "se" and len(tokens) <= CONDITION_WORDS:
+        return True  # "se il vento è forte?", "se la pressione cambia?": a condition on it
     if len(tokens) >= SHORT_QUESTION_WORDS:
         return False
     if tokens[-1].lower() in _IMPLIED_SUBJECT:
