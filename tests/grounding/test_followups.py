@@ -145,7 +145,7 @@ def test_the_thread_view_is_what_the_model_is_shown():
         "da cosa dipende?",
         "qual è la differenza tra le due?",  # the two of the topic
         "se la pressione cambia?",  # a condition on the topic
-        "e se il vento è forte?",  # after the crosswind landing it found the CAT
+        "se il vento è forte?",  # after the crosswind landing "e se ..." found the CAT
     ],
 )
 def test_a_bare_followup_borrows_the_topic(question):
