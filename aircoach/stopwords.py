@@ -79,10 +79,10 @@ ANSWER_FORM_WORDS = frozenset(
 )
 
 # A question's common verbs, the action asked about rather than its subject ("quando si usa
-# il QNH?", "come si riconosce lo stallo?"), and its modal and auxiliary ones ("quanto deve
-# essere la visibilità?", "cosa si può fare in classe G?"). The course search weighs them as common words (no section needs to
-# hold one); the follow-up rules read a question of nothing else ("come si riconosce?") as
-# asking about the topic under way.
+# il QNH?", "come si riconosce lo stallo?", "come si evitano?"), and its modal and auxiliary
+# ones ("quanto deve essere la visibilità?", "cosa si può fare in classe G?"). The course
+# search weighs them as common words (no section needs to hold one); the follow-up rules read
+# a question of nothing else ("come si riconosce?") as asking about the topic under way.
 _QUESTION_VERBS_TEXT = """
     usa usano usare uso utilizza utilizzano utilizzare impiega imposta impostare imposto mette
     mettere metto riconosce riconoscere riconosco evita evitare evito previene prevenire
