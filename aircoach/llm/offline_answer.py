@@ -71,8 +71,10 @@ _ASPECTS = (
         ),
         _stems_of("dura durano durata cessa cessano finisce finiscono scompare scompaiono"),
     ),
-    _Aspect(  # a number
-        re.compile(r"\b(?:a che quota|che quota|quanto|quanti|quante|quanta|quale valore)\b"),
+    _Aspect(  # a number ("quali sono le minime VMC?": the minima are figures)
+        re.compile(
+            r"\b(?:a che quota|che quota|quanto|quanti|quante|quanta|quale valore|minim[aei])\b"
+        ),
         frozenset({_NUMBER}),
     ),
     _Aspect(  # a cause
@@ -130,9 +132,14 @@ def _classes_asked(question: str) -> frozenset[str]:
     return frozenset(f"classe {letter.upper()}" for letter in _CLASS_ASKED.findall(question))
 
 
+# A figure a sentence gives ("5 km", "1013,25 hPa", "30°"), not a rule's or a law's number
+# ("SERA.5001", "n. 1178/2011", "FL100").
+_FIGURE = re.compile(r"(?<![\w./])\d+(?:[.,]\d+)?(?![\w/])")
+
+
 def _sentence_stems(sentence: str) -> frozenset[str]:
     found = {stem(w) for w in words(sentence)}
-    if re.search(r"\d", sentence):
+    if _FIGURE.search(sentence):
         found.add(_NUMBER)
     if _CLASS_STEM in found:  # a range ("dalla A alla G") names its ends only in passing
         named = _CLASS_NAMED.findall(_CLASS_RANGE.sub("", sentence))

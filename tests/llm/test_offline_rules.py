@@ -265,3 +265,15 @@ def test_a_follow_up_for_an_aspect_is_not_given_again_what_was_told_beside_it():
     assert composed is not None
     assert "sintomi dell'ipossia sono subdoli" in composed[0]
     assert "carenza di ossigeno" not in composed[0]
+
+
+def test_the_minima_are_answered_with_their_figures():
+    """ "quali sono le minime VMC?" got "Le condizioni ... sono fissate in SERA.5001." alone:
+    no other sentence says "minime" or "VMC", and the rule's number counted as the figure."""
+    text = (
+        "[Manuale: 1 risultati]\n- [7.5] (Regole dell'aria e spazi aerei) score=9: Le "
+        "condizioni meteorologiche di volo a vista (VMC) sono fissate in SERA.5001. Nelle "
+        "classi dalla B alla G, sotto FL100 servono 5 km di visibilità in volo."
+    )
+    composed = offline_answer.answer("quali sono le minime VMC?", text)
+    assert composed is not None and "servono 5 km di visibilità" in composed[0]
