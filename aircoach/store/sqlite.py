@@ -9,6 +9,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,7 +35,7 @@ _SETUP_WAIT_S = 30.0  # how long a new file's set-up waits for the others settin
 BUSY_TIMEOUT_S = 5.0
 
 # Every SQLite operation of the process runs in one of these. SQLite has one writer at a time,
-# and two cores have little use for more readers; each thread keeps a connection per store.
+# and two cores have little use for more readers; each thread keeps a connection per file.
 _threads = Threads("sqlite", limit=4)
 
 _SCHEMA = """
@@ -94,10 +95,106 @@ CREATE INDEX IF NOT EXISTS quiz_attempts_user_time ON quiz_attempts (userId, tim
 _MAX_PARAMS = 900
 
 
+class _File:
+    """One SQLite file of this process, for every store on it: a connection per worker thread
+    (opening one and setting its pragmas cost more than most of our statements) and the
+    anchor, a connection kept open from the set-up on. One per file, not per store: the
+    process's eleven stores on the chats' file held 44 connections and 11 anchors (two file
+    descriptors and a page cache of up to 2 MB each) where these hold 5. WAL lets several
+    processes (or app instances) share the file."""
+
+    def __init__(self, path: Path, timeout_s: float):
+        self.path = path
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        # Kept open, never queried after the set-up: when the last connection to a WAL file
+        # closes, SQLite checkpoints and fsyncs, which would cost ~10 ms on every operation.
+        self._anchor: sqlite3.Connection | None = None
+        self._schemas: set[tuple[str, Callable[[sqlite3.Connection], None] | None]] = set()
+        self._local = threading.local()  # this worker thread's connection
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (opened at its first use)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = sqlite3.connect(self.path, timeout=self.timeout_s)
+            conn.row_factory = sqlite3.Row
+            # With WAL, NORMAL never corrupts the file and skips an fsync per commit; a power
+            # cut may lose the last commits. The embedded default, not the production store.
+            conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    def discard(self, conn: sqlite3.Connection) -> None:
+        """Close this thread's connection, in an unknown state after an error: the next
+        operation opens a clean one."""
+        self._local.conn = None
+        conn.close()
+
+    def set_up(
+        self, schema: str, migrate: Callable[[sqlite3.Connection], None] | None = None
+    ) -> None:
+        """`schema` (then `migrate`) on the anchor, once per process and schema. Several
+        stores (and processes) may set up one new file at once: switching it to WAL needs the
+        file to itself, and SQLite answers "database is locked" at once instead of waiting,
+        so a locked set-up is tried again for a few seconds (in a worker thread)."""
+        with self._lock:
+            if (schema, migrate) in self._schemas:
+                return
+            _create_private(self.path)
+            deadline = time.monotonic() + _SETUP_WAIT_S
+            while True:
+                try:
+                    anchor = self._anchor or self._open_anchor()
+                    # In one transaction: each statement of a script is its own commit
+                    # otherwise.
+                    anchor.executescript(f"BEGIN;\n{schema}\nCOMMIT;")
+                    if migrate is not None:
+                        migrate(anchor)
+                    break
+                except sqlite3.OperationalError as exc:
+                    self._close_anchor()
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                    log.info(
+                        "sqlite %s: set-up found the file locked, trying again", self.path.name
+                    )
+                    time.sleep(0.05)
+                except BaseException:
+                    self._close_anchor()
+                    raise
+            self._schemas.add((schema, migrate))
+
+    def _open_anchor(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self.timeout_s, check_same_thread=False)
+        self._anchor = conn
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    def _close_anchor(self) -> None:
+        if self._anchor is not None:
+            self._anchor.close()
+            self._anchor = None
+
+
+# The process's open files, by path and busy timeout; a file closes when no store holds it.
+_files: weakref.WeakValueDictionary[tuple[Path, float], _File] = weakref.WeakValueDictionary()
+_files_lock = threading.Lock()
+
+
+def _file(path: Path, timeout_s: float) -> _File:
+    key = (path.absolute(), timeout_s)
+    with _files_lock:
+        file = _files.get(key)
+        if file is None:
+            file = _files[key] = _File(path, timeout_s)
+        return file
+
+
 class _Sqlite:
-    """Operations in worker threads, one hop each, on a connection each worker thread keeps
-    (opening one and setting its pragmas cost more than most of our statements); WAL lets
-    several processes (or app instances) share the file."""
+    """A store's operations, each in one transaction in a worker thread, on its file's
+    connections (`_File`); its schema is set up at the first one."""
 
     def __init__(
         self,
@@ -108,61 +205,16 @@ class _Sqlite:
         timeout_s: float = BUSY_TIMEOUT_S,
     ):
         self.path = path
-        self.timeout_s = timeout_s
         self.schema = schema
         # Brings a file an earlier version made up to date (the chat and quiz schema's).
         self.migrate = migrate
+        self._file = _file(path, timeout_s)
         self._ready = False
-        self._lock = threading.Lock()
-        self._anchor: sqlite3.Connection | None = None
-        self._local = threading.local()  # this worker thread's connection
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=self.timeout_s)
-        conn.row_factory = sqlite3.Row
-        # With WAL, NORMAL never corrupts the file and skips an fsync per commit; a power cut
-        # may lose the last commits. This is the embedded default, not the production store.
-        conn.execute("PRAGMA synchronous=NORMAL")
-        return conn
 
     def _ensure_schema(self) -> None:
-        with self._lock:
-            if self._ready:
-                return
-            _create_private(self.path)
-            conn = self._set_up()
-            # Kept open, never queried again: when the last connection to a WAL file closes,
-            # SQLite checkpoints and fsyncs, which would cost ~10 ms on every operation.
-            self._anchor = conn
+        if not self._ready:
+            self._file.set_up(self.schema, self.migrate)
             self._ready = True
-
-    def _set_up(self) -> sqlite3.Connection:
-        """The schema, on a connection kept as the anchor. Several stores (and app instances)
-        may set up one new file at once: switching it to WAL needs the file to itself, and
-        SQLite answers "database is locked" at once instead of waiting, so a locked set-up
-        is tried again for a few seconds (once per process and store; in a worker thread)."""
-        deadline = time.monotonic() + _SETUP_WAIT_S
-        while True:
-            conn = sqlite3.connect(self.path, timeout=self.timeout_s, check_same_thread=False)
-            try:
-                conn.row_factory = sqlite3.Row
-                conn.execute("PRAGMA journal_mode=WAL")
-                # As `_connect`'s; and the schema in one transaction: each statement of a
-                # script is its own commit otherwise.
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.executescript(f"BEGIN;\n{self.schema}\nCOMMIT;")
-                if self.migrate is not None:
-                    self.migrate(conn)
-                return conn
-            except sqlite3.OperationalError as exc:
-                conn.close()
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                log.info("sqlite %s: set-up found the file locked, trying again", self.path.name)
-                time.sleep(0.05)
-            except BaseException:
-                conn.close()
-                raise
 
     async def run(self, op: Callable[[sqlite3.Connection], T], *, read: bool = False) -> T:
         """`op` in one transaction, in a worker thread. The caller's cancellation waits for it
@@ -172,16 +224,12 @@ class _Sqlite:
 
         def work() -> T:
             self._ensure_schema()
-            conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-            if conn is None:
-                conn = self._local.conn = self._connect()
+            conn = self._file.connection()
             try:
                 with conn:  # one transaction per operation
                     result = op(conn)
             except sqlite3.Error:
-                # A connection in an unknown state is not reused: the next one starts clean.
-                self._local.conn = None
-                conn.close()
+                self._file.discard(conn)
                 raise
             if isinstance(result, sqlite3.Cursor):
                 # A cursor holds a statement of this thread's connection: it is closed here,

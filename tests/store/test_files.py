@@ -1,10 +1,13 @@
-"""Local files hold everyone's conversations and the dev signing key: nobody else may read them."""
+"""Local files hold everyone's conversations and the dev signing key: nobody else may read
+them; and the process keeps few descriptors open on them."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import stat
+import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -12,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from aircoach.auth.tokens import DevIssuer
+from aircoach.services import Services
 from aircoach.store.sqlite import SqliteChatStore
+from aircoach.tasks.records import Contact
 from aircoach.turn.records import Turn
 
 
@@ -67,3 +72,29 @@ def test_the_dev_key_and_its_folder_are_private(tmp_path):
     issuer.private_key  # noqa: B018 - creates the key
     assert mode(tmp_path / "new-data") == 0o700
     assert mode(issuer.key_path) == 0o600
+
+
+def _open_on(path: Path) -> int:
+    """This process's file descriptors open on `path`."""
+    return sum(
+        1 for fd in Path("/proc/self/fd").iterdir() if os.path.realpath(fd) == str(path.resolve())
+    )
+
+
+async def test_the_stores_on_one_file_share_its_connections(settings):
+    services = Services.build(settings)
+    anna = Contact(email="anna@example.it", name="Anna")
+    now = time.time()
+    for _ in range(3):  # several at once: each worker thread takes some
+        await asyncio.gather(
+            *(services.chats.latest_turn_ids("u", 1) for _ in range(8)),
+            *(services.attempts.chapter_stats("u") for _ in range(8)),
+            services.quiz.count(),
+            services.task_stores.contacts.upsert_contacts([anna]),
+            services.guards.quotas.hit("u", "w", limit=5, now=now, expires_at=now + 60),
+            services.exams.get("u", "e"),
+            services.reviews.due("u", "2026-01-01T00:00:00+00:00", 1),
+        )
+    # Seven stores, four worker threads: a connection per thread and the anchor (with a
+    # connection per store and thread, and an anchor each, 21 or more here).
+    assert _open_on(settings.sqlite_file) <= 5

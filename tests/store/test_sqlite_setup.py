@@ -1,7 +1,7 @@
-"""A new SQLite file set up by several stores at once (the chat, quiz, guard stores of one
-app, and a second app on the same file): switching a file to WAL answers "database is locked"
-at once to all but one of them, without waiting. (Reproduced: 8 threads on a fresh file, 10
-errors in 200 rounds.) Every store must come up."""
+"""A new SQLite file set up by several at once (processes on one file; in one process its
+stores share one `_File`, so each `_File` here stands for a process): switching a file to WAL
+answers "database is locked" at once to all but one of them, without waiting. (Reproduced: 8
+threads on a fresh file, 10 errors in 200 rounds.) Every one must come up."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from aircoach.store.sqlite import _Sqlite
+from aircoach.store.sqlite import BUSY_TIMEOUT_S, _File
 
 STORES = 8
 ROUNDS = 100
@@ -24,10 +24,11 @@ def test_stores_setting_up_one_new_file_at_once_all_come_up(tmp_path: Path):
         start = threading.Barrier(STORES)
 
         def one_store(path: Path = path, start: threading.Barrier = start) -> None:
-            store = _Sqlite(path, schema="CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY);")
+            file = _File(path, BUSY_TIMEOUT_S)
             start.wait(timeout=30)
             try:
-                store._ensure_schema()  # what a store's first operation does, in its thread
+                # What a store's first operation does, in its thread.
+                file.set_up("CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY);")
             except BaseException as exc:
                 errors.append(exc)
 
