@@ -55,6 +55,7 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "spegne motore": ("ferma", "piantata"),
     "spento motore": ("ferma", "piantata"),
     "si pianta": ("ferma", "piantata"),
+    "quota": ("altitudine",),
     "velocita indicata": ("ias",),
     "velocita vera": ("tas",),
     "velocita suolo": ("gs",),

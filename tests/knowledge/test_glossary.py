@@ -62,6 +62,7 @@ def test_a_phrase_needs_all_its_words():
         ("cos'è il go-around?", "10.11"),  # the manual says "riattaccare"
         ("cosa succede se vola con il baricentro troppo indietro?", "9.9"),
         ("come si entra in circuito?", "7.15"),  # "ci si inserisce"; it found the spin's 10.11
+        ("cos'è la quota di transizione?", "3.3"),  # "altitudine di transizione"; it found none
     ],
 )
 def test_a_students_words_find_the_section_that_says_it_otherwise(course, query, section):
