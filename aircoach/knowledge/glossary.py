@@ -64,6 +64,10 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "entro circuito": ("inserisce",),
     "entrata circuito": ("inserisce",),
     "ingresso circuito": ("inserisce",),
+    # "se entro in nube": the manual's "entro" is "within" ("entro 1000 ft"), its verb "entra"
+    "entro": ("entra", "entrare"),
+    "entrato": ("entra", "entrare"),
+    "finisco nube": ("entra", "entrare"),
     # abbreviations the manual spells out
     "qne": ("1013",),
     "ulm": ("ultraleggero", "diporto"),

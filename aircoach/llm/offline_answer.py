@@ -61,7 +61,8 @@ _ASPECTS = (
         _stems_of(
             "inserire inserendo occorre bisogna deve devono tirare applicare ridurre "
             "riscaldamento evitare aprire chiudere atterrare abbandonare correggere "
-            "spegnere consigliabile prudente necessario conviene rimessa"
+            "spegnere consigliabile prudente necessario conviene rimessa mantiene esegue "
+            "eseguire"
         ),
     ),
     _Aspect(  # how long

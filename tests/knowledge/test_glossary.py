@@ -63,6 +63,9 @@ def test_a_phrase_needs_all_its_words():
         ("cosa succede se vola con il baricentro troppo indietro?", "9.9"),
         ("come si entra in circuito?", "7.15"),  # "ci si inserisce"; it found the spin's 10.11
         ("cos'è la quota di transizione?", "3.3"),  # "altitudine di transizione"; it found none
+        ("cosa devo fare se entro in una nube?", "10.14"),  # "entro 1000 ft": the VMC minima
+        ("se finisco in una nube?", "10.14"),
+        ("cosa faccio se entro in vite?", "10.11"),  # the engine failure's "entro circa 30°"
     ],
 )
 def test_a_students_words_find_the_section_that_says_it_otherwise(course, query, section):

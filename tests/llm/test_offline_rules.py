@@ -185,6 +185,22 @@ def test_how_long_and_what_to_do_are_answered_by_the_sentence_that_says_it(quest
     assert composed is not None and said in composed[0]
 
 
+def test_what_to_do_in_a_cloud_is_answered_by_the_procedure():
+    """ "cosa devo fare se entro in una nube?" got the danger and the decision to turn back
+    ("atterrare"), not what to do once inside: "si mantiene", "si esegue" were no words of
+    what to do."""
+    text = (
+        "[Manuale: 1 risultati]\n"
+        "- [10.14] (Fattore umano e sicurezza) score=9.0: Entrare in nube senza abilitazione al "
+        "volo strumentale è una delle cause più frequenti di incidenti mortali. Prima che "
+        "accada si decide di tornare indietro o di atterrare su un campo adatto. Se si entra "
+        "comunque in nube si mantiene la calma, si tengono le ali livellate e si esegue "
+        "un'inversione di rotta di 180°."
+    )
+    composed = offline_answer.answer("cosa devo fare se entro in una nube?", text)
+    assert composed is not None and "si esegue un'inversione di rotta" in composed[0]
+
+
 def test_how_to_get_out_is_answered_by_the_recovery():
     """ "come si esce dalla vite?" got the definition alone: the recovery's sentence ("La
     rimessa standard ...") held no word of what to do."""
