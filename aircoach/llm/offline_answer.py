@@ -28,7 +28,7 @@ _SENTENCE_END = re.compile(
 _ASKING_TEXT = """
     cos cosa cose come quando perche quanto quanta quanti quante qual quale spiegami spiega
     dimmi parlami sai succede serve servono mi ti ci si e ho hai ha fa fare faccio devo
-    differenza legge leggere indica indicano
+    differenza legge leggere indica indicano avere aver bisogna occorre
 """
 _ASKING = frozenset(_ASKING_TEXT.split())
 

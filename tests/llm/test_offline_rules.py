@@ -171,6 +171,25 @@ WAKE = (
 )
 
 
+def test_avere_and_bisogna_are_no_words_of_the_subject():
+    """ "quali documenti devo avere a bordo?" added the recency rule ("deve aver effettuato")
+    and cited the radio channels ("per avere più canali"); "che documenti bisogna avere?"
+    the airspace classes ("non ha bisogno di autorizzazione")."""
+    text = (
+        "[Manuale: 2 risultati]\n"
+        "- [7.12] (Regole dell'aria e spazi aerei) score=4.3: Il pilota vola con la licenza, il "
+        "certificato medico valido e un documento d'identità. Per portare passeggeri il pilota "
+        "deve aver effettuato almeno 3 decolli e 3 atterraggi negli ultimi 90 giorni.\n"
+        "- [8.10] (Comunicazioni radio) score=2.2: Per avere più canali a bordo e a terra, i "
+        "canali sono spaziati di 8,33 kHz. In classe E il VFR non ha bisogno di autorizzazione."
+    )
+    for question in ("quali documenti devo avere a bordo?", "che documenti bisogna avere a bordo?"):
+        composed = offline_answer.answer(question, text)
+        assert composed is not None
+        body, cited = composed
+        assert cited == ["7.12"] and "passeggeri" not in body, question
+
+
 @pytest.mark.parametrize(
     ("question", "said"),
     [
