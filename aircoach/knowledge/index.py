@@ -67,14 +67,15 @@ _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
 _LAST_WORD = re.compile(r"\w+$")
 
 # Words of a question that say nothing about its subject ("spiegami cos'e ...", "in tre
-# frasi", "in parole semplici", "in caso di").
+# frasi", "in parole semplici", "in caso di", "grazie, ora parliamo dell'ipossia").
 _QUESTION_WORDS_TEXT = """
     cos cosa cose che come dove quando perche quanto quanta quanti quante qual quale
     spiegami spiega spiegare dimmi dici parlami sai sapere vuol dire significa significato
     funziona funzionano serve servono succede puoi mi ti ci si e sono ho hai ha fa fare
     differenza tra fra manuale corso secondo dice detto legge leggere leggo interpretare
     interpreta capire capisco significano esattamente va vanno com fatto fatta fatti succedere
-    riassunto riassumi caso casi
+    riassunto riassumi caso casi parliamo parlare parlarmi parlane parlaci grazie ok okay
+    bene perfetto adesso ora allora passiamo vorrei voglio
 """
 _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS
 # Words that point at a chapter without naming it ("il capitolo sulla meteorologia").

@@ -261,6 +261,15 @@ def test_in_caso_di_says_nothing_of_the_subject(course):
     assert _refs(course, "in caso di piantata motore cosa faccio?")[:1] == ["10.15"]
 
 
+def test_the_words_of_a_conversation_are_not_searched(course):
+    """ "grazie, ora parliamo dell'ipossia" found the hyperventilation ("parlando ad alta
+    voce"), with "grazie" a word the course never uses; "passiamo" is the propeller's "passo"."""
+    assert _refs(course, "grazie, ora parliamo dell'ipossia")[:1] == ["10.1"]
+    assert _refs(course, "parliamo dell'ipossia")[:1] == ["10.1"]
+    assert _refs(course, "ok perfetto, passiamo al QNH")[:1] == ["3.2"]
+    assert _refs(course, "vorrei sapere cos'è lo stallo")[:1] == ["1.4"]
+
+
 @pytest.mark.parametrize(
     ("query", "refs"),
     [
