@@ -237,6 +237,9 @@ _HOW_AM_I = re.compile(
     # "cosa devo studiare oggi?", "da dove comincio?", "mi fai un piano di studio?"
     r"|cosa\s(?:devo|dovrei)\s(?:studiare|ripassare)(?:\s(?:oggi|adesso|ora|domani))?\W*$"
     r"|da\sdove\s(?:comincio|inizio|parto)\W*$|piano\sdi\sstudio"
+    # "quali capitoli devo ripassare?": which ones, not a question to practise on
+    r"|(?:quali|quale|che)\s(?:capitol[oi]|argoment[oi]|materi[ae])\s(?:devo|dovrei)\s"
+    r"(?:ripassare|studiare|rivedere)"
 )
 PROGRESS_HEADING = "# Progressi dell'allievo"
 

@@ -115,6 +115,7 @@ async def test_everyday_quiz_phrases(store_settings: Settings, auth):
             "qual è il mio capitolo più debole?",
             "quanto sono pronto per l'esame?",
             "cosa devo studiare oggi?",  # a plan asked for: the progress is what it rests on
+            "quali capitoli devo ripassare?",  # which ones: it drew a review question
         ):
             counted = await chat(client, auth(), query)
             assert not [e for e in counted if e["type"] == "tool_result"], query
