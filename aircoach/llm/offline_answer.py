@@ -41,6 +41,10 @@ _NUMBER = "#"
 class _Aspect:
     asks: re.Pattern[str]
     gives: frozenset[str]
+    # Its sentence answers a follow-up without the topic's told before it ("come la evito?");
+    # not a cause's: its words ("aumenta", "quindi") are any explanation's, and the topic's
+    # own sentence often says why ("perché?" after the carburettor ice: the venturi cools).
+    alone: bool = True
 
 
 def _stems_of(text: str) -> frozenset[str]:
@@ -49,19 +53,22 @@ def _stems_of(text: str) -> frozenset[str]:
 
 _ASPECTS = (
     _Aspect(  # symptoms
-        re.compile(r"\b(?:sintom\w*|segn[io]|come (?:mi )?(?:accorg\w*|riconosc\w*|capisc\w*))\b"),
+        re.compile(
+            r"\b(?:sintom\w*|segn[io]|come (?:mi |l[aoie] |l')?(?:accorg\w*|riconosc\w*|capisc\w*))\b"
+        ),
         _stems_of("sintomo sintomi segno segni calo euforia irregolare accorge"),
     ),
     _Aspect(  # what to do
         re.compile(
-            r"\b(?:cosa (?:si )?(?:fa|fare|faccio|devo fare)|che fare|rimedi\w*|come (?:si )?"
+            r"\b(?:cosa (?:si )?(?:fa|fare|faccio|devo fare)|che fare|rimedi\w*"
+            r"|come (?:si |l[aoie] |l')?"  # "come si evita?", "come la evito?", "come l'evito?"
             r"(?:corregge|correggo|evita|evito|esce|esco|rimedia|previene|previen[io])"
             r"|come (?:mi )?comporto)\b"
         ),
         _stems_of(
             "inserire inserendo occorre bisogna deve devono tirare applicare ridurre "
             "riscaldamento evitare aprire chiudere atterrare abbandonare correggere "
-            "spegnere consigliabile prudente necessario conviene rimessa mantiene esegue "
+            "spegnere consigliabile prudente necessario conviene rimessa rimettere mantiene esegue "
             "eseguire"
         ),
     ),
@@ -81,6 +88,7 @@ _ASPECTS = (
     _Aspect(  # a cause
         re.compile(r"\b(?:perche|come mai|causa|cause|motivo)\b"),
         _stems_of("perché perche poiché poiche causa dovuto quindi dipende riduce aumenta"),
+        alone=False,
     ),
 )
 
@@ -206,6 +214,7 @@ def _pick(
         return []  # a later section that does not name the class asked adds nothing to it
     # The student's own words first ("e a 45?": the sentence with 45°), then the topic's.
     best = max(fresh, key=lambda i: (len(own & held[i]), overlap[i], -i))
+    own_hits = {i for i in every if own & held[i]}
     if not first and (overlap[best] < 2 or not wanted & held[best] & lead):
         # A second section is cited only when it clearly adds to the first: two words of the
         # question, one of them a word the first section holds too (the topic). "perdo il
@@ -213,12 +222,18 @@ def _pick(
         # and cools the air "a contatto" with the ground holds no word of the radio's.
         return []
     chosen = [best]
+    alone = False  # a sentence was added for an aspect that answers on its own
     for aspect in aspects:
         if any(aspect.gives & held[i] for i in chosen):
             continue
         giving = [i for i in every if aspect.gives & held[i]]
         if giving and first:
             chosen.append(max(giving, key=lambda i: (len(aspect.gives & held[i]), overlap[i], -i)))
+            alone = alone or aspect.alone
+    if alone and said[best] in told and best not in own_hits:
+        # A follow-up asking for an aspect ("come la evito?") gets its sentence, not the
+        # topic's told before it again (unless that one holds the student's own words).
+        chosen.remove(best)
     if first and len(chosen) == 1 and len(said) > 1:
         # One more sentence of the best section when it shares a word with the question.
         runner = max(

@@ -195,6 +195,8 @@ def test_avere_and_bisogna_are_no_words_of_the_subject():
     [
         ("quanto dura la turbolenza di scia?", "cessano quando questo tocca terra"),
         ("come si evita la turbolenza di scia?", "conviene mantenersi sopra"),
+        ("come la evito?", "conviene mantenersi sopra"),  # "la": no aspect was read
+        ("come l'evito?", "conviene mantenersi sopra"),
     ],
 )
 def test_how_long_and_what_to_do_are_answered_by_the_sentence_that_says_it(question, said):
@@ -202,6 +204,40 @@ def test_how_long_and_what_to_do_are_answered_by_the_sentence_that_says_it(quest
     word of what to do."""
     composed = offline_answer.answer(question, WAKE)
     assert composed is not None and said in composed[0]
+
+
+def test_a_follow_up_for_what_to_do_is_not_told_the_topic_again():
+    """ "come la evito?" after the wake turbulence: the advice, without the vortices'
+    sentence said just before (it came first again); "perché?" keeps the topic's sentence,
+    which often says why."""
+    told = (
+        "Ogni aereo che produce portanza lascia dietro di sé due vortici di estremità, tanto "
+        "più forti quanto più l'aereo è pesante."
+    )
+    composed = offline_answer.answer("come la evito?", WAKE, told=told, asking="come la evito?")
+    assert composed is not None
+    assert "conviene mantenersi sopra" in composed[0] and "Ogni aereo" not in composed[0]
+
+
+STALL = (
+    "[Manuale: 1 risultati]\n"
+    "- [1.4] (Principi di aerodinamica) score=9.0: Lo stallo avviene quando si supera l'angolo "
+    "d'attacco critico. Segni premonitori: avvisatore acustico, scuotimento (buffeting), "
+    "comandi molli. Per rimettere si riduce l'angolo d'attacco spingendo in avanti la barra."
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "said"),
+    [
+        ("e come lo riconosco?", "Segni premonitori"),  # "lo": no aspect was read
+        ("come si evita?", "Per rimettere"),  # the recovery held no word of what to do
+    ],
+)
+def test_a_stall_follow_up_gets_the_sentence_it_asks_for(question, said):
+    told = "Lo stallo avviene quando si supera l'angolo d'attacco critico."
+    composed = offline_answer.answer(f"stallo {question}", STALL, told=told, asking=question)
+    assert composed is not None and said in composed[0] and told not in composed[0]
 
 
 def test_what_to_do_in_a_cloud_is_answered_by_the_procedure():
