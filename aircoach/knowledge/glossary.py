@@ -56,6 +56,8 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "spento motore": ("ferma", "piantata"),
     "si pianta": ("ferma", "piantata"),
     "quota": ("altitudine",),
+    "fasi": ("stadi",),  # "le fasi di un temporale": its "tre stadi"
+    "fase": ("stadio",),
     "velocita indicata": ("ias",),
     "velocita vera": ("tas",),
     "velocita suolo": ("gs",),

@@ -28,7 +28,7 @@ _SENTENCE_END = re.compile(
 _ASKING_TEXT = """
     cos cosa cose come quando perche quanto quanta quanti quante qual quale spiegami spiega
     dimmi parlami parliamo parlare parlarmi parlane parlaci sai succede serve servono mi ti ci si e ho hai ha fa fare faccio devo
-    differenza legge leggere indica indicano avere aver bisogna occorre
+    differenza legge leggere indica indicano avere aver bisogna occorre intende intendono
 """
 _ASKING = frozenset(_ASKING_TEXT.split())
 
@@ -99,7 +99,7 @@ _LEANING_TEXT = """
     provoca causa serve servono indica indicano permette consente puo possono deve devono e
     sono ha hanno va vanno tende tendono dipende dipendono viene vengono agisce comporta
     produce genera richiede avviene compare appare dura vale significa segue si lo li nasce
-    nascono
+    nascono cambia varia
 """
 _LEANING = frozenset(_LEANING_TEXT.split())
 

@@ -66,6 +66,7 @@ def test_a_phrase_needs_all_its_words():
         ("cosa devo fare se entro in una nube?", "10.14"),  # "entro 1000 ft": the VMC minima
         ("se finisco in una nube?", "10.14"),
         ("cosa faccio se entro in vite?", "10.11"),  # the engine failure's "entro circa 30°"
+        ("quali sono le fasi di un temporale?", "5.5"),  # "tre stadi": it found none
     ],
 )
 def test_a_students_words_find_the_section_that_says_it_otherwise(course, query, section):

@@ -206,6 +206,18 @@ def test_how_long_and_what_to_do_are_answered_by_the_sentence_that_says_it(quest
     assert composed is not None and said in composed[0]
 
 
+def test_a_sentence_opening_with_its_verb_comes_with_its_subject():
+    """ "Cambia con la prua e si misura ...": the deviation it speaks of is the sentence
+    before's subject ("cos'è la prua?" got it alone)."""
+    text = (
+        "[Manuale: 1 risultati]\n"
+        "- [6.3] (Navigazione) score=9.0: La deviazione è l'errore della bussola causato dai "
+        "campi magnetici di bordo. Cambia con la prua e si misura con la compensazione."
+    )
+    composed = offline_answer.answer("cos'è la prua?", text)
+    assert composed is not None and "La deviazione è l'errore" in composed[0]
+
+
 def test_a_follow_up_for_what_to_do_is_not_told_the_topic_again():
     """ "come la evito?" after the wake turbulence: the advice, without the vortices'
     sentence said just before (it came first again); "perché?" keeps the topic's sentence,
