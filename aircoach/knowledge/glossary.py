@@ -56,6 +56,7 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "spento motore": ("ferma", "piantata"),
     "si pianta": ("ferma", "piantata"),
     "quota": ("altitudine",),
+    "aereo vola": ("portanza",),
     "fasi": ("stadi",),  # "le fasi di un temporale": its "tre stadi"
     "fase": ("stadio",),
     "velocita indicata": ("ias",),

@@ -75,7 +75,8 @@ _QUESTION_WORDS_TEXT = """
     differenza tra fra manuale corso secondo dice detto legge leggere leggo interpretare
     interpreta capire capisco significano esattamente va vanno com fatto fatta fatti succedere
     riassunto riassumi caso casi parliamo parlare parlarmi parlane parlaci grazie ok okay
-    bene perfetto adesso ora allora passiamo vorrei voglio intende intendono intendi
+    bene perfetto adesso ora allora passiamo vorrei voglio intende intendono intendi xke
+    xche perke xk
 """
 _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS
 # Words that point at a chapter without naming it ("il capitolo sulla meteorologia").

@@ -26,7 +26,7 @@ _SENTENCE_END = re.compile(
 )
 # Words of a question that only say what is asked, not about what.
 _ASKING_TEXT = """
-    cos cosa cose come quando perche quanto quanta quanti quante qual quale spiegami spiega
+    cos cosa cose come quando perche xke xche perke xk quanto quanta quanti quante qual quale spiegami spiega
     dimmi parlami parliamo parlare parlarmi parlane parlaci sai succede serve servono mi ti ci si e ho hai ha fa fare faccio devo
     differenza legge leggere indica indicano avere aver bisogna occorre intende intendono
 """
@@ -86,7 +86,7 @@ _ASPECTS = (
         frozenset({_NUMBER}),
     ),
     _Aspect(  # a cause
-        re.compile(r"\b(?:perche|come mai|causa|cause|motivo)\b"),
+        re.compile(r"\b(?:perche|xke|xche|perke|xk|come mai|causa|cause|motivo)\b"),
         _stems_of("perché perche poiché poiche causa dovuto quindi dipende riduce aumenta"),
         alone=False,
     ),

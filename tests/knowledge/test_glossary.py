@@ -67,6 +67,8 @@ def test_a_phrase_needs_all_its_words():
         ("se finisco in una nube?", "10.14"),
         ("cosa faccio se entro in vite?", "10.11"),  # the engine failure's "entro circa 30°"
         ("quali sono le fasi di un temporale?", "5.5"),  # "tre stadi": it found none
+        ("perché l'aereo vola?", "1.12"),  # the four forces; it found the airspace classes
+        ("come fa un aereo a volare?", "1.12"),
     ],
 )
 def test_a_students_words_find_the_section_that_says_it_otherwise(course, query, section):

@@ -270,6 +270,8 @@ def test_the_words_of_a_conversation_are_not_searched(course):
     assert _refs(course, "vorrei sapere cos'è lo stallo")[:1] == ["1.4"]
     # "si intende per": "intende" is no word of the course (the rarest of all): none found
     assert _refs(course, "cosa si intende per VMC?")[:1] == ["7.5"]
+    # A text message's "xke" ("perché") is no word of the course either.
+    assert _refs(course, "xke serve il QNH?")[:1] == ["3.2"]  # it found nothing
 
 
 @pytest.mark.parametrize(
