@@ -57,6 +57,8 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "si pianta": ("ferma", "piantata"),
     "quota": ("altitudine",),
     "aereo vola": ("portanza",),
+    "estate": ("caldo",),  # "d'estate le prestazioni peggiorano": "in una giornata calda"
+    "estiva": ("caldo",),
     "fasi": ("stadi",),  # "le fasi di un temporale": its "tre stadi"
     "fase": ("stadio",),
     "velocita indicata": ("ias",),

@@ -79,3 +79,9 @@ def test_an_abbreviation_finds_the_section_of_its_setting_first(course):
     """ "QNE" meant "1013" or "standard", and "standard" is the standard atmosphere's word
     (5.1 came first); the setting is § 3.2's, whose heading says "1013"."""
     assert [r["riferimento"] for r in course.search("cos'è il QNE?", top_k=1)] == ["3.2"]
+
+
+def test_summer_is_the_heat_not_the_summer_time(course):
+    """ "d'estate il decollo è più lungo?" found the summer time of UTC (§ 6.16) first."""
+    found = [r["riferimento"] for r in course.search("d'estate il decollo è più lungo?", top_k=3)]
+    assert found[0] == "9.2"
