@@ -26,9 +26,10 @@ _SENTENCE_END = re.compile(
 )
 # Words of a question that only say what is asked, not about what.
 _ASKING_TEXT = """
-    cos cosa cose come quando perche xke xche perke xk quanto quanta quanti quante qual quale spiegami spiega
-    dimmi parlami parliamo parlare parlarmi parlane parlaci sai succede serve servono mi ti ci si e ho hai ha fa fare faccio devo
-    differenza legge leggere indica indicano avere aver bisogna occorre intende intendono
+    cos cosa cose come quando perche xke xche perke xk quanto quanta quanti quante qual
+    quale spiegami spiega dimmi parlami parliamo parlare parlarmi parlane parlaci sai succede
+    serve servono mi ti ci si e ho hai ha fa fare faccio devo differenza legge leggere indica
+    indicano avere aver bisogna occorre intende intendono
 """
 _ASKING = frozenset(_ASKING_TEXT.split())
 
@@ -54,7 +55,8 @@ def _stems_of(text: str) -> frozenset[str]:
 _ASPECTS = (
     _Aspect(  # symptoms
         re.compile(
-            r"\b(?:sintom\w*|segn[io]|come (?:mi |l[aoie] |l')?(?:accorg\w*|riconosc\w*|capisc\w*))\b"
+            r"\b(?:sintom\w*|segn[io]"
+            r"|come (?:mi |l[aoie] |l')?(?:accorg\w*|riconosc\w*|capisc\w*))\b"  # "come lo..."
         ),
         _stems_of("sintomo sintomi segno segni calo euforia irregolare accorge"),
     ),
@@ -68,8 +70,8 @@ _ASPECTS = (
         _stems_of(
             "inserire inserendo occorre bisogna deve devono tirare applicare ridurre "
             "riscaldamento evitare aprire chiudere atterrare abbandonare correggere "
-            "spegnere consigliabile prudente necessario conviene rimessa rimettere mantiene esegue "
-            "eseguire"
+            "spegnere consigliabile prudente necessario conviene rimessa rimettere mantiene "
+            "esegue eseguire"
         ),
     ),
     _Aspect(  # how long

@@ -98,10 +98,10 @@ _MAX_PARAMS = 900
 class _File:
     """One SQLite file of this process, for every store on it: a connection per worker thread
     (opening one and setting its pragmas cost more than most of our statements) and the
-    anchor, a connection kept open from the set-up on. One per file, not per store: the
-    process's eleven stores on the chats' file held 44 connections and 11 anchors (two file
-    descriptors and a page cache of up to 2 MB each) where these hold 5. WAL lets several
-    processes (or app instances) share the file."""
+    anchor, a connection kept open from the set-up on. One per file, not per store: with a
+    connection per store and thread, the eleven stores on the chats' file could hold 44
+    connections and 11 anchors (two file descriptors and a page cache of up to 2 MB each),
+    where these hold 5. WAL lets several processes (or app instances) share the file."""
 
     def __init__(self, path: Path, timeout_s: float):
         self.path = path
