@@ -12,6 +12,11 @@ from aircoach.grounding import followups
 from aircoach.llm import offline_answer, offline_course
 
 
+def one_section(ref: str, materia: str, text: str) -> str:
+    """A `kb_search` result of one section, as the tool writes it."""
+    return f"[Manuale: 1 risultati]\n- [{ref}] ({materia}) score=9.0: {text}"
+
+
 @pytest.mark.parametrize(
     ("query", "greeting"),
     [
@@ -161,13 +166,14 @@ def test_a_second_section_is_cited_only_on_the_first_ones_topic():
     ]
 
 
-WAKE = (
-    "[Manuale: 1 risultati]\n"
-    "- [10.10] (Fattore umano e sicurezza) score=9.0: Ogni aereo che produce portanza lascia "
+WAKE = one_section(
+    "10.10",
+    "Fattore umano e sicurezza",
+    "Ogni aereo che produce portanza lascia "
     "dietro di sé due vortici di estremità, tanto più forti quanto più l'aereo è pesante. I "
     "vortici scendono, si allontanano dalla traiettoria e cessano quando questo tocca terra. "
     "Atterrando dietro un aereo pesante conviene mantenersi sopra la sua traiettoria. Con "
-    "vento al traverso leggero i vortici possono restare sulla pista."
+    "vento al traverso leggero i vortici possono restare sulla pista.",
 )
 
 
@@ -209,10 +215,11 @@ def test_how_long_and_what_to_do_are_answered_by_the_sentence_that_says_it(quest
 def test_a_sentence_opening_with_its_verb_comes_with_its_subject():
     """ "Cambia con la prua e si misura ...": the deviation it speaks of is the sentence
     before's subject ("cos'è la prua?" got it alone)."""
-    text = (
-        "[Manuale: 1 risultati]\n"
-        "- [6.3] (Navigazione) score=9.0: La deviazione è l'errore della bussola causato dai "
-        "campi magnetici di bordo. Cambia con la prua e si misura con la compensazione."
+    text = one_section(
+        "6.3",
+        "Navigazione",
+        "La deviazione è l'errore della bussola causato dai "
+        "campi magnetici di bordo. Cambia con la prua e si misura con la compensazione.",
     )
     composed = offline_answer.answer("cos'è la prua?", text)
     assert composed is not None and "La deviazione è l'errore" in composed[0]
@@ -231,11 +238,12 @@ def test_a_follow_up_for_what_to_do_is_not_told_the_topic_again():
     assert "conviene mantenersi sopra" in composed[0] and "Ogni aereo" not in composed[0]
 
 
-STALL = (
-    "[Manuale: 1 risultati]\n"
-    "- [1.4] (Principi di aerodinamica) score=9.0: Lo stallo avviene quando si supera l'angolo "
+STALL = one_section(
+    "1.4",
+    "Principi di aerodinamica",
+    "Lo stallo avviene quando si supera l'angolo "
     "d'attacco critico. Segni premonitori: avvisatore acustico, scuotimento (buffeting), "
-    "comandi molli. Per rimettere si riduce l'angolo d'attacco spingendo in avanti la barra."
+    "comandi molli. Per rimettere si riduce l'angolo d'attacco spingendo in avanti la barra.",
 )
 
 
@@ -256,13 +264,14 @@ def test_what_to_do_in_a_cloud_is_answered_by_the_procedure():
     """ "cosa devo fare se entro in una nube?" got the danger and the decision to turn back
     ("atterrare"), not what to do once inside: "si mantiene", "si esegue" were no words of
     what to do."""
-    text = (
-        "[Manuale: 1 risultati]\n"
-        "- [10.14] (Fattore umano e sicurezza) score=9.0: Entrare in nube senza abilitazione al "
+    text = one_section(
+        "10.14",
+        "Fattore umano e sicurezza",
+        "Entrare in nube senza abilitazione al "
         "volo strumentale è una delle cause più frequenti di incidenti mortali. Prima che "
         "accada si decide di tornare indietro o di atterrare su un campo adatto. Se si entra "
         "comunque in nube si mantiene la calma, si tengono le ali livellate e si esegue "
-        "un'inversione di rotta di 180°."
+        "un'inversione di rotta di 180°.",
     )
     composed = offline_answer.answer("cosa devo fare se entro in una nube?", text)
     assert composed is not None and "si esegue un'inversione di rotta" in composed[0]
@@ -271,11 +280,12 @@ def test_what_to_do_in_a_cloud_is_answered_by_the_procedure():
 def test_how_to_get_out_is_answered_by_the_recovery():
     """ "come si esce dalla vite?" got the definition alone: the recovery's sentence ("La
     rimessa standard ...") held no word of what to do."""
-    text = (
-        "[Manuale: 1 risultati]\n"
-        "- [1.13] (Principi di aerodinamica) score=9.0: La vite è un'autorotazione: l'aereo "
+    text = one_section(
+        "1.13",
+        "Principi di aerodinamica",
+        "La vite è un'autorotazione: l'aereo "
         "stallato ruota scendendo a spirale. Nasce da uno stallo con imbardata. La rimessa "
-        "standard è: motore al minimo, alettoni al neutro, timone opposto alla rotazione."
+        "standard è: motore al minimo, alettoni al neutro, timone opposto alla rotazione.",
     )
     composed = offline_answer.answer("come si esce dalla vite?", text)
     assert composed is not None and "La rimessa standard" in composed[0]
@@ -284,14 +294,15 @@ def test_how_to_get_out_is_answered_by_the_recovery():
 def test_a_sentence_about_the_two_comes_with_the_one_that_names_them():
     """ "cos'è la declinazione magnetica?" began "La differenza tra i due è la declinazione
     magnetica": which two was in the sentence before."""
-    text = (
-        "[Manuale: 1 risultati]\n"
-        "- [6.2] (Navigazione) score=9.0: La rotta vera si misura sulla carta rispetto al nord "
+    text = one_section(
+        "6.2",
+        "Navigazione",
+        "La rotta vera si misura sulla carta rispetto al nord "
         "geografico; la bussola indica invece il nord magnetico. La differenza tra i due è la "
         "declinazione magnetica, Est o Ovest. Passando da vero a magnetico la declinazione Est "
         'si sottrae e quella Ovest si somma ("Est è meno, Ovest è più"): con rotta vera 090° e '
         "declinazione 3° Est la rotta magnetica è 087°. Sulle carte le linee isogone uniscono i "
-        "punti con la stessa declinazione; la linea agonica è quella a declinazione nulla."
+        "punti con la stessa declinazione; la linea agonica è quella a declinazione nulla.",
     )
     composed = offline_answer.answer("cos'è la declinazione magnetica?", text)
     assert composed is not None
