@@ -298,6 +298,7 @@ class OfflineChatModel(BaseChatModel):
                 offline_course.focus(question, searched),
                 told=offline_course.told(messages, question),
                 asking=question,
+                subject=offline_course.moved_to(messages, question),
             )
             if composed is None and searched.strip() != question.strip():
                 # The topic added to a follow-up found nothing: search the question as asked.

@@ -182,6 +182,7 @@ def _pick(
     told: str = "",
     asking: str = "",
     lead: frozenset[str] = frozenset(),
+    subject: Sequence[str] = (),
 ) -> list[int]:
     """The positions of the sentences of one section that answer `query`: the one sharing the
     most words with it, then one for each aspect asked not yet given; with the sentences they
@@ -191,7 +192,8 @@ def _pick(
     follow-up gets what is new.
     `asking`: the student's own words, where the aspects are read (default `query`; a
     follow-up's search adds the topic's, "sintomi" among them). `lead`: the stems of the
-    first section's text, for a later one (not `first`)."""
+    first section's text, for a later one (not `first`). `subject`: words the student's own
+    count with, where no aspect is read (the subject a bare follow-up is about)."""
     folded = fold(asking or query)
     wanted = frozenset(stem(w) for w in words(query) if w not in _ASKING)
     wanted |= _classes_asked(query)
@@ -206,6 +208,7 @@ def _pick(
     own = {stem(w) for w in words(asking) if w not in _ASKING} if asking else wanted
     if asking:
         own |= _classes_asked(asking)
+    own |= {stem(w) for w in words(" ".join(subject))}
     if not any(own & held[i] for i in fresh):
         fresh = every  # nothing new holds the student's words ("quando lo sento?"): say it again
     classes = _classes_asked(asking or query)
@@ -273,7 +276,12 @@ def _trim(chosen: list[int], with_subjects: set[int], limit: int) -> list[int]:
 
 
 def section_answer(
-    query: str, text: str, focus: Sequence[str] = (), told: str = "", asking: str = ""
+    query: str,
+    text: str,
+    focus: Sequence[str] = (),
+    told: str = "",
+    asking: str = "",
+    subject: Sequence[str] = (),
 ) -> tuple[str, list[Found]] | None:
     """The answer to one question (or one part of it) from a `kb_search` result, and the
     sections it used, best first; None when the result holds no section. `focus`: the words
@@ -290,7 +298,7 @@ def section_answer(
     lead = frozenset(stem(w) for w in words(found[0].text))
     for rank, item in enumerate(found[:MAX_SOURCES]):
         said = sentences(item.text)
-        positions = _pick(query, item.text, rank == 0, told, asking, lead)
+        positions = _pick(query, item.text, rank == 0, told, asking, lead, subject)
         if positions:
             picked.append((item, [said[i] for i in positions]))
     body = " ".join(s for _, chosen in picked for s in chosen)
@@ -303,11 +311,17 @@ def _sources(used: Sequence[Found]) -> str:
 
 
 def answer(
-    query: str, text: str, focus: Sequence[str] = (), told: str = "", asking: str = ""
+    query: str,
+    text: str,
+    focus: Sequence[str] = (),
+    told: str = "",
+    asking: str = "",
+    subject: Sequence[str] = (),
 ) -> tuple[str, list[str]] | None:
     """An answer to `query` from a `kb_search` result and the sections it cites; None when
-    the result holds no section (`focus`, `told`, `asking`: see `section_answer`)."""
-    composed = section_answer(query, text, focus, told, asking)
+    the result holds no section (`focus`, `told`, `asking`, `subject`: see `section_answer`
+    and `_pick`)."""
+    composed = section_answer(query, text, focus, told, asking, subject)
     if composed is None:
         return None
     body, used = composed

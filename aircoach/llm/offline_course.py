@@ -339,6 +339,20 @@ def part_searches(question: str) -> dict[str, str]:
     return searches
 
 
+def moved_to(messages: Sequence[BaseMessage], question: str) -> list[str]:
+    """The subject a bare follow-up ("quando si usa?", no word of its own) is about when the
+    question before it moved the topic ("e il QFE?" after the QNH: the QFE); none otherwise
+    (the topic is the conversation's, as searched)."""
+    # The student's messages, `question` the last (tool calls and results may follow it).
+    asked = [m.text for m in messages if isinstance(m, HumanMessage) and m.text.strip()]
+    if followups.own_words(question) or len(asked) < 3:
+        return []
+    last = asked[-2]
+    if not followups.is_followup(last, has_topic=True):
+        return []
+    return [w for w in followups.own_words(last) if not followups.qualifies(w)]
+
+
 def focus(question: str, searched: str) -> list[str]:
     """The words a follow-up adds to the topic it borrowed ("e il microburst?" searched as
     "wind shear microburst": `microburst`); none when the question was searched as asked, nor

@@ -6,7 +6,7 @@ API."""
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 
 from aircoach.grounding import followups
 from aircoach.llm import offline_answer, offline_course
@@ -342,6 +342,37 @@ def test_a_question_on_an_airspace_class_is_answered_by_the_sentences_that_name_
     body, refs = composed
     assert all(s in body for s in said) and refs == cited
     assert "Gli spazi aerei sono divisi" not in body
+
+
+QNH_QFE = one_section(
+    "3.2",
+    "Strumenti di volo",
+    "Con il QNH l'altimetro indica l'altitudine sul livello medio del mare. Con il QFE indica "
+    "l'altezza sopra l'aeroporto, e quindi zero a terra.",
+)
+
+
+def test_a_bare_follow_up_is_about_the_subject_the_one_before_moved_to():
+    """ "quando si usa?" after "cos'è il QNH?" and "e il QFE?" was answered about the QNH
+    (the topic's first word, searched as "QNH QFE usa"); the student had moved to the QFE."""
+    messages = [
+        HumanMessage("cos'è il QNH?"),
+        AIMessage("Con il QNH l'altimetro indica l'altitudine sul livello medio del mare."),
+        HumanMessage("e il QFE?"),
+        AIMessage("Con il QFE indica l'altezza sopra l'aeroporto, e quindi zero a terra."),
+        HumanMessage("quando si usa?"),
+    ]
+    subject = offline_course.moved_to(messages, "quando si usa?")
+    assert subject == ["QFE"]
+    told = offline_course.told(messages, "quando si usa?")
+    body = offline_answer.answer(
+        "quando si usa? QNH QFE usa", QNH_QFE, told=told, asking="quando si usa?", subject=subject
+    )
+    assert body is not None and "Con il QFE" in body[0] and "Con il QNH" not in body[0]
+    # A follow-up of its own words, or after a question that stood alone, moves nothing.
+    assert offline_course.moved_to(messages, "e il 1013?") == []
+    alone = [*messages[:2], HumanMessage("cos'è il QFE?"), *messages[3:]]
+    assert offline_course.moved_to(alone, "quando si usa?") == []
 
 
 def test_a_follow_up_for_an_aspect_is_not_given_again_what_was_told_beside_it():
