@@ -63,7 +63,8 @@ _ASPECTS = (
     _Aspect(  # what to do
         re.compile(
             r"\b(?:cosa (?:si )?(?:fa|fare|faccio|devo fare)|che fare|rimedi\w*"
-            r"|come (?:si |l[aoie] |l')?"  # "come si evita?", "come la evito?", "come l'evito?"
+            # "come si evita?", "come la evito?", "come l'evito?", "come se ne esce?"
+            r"|come (?:si |se ne |ne |l[aoie] |l')?"
             r"(?:corregge|correggo|evita|evito|esce|esco|rimedia|previene|previen[io])"
             r"|come (?:mi )?comporto)\b"
         ),

@@ -105,6 +105,23 @@ def test_each_part_of_a_question_is_answered_and_cited():
     assert offline_answer.answer_parts([("carbonara", "carbonara", nothing)], "non c'è.") is None
 
 
+def test_how_to_get_out_as_a_part_gets_the_recovery_not_the_definition_again():
+    """ "cos'è la vite e come se ne esce?": the second part got the definition again ("se
+    ne" hid what to do)."""
+    spin = one_section(
+        "1.13",
+        "Principi di aerodinamica",
+        "La vite è un'autorotazione: l'aereo stallato ruota scendendo a spirale. La rimessa "
+        "standard è: motore al minimo, alettoni al neutro, timone opposto alla rotazione.",
+    )
+    composed = offline_answer.answer_parts(
+        [("cos'è la vite", "vite", spin), ("come se ne esce", "vite esce", spin)], "non c'è."
+    )
+    assert composed is not None
+    second = composed[0].split("\n- come se ne esce: ")[1]
+    assert second.startswith("La rimessa standard") and "autorotazione" not in second
+
+
 def test_a_part_that_leaves_its_subject_to_the_one_before_is_searched_with_it():
     """ "cosa sono i cumulonembi e perché sono pericolosi?": the second part was searched as
     "perché sono pericolosi" and answered with the dangerous attitudes of the human factor."""
