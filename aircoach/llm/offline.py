@@ -296,9 +296,11 @@ class OfflineChatModel(BaseChatModel):
                 f"{question} {searched}",
                 parts[0][1],
                 offline_course.focus(question, searched),
-                told=offline_course.told(messages, question),
-                asking=question,
-                subject=offline_course.moved_to(messages, question),
+                offline_answer.Asked(
+                    told=offline_course.told(messages, question),
+                    asking=question,
+                    subject=offline_course.moved_to(messages, question),
+                ),
             )
             if composed is None and searched.strip() != question.strip():
                 # The topic added to a follow-up found nothing: search the question as asked.

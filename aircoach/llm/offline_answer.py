@@ -116,6 +116,19 @@ class Found:
     text: str
 
 
+@dataclass(frozen=True)
+class Asked:
+    """What the conversation adds to a question: what the coach's earlier answers said
+    (`told`); the student's own words (`asking`, where the aspects are read; default the
+    query, whose search may add the topic's words, "sintomi" among them); and the subject a
+    bare follow-up is about (`subject`: words counted as the student's own, where no aspect
+    is read)."""
+
+    told: str = ""
+    asking: str = ""
+    subject: Sequence[str] = ()
+
+
 def results(text: str) -> list[Found]:
     """The sections of a `kb_search` result text, best first."""
     found = []
@@ -180,21 +193,16 @@ def _pick(
     query: str,
     text: str,
     first: bool,
-    told: str = "",
-    asking: str = "",
+    asked: Asked = Asked(),
     lead: frozenset[str] = frozenset(),
-    subject: Sequence[str] = (),
 ) -> list[int]:
     """The positions of the sentences of one section that answer `query`: the one sharing the
     most words with it, then one for each aspect asked not yet given; with the sentences they
     lean on. Unless the question asks for one of those aspects (which is given again if it
-    was said), a sentence already in `told` (the conversation's earlier answers) is chosen
-    only when no other one holds a word of the student's (`asking`, not the topic's): a
-    follow-up gets what is new.
-    `asking`: the student's own words, where the aspects are read (default `query`; a
-    follow-up's search adds the topic's, "sintomi" among them). `lead`: the stems of the
-    first section's text, for a later one (not `first`). `subject`: words the student's own
-    count with, where no aspect is read (the subject a bare follow-up is about)."""
+    was said), a sentence the coach already said (`asked.told`) is chosen only when no other
+    one holds a word of the student's (not the topic's): a follow-up gets what is new.
+    `lead`: the stems of the first section's text, for a later one (not `first`)."""
+    told, asking, subject = asked.told, asked.asking, asked.subject
     folded = fold(asking or query)
     wanted = frozenset(stem(w) for w in words(query) if w not in _ASKING)
     wanted |= _classes_asked(query)
@@ -277,18 +285,12 @@ def _trim(chosen: list[int], with_subjects: set[int], limit: int) -> list[int]:
 
 
 def section_answer(
-    query: str,
-    text: str,
-    focus: Sequence[str] = (),
-    told: str = "",
-    asking: str = "",
-    subject: Sequence[str] = (),
+    query: str, text: str, focus: Sequence[str] = (), asked: Asked = Asked()
 ) -> tuple[str, list[Found]] | None:
     """The answer to one question (or one part of it) from a `kb_search` result, and the
     sections it used, best first; None when the result holds no section. `focus`: the words
     a follow-up adds to the topic ("e il microburst?"): the section that uses them most comes
-    first; `told`, `asking`: what the conversation's earlier answers said, and the student's
-    own words (see `_pick`)."""
+    first; `asked`: what the conversation adds to the question."""
     found = [f for f in results(text) if not f.ref.startswith("quiz ")] or results(text)
     if not found:
         return None
@@ -299,7 +301,7 @@ def section_answer(
     lead = frozenset(stem(w) for w in words(found[0].text))
     for rank, item in enumerate(found[:MAX_SOURCES]):
         said = sentences(item.text)
-        positions = _pick(query, item.text, rank == 0, told, asking, lead, subject)
+        positions = _pick(query, item.text, rank == 0, asked, lead)
         if positions:
             picked.append((item, [said[i] for i in positions]))
     body = " ".join(s for _, chosen in picked for s in chosen)
@@ -312,17 +314,11 @@ def _sources(used: Sequence[Found]) -> str:
 
 
 def answer(
-    query: str,
-    text: str,
-    focus: Sequence[str] = (),
-    told: str = "",
-    asking: str = "",
-    subject: Sequence[str] = (),
+    query: str, text: str, focus: Sequence[str] = (), asked: Asked = Asked()
 ) -> tuple[str, list[str]] | None:
     """An answer to `query` from a `kb_search` result and the sections it cites; None when
-    the result holds no section (`focus`, `told`, `asking`, `subject`: see `section_answer`
-    and `_pick`)."""
-    composed = section_answer(query, text, focus, told, asking, subject)
+    the result holds no section (`focus`, `asked`: see `section_answer`)."""
+    composed = section_answer(query, text, focus, asked)
     if composed is None:
         return None
     body, used = composed
@@ -340,7 +336,7 @@ def answer_parts(
     cited: list[str] = []
     told: list[str] = []
     for part, searched, text in asked:
-        composed = section_answer(searched, text, told=" ".join(told), asking=part)
+        composed = section_answer(searched, text, asked=Asked(told=" ".join(told), asking=part))
         if composed is None:
             lines.append(f"- {part}: {not_found}")
             continue

@@ -250,7 +250,9 @@ def test_a_follow_up_for_what_to_do_is_not_told_the_topic_again():
         "Ogni aereo che produce portanza lascia dietro di sé due vortici di estremità, tanto "
         "più forti quanto più l'aereo è pesante."
     )
-    composed = offline_answer.answer("come la evito?", WAKE, told=told, asking="come la evito?")
+    composed = offline_answer.answer(
+        "come la evito?", WAKE, asked=offline_answer.Asked(told, "come la evito?")
+    )
     assert composed is not None
     assert "conviene mantenersi sopra" in composed[0] and "Ogni aereo" not in composed[0]
 
@@ -273,7 +275,9 @@ STALL = one_section(
 )
 def test_a_stall_follow_up_gets_the_sentence_it_asks_for(question, said):
     told = "Lo stallo avviene quando si supera l'angolo d'attacco critico."
-    composed = offline_answer.answer(f"stallo {question}", STALL, told=told, asking=question)
+    composed = offline_answer.answer(
+        f"stallo {question}", STALL, asked=offline_answer.Asked(told, question)
+    )
     assert composed is not None and said in composed[0] and told not in composed[0]
 
 
@@ -383,7 +387,9 @@ def test_a_bare_follow_up_is_about_the_subject_the_one_before_moved_to():
     assert subject == ["QFE"]
     told = offline_course.told(messages, "quando si usa?")
     body = offline_answer.answer(
-        "quando si usa? QNH QFE usa", QNH_QFE, told=told, asking="quando si usa?", subject=subject
+        "quando si usa? QNH QFE usa",
+        QNH_QFE,
+        asked=offline_answer.Asked(told, "quando si usa?", subject),
     )
     assert body is not None and "Con il QFE" in body[0] and "Con il QNH" not in body[0]
     # A follow-up of its own words, or after a question that stood alone, moves nothing.
@@ -402,7 +408,9 @@ def test_a_follow_up_for_an_aspect_is_not_given_again_what_was_told_beside_it():
     )
     told = "Dal manuale del corso: L'ipossia è la carenza di ossigeno nei tessuti."
     composed = offline_answer.answer(
-        "ipossia e quali sono i sintomi?", text, told=told, asking="e quali sono i sintomi?"
+        "ipossia e quali sono i sintomi?",
+        text,
+        asked=offline_answer.Asked(told, "e quali sono i sintomi?"),
     )
     assert composed is not None
     assert "sintomi dell'ipossia sono subdoli" in composed[0]
