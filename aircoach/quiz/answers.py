@@ -79,8 +79,10 @@ def read_answer(text: str, options: Mapping[str, str]) -> str | None:
     return read_letter(text) or read_option(text, options)
 
 
-# "Non lo so", "salta": the student does not know; graded as not known (a wrong answer).
-DONT_KNOW = frozenset({"non lo so", "non so", "salta", "salto", "passo", "non ne ho idea"})
+# "Non lo so", "salta", "boh": the student does not know; graded as not known (a wrong answer).
+DONT_KNOW = frozenset(
+    {"non lo so", "non so", "salta", "salto", "passo", "non ne ho idea", "boh", "bho", "non saprei"}
+)
 NOT_KNOWN = "-"  # the letter a "don't know" is recorded as
 
 

@@ -44,6 +44,7 @@ def test_numbered_answers_to_the_waiting_questions(text: str, graded: list[tuple
         ("3 -, 4) salta 5: c", {3: "-", 4: "-", 5: "c"}),
         ("4 - 5d", {4: "-", 5: "d"}),
         ("7: Passo. 8 non ne ho idea e 9a", {7: "-", 8: "-", 9: "a"}),
+        ("1 boh 2 non saprei 3c", {1: "-", 2: "-", 3: "c"}),  # "boh" was read as nothing
         ("2b 2 non lo so", {2: "-"}),  # a later answer to the same number wins
         ("non lo so", {}),
         ("sulla 4 non so ancora, ci penso", {}),

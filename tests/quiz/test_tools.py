@@ -330,7 +330,7 @@ async def test_a_progress_that_cannot_be_read_leaves_the_grading_stored_and_sent
     ("args", "message"),
     [
         ({"capitolo": 1, "numero": 1, "risposta": "e"}, "la lettera 'e' non è un'opzione"),
-        ({"capitolo": 1, "numero": 1, "risposta": "boh"}, "risposta 'boh' non riconosciuta"),
+        ({"capitolo": 1, "numero": 1, "risposta": "forse"}, "risposta 'forse' non riconosciuta"),
         ({"capitolo": 1, "numero": 99, "risposta": "a"}, "Domanda 99 del capitolo 1 non trovata"),
         ({"capitolo": 11, "numero": 1, "risposta": "a"}, "capitolo must be between 1 and 10"),
         ({"capitolo": 1, "numero": 1}, "risposta is required"),
