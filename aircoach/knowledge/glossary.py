@@ -59,6 +59,9 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "aereo vola": ("portanza",),
     "estate": ("caldo",),  # "d'estate le prestazioni peggiorano": "in una giornata calda"
     "estiva": ("caldo",),
+    "ali": ("ala",),  # the stemmer keeps the plural apart ("ali", "ala")
+    "ghiaccio ali": ("aeromobile",),  # § 5.10 "Il ghiaccio sull'aeromobile"
+    "lati circuito": ("sottovento",),
     "fasi": ("stadi",),  # "le fasi di un temporale": its "tre stadi"
     "fase": ("stadio",),
     "velocita indicata": ("ias",),

@@ -72,7 +72,7 @@ _ASPECTS = (
             "inserire inserendo occorre bisogna deve devono tirare applicare ridurre "
             "riscaldamento evitare aprire chiudere atterrare abbandonare correggere "
             "spegnere consigliabile prudente necessario conviene rimessa rimettere mantiene "
-            "esegue eseguire"
+            "esegue eseguire tolta togliere"
         ),
     ),
     _Aspect(  # how long

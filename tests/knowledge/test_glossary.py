@@ -69,6 +69,8 @@ def test_a_phrase_needs_all_its_words():
         ("quali sono le fasi di un temporale?", "5.5"),  # "tre stadi": it found none
         ("perché l'aereo vola?", "1.12"),  # the four forces; it found the airspace classes
         ("come fa un aereo a volare?", "1.12"),
+        ("cosa fare con il ghiaccio sulle ali?", "5.10"),  # "ali" is not "ala": none found
+        ("quali sono i lati del circuito?", "7.15"),  # it found the directional stability
     ],
 )
 def test_a_students_words_find_the_section_that_says_it_otherwise(course, query, section):

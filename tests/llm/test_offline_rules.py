@@ -229,6 +229,20 @@ def test_how_long_and_what_to_do_are_answered_by_the_sentence_that_says_it(quest
     assert composed is not None and said in composed[0]
 
 
+def test_what_to_do_with_frost_is_to_remove_it():
+    """ "cosa fare con il ghiaccio sulle ali?": "va tolta prima del decollo" was no word of
+    what to do."""
+    ice = one_section(
+        "5.10",
+        "Meteorologia",
+        "Il ghiaccio si forma in nube con gocce sopraffuse. Il ghiaccio vetroso è compatto e "
+        "pesante. Il ghiaccio granuloso è opaco e fragile. La brina si deposita sull'aereo "
+        "fermo nelle notti serene e va tolta prima del decollo.",
+    )
+    composed = offline_answer.answer("cosa fare con il ghiaccio sulle ali?", ice)
+    assert composed is not None and "va tolta prima del decollo" in composed[0]
+
+
 def test_a_sentence_opening_with_its_verb_comes_with_its_subject():
     """ "Cambia con la prua e si misura ...": the deviation it speaks of is the sentence
     before's subject ("cos'è la prua?" got it alone)."""
