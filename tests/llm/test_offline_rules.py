@@ -213,34 +213,42 @@ def test_avere_and_bisogna_are_no_words_of_the_subject():
         assert cited == ["7.12"] and "passeggeri" not in body, question
 
 
+CLOUD = one_section(
+    "10.14",
+    "Fattore umano e sicurezza",
+    "Entrare in nube senza abilitazione al volo strumentale è una delle cause più frequenti di "
+    "incidenti mortali. Prima che accada si decide di tornare indietro o di atterrare su un "
+    "campo adatto. Se si entra comunque in nube si mantiene la calma, si tengono le ali "
+    "livellate e si esegue un'inversione di rotta di 180°.",
+)
+ICE = one_section(
+    "5.10",
+    "Meteorologia",
+    "Il ghiaccio si forma in nube con gocce sopraffuse. Il ghiaccio vetroso è compatto e "
+    "pesante. Il ghiaccio granuloso è opaco e fragile. La brina si deposita sull'aereo fermo "
+    "nelle notti serene e va tolta prima del decollo.",
+)
+
+
 @pytest.mark.parametrize(
-    ("question", "said"),
+    ("question", "text", "said"),
     [
-        ("quanto dura la turbolenza di scia?", "cessano quando questo tocca terra"),
-        ("come si evita la turbolenza di scia?", "conviene mantenersi sopra"),
-        ("come la evito?", "conviene mantenersi sopra"),  # "la": no aspect was read
-        ("come l'evito?", "conviene mantenersi sopra"),
+        # The wake's got the first sentence only: no sentence says "dura", and "conviene"
+        # was no word of what to do; "la" hid the aspect.
+        ("quanto dura la turbolenza di scia?", WAKE, "cessano quando questo tocca terra"),
+        ("come si evita la turbolenza di scia?", WAKE, "conviene mantenersi sopra"),
+        ("come la evito?", WAKE, "conviene mantenersi sopra"),
+        ("come l'evito?", WAKE, "conviene mantenersi sopra"),
+        # The cloud's got the danger and the decision to turn back ("atterrare"), not what
+        # to do once inside: "si mantiene", "si esegue" were no words of what to do.
+        ("cosa devo fare se entro in una nube?", CLOUD, "si esegue un'inversione di rotta"),
+        # The frost's "va tolta prima del decollo" was no word of what to do either.
+        ("cosa fare con il ghiaccio sulle ali?", ICE, "va tolta prima del decollo"),
     ],
 )
-def test_how_long_and_what_to_do_are_answered_by_the_sentence_that_says_it(question, said):
-    """Both got the first sentence only: no sentence says "dura", and "conviene" was not a
-    word of what to do."""
-    composed = offline_answer.answer(question, WAKE)
+def test_how_long_and_what_to_do_are_answered_by_the_sentence_that_says_it(question, text, said):
+    composed = offline_answer.answer(question, text)
     assert composed is not None and said in composed[0]
-
-
-def test_what_to_do_with_frost_is_to_remove_it():
-    """ "cosa fare con il ghiaccio sulle ali?": "va tolta prima del decollo" was no word of
-    what to do."""
-    ice = one_section(
-        "5.10",
-        "Meteorologia",
-        "Il ghiaccio si forma in nube con gocce sopraffuse. Il ghiaccio vetroso è compatto e "
-        "pesante. Il ghiaccio granuloso è opaco e fragile. La brina si deposita sull'aereo "
-        "fermo nelle notti serene e va tolta prima del decollo.",
-    )
-    composed = offline_answer.answer("cosa fare con il ghiaccio sulle ali?", ice)
-    assert composed is not None and "va tolta prima del decollo" in composed[0]
 
 
 def test_a_sentence_opening_with_its_verb_comes_with_its_subject():
@@ -293,23 +301,6 @@ def test_a_stall_follow_up_gets_the_sentence_it_asks_for(question, said):
         f"stallo {question}", STALL, asked=offline_answer.Asked(told, question)
     )
     assert composed is not None and said in composed[0] and told not in composed[0]
-
-
-def test_what_to_do_in_a_cloud_is_answered_by_the_procedure():
-    """ "cosa devo fare se entro in una nube?" got the danger and the decision to turn back
-    ("atterrare"), not what to do once inside: "si mantiene", "si esegue" were no words of
-    what to do."""
-    text = one_section(
-        "10.14",
-        "Fattore umano e sicurezza",
-        "Entrare in nube senza abilitazione al "
-        "volo strumentale è una delle cause più frequenti di incidenti mortali. Prima che "
-        "accada si decide di tornare indietro o di atterrare su un campo adatto. Se si entra "
-        "comunque in nube si mantiene la calma, si tengono le ali livellate e si esegue "
-        "un'inversione di rotta di 180°.",
-    )
-    composed = offline_answer.answer("cosa devo fare se entro in una nube?", text)
-    assert composed is not None and "si esegue un'inversione di rotta" in composed[0]
 
 
 def test_how_to_get_out_is_answered_by_the_recovery():
