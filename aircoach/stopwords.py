@@ -78,6 +78,14 @@ ANSWER_FORM_WORDS = frozenset(
     ]
 )
 
+# Words that say how a student asks, not about what ("parliamo dell'ipossia", "xke serve il
+# QNH?", "cosa si intende per VMC?"): the course search and the offline model's answer read
+# neither as a question's subject.
+_ASKING_WORDS_TEXT = """
+    parliamo parlare parlarmi parlane parlaci xke xche perke xk intende intendono intendi
+"""
+ASKING_WORDS = frozenset(_ASKING_WORDS_TEXT.split())
+
 # A question's common verbs, the action asked about rather than its subject ("quando si usa
 # il QNH?", "come si riconosce lo stallo?", "come si evitano?"), and its modal and auxiliary
 # ones ("quanto deve essere la visibilità?", "cosa si può fare in classe G?"). The course

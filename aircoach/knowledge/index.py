@@ -27,7 +27,12 @@ from typing import Any
 
 from aircoach.knowledge.glossary import alternatives
 from aircoach.knowledge.manual import Section
-from aircoach.stopwords import ANSWER_FORM_WORDS, QUESTION_VERBS, STUDENT_STATE_WORDS
+from aircoach.stopwords import (
+    ANSWER_FORM_WORDS,
+    ASKING_WORDS,
+    QUESTION_VERBS,
+    STUDENT_STATE_WORDS,
+)
 from aircoach.text import (
     FUZZY_MAX_LETTERS,
     FUZZY_MIN_LETTERS,
@@ -74,11 +79,10 @@ _QUESTION_WORDS_TEXT = """
     funziona funzionano serve servono succede puoi mi ti ci si e sono ho hai ha fa fare
     differenza tra fra manuale corso secondo dice detto legge leggere leggo interpretare
     interpreta capire capisco significano esattamente va vanno com fatto fatta fatti succedere
-    riassunto riassumi caso casi parliamo parlare parlarmi parlane parlaci grazie ok okay
-    bene perfetto adesso ora allora passiamo vorrei voglio intende intendono intendi xke
-    xche perke xk
+    riassunto riassumi caso casi grazie ok okay bene perfetto adesso ora allora passiamo
+    vorrei voglio
 """
-_QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS
+_QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS | ASKING_WORDS
 # Words that point at a chapter without naming it ("il capitolo sulla meteorologia").
 _CHAPTER_STEMS = frozenset(stem(word) for word in ("capitolo", "argomento", "materia"))
 # Words a student says of themselves about a subject ("ho problemi con il QNH", "faccio fatica

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from aircoach.stopwords import ASKING_WORDS
 from aircoach.text import fold, stem, words
 
 MAX_SENTENCES = 4  # from the best section, its subjects included; the next one adds one
@@ -26,12 +27,11 @@ _SENTENCE_END = re.compile(
 )
 # Words of a question that only say what is asked, not about what.
 _ASKING_TEXT = """
-    cos cosa cose come quando perche xke xche perke xk quanto quanta quanti quante qual
-    quale spiegami spiega dimmi parlami parliamo parlare parlarmi parlane parlaci sai succede
-    serve servono mi ti ci si e ho hai ha fa fare faccio devo differenza legge leggere indica
-    indicano avere aver bisogna occorre intende intendono
+    cos cosa cose come quando perche quanto quanta quanti quante qual quale spiegami spiega
+    dimmi parlami sai succede serve servono mi ti ci si e ho hai ha fa fare faccio devo
+    differenza legge leggere indica indicano avere aver bisogna occorre
 """
-_ASKING = frozenset(_ASKING_TEXT.split())
+_ASKING = frozenset(_ASKING_TEXT.split()) | ASKING_WORDS
 
 # Aspects a question may ask for, each with the folded words that ask for it (`asks`) and the
 # stems, or digits, a sentence that gives it holds (`gives`).
