@@ -7,6 +7,7 @@ import functools
 import gc
 import ipaddress
 import os
+import shutil
 import socket
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -17,6 +18,7 @@ import pytest
 
 from tests.clock import FakeClock
 from tests.mongo_server import (  # noqa: F401 (fixtures)
+    bank_settings,
     mongo_server,
     restartable_mongo,
     store_settings,
@@ -157,6 +159,37 @@ def _dev_key(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     issuer = DevIssuer(tmp_path_factory.mktemp("dev-key"))
     issuer.private_key  # noqa: B018 - generates and writes the key
     return issuer.key_path.read_bytes()
+
+
+@pytest.fixture(scope="session")
+def _seeded_bank(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store file holding the demo question bank, seeded once per session: loading it (373
+    questions and their search terms) into a new file takes about 11 ms, and about a hundred
+    tests read questions."""
+    import asyncio
+    import sqlite3
+    from concurrent.futures import ThreadPoolExecutor
+    from contextlib import closing
+
+    from aircoach.quiz.bank import seed_demo_questions
+    from aircoach.store.sqlite import SqliteQuizStore
+
+    path = tmp_path_factory.mktemp("bank") / "quiz.sqlite3"
+    # In a thread of its own: an async test may be the first to ask, with its loop running.
+    with ThreadPoolExecutor(1) as thread:
+        seeded = thread.submit(asyncio.run, seed_demo_questions(SqliteQuizStore(path)))
+        assert seeded.result() == 373
+    with closing(sqlite3.connect(path)) as conn:  # everything into the main file, the copied one
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path
+
+
+@pytest.fixture
+def bank_file(_seeded_bank: Path, tmp_path: Path) -> Path:
+    """A SQLite file of this test's own holding the 373 demo questions."""
+    copy = tmp_path / "quiz.sqlite3"
+    shutil.copy(_seeded_bank, copy)
+    return copy
 
 
 @pytest.fixture

@@ -131,3 +131,13 @@ def store_settings(request: pytest.FixtureRequest, settings: Settings) -> Settin
     if request.param == "sqlite":
         return settings
     return mongo_settings(request.getfixturevalue("mongo_server"), settings)
+
+
+@pytest.fixture
+def bank_settings(store_settings: Settings, request: pytest.FixtureRequest) -> Settings:
+    """`store_settings` with the demo bank in the store already on SQLite (a copy of a file
+    seeded once per session, `bank_file` in tests/conftest.py); on MongoDB the app loads it
+    on the first read, as it does on an empty store."""
+    if store_settings.mongodb_uri is not None:
+        return store_settings
+    return store_settings.model_copy(update={"sqlite_path": request.getfixturevalue("bank_file")})

@@ -25,18 +25,14 @@ Q11 = (1, 1)
 
 
 @pytest.fixture
-async def quiz(store_settings: Settings, request: pytest.FixtureRequest, clock) -> QuizService:
-    if store_settings.mongodb_uri is None:  # SQLite: a copy of the bank seeded once
-        store_settings = store_settings.model_copy(
-            update={"sqlite_path": request.getfixturevalue("bank_file")}
-        )
-    stores = open_stores(store_settings)
-    await seed_demo_questions(stores.quiz)  # a no-op on the copy
+async def quiz(bank_settings: Settings, clock) -> QuizService:
+    stores = open_stores(bank_settings)
+    await seed_demo_questions(stores.quiz)  # a no-op on SQLite's copy
     return QuizService(
         stores.quiz,
         stores.attempts,
         await chapter_titles(),
-        reviews=build_review_store(store_settings),
+        reviews=build_review_store(bank_settings),
         clock=clock,
     )
 

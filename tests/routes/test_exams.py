@@ -15,8 +15,8 @@ PUBLIC = {"capitolo", "numero", "argomento", "difficolta", "testo", "risposte"}
 
 
 @pytest.fixture
-async def api(store_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    settings = store_settings.model_copy(update={"quota_turns_per_minute": 3})
+async def api(bank_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    settings = bank_settings.model_copy(update={"quota_turns_per_minute": 3})
     async with asgi_client(app_with(settings, clock=quota_clock())) as client:
         yield client
 

@@ -21,8 +21,8 @@ PUBLIC = {"capitolo", "numero", "argomento", "difficolta", "testo", "risposte"}
 
 
 @pytest.fixture
-async def api(store_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with asgi_client(app_with(store_settings)) as client:
+async def api(bank_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with asgi_client(app_with(bank_settings)) as client:
         yield client
 
 
