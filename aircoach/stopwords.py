@@ -99,7 +99,7 @@ _QUESTION_VERBS_TEXT = """
     accorgo accorgersi nota noto notare legge leggo leggere interpreta interpreto interpretare
     dipende dipendono deve devo devono dovrei essere può posso possono potrei impiegano
     impostano mettono riconoscono evitano prevengono calcolano controllano scelgono gestiscono
-    recuperano sentono notano leggono interpretano
+    recuperano sentono notano leggono interpretano usato usata usati usate scelto messo
 """
 QUESTION_VERBS = frozenset(_QUESTION_VERBS_TEXT.split())
 

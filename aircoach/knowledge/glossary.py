@@ -10,6 +10,7 @@ every entry is tested (`tests/knowledge/test_glossary.py`).
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable
 
 from aircoach.text import stem, words
@@ -90,6 +91,14 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "mtow": ("massa", "decollo"),
 }
 
+# Abbreviations that are also Italian words the search drops as words of the question ("come
+# va?"): read as the abbreviation only when written in capitals, as the manual writes it
+# ("cos'è la VA?": "la velocità di manovra (VA)"), and searched as the manual's words for it.
+CAPITALS: dict[str, tuple[str, ...]] = {
+    "VA": ("manovra",),
+}
+_CAPITALS = re.compile(r"\b(?:" + "|".join(CAPITALS) + r")\b")
+
 
 def _stems(text: str) -> frozenset[str]:
     return frozenset(stem(w) for w in words(text))
@@ -112,3 +121,9 @@ def alternatives(terms: Iterable[str]) -> dict[str, frozenset[str]]:
             for term in key:
                 found.setdefault(term, set()).update(meant)
     return {term: frozenset(stems) for term, stems in found.items()}
+
+
+def spelled_out(query: str) -> list[str]:
+    """The manual's words for the abbreviations of `CAPITALS` that `query` writes in
+    capitals."""
+    return [word for found in _CAPITALS.findall(query) for word in CAPITALS[found]]

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aircoach.knowledge.glossary import alternatives
+from aircoach.knowledge.glossary import alternatives, spelled_out
 from aircoach.knowledge.manual import Section
 from aircoach.stopwords import (
     ANSWER_FORM_WORDS,
@@ -83,6 +83,8 @@ _QUESTION_WORDS_TEXT = """
     vorrei voglio
 """
 _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS | ASKING_WORDS
+# Words that ask how two subjects differ.
+_COMPARING = frozenset({"differenza", "differenze", "differiscono", "distinguere", "confronto"})
 # Words that point at a chapter without naming it ("il capitolo sulla meteorologia").
 _CHAPTER_STEMS = frozenset(stem(word) for word in ("capitolo", "argomento", "materia"))
 # Words a student says of themselves about a subject ("ho problemi con il QNH", "faccio fatica
@@ -197,9 +199,10 @@ class CourseIndex:
         long enough), and whether it matched only through a typo."""
         planned: dict[str, tuple[frozenset[str], bool]] = {}
         known = self._vocabulary.keys()
+        query = _cut(query)
         asked = [
             (word, stem(word))
-            for word in words(_cut(query))
+            for word in [*words(query), *spelled_out(query)]
             if word not in _QUESTION_WORDS and len(word) >= 2
         ]
         glossary = alternatives(term for _, term in asked)
@@ -284,6 +287,9 @@ class CourseIndex:
             if found and not typo and min(self._vocabulary[t] for t in found) <= _RARE_COUNT
         }
         wanted = sum(weights.values()) or 1.0
+        # Two subjects compared ("differenza tra VA e VNO") are often taught apart: a section
+        # on either one is a result.
+        needed = 1 if _COMPARING & set(words(_cut(query))) else 2
         own: dict[int, float] = {}
         lent: dict[int, float] = {}
         for rowid, rank in rows:
@@ -298,8 +304,8 @@ class CourseIndex:
             # is not answered by a section on landing that says "usa".
             said = [t for t in matched if t not in framed]
             enough = (
-                len(said) >= min(2, len(planned) - len(framed))
-                or len(telling) >= min(2, len(planned) - len(common))
+                len(said) >= min(needed, len(planned) - len(framed))
+                or len(telling) >= min(needed, len(planned) - len(common))
                 or any(t in rare for t in matched)
             )
             if coverage < MIN_COVERAGE or not enough:

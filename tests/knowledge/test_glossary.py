@@ -4,10 +4,11 @@ section that says it in other words."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from aircoach.knowledge.glossary import GLOSSARY, alternatives
+from aircoach.knowledge.glossary import CAPITALS, GLOSSARY, alternatives
 from aircoach.knowledge.index import CourseIndex, passages_of
 from aircoach.knowledge.manual import parse_manual
 from aircoach.quiz.bank import DEMO_QUESTIONS
@@ -87,3 +88,29 @@ def test_summer_is_the_heat_not_the_summer_time(course):
     """ "d'estate il decollo è più lungo?" found the summer time of UTC (§ 6.16) first."""
     found = [r["riferimento"] for r in course.search("d'estate il decollo è più lungo?", top_k=3)]
     assert found[0] == "9.2"
+
+
+def test_an_abbreviation_that_is_an_italian_word_counts_in_capitals_only(course):
+    """ "va" is a word of the question ("come va?"): "cos'è la VA?" found nothing. In
+    capitals it is the manoeuvring speed (§ 2.16, "La velocità di manovra (VA)")."""
+    for abbreviation, meant in CAPITALS.items():  # the manual writes it in capitals
+        assert any(re.search(rf"\b{abbreviation}\b", section.text) for section in MANUAL)
+        assert {stem(w) for w in words(" ".join(meant))} <= MANUAL_TERMS
+    assert [r["riferimento"] for r in course.search("cos'è la VA?", top_k=1)] == ["2.16"]
+    found = {r["riferimento"] for r in course.search("come va il motore?", top_k=5)}
+    assert "2.16" not in found and found
+
+
+def test_two_subjects_compared_find_the_section_of_each(course):
+    """A section on either subject is a result: "differenza tra VA e VNO" found nothing, the
+    two speeds being taught apart (§ 2.16 and the airspeed indicator's § 3.5); two subjects
+    one section teaches together still find it first."""
+    found = [r["riferimento"] for r in course.search("differenza tra VA e VNO?", top_k=3)]
+    assert {"2.16", "3.5"} <= set(found[:2])
+    assert course.search("differenza tra QNH e QFE?", top_k=1)[0]["riferimento"] == "3.2"
+    assert course.search("VA e VNO?", top_k=3) == []  # not compared: both words needed
+
+
+def test_how_a_thing_is_to_be_used_is_asked_of_the_thing(course):
+    """ "come va usato il trim?" found nothing: no section says "usato" with "trim"."""
+    assert course.search("come va usato il trim?", top_k=1)[0]["riferimento"] == "2.6"
