@@ -57,6 +57,7 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "spento motore": ("ferma", "piantata"),
     "si pianta": ("ferma", "piantata"),
     "quota": ("altitudine",),
+    "pressione standard": ("1013",),  # the manual gives the figure, 1013,25 hPa
     "aereo vola": ("portanza",),
     "estate": ("caldo",),  # "d'estate le prestazioni peggiorano": "in una giornata calda"
     "estiva": ("caldo",),

@@ -114,3 +114,11 @@ def test_two_subjects_compared_find_the_section_of_each(course):
 def test_how_a_thing_is_to_be_used_is_asked_of_the_thing(course):
     """ "come va usato il trim?" found nothing: no section says "usato" with "trim"."""
     assert course.search("come va usato il trim?", top_k=1)[0]["riferimento"] == "2.6"
+
+
+def test_the_standard_pressure_is_its_figure(course):
+    """ "quanto vale la pressione standard?" found the altimeter's errors first ("Lo stesso
+    vale", "più fredda dello standard"); the manual gives the figure, 1013,25 hPa: the
+    standard atmosphere (§ 5.1)."""
+    found = course.search("quanto vale la pressione standard?", top_k=1)
+    assert found[0]["riferimento"] == "5.1"
