@@ -58,6 +58,8 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "si pianta": ("ferma", "piantata"),
     "quota": ("altitudine",),
     "pressione standard": ("1013",),  # the manual gives the figure, 1013,25 hPa
+    # the wind of the pressure gradient and Coriolis, above the ground's friction (§ 5.8)
+    "vento gradiente": ("coriolis",),
     "aereo vola": ("portanza",),
     "estate": ("caldo",),  # "d'estate le prestazioni peggiorano": "in una giornata calda"
     "estiva": ("caldo",),
