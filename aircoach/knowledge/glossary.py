@@ -58,6 +58,9 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "si pianta": ("ferma", "piantata"),
     "quota": ("altitudine",),
     "pressione standard": ("1013",),  # the manual gives the figure, 1013,25 hPa
+    # "si atterra controvento": the manual's "vento contrario" (its "controventate" are wings
+    # braced by struts, § 2.9, which the stemmer joins to "controvento")
+    "controvento": ("vento", "contrario"),
     # the wind of the pressure gradient and Coriolis, above the ground's friction (§ 5.8)
     "vento gradiente": ("coriolis",),
     "aereo vola": ("portanza",),

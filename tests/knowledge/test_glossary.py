@@ -73,6 +73,8 @@ def test_a_phrase_needs_all_its_words():
         ("cosa fare con il ghiaccio sulle ali?", "5.10"),  # "ali" is not "ala": none found
         ("quali sono i lati del circuito?", "7.15"),  # it found the directional stability
         ("cos'è il vento di gradiente?", "5.8"),  # the ISA: a quiz's "gradiente termico"
+        ("perché si atterra controvento?", "9.3"),  # the wings braced, "controventate"
+        ("perché si decolla controvento?", "9.2"),
     ],
 )
 def test_a_students_words_find_the_section_that_says_it_otherwise(course, query, section):
