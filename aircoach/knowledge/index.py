@@ -68,7 +68,9 @@ _COMMON_SHARE = 0.15
 _RARE_COUNT = 2
 # Any other single edit only in a stem this long: short stems are one edit from many words.
 _ANY_EDIT_MIN_LETTERS = 5
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
+# A sentence ends at . ! ? (not at ; or :, whose clause announces the next: an excerpt cut
+# there ended "... rischio di malattia da decompressione:").
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _LAST_WORD = re.compile(r"\w+$")
 
 # Words of a question that say nothing about its subject ("spiegami cos'e ...", "in tre

@@ -152,6 +152,16 @@ def test_a_long_passage_is_cut_to_an_excerpt_around_the_words_asked(course):
     assert len(hit["testo"]) <= EXCERPT_CHARS
 
 
+def test_an_excerpt_is_whole_sentences_not_clauses(course):
+    """An excerpt was cut at a colon or a semicolon: the alcohol's ended "... rischio di
+    malattia da decompressione:", and the licences' started "serve anche un certificato
+    medico", the second half of a sentence."""
+    for query in ("si puo volare dopo aver bevuto alcol?", "quanto dura il certificato medico"):
+        for hit in course.search(query, top_k=3):
+            text = hit["testo"]
+            assert text[0].isupper() and text.rstrip()[-1] in '.!?)"', (query, text[-60:])
+
+
 def test_a_huge_query_is_cut_before_it_is_searched(course):
     assert _refs(course, "stallo angolo critico " * 50_000)[0] == "1.4"
 
