@@ -56,6 +56,10 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "spegne motore": ("ferma", "piantata"),
     "spento motore": ("ferma", "piantata"),
     "si pianta": ("ferma", "piantata"),
+    # the manual's "avaria" is the radio's and the transponder's: "avaria del motore" found
+    # nothing, no section holding both words
+    "avaria motore": ("ferma", "piantata"),
+    "guasto motore": ("ferma", "piantata"),
     "quota": ("altitudine",),
     "pressione standard": ("1013",),  # the manual gives the figure, 1013,25 hPa
     # "si atterra controvento": the manual's "vento contrario" (its "controventate" are wings

@@ -57,6 +57,8 @@ def test_a_phrase_needs_all_its_words():
         ("la CAT ad alta quota", "5.13"),
         ("cosa fare se si spegne il motore in volo?", "10.15"),  # the manual: "si ferma"
         ("mi si è spento il motore in decollo", "10.15"),
+        ("cosa fare in caso di avaria motore?", "10.15"),  # "avaria" is the radio's: none
+        ("ho un guasto al motore", "10.15"),  # the oil's and instruments' 4.6 and the panel
         ("cosa faccio se perdo il contatto radio?", "8.9"),  # it found the fog, "a contatto"
         ("come si evita il wake turbulence?", "10.10"),
         ("cos'è lo sbandamento?", "3.9"),  # "sband" was guessed a typo of "band": VHF
