@@ -3,7 +3,7 @@ SQLite FTS5 index, ranked by BM25.
 
 Italian-aware: text is folded (no accents, no case) and reduced to Snowball's Italian stems
 (`aircoach.text.stem`: inflections meet) before FTS5 sees it; a query word also matches the
-stems the glossary gives it (`aircoach.knowledge.glossary`: `smagrire` finds `impoverire`),
+stems the glossary gives it (`aircoach.glossary`: `smagrire` finds `impoverire`),
 and a word of five letters or more that the course does not use matches the indexed stems
 one edit away from it (one typo), counting for less than an exact word: a letter doubled or
 made single in any such word, any other edit only when its stem has five letters or more. A passage must contain a good share of the query's words, weighted
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aircoach.knowledge.glossary import alternatives, spelled_out
+from aircoach.glossary import alternatives, spelled_out
 from aircoach.knowledge.manual import Section
 from aircoach.stopwords import (
     ANSWER_FORM_WORDS,

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from aircoach.glossary import alternatives
 from aircoach.stopwords import ASKING_WORDS
 from aircoach.text import fold, stem, words
 
@@ -205,6 +206,9 @@ def _pick(
     told, asking, subject = asked.told, asked.asking, asked.subject
     folded = fold(asking or query)
     wanted = frozenset(stem(w) for w in words(query) if w not in _ASKING)
+    # The manual's words for the student's, as the search read them ("smagrire": the sentence
+    # that says "impoverire"; "QNE": the one with "1013").
+    wanted |= frozenset().union(*alternatives(wanted).values())
     wanted |= _classes_asked(query)
     said = sentences(text)
     held = [_sentence_stems(s) for s in said]

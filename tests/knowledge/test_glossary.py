@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from aircoach.knowledge.glossary import CAPITALS, GLOSSARY, alternatives
+from aircoach.glossary import CAPITALS, GLOSSARY, alternatives
 from aircoach.knowledge.index import CourseIndex, passages_of
 from aircoach.knowledge.manual import parse_manual
 from aircoach.quiz.bank import DEMO_QUESTIONS
@@ -127,3 +127,10 @@ def test_the_standard_pressure_is_its_figure(course):
     standard atmosphere (§ 5.1)."""
     found = course.search("quanto vale la pressione standard?", top_k=1)
     assert found[0]["riferimento"] == "5.1"
+
+
+@pytest.mark.parametrize("query", ["cos'è la derapata?", "cos'è la scivolata?"])
+def test_a_slip_or_a_skid_is_the_ball_of_the_slip_indicator(course, query):
+    """The spin's section (§ 1.13, "da una virata in derapata") and the dihedral's (§ 2.10,
+    "scivola verso l'ala bassa") came first; § 3.9 says what each is."""
+    assert course.search(query, top_k=1)[0]["riferimento"] == "3.9"

@@ -45,6 +45,10 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "pressione livello mare": ("qnh",),
     "contatto radio": ("avaria",),
     "sbandamento": ("sbandometro", "scivolata", "derapata"),
+    # the ball of the slip indicator says which (§ 3.9); the spin "nasce da una derapata"
+    # and the dihedral's wing "scivola" say the word in passing
+    "derapata": ("sbandometro",),
+    "scivolata": ("sbandometro",),
     "baricentro indietro": ("arretrato", "posteriore"),
     "baricentro avanti": ("avanzato", "anteriore"),
     "wake turbulence": ("turbolenza", "scia"),
