@@ -282,6 +282,9 @@ def test_the_words_of_a_conversation_are_not_searched(course):
     assert _refs(course, "cosa si intende per VMC?")[:1] == ["7.5"]
     # A text message's "xke" ("perché") is no word of the course either.
     assert _refs(course, "xke serve il QNH?")[:1] == ["3.2"]  # it found nothing
+    # Nor "importante", which asks what a thing is for: "perché l'olio è importante?" found
+    # nothing (no section says the word).
+    assert _refs(course, "perché l'olio è importante?")[:1] == ["4.6"]
 
 
 @pytest.mark.parametrize(
