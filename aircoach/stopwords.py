@@ -86,6 +86,15 @@ _ASKING_WORDS_TEXT = """
 """
 ASKING_WORDS = frozenset(_ASKING_WORDS_TEXT.split())
 
+# Words that ask to be told more of the topic under way ("spiegami meglio", "dimmi altro",
+# "approfondisci"), in no sense a passage uses: the follow-up rules search the topic without
+# them, and the offline answer gives what it has not said yet.
+_MORE_WORDS_TEXT = """
+    meglio ancora altro approfondisci approfondire continua spiega spiegami spiegamelo spiegalo
+    spiegare ripeti ripetere
+"""
+MORE_WORDS = frozenset(_MORE_WORDS_TEXT.split())
+
 # A question's common verbs, the action asked about rather than its subject ("quando si usa
 # il QNH?", "come si riconosce lo stallo?", "come si evitano?"), and its modal and auxiliary
 # ones ("quanto deve essere la visibilità?", "cosa si può fare in classe G?"). The course

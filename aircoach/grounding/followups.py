@@ -31,7 +31,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aircoach.stopwords import ANSWER_FORM_WORDS, QUESTION_VERBS, STOPWORDS, STUDENT_STATE_WORDS
+from aircoach.stopwords import (
+    ANSWER_FORM_WORDS,
+    MORE_WORDS,
+    QUESTION_VERBS,
+    STOPWORDS,
+    STUDENT_STATE_WORDS,
+)
 from aircoach.text import fold
 
 MAX_TOPIC_KEYWORDS = 6
@@ -260,8 +266,12 @@ def expand_query(keywords: Sequence[str], query: str) -> str:
     """The topic's keywords not already in the query, then the query's own content words and
     numbers ("quanto vale a 60 gradi?": `gradi 60`)."""
     asked = _ANAPHORA.sub(" ", query)  # not the "due" of "tra le due"
-    content = _content(asked)
-    new = [*content, *(n for n in numbers(asked) if n not in content)] or words(query)
+    # Not the words that only ask for more: "spiegami meglio" after the QFE searched "QFE
+    # meglio", and found the base-to-final turn's "Meglio allargare il circuito".
+    content = [w for w in _content(asked) if w.lower() not in MORE_WORDS]
+    new = [*content, *(n for n in numbers(asked) if n not in content)] or [
+        w for w in words(query) if w.lower() not in MORE_WORDS or not keywords
+    ]
     present = {_stem(w) for w in new}
     expanded = " ".join([*(k for k in keywords if _stem(k) not in present), *new])
     return expanded[:MAX_QUERY_CHARS].strip()

@@ -203,6 +203,7 @@ class OfflineChatModel(BaseChatModel):
            (`offline_course.plan_search`).
 
         Before 2: a mock exam's steps, a question announced ("ho una domanda": asked for, or
+        the question after it answered), the end of the quiz asked ("basta quiz": an "ok", or
         the question after it answered), "perché?" right after a grading (explained from it),
         and "come sto andando?" and "cosa ti ricordi di me?" (answered from the prompt's
         progress and memory sections).
@@ -221,6 +222,8 @@ class OfflineChatModel(BaseChatModel):
         # "Ho una domanda" (the student is about to ask): "Certo, chiedimi pure."; "ho una
         # domanda: cos'è il QNH?": the question after it.
         said, query = offline_course.preface(query)
+        if said is None:  # "basta quiz, cos'è il QFE?": the question after it
+            said, query = offline_quiz.stops_quiz(query)
         if said is not None:
             return self._say(said)
         # A quiz follow-up right after a grading ("perché?") explains that question.

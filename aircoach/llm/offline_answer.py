@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aircoach.glossary import alternatives
-from aircoach.stopwords import ASKING_WORDS
+from aircoach.stopwords import ASKING_WORDS, MORE_WORDS
 from aircoach.text import fold, stem, words
 
 MAX_SENTENCES = 4  # from the best section, its subjects included; the next one adds one
@@ -230,6 +230,12 @@ def _pick(
         fresh = naming
     elif classes and not first:
         return []  # a later section that does not name the class asked adds nothing to it
+    untold = [i for i in every if said[i] not in told]
+    if first and told and untold and MORE_WORDS & set(words(asking or query)):
+        # "spiegami meglio": what the section says beside what was told, in its order (it
+        # gave the sentence told again: no other holds the topic's word).
+        last_told = max((i for i in every if said[i] in told), default=-1)
+        return _with_subjects(said, [i for i in untold if i > last_told][:2] or untold[-2:], 2)
     # The student's own words first ("e a 45?": the sentence with 45°), then the topic's.
     best = max(fresh, key=lambda i: (len(own & held[i]), overlap[i], -i))
     own_hits = {i for i in every if own & held[i]}
@@ -260,6 +266,12 @@ def _pick(
         )
         if overlap[runner] > 0 and runner in fresh and said[runner] not in told:
             chosen.append(runner)
+    return _with_subjects(said, chosen, MAX_SENTENCES if first else 1)
+
+
+def _with_subjects(said: Sequence[str], chosen: list[int], limit: int) -> list[int]:
+    """The positions of `chosen` with the sentences they lean on for their subject, at most
+    `limit`."""
     with_subjects: set[int] = set()
     for i in chosen:
         with_subjects.add(i)
@@ -267,7 +279,6 @@ def _pick(
         while j > 0 and _leans_back(said[j]):
             j -= 1
             with_subjects.add(j)
-    limit = MAX_SENTENCES if first else 1
     return (
         sorted(with_subjects)[:limit]
         if len(with_subjects) <= limit

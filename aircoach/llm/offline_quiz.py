@@ -226,7 +226,9 @@ def _names(word: str, title: Sequence[str]) -> bool:
 _LEVEL = re.compile(r"\b(facile|media|difficile)\b")
 # After an acknowledgement too: "ok, un'altra", "va bene, dammi un'altra".
 _ACK = r"(?:(?:ok|okay|va bene|bene|perfetto|grazie|capito|ho capito|si|dai|giusto)[\s,.!]{1,3})"
-_ANOTHER = re.compile(_ACK + r"{0,2}(?:dammi |fammi |ancora )?(?:un.?altra|ancora una)\b")
+_ANOTHER = re.compile(
+    _ACK + r"{0,2}(?:dammi |fammi |dammene |fammene |ancora )?(?:un.?altra|ancora una)\b"
+)
 _HOW_AM_I = re.compile(
     r"come (?:sto andando|vado|procedo)|su cosa (?:devo|dovrei) (?:esercitarmi|ripassare|lavorare)"
     r"|i miei progressi|a che punto sono|(?:quali|che) sono i miei punti deboli"
@@ -265,6 +267,33 @@ _ASKS_QUESTION = re.compile(
     r"(?:altr[ae]\s)?(?:domand[ae]|quiz)\b(?!\s*[:,])"
     r"|(?:interrogami|testami|mettimi\salla\sprova)\b"
 )
+
+
+# "basta quiz", "niente più domande, cos'è il QFE?": the student leaves the quiz, and what
+# follows is asked as any question (the word "quiz" drew a question).
+_STOP = re.compile(
+    _ACK + r"{0,2}(?:basta|stop|niente(?:\spiu)?|smettiamo|finiamo|smettila)\s"
+    r"(?:(?:con|di\sfare)\s(?:i\s|le\s|gli\s)?)?(?:quiz|domand[ae]|esercizi)\b"
+)
+_STOP_TAIL_TEXT = "per oggi ora adesso stasera grazie mille ok va bene cosi basta dai"
+_STOP_TAIL = frozenset(_STOP_TAIL_TEXT.split())  # "basta quiz per oggi, grazie" asks nothing
+STOPPED = (
+    "Va bene, niente più domande per ora. Chiedimi pure un argomento del corso, o «fammi una "
+    "domanda» quando vuoi riprendere."
+)
+
+
+def stops_quiz(query: str) -> tuple[str | None, str]:
+    """For a message that ends the quiz: (the reply, "") when it says nothing else ("basta
+    quiz"), (None, the rest) when it goes on to ask ("basta quiz, cos'è il QFE?"). (None,
+    query) for any other message."""
+    folded = fold(query).strip()
+    found = _STOP.match(folded)
+    if found is None:
+        return None, query
+    text = query.strip()  # as written, unless folding changed its length (a ligature)
+    rest = (text if len(text) == len(folded) else folded)[found.end() :].strip(" ,.;:!-")
+    return (None, rest) if set(words(rest)) - _STOP_TAIL else (STOPPED, "")
 
 
 def asks_for_question(query: str) -> bool:

@@ -140,6 +140,30 @@ async def test_quiz_requests_and_pending_answers_come_before_everything_else(cli
     assert _tools(review) == ["domanda_teoria"]
 
 
+async def test_a_student_leaving_the_quiz_is_answered_not_asked_again(client, auth):
+    """ "basta quiz, cos'è il QFE?" drew a quiz question (its "quiz"); "dammene un'altra più
+    difficile" was searched in the manual and answered with the spin ("difficile")."""
+    await chat(client, auth(), "fammi un quiz sul capitolo 3", conversation_id="q")
+    await chat(client, auth(), "b", conversation_id="q")
+    another = await chat(client, auth(), "dammene un'altra più difficile", conversation_id="q")
+    assert _tools(another) == ["domanda_teoria"]
+    left = await chat(client, auth(), "basta quiz, cos'è il QFE?", conversation_id="q")
+    assert _tools(left) == ["kb_search"] and "QFE" in _answer(left)
+    stopped = await chat(client, auth(), "basta con le domande per oggi", conversation_id="q")
+    assert _tools(stopped) == [] and "niente più domande" in _answer(stopped)
+
+
+async def test_spiegami_meglio_gives_what_the_section_says_beside_the_answer(client, auth):
+    """It searched "QFE meglio" and answered with the base-to-final turn's "Meglio allargare
+    il circuito"; searched as the topic alone, it said the same sentence again."""
+    first = _answer(await chat(client, auth(), "cos'è il QFE?", conversation_id="m"))
+    events = await chat(client, auth(), "spiegami meglio", conversation_id="m")
+    answer = _answer(events)
+    assert "§ 3.2 (" in answer and "Meglio allargare" not in answer
+    told = first.removeprefix(f"{NOTICE} Dal manuale del corso: ").split(" (Fonte")[0]
+    assert told not in answer
+
+
 async def test_without_kb_search_it_says_the_course_search_is_off(client, auth):
     events = await chat(client, auth(), "Cos'è lo stallo?", tools={"kb_search": False})
     assert _tools(events) == []

@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from aircoach.grounding import followups
-from aircoach.llm import offline_answer, offline_course
+from aircoach.llm import offline_answer, offline_course, offline_quiz
 
 
 def one_section(ref: str, materia: str, text: str) -> str:
@@ -466,3 +466,18 @@ ALTIMETER = one_section(
 def test_the_answer_reads_the_students_words_as_the_search_did(question, text, said):
     composed = offline_answer.answer(question, text)
     assert composed is not None and said in composed[0]
+
+
+@pytest.mark.parametrize(
+    ("message", "reply", "rest"),
+    [
+        ("basta quiz, cos'è il QFE?", None, "cos'è il QFE?"),
+        ("niente più domande: parliamo del vento", None, "parliamo del vento"),
+        ("basta quiz", offline_quiz.STOPPED, ""),
+        ("ok, basta con le domande per oggi, grazie", offline_quiz.STOPPED, ""),
+        ("il quiz è difficile", None, "il quiz è difficile"),  # no end asked
+        ("basta così", None, "basta così"),
+    ],
+)
+def test_a_message_that_ends_the_quiz_is_told_ok_or_answered(message, reply, rest):
+    assert offline_quiz.stops_quiz(message) == (reply, rest)
