@@ -69,6 +69,10 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     # "si atterra controvento": the manual's "vento contrario" (its "controventate" are wings
     # braced by struts, § 2.9, which the stemmer joins to "controvento")
     "controvento": ("vento", "contrario"),
+    # "la velocità di miglior salita": the manual's "massimo rateo di salita" (Vy, § 9.5); it
+    # found the fixed-pitch propeller's "rendimento migliore" and its climb
+    "migliore salita": ("massimo",),
+    "migliore planata": ("massima", "efficienza"),
     # the wind of the pressure gradient and Coriolis, above the ground's friction (§ 5.8)
     "vento gradiente": ("coriolis",),
     "aereo vola": ("portanza",),

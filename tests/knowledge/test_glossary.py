@@ -134,3 +134,12 @@ def test_a_slip_or_a_skid_is_the_ball_of_the_slip_indicator(course, query):
     """The spin's section (§ 1.13, "da una virata in derapata") and the dihedral's (§ 2.10,
     "scivola verso l'ala bassa") came first; § 3.9 says what each is."""
     assert course.search(query, top_k=1)[0]["riferimento"] == "3.9"
+
+
+def test_the_best_climb_and_glide_are_the_manuals_maximum_rate_and_efficiency(course):
+    """ "miglior salita" found the fixed-pitch propeller first ("rendimento migliore", "in
+    salita"), "miglior planata" the engine failure's "velocità di planata"."""
+    climb = course.search("qual è la velocità di miglior salita?", top_k=1)
+    assert climb[0]["riferimento"] == "9.5"
+    glide = course.search("qual è la velocità di miglior planata?", top_k=1)
+    assert glide[0]["riferimento"] in {"9.6", "1.10"}
