@@ -73,6 +73,11 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     # found the fixed-pitch propeller's "rendimento migliore" and its climb
     "migliore salita": ("massimo",),
     "migliore planata": ("massima", "efficienza"),
+    # the mountain and valley breezes (§ 5.9)
+    "catabatico": ("brezza", "monte"),
+    "catabatici": ("brezza", "monte"),
+    "anabatico": ("brezza", "valle"),
+    "anabatici": ("brezza", "valle"),
     # the wind of the pressure gradient and Coriolis, above the ground's friction (§ 5.8)
     "vento gradiente": ("coriolis",),
     "aereo vola": ("portanza",),

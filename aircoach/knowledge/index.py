@@ -93,9 +93,11 @@ _CHAPTER_STEMS = frozenset(stem(word) for word in ("capitolo", "argomento", "mat
 # con lo stallo"), and a question's common verbs ("quando si usa il QNH?", "come si riconosce
 # lo stallo?"): searched, but weighed as a common word. The course's own "problema" is a
 # magneto's, so "problemi ai magneti" still prefers that section, and "ho problemi con il QNH"
-# is not refused for want of a section holding both words.
+# is not refused for want of a section holding both words. So is a question's "rischio"
+# ("quando c'è rischio di nebbia?" found nothing: no section says both).
 _FRAME_STEMS = frozenset(
-    stem(word) for word in words(" ".join(STUDENT_STATE_WORDS | QUESTION_VERBS | {"capito"}))
+    stem(word)
+    for word in words(" ".join(STUDENT_STATE_WORDS | QUESTION_VERBS | {"capito", "rischio"}))
 )
 
 

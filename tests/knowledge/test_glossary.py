@@ -77,6 +77,8 @@ def test_a_phrase_needs_all_its_words():
         ("cos'è il vento di gradiente?", "5.8"),  # the ISA: a quiz's "gradiente termico"
         ("perché si atterra controvento?", "9.3"),  # the wings braced, "controventate"
         ("perché si decolla controvento?", "9.2"),
+        ("cosa sono i venti catabatici?", "5.9"),  # the breezes: none found
+        ("cos'è il vento anabatico?", "5.9"),
     ],
 )
 def test_a_students_words_find_the_section_that_says_it_otherwise(course, query, section):

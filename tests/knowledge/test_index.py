@@ -285,6 +285,9 @@ def test_the_words_of_a_conversation_are_not_searched(course):
     # Nor "importante", which asks what a thing is for: "perché l'olio è importante?" found
     # nothing (no section says the word).
     assert _refs(course, "perché l'olio è importante?")[:1] == ["4.6"]
+    # "rischio" asks what a subject brings, like "problemi": no section needs to say it.
+    assert _refs(course, "quando c'è rischio di nebbia?")[:1] == ["5.3"]
+    assert _refs(course, "quali sono i rischi del ghiaccio?")[:1] == ["5.10"]
 
 
 @pytest.mark.parametrize(
