@@ -173,7 +173,10 @@ _GREETING_WORDS = frozenset(_GREETING_WORDS_TEXT.split())
 _ABOUT_YOU = re.compile(
     r"\b(?:chi sei|chi e aircoach|cosa sei|che cosa sei|cosa (?:sai|puoi) fare|che cosa (?:sai|puoi) fare"
     r"|come (?:mi )?puoi aiutar\w*|in cosa (?:mi )?puoi aiutar\w*|presentati|cosa fai|come funzioni"
-    r"|aiuto|help)\b"
+    r"|aiuto|help"
+    # "come funziona questa app?", "come si usa questa chat?", "come ti uso?"
+    r"|come (?:funziona|si usa|la uso|lo uso|ti uso) (?:questa |quest.|la |l.|il )?(?:app|chat|coach"
+    r"|applicazione|servizio|aircoach)|come ti (?:uso|si usa))\b"
 )
 
 

@@ -12,6 +12,7 @@ from aircoach.grounding.followups import (
     expand_query,
     expanded_search,
     is_followup,
+    is_greeting,
     topic_keywords,
     words,
 )
@@ -206,3 +207,17 @@ def test_the_two_a_followup_compares_are_the_topics_not_a_word_to_search():
     assert expand_query(topic, "qual è la differenza tra le due?") == (
         "portanza resistenza differenza"
     )
+
+
+@pytest.mark.parametrize(
+    ("question", "about_the_coach"),
+    [
+        ("come funziona questa app?", True),
+        ("come si usa questa chat?", True),
+        ("come funziona il carburatore?", False),
+        ("come funziona l'altimetro?", False),
+        ("come si usa il VOR?", False),
+    ],
+)
+def test_how_the_app_works_is_a_question_about_the_coach(question, about_the_coach):
+    assert is_greeting(question) is about_the_coach

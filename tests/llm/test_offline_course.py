@@ -60,7 +60,17 @@ async def test_a_theory_question_is_answered_from_the_manual_with_its_section(
     assert events[-1]["type"] == "done"
 
 
-@pytest.mark.parametrize("query", ["Ciao, chi sei?", "ciao", "Buongiorno!", "cosa sai fare?"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Ciao, chi sei?",
+        "ciao",
+        "Buongiorno!",
+        "cosa sai fare?",
+        "come funziona questa app?",  # it was searched in the manual, and found nothing
+        "come ti uso?",
+    ],
+)
 async def test_greetings_get_the_fixed_introduction(client, auth, query):
     events = await chat(client, auth(), query)
     answer = _answer(events)
