@@ -31,7 +31,10 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "contro": ("frontale",),
     "limpida": ("chiara",),
     "sereno": ("chiara",),
-    "perdo": ("incertezza", "posizione"),
+    # "mi perdo in volo", not "perde potenza" nor "perdo quota" (one stem)
+    "perdo volo": ("incertezza", "posizione"),
+    "perdo orientamento": ("incertezza", "posizione"),
+    "perde potenza": ("cala",),  # "la potenza cala" (§ 4.4); it found the wind shear's
     "perso": ("incertezza", "posizione"),
     "esce": ("rimessa",),
     "esco": ("rimessa",),

@@ -52,6 +52,7 @@ def test_a_phrase_needs_all_its_words():
         ("turbolenza in aria limpida", "5.13"),
         ("come si esce dalla vite", "1.13"),
         ("cosa fare se mi perdo in volo", "6.15"),
+        ("se perdo l'orientamento?", "6.15"),
         ("si puo volare dopo aver bevuto?", "10.4"),
         ("serve la licenza per volare con un ultraleggero?", "7.13"),
         ("la CAT ad alta quota", "5.13"),
@@ -145,3 +146,10 @@ def test_the_best_climb_and_glide_are_the_manuals_maximum_rate_and_efficiency(co
     assert climb[0]["riferimento"] == "9.5"
     glide = course.search("qual è la velocità di miglior planata?", top_k=1)
     assert glide[0]["riferimento"] in {"9.6", "1.10"}
+
+
+def test_losing_power_is_not_losing_ones_way(course):
+    """ "perde" and "perdo" are one stem: "perdo" meant the uncertainty of position, and "il
+    motore perde potenza in quota" found the wind shear ("perdita di velocità", "potenza")."""
+    found = [r["riferimento"] for r in course.search("perché il motore perde potenza in quota?")]
+    assert "4.4" in found[:2] and "6.15" not in found and found[0] != "5.14"
