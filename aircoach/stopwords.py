@@ -83,6 +83,7 @@ ANSWER_FORM_WORDS = frozenset(
 # neither as a question's subject.
 _ASKING_WORDS_TEXT = """
     parliamo parlare parlarmi parlane parlaci xke xche perke xk intende intendono intendi
+    importante importanti importanza
 """
 ASKING_WORDS = frozenset(_ASKING_WORDS_TEXT.split())
 

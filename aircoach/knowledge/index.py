@@ -82,7 +82,7 @@ _QUESTION_WORDS_TEXT = """
     differenza tra fra manuale corso secondo dice detto legge leggere leggo interpretare
     interpreta capire capisco significano esattamente va vanno com fatto fatta fatti succedere
     riassunto riassumi caso casi grazie ok okay bene perfetto adesso ora allora passiamo
-    vorrei voglio importante importanti importanza
+    vorrei voglio
 """
 _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS | ASKING_WORDS
 # Words that ask how two subjects differ.

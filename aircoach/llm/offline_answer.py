@@ -19,6 +19,7 @@ from aircoach.text import fold, stem, words
 
 MAX_SENTENCES = 4  # from the best section, its subjects included; the next one adds one
 MAX_SOURCES = 2
+SAID_ABOVE = "lo dice la risposta qui sopra."
 
 _RESULT = re.compile(r"^- \[(?P<ref>[^\]]+)\] \((?P<materia>[^)]*)\) score=\S*: (?P<text>.+)$")
 # A sentence ends at . ! ? before a capital, never after an abbreviation ("n. 1178/2011").
@@ -356,8 +357,15 @@ def answer_parts(
             lines.append(f"- {part}: {not_found}")
             continue
         body, used = composed
+        # A sentence a part before said is not said again ("cos'è il punto di rugiada e
+        # perché è importante?" gave the same two sentences twice).
+        said_before = " ".join(told)
+        new = [sentence for sentence in sentences(body) if sentence not in said_before]
         told.append(body)
-        lines.append(f"- {part}: {body} (Fonte: {_sources(used)}.)")
+        if not new:
+            lines.append(f"- {part}: {SAID_ABOVE} (Fonte: {_sources(used)}.)")
+            continue
+        lines.append(f"- {part}: {' '.join(new)} (Fonte: {_sources(used)}.)")
         cited += [f.ref for f in used if f.ref not in cited]
     if not cited:
         return None

@@ -481,3 +481,29 @@ def test_the_answer_reads_the_students_words_as_the_search_did(question, text, s
 )
 def test_a_message_that_ends_the_quiz_is_told_ok_or_answered(message, reply, rest):
     assert offline_quiz.stops_quiz(message) == (reply, rest)
+
+
+def test_a_part_says_nothing_a_part_before_it_said():
+    """ "cos'è il punto di rugiada e perché è importante?" gave the same two sentences twice:
+    the second part now points at the first."""
+    dew = one_section(
+        "5.2",
+        "Meteorologia",
+        "Il punto di rugiada è la temperatura a cui l'aria, raffreddata a pressione costante, "
+        "diventa satura di vapore acqueo. Quando la temperatura dell'aria si avvicina molto al "
+        "punto di rugiada aumenta la probabilità di nebbia o nubi basse.",
+    )
+    composed = offline_answer.answer_parts(
+        [
+            ("cos'è il punto di rugiada", "punto di rugiada", dew),
+            ("perché è importante", "punto rugiada importante", dew),
+        ],
+        "non trovato",
+    )
+    assert composed is not None
+    first, second = composed[0].splitlines()[1:]
+    assert "satura di vapore acqueo" in first and "satura" not in second
+    assert (
+        second
+        == f"- perché è importante: {offline_answer.SAID_ABOVE} (Fonte: § 5.2 (Meteorologia).)"
+    )
