@@ -87,6 +87,12 @@ _ASKING_WORDS_TEXT = """
 """
 ASKING_WORDS = frozenset(_ASKING_WORDS_TEXT.split())
 
+# Words that ask how two subjects differ ("differenza tra VA e VNO"): the course search takes
+# a section on either, and the offline answer gives a sentence on each.
+COMPARING_WORDS = frozenset(
+    {"differenza", "differenze", "differiscono", "distinguere", "confronto"}
+)
+
 # Words that ask to be told more of the topic under way ("spiegami meglio", "dimmi altro",
 # "approfondisci"), in no sense a passage uses: the follow-up rules search the topic without
 # them, and the offline answer gives what it has not said yet.

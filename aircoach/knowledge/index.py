@@ -30,6 +30,7 @@ from aircoach.knowledge.manual import Section
 from aircoach.stopwords import (
     ANSWER_FORM_WORDS,
     ASKING_WORDS,
+    COMPARING_WORDS,
     QUESTION_VERBS,
     STUDENT_STATE_WORDS,
 )
@@ -85,8 +86,6 @@ _QUESTION_WORDS_TEXT = """
     vorrei voglio
 """
 _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS | ASKING_WORDS
-# Words that ask how two subjects differ.
-_COMPARING = frozenset({"differenza", "differenze", "differiscono", "distinguere", "confronto"})
 # Words that point at a chapter without naming it ("il capitolo sulla meteorologia").
 _CHAPTER_STEMS = frozenset(stem(word) for word in ("capitolo", "argomento", "materia"))
 # Words a student says of themselves about a subject ("ho problemi con il QNH", "faccio fatica
@@ -293,7 +292,7 @@ class CourseIndex:
         wanted = sum(weights.values()) or 1.0
         # Two subjects compared ("differenza tra VA e VNO") are often taught apart: a section
         # on either one is a result.
-        needed = 1 if _COMPARING & set(words(_cut(query))) else 2
+        needed = 1 if COMPARING_WORDS & set(words(_cut(query))) else 2
         own: dict[int, float] = {}
         lent: dict[int, float] = {}
         for rowid, rank in rows:

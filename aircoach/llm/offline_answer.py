@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aircoach.glossary import alternatives
-from aircoach.stopwords import ASKING_WORDS, MORE_WORDS
+from aircoach.stopwords import ASKING_WORDS, COMPARING_WORDS, MORE_WORDS
 from aircoach.text import fold, stem, words
 
 MAX_SENTENCES = 4  # from the best section, its subjects included; the next one adds one
@@ -206,10 +206,10 @@ def _pick(
     `lead`: the stems of the first section's text, for a later one (not `first`)."""
     told, asking, subject = asked.told, asked.asking, asked.subject
     folded = fold(asking or query)
-    wanted = frozenset(stem(w) for w in words(query) if w not in _ASKING)
+    literal = frozenset(stem(w) for w in words(query) if w not in _ASKING)
     # The manual's words for the student's, as the search read them ("smagrire": the sentence
     # that says "impoverire"; "QNE": the one with "1013").
-    wanted |= frozenset().union(*alternatives(wanted).values())
+    wanted = literal | frozenset().union(*alternatives(literal).values())
     wanted |= _classes_asked(query)
     said = sentences(text)
     held = [_sentence_stems(s) for s in said]
@@ -255,6 +255,15 @@ def _pick(
         if giving and first:
             chosen.append(max(giving, key=lambda i: (len(aspect.gives & held[i]), overlap[i], -i)))
             alone = alone or aspect.alone
+    if first and COMPARING_WORDS & set(words(asking or query)):
+        # Two subjects compared: a sentence on each ("differenza tra Vx e Vy" gave "Vx è
+        # sempre minore di Vy" and Vy's definition, not Vx's).
+        for term in sorted(literal & frozenset().union(*held)):
+            others = literal - {term}
+            if not any(term in held[i] and not others & held[i] for i in chosen):
+                on_it = [i for i in every if term in held[i] and not others & held[i]]
+                if on_it:
+                    chosen.append(on_it[0])
     if alone and said[best] in told and best not in own_hits:
         # A follow-up asking for an aspect ("come la evito?") gets its sentence, not the
         # topic's told before it again (unless that one holds the student's own words).

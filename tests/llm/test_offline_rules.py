@@ -507,3 +507,21 @@ def test_a_part_says_nothing_a_part_before_it_said():
         second
         == f"- perché è importante: {offline_answer.SAID_ABOVE} (Fonte: § 5.2 (Meteorologia).)"
     )
+
+
+def test_two_subjects_compared_get_a_sentence_each():
+    """ "che differenza c'è tra Vx e Vy?" gave "Vx è sempre minore di Vy" (both words) and
+    Vy's definition, not Vx's."""
+    climb = one_section(
+        "9.5",
+        "Prestazioni e centraggio",
+        "Vx è la velocità di massimo angolo di salita: dà la massima quota guadagnata per "
+        "distanza percorsa ed è utile per superare gli ostacoli dopo il decollo. Vy è la "
+        "velocità di massimo rateo di salita: dà la massima quota guadagnata nel tempo ed è "
+        "quella da usare nella salita normale. Vx è sempre minore di Vy; salendo di quota le "
+        "due velocità si avvicinano.",
+    )
+    composed = offline_answer.answer("che differenza c'è tra Vx e Vy?", climb)
+    assert composed is not None
+    assert "Vx è la velocità di massimo angolo" in composed[0]
+    assert "Vy è la velocità di massimo rateo" in composed[0]
