@@ -34,6 +34,7 @@ _ASKING_TEXT = """
     differenza legge leggere indica indicano avere aver bisogna occorre
 """
 _ASKING = frozenset(_ASKING_TEXT.split()) | ASKING_WORDS
+_MORE = frozenset(stem(w) for w in MORE_WORDS)  # "spiegami meglio": more of the same
 
 # Aspects a question may ask for, each with the folded words that ask for it (`asks`) and the
 # stems, or digits, a sentence that gives it holds (`gives`).
@@ -232,9 +233,9 @@ def _pick(
     elif classes and not first:
         return []  # a later section that does not name the class asked adds nothing to it
     untold = [i for i in every if said[i] not in told]
-    if first and told and untold and MORE_WORDS & set(words(asking or query)):
-        # "spiegami meglio": what the section says beside what was told, in its order (it
-        # gave the sentence told again: no other holds the topic's word).
+    if first and told and untold and own and own <= _MORE:
+        # "spiegami meglio", nothing else asked: what the section says beside what was told,
+        # in its order (it gave the sentence told again: no other holds the topic's word).
         last_told = max((i for i in every if said[i] in told), default=-1)
         return _with_subjects(said, [i for i in untold if i > last_told][:2] or untold[-2:], 2)
     # The student's own words first ("e a 45?": the sentence with 45°), then the topic's.

@@ -525,3 +525,19 @@ def test_two_subjects_compared_get_a_sentence_each():
     assert composed is not None
     assert "Vx è la velocità di massimo angolo" in composed[0]
     assert "Vy è la velocità di massimo rateo" in composed[0]
+
+
+def test_a_question_of_its_own_is_not_a_request_for_more():
+    """ "spiegami la leva della miscela" after the mixture's leaning asks for the lever, not
+    for what the section says after the sentence told (as "spiegami meglio" does)."""
+    told = (
+        "Occorre impoverire secondo il manuale di volo, di solito sopra 3000-5000 piedi o "
+        "quando i giri calano."
+    )
+    for asking, said in (
+        ("spiegami la leva della miscela", "La leva della miscela regola"),
+        ("spiegami meglio", "Una miscela troppo povera"),
+    ):
+        asked = offline_answer.Asked(told=told, asking=asking)
+        composed = offline_answer.answer("miscela " + asking, MIXTURE, asked=asked)
+        assert composed is not None and said in composed[0], asking
