@@ -256,9 +256,10 @@ def _pick(
         if giving and first:
             chosen.append(max(giving, key=lambda i: (len(aspect.gives & held[i]), overlap[i], -i)))
             alone = alone or aspect.alone
-    if first and COMPARING_WORDS & set(words(asking or query)):
+    if first and len(literal) == 2 and COMPARING_WORDS & set(words(asking or query)):
         # Two subjects compared: a sentence on each ("differenza tra Vx e Vy" gave "Vx è
-        # sempre minore di Vy" and Vy's definition, not Vx's).
+        # sempre minore di Vy" and Vy's definition, not Vx's). Two words: subjects of several
+        # ("brezza di mare", "brezza di terra") share theirs.
         for term in sorted(literal & frozenset().union(*held)):
             others = literal - {term}
             if not any(term in held[i] and not others & held[i] for i in chosen):

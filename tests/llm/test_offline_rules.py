@@ -529,3 +529,20 @@ def test_a_question_of_its_own_is_not_a_request_for_more():
         asked = offline_answer.Asked(told=told, asking=asking)
         composed = offline_answer.answer("miscela " + asking, MIXTURE, asked=asked)
         assert composed is not None and said in composed[0], asking
+
+
+def test_subjects_of_several_words_compared_keep_their_sentences():
+    """ "differenza tra brezza di mare e brezza di terra": the rule of a sentence per subject
+    took "brezza" for one and gave the valley breeze instead of the land breeze."""
+    breezes = one_section(
+        "5.9",
+        "Meteorologia",
+        "La brezza di mare soffia di giorno dal mare verso terra: la terra si scalda più del "
+        "mare. Di notte la terra si raffredda più in fretta e la brezza di terra soffia dalla "
+        "terra verso il mare. Allo stesso modo la brezza di valle risale i pendii di giorno e "
+        "la brezza di monte scende la notte.",
+    )
+    composed = offline_answer.answer("differenza tra brezza di mare e brezza di terra", breezes)
+    assert composed is not None
+    assert "la brezza di terra soffia dalla terra verso il mare" in composed[0]
+    assert "brezza di valle" not in composed[0]
