@@ -497,24 +497,6 @@ def test_a_part_says_nothing_a_part_before_it_said():
     )
 
 
-def test_two_subjects_compared_get_a_sentence_each():
-    """ "che differenza c'è tra Vx e Vy?" gave "Vx è sempre minore di Vy" (both words) and
-    Vy's definition, not Vx's."""
-    climb = one_section(
-        "9.5",
-        "Prestazioni e centraggio",
-        "Vx è la velocità di massimo angolo di salita: dà la massima quota guadagnata per "
-        "distanza percorsa ed è utile per superare gli ostacoli dopo il decollo. Vy è la "
-        "velocità di massimo rateo di salita: dà la massima quota guadagnata nel tempo ed è "
-        "quella da usare nella salita normale. Vx è sempre minore di Vy; salendo di quota le "
-        "due velocità si avvicinano.",
-    )
-    composed = offline_answer.answer("che differenza c'è tra Vx e Vy?", climb)
-    assert composed is not None
-    assert "Vx è la velocità di massimo angolo" in composed[0]
-    assert "Vy è la velocità di massimo rateo" in composed[0]
-
-
 def test_a_question_of_its_own_is_not_a_request_for_more():
     """ "spiegami la leva della miscela" after the mixture's leaning asks for the lever, not
     for what the section says after the sentence told (as "spiegami meglio" does)."""
@@ -531,18 +513,47 @@ def test_a_question_of_its_own_is_not_a_request_for_more():
         assert composed is not None and said in composed[0], asking
 
 
-def test_subjects_of_several_words_compared_keep_their_sentences():
-    """ "differenza tra brezza di mare e brezza di terra": the rule of a sentence per subject
-    took "brezza" for one and gave the valley breeze instead of the land breeze."""
-    breezes = one_section(
-        "5.9",
-        "Meteorologia",
-        "La brezza di mare soffia di giorno dal mare verso terra: la terra si scalda più del "
-        "mare. Di notte la terra si raffredda più in fretta e la brezza di terra soffia dalla "
-        "terra verso il mare. Allo stesso modo la brezza di valle risale i pendii di giorno e "
-        "la brezza di monte scende la notte.",
-    )
-    composed = offline_answer.answer("differenza tra brezza di mare e brezza di terra", breezes)
+CLIMB = one_section(
+    "9.5",
+    "Prestazioni e centraggio",
+    "Vx è la velocità di massimo angolo di salita: dà la massima quota guadagnata per "
+    "distanza percorsa ed è utile per superare gli ostacoli dopo il decollo. Vy è la "
+    "velocità di massimo rateo di salita: dà la massima quota guadagnata nel tempo ed è "
+    "quella da usare nella salita normale. Vx è sempre minore di Vy; salendo di quota le "
+    "due velocità si avvicinano.",
+)
+BREEZES = one_section(
+    "5.9",
+    "Meteorologia",
+    "La brezza di mare soffia di giorno dal mare verso terra: la terra si scalda più del "
+    "mare. Di notte la terra si raffredda più in fretta e la brezza di terra soffia dalla "
+    "terra verso il mare. Allo stesso modo la brezza di valle risale i pendii di giorno e "
+    "la brezza di monte scende la notte.",
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "text", "said", "not_said"),
+    [
+        # It gave "Vx è sempre minore di Vy" (both words) and Vy's definition, not Vx's.
+        (
+            "che differenza c'è tra Vx e Vy?",
+            CLIMB,
+            ["Vx è la velocità di massimo angolo", "Vy è la velocità di massimo rateo"],
+            [],
+        ),
+        # The rule of a sentence per subject took "brezza" for one and gave the valley
+        # breeze instead of the land breeze: it is for subjects of a word each.
+        (
+            "differenza tra brezza di mare e brezza di terra",
+            BREEZES,
+            ["la brezza di terra soffia dalla terra verso il mare"],
+            ["brezza di valle"],
+        ),
+    ],
+)
+def test_two_subjects_compared_get_a_sentence_each(question, text, said, not_said):
+    composed = offline_answer.answer(question, text)
     assert composed is not None
-    assert "la brezza di terra soffia dalla terra verso il mare" in composed[0]
-    assert "brezza di valle" not in composed[0]
+    assert all(part in composed[0] for part in said)
+    assert not any(part in composed[0] for part in not_said)
