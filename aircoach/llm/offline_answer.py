@@ -219,7 +219,8 @@ def _pick(
         return []
     every = list(range(len(said)))
     aspects = [aspect for aspect in _ASPECTS if aspect.asks.search(folded)]
-    fresh = every if aspects else [i for i in every if said[i] not in told]
+    untold = [i for i in every if said[i] not in told]
+    fresh = every if aspects else untold
     own = {stem(w) for w in words(asking) if w not in _ASKING} if asking else wanted
     if asking:
         own |= _classes_asked(asking)
@@ -232,7 +233,6 @@ def _pick(
         fresh = naming
     elif classes and not first:
         return []  # a later section that does not name the class asked adds nothing to it
-    untold = [i for i in every if said[i] not in told]
     if first and told and untold and own and own <= _MORE:
         # "spiegami meglio", nothing else asked: what the section says beside what was told,
         # in its order (it gave the sentence told again: no other holds the topic's word).
@@ -361,18 +361,17 @@ def answer_parts(
     a part the manual does not answer. None when no part found anything."""
     lines: list[str] = []
     cited: list[str] = []
-    told: list[str] = []
+    told = ""  # what the parts before said
     for part, searched, text in asked:
-        composed = section_answer(searched, text, asked=Asked(told=" ".join(told), asking=part))
+        composed = section_answer(searched, text, asked=Asked(told=told, asking=part))
         if composed is None:
             lines.append(f"- {part}: {not_found}")
             continue
         body, used = composed
         # A sentence a part before said is not said again ("cos'è il punto di rugiada e
         # perché è importante?" gave the same two sentences twice).
-        said_before = " ".join(told)
-        new = [sentence for sentence in sentences(body) if sentence not in said_before]
-        told.append(body)
+        new = [sentence for sentence in sentences(body) if sentence not in told]
+        told = f"{told} {body}".strip()
         if not new:
             lines.append(f"- {part}: {SAID_ABOVE} (Fonte: {_sources(used)}.)")
             continue

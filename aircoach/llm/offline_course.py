@@ -180,17 +180,26 @@ _PREFACE_SUBJECT_CHARS = 60
 ASK_AWAY = "Certo, chiedimi pure."
 
 
+def rest_after(pattern: re.Pattern[str], query: str) -> str | None:
+    """What `query` says after `pattern`, matched at its start on the folded text: as written,
+    unless folding changed its length (a ligature); None when `pattern` does not match."""
+    folded = fold(query).strip()
+    found = pattern.match(folded)
+    if found is None:
+        return None
+    text = query.strip()
+    return (text if len(text) == len(folded) else folded)[found.end() :]
+
+
 def preface(query: str) -> tuple[str | None, str]:
     """For a message that announces a question: (the reply, "") when it asks nothing yet
     ("posso farti una domanda?", "ho una domanda sul QNH": "Certo, dimmi pure la tua domanda
     sul QNH."), or (None, the question) when it goes on to ask it ("ho una domanda: cos'è il
     QNH?"). (None, query) for any other message."""
-    folded = fold(query).strip()
-    found = _PREFACE.match(folded)
-    if found is None:
+    rest = rest_after(_PREFACE, query)
+    if rest is None:
         return None, query
-    text = query.strip()  # as written, unless folding changed its length (a ligature)
-    rest = (text if len(text) == len(folded) else folded)[found.end() :].strip()
+    rest = rest.strip()
     said = rest.strip(" ?!.:,")
     if not said:
         return ASK_AWAY, ""

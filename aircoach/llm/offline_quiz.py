@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from aircoach.llm.offline_course import prompt_items
+from aircoach.llm.offline_course import prompt_items, rest_after
 from aircoach.llm.offline_exam import NO_MISTAKES, asks_mistakes, names_question
 from aircoach.quiz.answers import (
     NOT_KNOWN,
@@ -287,12 +287,10 @@ def stops_quiz(query: str) -> tuple[str | None, str]:
     """For a message that ends the quiz: (the reply, "") when it says nothing else ("basta
     quiz"), (None, the rest) when it goes on to ask ("basta quiz, cos'è il QFE?"). (None,
     query) for any other message."""
-    folded = fold(query).strip()
-    found = _STOP.match(folded)
-    if found is None:
+    rest = rest_after(_STOP, query)
+    if rest is None:
         return None, query
-    text = query.strip()  # as written, unless folding changed its length (a ligature)
-    rest = (text if len(text) == len(folded) else folded)[found.end() :].strip(" ,.;:!-")
+    rest = rest.strip(" ,.;:!-")
     return (None, rest) if set(words(rest)) - _STOP_TAIL else (STOPPED, "")
 
 
