@@ -62,7 +62,8 @@ class FakeModelServer:
     # Set when a hanging reply starts to hang, so a test can wait on it instead of sleeping.
     hanging: threading.Event = field(default_factory=threading.Event)
     connections: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Guards the lists; notified on every request, so a test can wait for one to arrive.
+    _lock: threading.Condition = field(default_factory=threading.Condition)
     _server: LoopbackServer | None = None
 
     @property
@@ -109,6 +110,7 @@ class FakeModelServer:
                     reply = fake.replies.pop(0) if fake.replies else None
                     if reply is None:
                         fake.unexpected.append(self.path)
+                    fake._lock.notify_all()
                 if reply is None:
                     reply = Reply(500, {"error": {"code": 500, "message": "script exhausted"}})
                 try:
@@ -124,6 +126,15 @@ class FakeModelServer:
         self.release.set()
         if self._server is not None:
             self._server.stop()
+
+    def wait_for_requests(self, count: int, timeout_s: float = 30.0) -> int:
+        """How many requests arrived, once `count` have (or `timeout_s` passed).
+
+        A request whose client gave up can still be in flight: the server thread reads it
+        later, on a busy machine after the test has finished with the client."""
+        with self._lock:
+            self._lock.wait_for(lambda: len(self.requests) >= count, timeout_s)
+            return len(self.requests)
 
     def assert_used(self) -> None:
         assert not self.unexpected, f"requests past the end of the script: {self.unexpected}"

@@ -133,3 +133,5 @@ def test_a_client_kept_across_loops_would_break(
     assert first == "Uno."
     assert [e["type"] for e in events] == ["error", "agent_message", "done"]
     assert "Event loop is closed" in caplog.text
+    # The request was written before the client failed; wait for the server to read it.
+    assert gemini_api.wait_for_requests(2) == 2
