@@ -13,7 +13,7 @@ import functools
 import re
 from collections.abc import Iterable
 
-from aircoach.text import stem, words
+from aircoach.text import fold, stem, words
 
 # A student's word, or phrase, -> the manual's words for the same thing. An abbreviation the
 # manual uses itself (QNH, VDS, IAS) needs no entry; the phrase a student may use instead does.
@@ -83,6 +83,11 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "anabatici": ("brezza", "valle"),
     # the wind of the pressure gradient and Coriolis, above the ground's friction (§ 5.8)
     "vento gradiente": ("coriolis",),
+    # an emergency declared on the radio: the manual's MAYDAY and PAN PAN (§ 8.8), which says
+    # no "radio"; "radio" found the transponder's "avaria radio" (§ 7.8) and "dichiaro" the
+    # declared distances (§ 9.10)
+    "radio emergenza": ("mayday", "pan"),
+    "dichiarare emergenza": ("mayday", "pan"),
     "aereo vola": ("portanza",),
     "estate": ("caldo",),  # "d'estate le prestazioni peggiorano": "in una giornata calda"
     "estiva": ("caldo",),
@@ -125,6 +130,14 @@ CAPITALS: dict[str, tuple[str, ...]] = {
 }
 _CAPITALS = re.compile(r"\b(?:" + "|".join(CAPITALS) + r")\b")
 
+# Phrases with a one-letter word, which the search drops ("fattore P"): found in the folded
+# query in either case, and searched as the manual's words for them.
+LETTERED: dict[str, tuple[str, ...]] = {
+    "fattore p": ("pala", "discendente"),  # § 4.10, "il fattore P (la pala discendente ...)"
+    "effetto p": ("pala", "discendente"),
+}
+_LETTERED = re.compile(r"\b(?:" + "|".join(LETTERED) + r")\b")
+
 
 def _stems(text: str) -> frozenset[str]:
     return frozenset(stem(w) for w in words(text))
@@ -151,5 +164,7 @@ def alternatives(terms: Iterable[str]) -> dict[str, frozenset[str]]:
 
 def spelled_out(query: str) -> list[str]:
     """The manual's words for the abbreviations of `CAPITALS` that `query` writes in
-    capitals."""
-    return [word for found in _CAPITALS.findall(query) for word in CAPITALS[found]]
+    capitals, and for the phrases of `LETTERED` it holds."""
+    capitals = [word for found in _CAPITALS.findall(query) for word in CAPITALS[found]]
+    lettered = [word for found in _LETTERED.findall(fold(query)) for word in LETTERED[found]]
+    return capitals + lettered

@@ -10,7 +10,7 @@ one before it ("Riduce l'anidride carbonica...", "Questo...") comes with it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from aircoach.glossary import alternatives
@@ -192,6 +192,14 @@ def _leans_back(sentence: str) -> bool:
     return word in _LEANING or word.endswith(("ano", "ono"))
 
 
+def _meant(literal: Iterable[str]) -> frozenset[str]:
+    """The stems of the student's words with the manual's words for them, as the search read
+    them ("smagrire": the sentence that says "impoverire"; "QNE": the one with "1013"; "cosa
+    dico alla radio in emergenza": the one with "MAYDAY")."""
+    literal = frozenset(literal)
+    return literal | frozenset().union(*alternatives(literal).values())
+
+
 def _pick(
     query: str,
     text: str,
@@ -208,10 +216,7 @@ def _pick(
     told, asking, subject = asked.told, asked.asking, asked.subject
     folded = fold(asking or query)
     literal = frozenset(stem(w) for w in words(query) if w not in _ASKING)
-    # The manual's words for the student's, as the search read them ("smagrire": the sentence
-    # that says "impoverire"; "QNE": the one with "1013").
-    wanted = literal | frozenset().union(*alternatives(literal).values())
-    wanted |= _classes_asked(query)
+    wanted = _meant(literal) | _classes_asked(query)
     said = sentences(text)
     held = [_sentence_stems(s) for s in said]
     overlap = [len(wanted & h) for h in held]
@@ -221,7 +226,7 @@ def _pick(
     aspects = [aspect for aspect in _ASPECTS if aspect.asks.search(folded)]
     untold = [i for i in every if said[i] not in told]
     fresh = every if aspects else untold
-    own = {stem(w) for w in words(asking) if w not in _ASKING} if asking else wanted
+    own = set(_meant({stem(w) for w in words(asking) if w not in _ASKING})) if asking else wanted
     if asking:
         own |= _classes_asked(asking)
     own |= {stem(w) for w in words(" ".join(subject))}

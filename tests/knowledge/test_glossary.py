@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from aircoach.glossary import CAPITALS, GLOSSARY, alternatives
+from aircoach.glossary import CAPITALS, GLOSSARY, LETTERED, alternatives
 from aircoach.knowledge.index import CourseIndex, passages_of
 from aircoach.knowledge.manual import parse_manual
 from aircoach.quiz.bank import DEMO_QUESTIONS
@@ -80,6 +80,9 @@ def test_a_phrase_needs_all_its_words():
         ("perché si decolla controvento?", "9.2"),
         ("cosa sono i venti catabatici?", "5.9"),  # the breezes: none found
         ("cos'è il vento anabatico?", "5.9"),
+        # MAYDAY and PAN PAN (§ 8.8, no "radio"): the transponder's codes, the declared distances
+        ("cosa dico alla radio se ho un'emergenza?", "8.8"),
+        ("come dichiaro un'emergenza?", "8.8"),
     ],
 )
 def test_a_students_words_find_the_section_that_says_it_otherwise(course, query, section):
@@ -107,6 +110,16 @@ def test_an_abbreviation_that_is_an_italian_word_counts_in_capitals_only(course)
     assert [r["riferimento"] for r in course.search("cos'è la VA?", top_k=1)] == ["2.16"]
     found = {r["riferimento"] for r in course.search("come va il motore?", top_k=5)}
     assert "2.16" not in found and found
+
+
+@pytest.mark.parametrize("query", ["cos'è il fattore P?", "il fattore p", "l'effetto P dell'elica"])
+def test_a_phrase_with_a_one_letter_word_is_searched_as_the_manuals_words(course, query):
+    """The search drops one-letter words: "cos'è il fattore P?" was "fattore", the load
+    factor's (§ 1.9); the propeller's effects (§ 4.10) say "il fattore P (la pala
+    discendente ...)"."""
+    for phrase, meant in LETTERED.items():
+        assert {stem(w) for w in words(" ".join(meant))} <= MANUAL_TERMS, phrase
+    assert course.search(query, top_k=1)[0]["riferimento"] == "4.10"
 
 
 def test_two_subjects_compared_find_the_section_of_each(course):

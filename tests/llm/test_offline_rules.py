@@ -245,6 +245,15 @@ ALTIMETER = one_section(
     "regolazione standard 1013,25 hPa (1013) indica l'altitudine di pressione e si vola per "
     "livelli di volo.",
 )
+EMERGENCY = one_section(
+    "8.8",
+    "Comunicazioni radio",
+    "Il messaggio di pericolo (distress), per un pericolo grave e imminente che richiede "
+    "assistenza immediata, inizia con MAYDAY MAYDAY MAYDAY e ha priorità su tutte le altre "
+    "comunicazioni. Il messaggio di urgenza inizia con PAN PAN (ripetuto tre volte). La "
+    "frequenza internazionale di emergenza in VHF è 121,500 MHz; in emergenza si imposta il "
+    "codice transponder 7700.",
+)
 
 
 @pytest.mark.parametrize(
@@ -266,10 +275,14 @@ ALTIMETER = one_section(
         ("quando devo smagrire la miscela?", MIXTURE, "Occorre impoverire"),
         # QNE -> 1013: it gave the barometer.
         ("cos'è il QNE?", ALTIMETER, "1013,25 hPa (1013)"),
+        # The student's own words were read without the glossary: the sentence that says
+        # "emergenza" came first, not the MAYDAY's (glossary: radio emergenza -> mayday).
+        ("cosa dico alla radio se ho un'emergenza?", EMERGENCY, "inizia con MAYDAY"),
     ],
 )
 def test_the_answer_is_the_sentence_that_says_what_is_asked(question, text, said):
-    composed = offline_answer.answer(question, text)
+    # As the offline model asks: the student's words are the question's.
+    composed = offline_answer.answer(question, text, asked=offline_answer.Asked(asking=question))
     assert composed is not None and said in composed[0]
 
 
