@@ -166,6 +166,13 @@ class CourseIndex:
             rows.append((rowid, " ".join(title), " ".join(body)))
         self._db.executemany("INSERT INTO passages(rowid, title, body) VALUES (?, ?, ?)", rows)
         self._vocabulary = vocabulary
+        # The words as written of the rare stems, for a rare word that names its subject.
+        self._rare_words: dict[str, frozenset[str]] = {}
+        for passage in passages:
+            for word in words(f"{passage.titolo} {passage.testo}"):
+                term = stem(word)
+                if vocabulary.get(term, 0) <= _RARE_COUNT:
+                    self._rare_words[term] = self._rare_words.get(term, frozenset()) | {word}
         self._heading_terms = frozenset().union(*self._titles)
         # A chapter's titles (the manual's heading and the quiz bank's), as `materia` is matched.
         self._chapter_titles: dict[int, set[str]] = {}
@@ -283,11 +290,18 @@ class CourseIndex:
         } | framed
         for term in framed:
             weights[term] = min(weights[term], _rarity(math.ceil(_COMMON_SHARE * total), total))
-        # A word only a passage or two of the course holds ("IMSAFE") names its subject alone.
+        # A word only a passage or two of the course holds as written ("IMSAFE"), or the
+        # glossary's word for it, names its subject alone; not another word of its stem
+        # ("punto di non ritorno": the light signals' "ritornare per l'atterraggio").
+        written = set(words(_cut(query)))
         rare = {
             term
             for term, found, typo in planned
-            if found and not typo and min(self._vocabulary[t] for t in found) <= _RARE_COUNT
+            if not typo
+            and any(
+                t in self._rare_words and (t != term or self._rare_words[t] & written)
+                for t in found
+            )
         }
         wanted = sum(weights.values()) or 1.0
         # Two subjects compared ("differenza tra VA e VNO") are often taught apart: a section

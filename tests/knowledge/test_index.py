@@ -257,6 +257,15 @@ def test_a_word_only_a_section_or_two_hold_names_its_subject_alone(course):
     assert _refs(course, "cosa dice la regola IMSAFE?")[:1] == ["10.12"]
 
 
+def test_a_rare_stem_names_its_subject_only_as_written(course):
+    """ "cos'è il punto di non ritorno?" found the light signals (7.9), the one section with
+    a word of the stem of "ritorno" ("ritornare per l'atterraggio"): the manual has no point
+    of no return. The glossary's words for a student's count as written ("catabatici": the
+    mountain breeze)."""
+    assert _refs(course, "cos'è il punto di non ritorno?") == []
+    assert _refs(course, "cosa sono i venti catabatici?")[:1] == ["5.9"]
+
+
 def test_can_is_a_frame_verb(course):
     """ "cosa si può fare in classe G?" found nothing: no section holds "può" and "classe"."""
     assert _refs(course, "cosa si può fare in classe G?")[:1] == ["7.3"]
