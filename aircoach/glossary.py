@@ -40,6 +40,8 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     "esco": ("rimessa",),
     "uscire": ("rimessa",),
     "uscita": ("rimessa",),
+    # "come si recupera lo stallo?": the manual's "per rimettere" (§ 1.4), "la rimessa" (§ 1.13)
+    "recuperare": ("rimettere", "rimessa"),
     "squawk": ("transponder",),
     "licenza": ("attestato",),
     "bevuto": ("alcol",),

@@ -33,6 +33,7 @@ from typing import Any
 
 from aircoach.stopwords import (
     ANSWER_FORM_WORDS,
+    COMPARING_WORDS,
     MORE_WORDS,
     QUESTION_VERBS,
     STOPWORDS,
@@ -202,8 +203,11 @@ def numbers(text: str) -> list[str]:
 
 
 def qualifies(word: str) -> bool:
-    """Whether a word qualifies the topic rather than naming one ("gradi", "notte", "quota")."""
-    return word.lower() in _QUALIFIERS
+    """Whether a word qualifies the topic rather than naming one ("gradi", "notte", "quota");
+    a comparison asks how the topic's subjects differ ("qual è la differenza?" after the QNH
+    and the QFE)."""
+    lower = word.lower()
+    return lower in _QUALIFIERS or lower in COMPARING_WORDS
 
 
 def is_followup(question: str, *, has_topic: bool) -> bool:
@@ -253,6 +257,8 @@ def topic_keywords(questions: Sequence[str], limit: int = MAX_TOPIC_KEYWORDS) ->
     position = 0
     for question in recent[start:]:
         for word in dict.fromkeys(own_words(question)):
+            if word.lower() in COMPARING_WORDS:
+                continue  # "qual è la differenza?" asks of the topic; it is not one
             # "e quello caldo?" after the cold front: the warm one, not both.
             counts.pop(_stem(_OPPOSITE.get(word.lower(), "")), None)
             key = _stem(word)
@@ -276,6 +282,8 @@ def expand_query(keywords: Sequence[str], query: str) -> str:
         w for w in words(query) if w.lower() not in MORE_WORDS or not keywords
     ]
     present = {_stem(w) for w in new}
+    # "e quello freddo?" after the warm front: the cold one, not both.
+    present |= {_stem(_OPPOSITE[w.lower()]) for w in new if w.lower() in _OPPOSITE}
     expanded = " ".join([*(k for k in keywords if _stem(k) not in present), *new])
     return expanded[:MAX_QUERY_CHARS].strip()
 

@@ -33,6 +33,8 @@ AIRSPACE = "Quali sono le classi di spazio aereo e i minimi VFR?"
         "Nello stesso caso cosa deve fare il pilota che vola in VMC sopra le nubi?",
         "quanto in metri?",  # short after a topic
         "quale si usa in atterraggio?",  # only words that qualify the topic, however long
+        "qual è la differenza?",  # of the topic's subjects (it searched "differenza" alone)
+        "che differenza c'è?",
     ],
 )
 def test_a_followup_is_detected(question):
@@ -200,6 +202,9 @@ def test_a_followup_that_says_one_of_a_pair_leaves_the_other_out_of_the_topic():
     assert topic_keywords(asked) == ["fronte", "caldo"]
     assert expand_query(topic_keywords(asked), "quali nubi porta?") == "fronte caldo nubi"
     assert topic_keywords(["vento in decollo", "e in atterraggio?"]) == ["vento", "atterraggio"]
+    # The follow-up itself: "e quello freddo?" after the warm front searched "fronte caldo
+    # freddo" and answered with the warm front's rain.
+    assert expand_query(["fronte", "caldo"], "e quello freddo?") == "fronte freddo"
 
 
 def test_the_two_a_followup_compares_are_the_topics_not_a_word_to_search():
@@ -207,6 +212,10 @@ def test_the_two_a_followup_compares_are_the_topics_not_a_word_to_search():
     assert expand_query(topic, "qual è la differenza tra le due?") == (
         "portanza resistenza differenza"
     )
+    # Nor a word of the topic for the next follow-up ("quando si usa?" after the QNH, the QFE
+    # and their difference searched "differenza" too).
+    asked = ["cos'è la portanza?", "e la resistenza?", "qual è la differenza?"]
+    assert topic_keywords(asked) == topic
 
 
 @pytest.mark.parametrize(

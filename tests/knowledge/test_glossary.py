@@ -161,6 +161,13 @@ def test_the_best_climb_and_glide_are_the_manuals_maximum_rate_and_efficiency(co
     assert glide[0]["riferimento"] in {"9.6", "1.10"}
 
 
+@pytest.mark.parametrize("query", ["come si recupera lo stallo?", "recupero dallo stallo"])
+def test_recovering_from_a_stall_is_the_manuals_rimettere(course, query):
+    """ "come si recupera?" after the stall found the base-to-final turn's "senza margine di
+    recupero" (§ 10.11); § 1.4 says "Per rimettere si riduce l'angolo d'attacco"."""
+    assert course.search(query, top_k=1)[0]["riferimento"] == "1.4"
+
+
 def test_losing_power_is_not_losing_ones_way(course):
     """ "perde" and "perdo" are one stem: "perdo" meant the uncertainty of position, and "il
     motore perde potenza in quota" found the wind shear ("perdita di velocità", "potenza")."""
