@@ -372,8 +372,11 @@ class OfflineChatModel(BaseChatModel):
             return _tool_call(offline_quiz.ASK, dict(offline_exam.PAST_CALL))
         if offline_exam.wants_exam(query):
             return _tool_call(offline_quiz.ASK, offline_exam.start_call(query))
-        if exam is None and offline_exam.hands_in(query):  # not a manual search for "consegno"
-            return offline_exam.NOTHING_TO_SUBMIT
+        # "consegno" with no exam open is not a manual search; with no exam in the
+        # conversation, "ho finito, grazie" is a goodbye.
+        if exam is None and offline_exam.hands_in(query):
+            goodbye = grading is None and offline_course.thanks_reply(query) is not None
+            return None if goodbye else offline_exam.NOTHING_TO_SUBMIT
         return None
 
     def _grade_pending_answer(

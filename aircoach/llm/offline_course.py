@@ -82,6 +82,13 @@ _AROUND_THANKS = frozenset(
     {"mille", "tante", "molte", "molto", "davvero", "va", "tutto", "ho", "ciao", "coach"}
     | {"aircoach", "allora", "e"}
 )
+# "basta così", "per oggi ho finito": the student is done for now (it searched "basta" in the
+# manual and gave the VMC minima's "basta una visibilità di 5 km").
+# ("ho finito" alone hands a mock exam in: it is said around them only.)
+_ENOUGH = frozenset({"basta", "stop"})
+_AROUND_ENOUGH = frozenset(
+    {"cosi", "per", "oggi", "ora", "adesso", "stasera", "dai", "finito", "finita", "abbiamo"}
+)
 NEXT_STEP = "Quando vuoi, chiedimi un altro argomento o «fammi una domanda»."
 
 
@@ -91,16 +98,20 @@ _ACKNOWLEDGED_EMOJI = _THANKS_EMOJI | frozenset("👍👌✅🆗👏💪😊🙂
 
 
 def thanks_reply(query: str) -> str | None:
-    """ "grazie!", "ok, ho capito", "👍": a short reply; None for any other message."""
+    """ "grazie!", "ok, ho capito", "basta così", "👍": a short reply; None for any other
+    message."""
     said = set(re.findall(r"[a-z]+", fold(query)))
     if not said:
         signs = {c for c in query if c.isalnum() or unicodedata.category(c) == "So"}
         if not signs or not signs <= _ACKNOWLEDGED_EMOJI:
             return None
         return f"{'Prego!' if signs & _THANKS_EMOJI else 'Bene!'} {NEXT_STEP}"
-    if not said & _ACKNOWLEDGED or not said <= _ACKNOWLEDGED | _AROUND_THANKS:
+    closing = _ACKNOWLEDGED | _ENOUGH
+    if not said & closing or not said <= closing | _AROUND_THANKS | _AROUND_ENOUGH:
         return None
-    return f"{'Prego!' if said & _THANKS else 'Bene!'} {NEXT_STEP}"
+    if said & _THANKS:
+        return f"Prego! {NEXT_STEP}"
+    return f"{'Va bene!' if said & _ENOUGH else 'Bene!'} {NEXT_STEP}"
 
 
 DECLINE = (

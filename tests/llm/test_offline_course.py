@@ -91,6 +91,11 @@ async def test_greetings_get_the_fixed_introduction(client, auth, query):
         ("perfetto", "Bene!"),
         ("👍", "Bene!"),  # an emoji alone got the introduction too
         ("🙏🏻", "Prego!"),
+        # "basta" was searched in the manual: the VMC minima's "basta una visibilità di 5 km"
+        ("basta così", "Va bene!"),
+        ("ok basta per oggi", "Va bene!"),
+        ("basta, ho finito", "Va bene!"),
+        ("ho finito, grazie", "Prego!"),  # with no mock exam in the conversation
     ],
 )
 async def test_thanks_and_an_ok_get_a_short_reply_not_the_introduction(client, auth, query, reply):

@@ -221,6 +221,17 @@ async def test_hand_in_with_no_exam_open_says_how_to_start_one(settings: Setting
             reply = said(events)
             assert "Non hai una simulazione d'esame aperta da consegnare" in reply, query
             assert "«simulazione d'esame»" in reply and "Non ho trovato" not in reply, query
+        # A goodbye is no hand-in; "basta" is still a word of a question for the manual.
+        goodbye = said(await chat(client, auth(), "ho finito, grazie"))
+        assert goodbye.endswith(
+            "Prego! Quando vuoi, chiedimi un altro argomento o «fammi una domanda»."
+        )
+        await chat(client, auth(), "Dammi una domanda del capitolo 5")
+        stopped = await chat(client, auth(), "basta così")
+        assert not [e for e in stopped if e["type"] == "tool_result"]
+        assert "Va bene!" in said(stopped)
+        visibility = said(await chat(client, auth(), "quando basta una visibilità di 5 km?"))
+        assert "Fonte: § 7.5" in visibility
         # A question about handing something in is still a question for the manual.
         asked = await chat(client, auth(), "Come si consegna il piano di volo all'ente ATS?")
         assert "Non hai una simulazione d'esame aperta" not in said(asked)
