@@ -82,9 +82,9 @@ _AROUND_THANKS = frozenset(
     {"mille", "tante", "molte", "molto", "davvero", "va", "tutto", "ho", "ciao", "coach"}
     | {"aircoach", "allora", "e"}
 )
-# "basta così", "per oggi ho finito": the student is done for now (it searched "basta" in the
-# manual and gave the VMC minima's "basta una visibilità di 5 km").
-# ("ho finito" alone hands a mock exam in: it is said around them only.)
+# "basta così", "per oggi basta": the student is done for now (it searched "basta" in the
+# manual and gave the VMC minima's "basta una visibilità di 5 km"). "ho finito" alone hands a
+# mock exam in: "finito" is only said around them ("basta, ho finito").
 _ENOUGH = frozenset({"basta", "stop"})
 _AROUND_ENOUGH = frozenset(
     {"cosi", "per", "oggi", "ora", "adesso", "stasera", "dai", "finito", "finita", "abbiamo"}
