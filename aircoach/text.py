@@ -45,6 +45,8 @@ EXACT, FUZZY = 10, 6
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _WORD = re.compile(r"[a-z0-9]+")
+# An abbreviation written with dots ("Q.N.H.", "V.F.R") is the word of its letters.
+_DOTTED = re.compile(r"\b(?:[a-z]\.){2,}")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 # Function words match everything: they are neither indexed nor searched (`aircoach.stopwords`).
@@ -66,7 +68,10 @@ def _unless_mark(match: re.Match[str]) -> str:
 
 def words(text: str) -> list[str]:
     """The folded words of `text` that carry meaning (punctuation and stopwords dropped)."""
-    return [w for w in _WORD.findall(fold(text)) if w not in STOPWORDS]
+    folded = fold(text)
+    if "." in folded:
+        folded = _DOTTED.sub(lambda dotted: dotted[0].replace(".", ""), folded)
+    return [w for w in _WORD.findall(folded) if w not in STOPWORDS]
 
 
 # The stem caches keep words up to this long: their bound in entries then bounds their bytes

@@ -78,3 +78,16 @@ def test_a_very_long_word_is_searched_as_written():
     long_word = "".join(random.Random(3).choices("abcdefilmnoprstuvz", k=200))
     assert plan(long_word).terms == [stem(long_word)]
     assert stem("resistenza") in plan("resistnza").terms
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("che cos'è il Q.N.H.?", ["cos", "qnh"]),  # it was "q", "n", "h": nothing found
+        ("il V.F.R di notte", ["vfr", "notte"]),
+        ("vale 1.013,25 hPa", ["vale", "1", "013", "25", "hpa"]),  # a number keeps its parts
+        ("p.es. fine frase. Inizio", ["p", "es", "fine", "frase", "inizio"]),
+    ],
+)
+def test_an_abbreviation_written_with_dots_is_one_word(text, found):
+    assert words(text) == found
