@@ -32,6 +32,7 @@ from aircoach.stopwords import (
     ASKING_WORDS,
     COMPARING_WORDS,
     QUESTION_VERBS,
+    STOPWORDS,
     STUDENT_STATE_WORDS,
 )
 from aircoach.text import (
@@ -86,6 +87,7 @@ _QUESTION_WORDS_TEXT = """
     vorrei voglio
 """
 _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS | ASKING_WORDS
+_FUNCTION_WORDS = _QUESTION_WORDS | STOPWORDS
 # Words that point at a chapter without naming it ("il capitolo sulla meteorologia").
 _CHAPTER_STEMS = frozenset(stem(word) for word in ("capitolo", "argomento", "materia"))
 # Words a student says of themselves about a subject ("ho problemi con il QNH", "faccio fatica
@@ -215,6 +217,9 @@ class CourseIndex:
             for word in [*words(query), *spelled_out(query)]
             if word not in _QUESTION_WORDS and len(word) >= 2
         ]
+        # A function word typed with two letters swapped ("qunado"): not a word of the course
+        # ("far", "isa" are), and the rarest of all, it outweighed the words asked.
+        asked = [(w, t) for w, t in asked if t in known or not _swapped_function_word(w)]
         glossary = alternatives(term for _, term in asked)
         for word, term in asked:
             if term in planned:
@@ -419,6 +424,16 @@ def _doubling_variants(term: str) -> set[str]:
 
 def _rarity(count: int, total: int) -> float:
     return math.log(1 + total / max(count, 1))
+
+
+def _swapped_function_word(word: str) -> bool:
+    """Whether `word` is a function or question word with two letters swapped ("qunado",
+    "perhce")."""
+    return any(
+        f"{word[:i]}{word[i + 1]}{word[i]}{word[i + 2 :]}" in _FUNCTION_WORDS
+        for i in range(len(word) - 1)
+        if word[i] != word[i + 1]
+    )
 
 
 def _excerpt(text: str, planned: list[tuple[str, frozenset[str], bool]]) -> str:

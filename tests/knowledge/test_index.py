@@ -118,6 +118,22 @@ def test_a_typo_hiding_a_derivational_ending_is_still_undone(course):
     assert _refs(course, "resistnza")[0] == "1.5"
 
 
+@pytest.mark.parametrize(
+    ("query", "section"),
+    [
+        ("qunado c'è la nebbia?", "5.3"),
+        ("perhcè si forma la nebbia?", "5.3"),
+        ("cmoe funziona il VOR?", "6.9"),
+    ],
+)
+def test_a_question_word_with_two_letters_swapped_is_not_searched(course, query, section):
+    """ "qunado c'è la nebbia?" found nothing: "qunado", a word the course never uses, was
+    the rarest of all and outweighed "nebbia". A word of the course that is one swap from a
+    function word is still searched ("ISA" and "sia", "far" and "fra")."""
+    assert _refs(course, query)[:1] == [section]
+    assert _refs(course, "cos'è l'ISA?")[:1] == ["5.1"]
+
+
 def test_a_quiz_explanation_lends_its_words_to_its_section():
     """The wording of a question ("quadruplica") finds the section that teaches it, which
     never uses that word; the explanation itself is not a result."""
