@@ -88,6 +88,7 @@ _QUESTION_WORDS_TEXT = """
 """
 _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS | ASKING_WORDS
 _FUNCTION_WORDS = _QUESTION_WORDS | STOPWORDS
+_FUNCTION_WORD_LETTERS = max(map(len, _FUNCTION_WORDS))
 # Words that point at a chapter without naming it ("il capitolo sulla meteorologia").
 _CHAPTER_STEMS = frozenset(stem(word) for word in ("capitolo", "argomento", "materia"))
 # Words a student says of themselves about a subject ("ho problemi con il QNH", "faccio fatica
@@ -429,7 +430,7 @@ def _rarity(count: int, total: int) -> float:
 def _swapped_function_word(word: str) -> bool:
     """Whether `word` is a function or question word with two letters swapped ("qunado",
     "perhce")."""
-    return any(
+    return len(word) <= _FUNCTION_WORD_LETTERS and any(
         f"{word[:i]}{word[i + 1]}{word[i]}{word[i + 2 :]}" in _FUNCTION_WORDS
         for i in range(len(word) - 1)
         if word[i] != word[i + 1]
