@@ -35,6 +35,10 @@ AIRSPACE = "Quali sono le classi di spazio aereo e i minimi VFR?"
         "quale si usa in atterraggio?",  # only words that qualify the topic, however long
         "qual è la differenza?",  # of the topic's subjects (it searched "differenza" alone)
         "che differenza c'è?",
+        # where or how the topic comes about: "dove si trova?" after the wind shear found the
+        # VOR ("su cui si trova l'aereo"), and "come si esce?" after the spin became the topic
+        "dove si trova?",
+        "come si esce?",
     ],
 )
 def test_a_followup_is_detected(question):
