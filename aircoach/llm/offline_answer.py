@@ -59,7 +59,8 @@ _ASPECTS = (
     _Aspect(  # symptoms
         re.compile(
             r"\b(?:sintom\w*|segn[io]"
-            r"|come (?:mi |l[aoie] |l')?(?:accorg\w*|riconosc\w*|capisc\w*))\b"  # "come lo..."
+            # "come lo riconosco?", "come si riconosce?" (it gave the stall's definition again)
+            r"|come (?:mi |si |l[aoie] |l')?(?:accorg\w*|riconosc\w*|capisc\w*))\b"
         ),
         _stems_of("sintomo sintomi segno segni calo euforia irregolare accorge"),
     ),
@@ -230,8 +231,12 @@ def _pick(
     if asking:
         own |= _classes_asked(asking)
     own |= {stem(w) for w in words(" ".join(subject))}
-    if not any(own & held[i] for i in fresh):
-        fresh = every  # nothing new holds the student's words ("quando lo sento?"): say it again
+    most = max(len(own & h) for h in held)
+    if not most or not any(len(own & held[i]) == most for i in fresh):
+        # Nothing new holds the student's words ("quando lo sento?"), or not as many as a
+        # sentence said ("e se la pista è bagnata?" after what lengthens the take-off run got
+        # the slope's): say it again.
+        fresh = every
     classes = _classes_asked(asking or query)
     naming = [i for i in fresh if classes & held[i]]
     if naming:

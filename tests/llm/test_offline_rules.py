@@ -328,6 +328,7 @@ STALL = one_section(
     [
         ("e come lo riconosco?", "Segni premonitori"),  # "lo": no aspect was read
         ("come si evita?", "Per rimettere"),  # the recovery held no word of what to do
+        ("come si riconosce?", "Segni premonitori"),  # "si": the definition again
     ],
 )
 def test_a_stall_follow_up_gets_the_sentence_it_asks_for(question, said):
@@ -336,6 +337,26 @@ def test_a_stall_follow_up_gets_the_sentence_it_asks_for(question, said):
         f"stallo {question}", STALL, asked=offline_answer.Asked(told, question)
     )
     assert composed is not None and said in composed[0] and told not in composed[0]
+
+
+def test_a_follow_up_on_what_a_told_sentence_says_gets_that_sentence_again():
+    """ "e se la pista è bagnata?" after what lengthens the take-off run got the slope's
+    sentence, new but about "pista" alone: the one told says "pista bagnata"."""
+    told = (
+        "La corsa di decollo si allunga con massa elevata, vento in coda, erba alta, pista "
+        "bagnata o morbida."
+    )
+    text = one_section(
+        "9.2",
+        "Prestazioni e centraggio",
+        f"{told} Su una pista in salita la componente del peso si oppone all'accelerazione e "
+        "la corsa aumenta. Si calcolano le distanze con i grafici del manuale.",
+    )
+    question = "e se la pista è bagnata?"
+    composed = offline_answer.answer(
+        f"{question} corsa decollo pista bagnata", text, asked=offline_answer.Asked(told, question)
+    )
+    assert composed is not None and composed[0].startswith(f"Dal manuale del corso: {told}")
 
 
 def test_how_to_get_out_is_answered_by_the_recovery():
