@@ -324,10 +324,15 @@ class CourseIndex:
             coverage = sum(weights[t] * share[t] for t in matched) / wanted
             telling = [t for t in matched if t not in common]
             # A frame word ("usa", "problemi") is never one of the two: "QNH usa atterraggio"
-            # is not answered by a section on landing that says "usa".
+            # is not answered by a section on landing that says "usa". A common word ("volo")
+            # is one only in a question with fewer than two others: "si può volare VFR di
+            # notte?" is not answered by the ATC clearances, which say "volo" and "VFR".
             said = [t for t in matched if t not in framed]
             enough = (
-                len(said) >= min(needed, len(planned) - len(framed))
+                (
+                    len(said) >= min(needed, len(planned) - len(framed))
+                    and len(planned) - len(common) < needed
+                )
                 or len(telling) >= min(needed, len(planned) - len(common))
                 or any(t in rare for t in matched)
             )

@@ -267,6 +267,15 @@ def test_a_section_whose_heading_holds_every_word_asked_comes_first(course):
     assert _refs(course, "la vite")[:1] == ["1.13"]
 
 
+def test_a_common_word_is_one_of_the_two_only_when_the_question_lacks_telling_ones(course):
+    """ "si può volare VFR di notte?" answered with the ATC clearances (8.11), which hold
+    "volo" (a word of a fifth of the course) and "VFR", not "notte": the manual has no rule
+    for VFR at night. A question of common words still finds its section."""
+    assert _refs(course, "si può volare VFR di notte?") == []
+    assert _refs(course, "quota minima VFR sopra le città")[:1] == ["7.6"]
+    assert _refs(course, "velocità di stallo in virata")[:1] == ["1.9"]
+
+
 def test_a_word_only_a_section_or_two_hold_names_its_subject_alone(course):
     """ "cosa dice la regola IMSAFE?" found nothing: no section holds "regola" and "IMSAFE",
     and a result needed two of the words asked."""
