@@ -89,6 +89,9 @@ _ENOUGH = frozenset({"basta", "stop"})
 _AROUND_ENOUGH = frozenset(
     {"cosi", "per", "oggi", "ora", "adesso", "stasera", "dai", "finito", "finita", "abbiamo"}
 )
+# Every word of a message that only thanks, acknowledges or closes ("ok, grazie", "basta così
+# per oggi"); the quiz's "basta quiz, grazie" asks nothing after it either.
+CLOSING_WORDS = _ACKNOWLEDGED | _ENOUGH | _AROUND_THANKS | _AROUND_ENOUGH
 NEXT_STEP = "Quando vuoi, chiedimi un altro argomento o «fammi una domanda»."
 
 
@@ -106,8 +109,7 @@ def thanks_reply(query: str) -> str | None:
         if not signs or not signs <= _ACKNOWLEDGED_EMOJI:
             return None
         return f"{'Prego!' if signs & _THANKS_EMOJI else 'Bene!'} {NEXT_STEP}"
-    closing = _ACKNOWLEDGED | _ENOUGH
-    if not said & closing or not said <= closing | _AROUND_THANKS | _AROUND_ENOUGH:
+    if not said & (_ACKNOWLEDGED | _ENOUGH) or not said <= CLOSING_WORDS:
         return None
     if said & _THANKS:
         return f"Prego! {NEXT_STEP}"

@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from aircoach.llm.offline_course import prompt_items, rest_after
+from aircoach.llm.offline_course import CLOSING_WORDS, prompt_items, rest_after
 from aircoach.llm.offline_exam import NO_MISTAKES, asks_mistakes, names_question
 from aircoach.quiz.answers import (
     NOT_KNOWN,
@@ -275,8 +275,6 @@ _STOP = re.compile(
     _ACK + r"{0,2}(?:basta|stop|niente(?:\spiu)?|smettiamo|finiamo|smettila)\s"
     r"(?:(?:con|di\sfare)\s(?:i\s|le\s|gli\s)?)?(?:quiz|domand[ae]|esercizi)\b"
 )
-_STOP_TAIL_TEXT = "per oggi ora adesso stasera grazie mille ok va bene cosi basta dai"
-_STOP_TAIL = frozenset(_STOP_TAIL_TEXT.split())  # "basta quiz per oggi, grazie" asks nothing
 STOPPED = (
     "Va bene, niente più domande per ora. Chiedimi pure un argomento del corso, o «fammi una "
     "domanda» quando vuoi riprendere."
@@ -291,7 +289,8 @@ def stops_quiz(query: str) -> tuple[str | None, str]:
     if rest is None:
         return None, query
     rest = rest.strip(" ,.;:!-")
-    return (None, rest) if set(words(rest)) - _STOP_TAIL else (STOPPED, "")
+    # "basta quiz per oggi, grazie" asks nothing after it
+    return (None, rest) if set(words(rest)) - CLOSING_WORDS else (STOPPED, "")
 
 
 def asks_for_question(query: str) -> bool:
