@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import uvloop
 
 from tests.clock import FakeClock
 from tests.mongo_server import (  # noqa: F401 (fixtures)
@@ -95,6 +96,9 @@ def unit_tests_start_nothing(request: pytest.FixtureRequest, monkeypatch: pytest
 
     monkeypatch.setattr(socket.socket, "listen", refuse("listens on a socket"))
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse("starts a subprocess"))
+    # uvloop listens in C, past `socket.listen`; uvicorn (`serve`, `helpers.served`) runs on
+    # it, as does every loop `uvloop.run` makes.
+    monkeypatch.setattr(uvloop, "new_event_loop", refuse("runs a uvloop loop (a server's)"))
 
 
 @pytest.fixture(autouse=True)

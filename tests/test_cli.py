@@ -315,6 +315,7 @@ def test_export_reviews_into_a_missing_folder_is_one_line(monkeypatch, data_dir,
     )
 
 
+@pytest.mark.integration
 def test_chat_shows_a_refused_message_as_a_line_not_json(monkeypatch, settings, capsys):
     """Over the minute's quota: the terminal shows the code, the message the client would
     show and when to retry, as it shows a turn's error, not the response's JSON."""
