@@ -153,10 +153,21 @@ _MISTAKES = re.compile(
     r"|\b(?:miei|che|quali)\s{1,3}errori\b"
 )
 _PRACTISE = re.compile(r"\b(?:ripass|esercit|allen|rifa|rifamm|riprov)\w*")
-# "spiegami la 2", "perché la 3?", "e la 4?": a graded question by its number.
+_ORDINALS_TEXT = "prima seconda terza quarta quinta sesta settima ottava nona decima"
+_ORDINALS = {word: n for n, word in enumerate(_ORDINALS_TEXT.split(), 1)}
+# A question by its number: "la 2", "domanda 3", "la seconda", "la terza domanda".
+_NUMBERED = (
+    r"(?:(?:la|domanda|numero|n\.?)\s*)+(\d{1,2}|" + "|".join(_ORDINALS) + r")\b(?:\s+domanda)?"
+)
+_WHICH = re.compile(r"\b" + _NUMBERED)
+# "spiegami la 2", "perché la 3?", "e la 4?", "non ho capito la seconda", "perché la prima è
+# b?": a graded question asked about by its number.
 _BY_NUMBER = re.compile(
-    r"^(?:e\s+|ma\s+)?(?:spiegami\w*|spiega\w*|perche|come mai|mi spieghi)?\s*"
-    r"(?:la\s+|domanda\s+|numero\s+|n\.?\s*)+(\d{1,2})\s*\??$"
+    r"^(?:e\s+|ma\s+)?"
+    r"(?:spiegami\w*|spiega\w*|perche|come mai|mi spieghi|non ho capito|non capisco)?\s*"
+    + _NUMBERED
+    + r"(?:\s+(?:non\s+)?(?:e|era|sarebbe)\s+(?:la\s+)?(?:[a-d]|giust\w*|sbagliat\w*|corrett\w*))?"
+    r"\s*\??$"
 )
 _MISTAKE_LINE = re.compile(r"^(\d{1,3})\. (.+)$", re.MULTILINE)
 _TOTAL = re.compile(r"\bsu (\d{1,3}) \(")
@@ -191,6 +202,17 @@ def names_question(query: str) -> bool:
     return bool(_BY_NUMBER.match(fold(query).strip()[: _HAND_IN_MAX_CHARS * 2]))
 
 
+def question_number(query: str) -> int | None:
+    """The number of the question `query` names ("la 2", "domanda 3", "la seconda"), if
+    any."""
+    which = _WHICH.search(fold(query)[:MAX_MESSAGE_CHARS])
+    return None if which is None else _number(which.group(1))
+
+
+def _number(said: str) -> int:
+    return int(said) if said.isdigit() else _ORDINALS[said]
+
+
 def asks_about_grading(query: str) -> bool:
     """Whether `query` is one of the questions `grading_reply` answers."""
     text = fold(query).strip()[: _HAND_IN_MAX_CHARS * 2]
@@ -208,7 +230,7 @@ def grading_reply(grading: str, query: str) -> str | None:
         listed = "\n".join(f"{n}. {line}" for n, line in sorted(wrong.items()))
         return f"Le domande sbagliate ({len(wrong)}):\n{listed}"
     if number := _BY_NUMBER.match(text):
-        n = int(number.group(1))
+        n = _number(number.group(1))
         total = _TOTAL.search(grading)
         size = int(total.group(1)) if total else max(wrong, default=0)
         if n in wrong:

@@ -16,7 +16,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from aircoach.llm.offline_course import CLOSING_WORDS, prompt_items, rest_after
-from aircoach.llm.offline_exam import NO_MISTAKES, asks_mistakes, names_question
+from aircoach.llm.offline_exam import (
+    NO_MISTAKES,
+    asks_mistakes,
+    names_question,
+    question_number,
+)
 from aircoach.quiz.answers import (
     NOT_KNOWN,
     dont_know,
@@ -344,9 +349,6 @@ def asks_why(query: str) -> bool:
     return len(text) <= _EXPLAIN_MAX_CHARS and bool(_EXPLAIN.match(text))
 
 
-_WHICH = re.compile(r"\b(?:la|domanda|numero|n\.?)\s{0,3}(\d{1,2})\b")
-
-
 def _recent_gradings(messages: Sequence[BaseMessage], *, numbered: bool) -> list[str]:
     """The quiz answers graded right before the student's message (only the coach's reply in
     between), in the order the student numbered them; `numbered`: questions about them may
@@ -376,13 +378,12 @@ def explain_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
     numbers as the student numbered them ("spiegami la 3" after "1a 2b 3c", also after
     another one was explained), else the last; which numbers there are, for a number that is
     none of several; None when no grading is that recent."""
-    which = _WHICH.search(fold(query))
-    gradings = _recent_gradings(messages, numbered=which is not None)
+    number = question_number(query)
+    gradings = _recent_gradings(messages, numbered=number is not None)
     if not gradings:
         return None
-    if which is None or len(gradings) == 1:
+    if number is None or len(gradings) == 1:
         return explanation(gradings[-1])
-    number = int(which.group(1))
     if 1 <= number <= len(gradings):
         return explanation(gradings[number - 1])
     named = ", ".join(f"«la {n}»" for n in range(1, len(gradings) + 1))

@@ -165,6 +165,12 @@ def _graded(*after: str) -> list:
         ("perché la 2?", "Alla domanda 2 hai risposto correttamente."),
         ("la 9", "La simulazione aveva 5 domande"),
         ("consegno", "L'hai già consegnata"),
+        # By its ordinal, or saying what was not understood: each searched the manual
+        # ("spiegami la seconda" found "per un secondo", the collision's scan).
+        ("spiegami la quarta", "Domanda 4: non la sapevi → corretta b) il primer."),
+        ("non ho capito la domanda 1", "Domanda 1: d → corretta a)"),
+        ("perché la prima è d?", "Domanda 1: d → corretta a)"),
+        ("e la prima domanda?", "Domanda 1: d → corretta a)"),
     ],
 )
 def test_a_student_asks_about_the_exam_just_graded(asked, reply):
@@ -177,6 +183,14 @@ def test_a_student_asks_about_the_exam_just_graded(asked, reply):
     assert grading == GRADING
     said = offline_exam.grading_reply(grading, asked)
     assert said is not None and said.startswith(reply)
+
+
+@pytest.mark.parametrize(
+    "asked", ["la primavera", "spiegami la prima guerra mondiale", "cos'è la seconda legge?"]
+)
+def test_an_ordinal_that_names_no_question_is_a_question_of_its_own(asked):
+    assert not offline_exam.names_question(asked)
+    assert offline_exam.grading_reply(GRADING, asked) is None
 
 
 def test_questions_about_the_grading_follow_one_another_and_anything_else_ends_them():
@@ -246,7 +260,9 @@ def test_a_request_to_practise_the_mistakes_is_no_question_about_them(asked):
     assert offline_exam.asks_mistakes("i miei errori?")
 
 
-@pytest.mark.parametrize("asked", ["e la 3?", "la 3", "spiegami la 3"])
+@pytest.mark.parametrize(
+    "asked", ["e la 3?", "la 3", "spiegami la 3", "spiegami la terza", "perché la terza è c?"]
+)
 def test_a_graded_question_is_explained_by_its_number_after_other_questions_about_them(asked):
     """ "e la 1?" after "spiegami la 3" searched the manual; so did "la 7"."""
     from langchain_core.messages import HumanMessage
