@@ -180,14 +180,14 @@ def exam_date_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
     return f"Dell'esame mi hai detto: {said[0]}. Se è cambiato, dimmi la nuova data."
 
 
-# "Ho una domanda", "posso farti una domanda?", "ti faccio una domanda sul QNH": the student
-# is about to ask, not asking for a quiz question.
+# "Ho una domanda", "posso farti una domanda?", "ti faccio una domanda sul QNH", "un'altra
+# domanda: cos'è il QFE?": the student is about to ask, not asking for a quiz question.
 _PREFACE = re.compile(
     r"^(?:(?:ciao|coach|scusa|senti)[\s,!]+)*"
     r"(?:(?:ho|avrei|avevo)\s|(?:posso|potrei)\s(?:farti|chiederti|porti)\s"
     r"|(?:ti\s)?(?:faccio|chiedo)\s)"
     r"(?:una|un'\s?altra|qualche|un\spaio\sdi)\s?(?:altra\s)?domand[ae]\b"
-    r"|^una\sdomanda\s*(?=[:,])"
+    r"|^(?:una|un'\s?altra|altra)\sdomanda\s*(?=[:,])"
 )
 _PREFACE_SUBJECT_CHARS = 60
 ASK_AWAY = "Certo, chiedimi pure."

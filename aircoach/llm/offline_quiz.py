@@ -232,7 +232,8 @@ _LEVEL = re.compile(r"\b(facile|media|difficile)\b")
 # After an acknowledgement too: "ok, un'altra", "va bene, dammi un'altra".
 _ACK = r"(?:(?:ok|okay|va bene|bene|perfetto|grazie|capito|ho capito|si|dai|giusto)[\s,.!]{1,3})"
 _ANOTHER = re.compile(
-    _ACK + r"{0,2}(?:dammi |fammi |dammene |fammene |ancora )?(?:un.?altra|ancora una)\b"
+    _ACK + r"{0,2}(?:dammi |fammi |dammene |fammene |ancora )?"
+    r"(?:(?:un.?altra|ancora una)\b|altra domanda\b(?!\s*[:,]))"
 )
 _HOW_AM_I = re.compile(
     r"come (?:sto andando|vado|procedo)|su cosa (?:devo|dovrei) (?:esercitarmi|ripassare|lavorare)"
@@ -262,14 +263,15 @@ def names_subject(testo: str | None) -> bool:
 
 
 # "una domanda sul vento", "mi fai una domanda di navigazione?", "due domande a caso",
-# "interrogami sulla meteo", "testami sul QNH": a request for quiz questions in words the
-# tool's examples do not share. Not "ho una domanda sul QNH" nor "posso farti una domanda?"
-# (the student asks), nor "una domanda: cos'è il QNH?".
+# "domanda a caso", "interrogami sulla meteo", "testami sul QNH": a request for quiz questions
+# in words the tool's examples do not share. Not "ho una domanda sul QNH" nor "posso farti
+# una domanda?" (the student asks), nor "una domanda: cos'è il QNH?".
 _ASKS_QUESTION = re.compile(
     _ACK + r"{0,2}(?:(?:mi\s)?(?:fai|faresti|dai|daresti|fammi|dammi|voglio|vorrei)\s"
     r"|(?:puoi|potresti)\s(?:farmi|darmi)\s)?"
-    r"(?:una|qualche|un\s(?:paio\sdi\s)?|\d{1,2}|due|tre|quattro|cinque|dieci)\s?"
+    r"(?:(?:una|qualche|un\s(?:paio\sdi\s)?|\d{1,2}|due|tre|quattro|cinque|dieci)\s?"
     r"(?:altr[ae]\s)?(?:domand[ae]|quiz)\b(?!\s*[:,])"
+    r"|domand[ae]\s(?:a\scaso|random|casual[ei])\b)"
     r"|(?:interrogami|testami|mettimi\salla\sprova)\b"
 )
 

@@ -326,6 +326,13 @@ async def test_a_question_on_what_the_conversation_was_about(settings: Settings,
         ("ok, una domanda sul fattore umano", 10),
         ("una domanda a caso", None),
         ("testami sul QNH", None),
+        # "domanda a caso" found ROGER's "una domanda che chiede sì o no" (§ 8.3), "domanda
+        # random" nothing, "altra domanda" the spin (§ 1.13).
+        ("domanda a caso", None),
+        ("domande a caso", None),
+        ("domanda random", None),
+        ("altra domanda", None),
+        ("dammi un'altra domanda", None),
     ],
 )
 async def test_a_request_for_a_question_in_everyday_words_asks_one(
@@ -366,6 +373,10 @@ async def test_the_question_after_its_announcement_is_answered_as_if_asked_alone
         alone = await chat(client, auth("a"), "cos'è il QNH?")
         announced = await chat(client, auth("b"), "ho una domanda: cos'è il QNH?")
         use = await chat(client, auth("c"), "ho una domanda sul QNH, quando si usa?")
+        # Both drew a quiz question (the request for another one).
+        another = await chat(client, auth("d"), "un'altra domanda: cos'è il QNH?")
+        other = await chat(client, auth("e"), "altra domanda, cos'è il QNH?")
     assert announced[0]["arguments"]["query"] == "cos'è il QNH"
-    assert said(announced) == said(alone)
+    for events in (announced, another, other):
+        assert said(events) == said(alone)
     assert use[0]["data"]["items"][0]["riferimento"] == "3.2"  # it found nothing
