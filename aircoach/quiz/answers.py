@@ -23,15 +23,17 @@ _TOKEN = re.compile(r"[a-z0-9]+")
 # letter ("la c è giusta" is c). Alone it is the letter e (not an option of the bank's a-d
 # questions: the grader says so).
 _VERB_OR_AND = "e"
+# "la seconda", "la prima è giusta": an option by its place.
+_ORDINAL_LETTERS = {"prima": "a", "seconda": "b", "terza": "c", "quarta": "d"}
 _MIN_OPTION_CHARS = 3
 _OPTION_WORDS_SHARE = 2 / 3
 
 
 def read_letter(text: str) -> str | None:
-    """The letter a short answer names (`"è la b"`, `"la c è giusta"` -> the letter),
-    whether or not it is an option; None when the text is not a letter answer, or names two
-    different letters (`"a o c?"`)."""
-    tokens = _TOKEN.findall(fold(text))
+    """The letter a short answer names (`"è la b"`, `"la c è giusta"`, `"la seconda"` -> the
+    letter), whether or not it is an option; None when the text is not a letter answer, or
+    names two different letters (`"a o c?"`)."""
+    tokens = [_ORDINAL_LETTERS.get(token, token) for token in _TOKEN.findall(fold(text))]
     letters = {token for token in tokens if len(token) == 1 and token.isalpha()}
     if len(letters) > 1:
         letters.discard(_VERB_OR_AND)

@@ -100,7 +100,10 @@ class AnswerRequest(BaseModel):
     risposta: str = Field(
         min_length=1,
         max_length=MAX_ANSWER_CHARS,
-        description="A letter (any case, e.g. `c`, `la c`, `risposta: c`) or an option's text.",
+        description=(
+            "A letter (any case, e.g. `c`, `la c`, `risposta: c`), an option's place "
+            "(`la seconda`) or its text."
+        ),
     )
 
 

@@ -41,6 +41,11 @@ OPTIONS = {
         ("sono sicuro: c", "c"),
         ("la risposta giusta è la d", "d"),
         ("c, la c", "c"),  # the same letter twice
+        # an option by its place: "la seconda" was searched in the manual ("per un secondo")
+        ("la seconda", "b"),
+        ("la prima è giusta", "a"),
+        ("direi la terza", "c"),
+        ("Quarta.", "d"),
     ],
 )
 def test_letters_however_written(text, letter):
@@ -75,6 +80,8 @@ def test_options_by_their_text(text, letter):
         "la a o la c",
         "b e c",
         "la c è giusta, la a",
+        "la seconda o la terza",
+        "la prima legge",
         "",
         "   ",
     ],
