@@ -368,6 +368,10 @@ class OfflineChatModel(BaseChatModel):
                 return offline_exam.progress_note(exam, given)
             if judged := offline_exam.judged_without_letter(query):
                 return offline_exam.letter_needed(judged, exam)
+            if offline_exam.asks_missing(query):
+                return offline_exam.progress_note(exam)  # "quali mi mancano?"
+            if offline_exam.wants_cancel(query):
+                return offline_exam.CANNOT_CANCEL
         if offline_exam.asks_past_exams(query, exam_open=exam is not None):
             return _tool_call(offline_quiz.ASK, dict(offline_exam.PAST_CALL))
         if offline_exam.wants_exam(query):

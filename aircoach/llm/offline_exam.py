@@ -336,6 +336,38 @@ def for_the_student(result: str) -> str:
     return "\n".join(lines)
 
 
+# With an exam open: "quali mi mancano?", "quante ne mancano?", "a che punto sono?", "a quali
+# non ho risposto?": the answers noted so far (each was searched in the manual).
+_MISSING = re.compile(
+    r"^(?:e\s|ok\s|ok,\s)?(?:(?:quali|quante|che|cosa)\s(?:domande\s)?(?:ne\s)?(?:mi\s)?"
+    r"(?:mancano|manca|restano|rimangono)|a che punto sono|dove sono arrivat\w"
+    r"|(?:a\s)?(?:quali|quante|che)\s(?:domande\s)?(?:non\sho\s(?:ancora\s)?risposto"
+    r"|devo\sancora\s(?:fare|rispondere)))(?:\sancora)?\s*[?!.]*$"
+)
+# "annulla l'esame", "mi ritiro", "voglio abbandonare", "lasciamo perdere": an open exam is
+# not cancelled; it is handed in, or left to its deadline.
+_CANCEL = re.compile(
+    r"^(?:(?:ok|va bene|senti|scusa)[\s,!]+)?(?:(?:voglio|vorrei|posso|mi)\s)?"
+    r"(?:annull\w*|abbandon\w*|ritir\w*|interromp\w*|lascia(?:mo)?\sperdere|lascio\sperdere)"
+    r"(?:\s(?:l'?\s?esame|la\ssimulazione|il\stest|tutto))?\s*[!.]*$"
+)
+CANNOT_CANCEL = (
+    "Una simulazione d'esame aperta non si annulla: scrivi «consegno» per la correzione (le "
+    "domande senza risposta contano come sbagliate), oppure lasciala scadere: resterà tra le "
+    "tue simulazioni come non consegnata."
+)
+
+
+def asks_missing(query: str) -> bool:
+    """ "quali mi mancano?", "a che punto sono?": which answers of the open exam are noted."""
+    return bool(_MISSING.search(fold(query)[:MAX_MESSAGE_CHARS]))
+
+
+def wants_cancel(query: str) -> bool:
+    """ "annulla l'esame", "mi ritiro", "lasciamo perdere": the open exam is to be dropped."""
+    return bool(_CANCEL.match(fold(query).strip()[:MAX_MESSAGE_CHARS]))
+
+
 # A judgement on numbered questions with no letter: "la 3 è giusta", "1 e 2 sono sbagliate?".
 _JUDGING_TEXT = """
     che corretta corrette corretto corretti credo domanda domande e esatta esatte esatto

@@ -152,6 +152,22 @@ async def test_a_chat_exam_question_the_student_does_not_know_is_graded_wrong(
         assert (progress["risposte"], progress["corrette"]) == (5, 2)
 
 
+@pytest.mark.parametrize("asked", ["quali mi mancano?", "a che punto sono?", "quante ne mancano?"])
+async def test_the_questions_left_in_an_open_exam_are_told(settings: Settings, auth, asked):
+    """ "quali mi mancano?" was searched in the manual (nothing found); "annulla l'esame"
+    found the VDS's "esame teorico e pratico": an open exam is handed in, not cancelled."""
+    async with asgi_client(app_with(settings)) as client:
+        await chat(client, auth(), "simulazione d'esame con 5 domande")
+        await chat(client, auth(), "1a 3b")
+        left = await chat(client, auth(), asked)
+        assert [e["type"] for e in left if e["type"] != "agent_message"] == ["done"]
+        assert "Ho preso nota di 2 risposte su 5. Mancano le domande 2, 4, 5." in said(left)
+        kept = await chat(client, auth(), "annulla l'esame")
+        assert said(kept).endswith(offline_exam.CANNOT_CANCEL)
+        graded = await chat(client, auth(), "consegno")
+        assert next(e for e in graded if e["type"] == "tool_result")["data"]["totale"] == 5
+
+
 async def test_a_chat_exam_question_called_right_without_a_letter_is_asked_for_its_letter(
     settings: Settings, auth
 ):
