@@ -368,6 +368,8 @@ class OfflineChatModel(BaseChatModel):
                 return offline_exam.progress_note(exam, given)
             if judged := offline_exam.judged_without_letter(query):
                 return offline_exam.letter_needed(judged, exam)
+            if shown := offline_exam.shown_questions(exam, query):
+                return shown  # "ripetimi la 3", "fammi rivedere le domande"
             if offline_exam.asks_missing(query):
                 return offline_exam.progress_note(exam)  # "quali mi mancano?"
             if offline_exam.wants_cancel(query):

@@ -107,6 +107,7 @@ class OpenExam:
     id: str
     size: int
     answers: dict[int, str] = field(default_factory=dict)
+    text: str = ""  # the exam as its start's result wrote it: numbered questions and options
 
     @property
     def missing(self) -> list[int]:
@@ -277,7 +278,7 @@ def open_exam(messages: Sequence[BaseMessage]) -> OpenExam | None:
                     return None  # a question asked since: the exam is left
                 size = int(header.group(2))
                 kept = {n: x for n, x in answers.items() if 1 <= n <= size}
-                return OpenExam(header.group(1), size, kept)
+                return OpenExam(header.group(1), size, kept, message.text)
         elif isinstance(message, HumanMessage):
             for n, letter in numbered(message.text).items():
                 answers.setdefault(n, letter)
@@ -356,6 +357,36 @@ CANNOT_CANCEL = (
     "domande senza risposta contano come sbagliate), oppure lasciala scadere: resterà tra le "
     "tue simulazioni come non consegnata."
 )
+
+
+# "ripetimi la 3", "qual era la domanda 2?", "rileggimi la seconda", "fammi rivedere le
+# domande": the open exam's questions again (each was searched in the manual, or drew a quiz
+# question, which left the exam).
+_SHOW = (
+    r"^(?:e\s|ok,?\s)?(?:(?:me\s|mi\s)?(?:la\s|le\s)?"
+    r"(?:ripeti\w*|rileggi\w*|rimand\w*|riscrivi\w*|mostrami|fammi\s(?:ri)?(?:vedere|leggere)"
+    r"|(?:qual|cosa|com)\s(?:era|e|dice|diceva))\s)"
+)
+_SHOW_ONE = re.compile(_SHOW + _NUMBERED + r"\s*[?!.]*$")
+_SHOW_ALL = re.compile(_SHOW + r"(?:tutte\s)?(?:le\s)?domande(?:\sdell'?\s?esame)?\s*[?!.]*$")
+_EXAM_QUESTION = re.compile(
+    r"^(\d{1,2})\. (\(capitolo \d+\) .*?)(?=^\d{1,2}\. \(capitolo|\Z)", re.M | re.S
+)
+
+
+def shown_questions(exam: OpenExam, query: str) -> str | None:
+    """The open exam's question `query` asks to see again ("ripetimi la 3"), or all of them
+    ("fammi rivedere le domande"); None for any other message."""
+    text = fold(query).strip()[:MAX_MESSAGE_CHARS]
+    questions = {int(n): body.strip() for n, body in _EXAM_QUESTION.findall(exam.text)}
+    if one := _SHOW_ONE.match(text):
+        n = _number(one.group(1))
+        if n not in questions:
+            return f"La simulazione ha {exam.size} domande, numerate da 1 a {exam.size}."
+        return f"Domanda {n} {questions[n]}"
+    if _SHOW_ALL.match(text) and questions:
+        return "\n\n".join(f"{n}. {body}" for n, body in sorted(questions.items()))
+    return None
 
 
 def asks_missing(query: str) -> bool:

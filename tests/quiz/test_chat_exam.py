@@ -168,6 +168,28 @@ async def test_the_questions_left_in_an_open_exam_are_told(settings: Settings, a
         assert next(e for e in graded if e["type"] == "tool_result")["data"]["totale"] == 5
 
 
+async def test_an_open_exam_question_is_shown_again_by_its_number(settings: Settings, auth):
+    """ "ripetimi la 3" found the readback, "qual era la domanda 2?" nothing, and
+    "fammi rivedere le domande" drew a quiz question, which left the exam."""
+    async with asgi_client(app_with(settings)) as client:
+        started = await chat(client, auth(), "simulazione d'esame con 5 domande")
+        questions = started[0]["data"]["esame"]["domande"]
+        third = said(await chat(client, auth(), "ripetimi la 3"))
+        assert third.startswith(
+            f"[modello offline] Domanda 3 (capitolo {questions[2]['capitolo']})"
+        )
+        assert questions[2]["testo"] in third and questions[2]["risposte"]["d"] in third
+        second = said(await chat(client, auth(), "qual era la seconda?"))
+        assert questions[1]["testo"] in second and questions[2]["testo"] not in second
+        outside = said(await chat(client, auth(), "ripetimi la 9"))
+        assert outside.endswith("La simulazione ha 5 domande, numerate da 1 a 5.")
+        every = said(await chat(client, auth(), "fammi rivedere le domande"))
+        assert all(f"{n}. (capitolo" in every for n in range(1, 6))
+        assert all(q["testo"] in every for q in questions)
+        noted = said(await chat(client, auth(), "1a"))
+        assert "Ho preso nota di 1 risposte su 5. Mancano le domande 2, 3, 4, 5." in noted
+
+
 async def test_a_chat_exam_question_called_right_without_a_letter_is_asked_for_its_letter(
     settings: Settings, auth
 ):
