@@ -241,6 +241,8 @@ class OfflineChatModel(BaseChatModel):
         if several := self._grade_numbered_answers(messages, query):
             return AIMessage("", tool_calls=several)
         call = self._grade_pending_answer(messages, query)
+        if call is None and (again := offline_quiz.repeat_reply(messages, query)):
+            return self._say(again)  # "ripetimi la domanda"
         if (
             call is None
             and self._bound(offline_quiz.GRADE) is not None

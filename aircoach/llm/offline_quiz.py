@@ -60,6 +60,7 @@ class PendingQuestion:
     capitolo: int
     numero: int
     options: dict[str, str] = field(default_factory=dict)
+    text: str = ""  # as the quiz result wrote it: "Capitolo 6, domanda 32: ...", its options
 
 
 def _questions(text: str) -> list[PendingQuestion]:
@@ -69,7 +70,9 @@ def _questions(text: str) -> list[PendingQuestion]:
         end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
         block = text[match.start() : end]
         options = {m.group(1): m.group(2).strip() for m in _OPTION.finditer(block)}
-        found.append(PendingQuestion(int(match.group(1)), int(match.group(2)), options))
+        found.append(
+            PendingQuestion(int(match.group(1)), int(match.group(2)), options, block.strip())
+        )
     return found
 
 
@@ -87,6 +90,32 @@ def waiting_by_number(messages: Sequence[BaseMessage]) -> dict[int, PendingQuest
                 place: q for place, q in enumerate(asked, 1) if (q.capitolo, q.numero) not in graded
             }
     return {}
+
+
+# "ripetimi la domanda", "puoi ripetere?", "qual era la domanda?", "non ho capito la
+# domanda": the questions waiting, again (each was searched in the manual: ROGER's "una
+# domanda che chiede sì o no", or drew a new question).
+_REPEAT = re.compile(
+    r"^(?:(?:ok|scusa|senti)[\s,!]+)?(?:(?:puoi|potresti|mi)\s)?(?:me\s|mi\s)?(?:la\s|le\s)?"
+    r"(?:ripet\w*|rilegg\w*|riscriv\w*|rimand\w*)(?:\s(?:la|le)\sdomand[ae])?"
+    r"|^(?:qual|cos|com)\s?(?:era|e)\s(?:la\s)?domanda"
+    r"|^non\s(?:ho\s)?capi(?:to|sco)\s(?:bene\s)?(?:la\s)?domanda"
+)
+_REPEAT_END = re.compile(r"\s*(?:per favore|grazie)?\s*[?!.]*$")
+
+
+def repeat_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
+    """The questions waiting for an answer, again, when `query` asks for them ("ripetimi la
+    domanda"); None for any other message, or when none waits."""
+    text = fold(query).strip()[:MAX_ANSWER_CHARS]
+    asked = _REPEAT.match(text)
+    if asked is None or not _REPEAT_END.fullmatch(text[asked.end() :]):
+        return None
+    waiting = pending_questions(messages)
+    if not waiting:
+        return None
+    said = "Te la ripeto:" if len(waiting) == 1 else "Te le ripeto:"
+    return said + "\n\n" + "\n\n".join(q.text for q in waiting)
 
 
 def pending_questions(messages: Sequence[BaseMessage]) -> list[PendingQuestion]:

@@ -380,3 +380,24 @@ async def test_the_question_after_its_announcement_is_answered_as_if_asked_alone
     for events in (announced, another, other):
         assert said(events) == said(alone)
     assert use[0]["data"]["items"][0]["riferimento"] == "3.2"  # it found nothing
+
+
+@pytest.mark.parametrize(
+    "asked",
+    ["ripetimi la domanda", "puoi ripetere?", "qual era la domanda?", "non ho capito la domanda"],
+)
+async def test_the_question_waiting_is_repeated_when_asked(settings: Settings, auth, asked):
+    """ "ripetimi la domanda" found ROGER's "una domanda che chiede sì o no", "puoi ripetere?"
+    ROGER and WILCO, "non ho capito la domanda" drew a new question."""
+    async with asgi_client(app_with(settings)) as client:
+        question = (await chat(client, auth(), "fammi una domanda"))[0]["data"]["question"]
+        again = await chat(client, auth(), asked)
+        assert [e["type"] for e in again if e["type"] != "agent_message"] == ["done"]
+        text = said(again)
+        assert text.startswith("[modello offline] Te la ripeto:")
+        heading = f"Capitolo {question['capitolo']}, domanda {question['numero']}: "
+        assert heading + question["testo"] in text
+        assert all(f"{k}) {v}" in text for k, v in question["risposte"].items())
+        graded = await chat(client, auth(), "b")
+        assert graded[0]["tool_name"] == "verifica_risposta"
+        assert graded[0]["data"]["numero"] == question["numero"]
