@@ -243,6 +243,9 @@ class OfflineChatModel(BaseChatModel):
         call = self._grade_pending_answer(messages, query)
         if call is None and (again := offline_quiz.repeat_reply(messages, query)):
             return self._say(again)  # "ripetimi la domanda"
+        hint = offline_quiz.hint_search(messages, query) if call is None else None
+        if hint and self._bound(offline_course.KB) is not None:  # "mi dai un suggerimento?"
+            return AIMessage("", tool_calls=[_tool_call(offline_course.KB, {"query": hint})])
         if (
             call is None
             and self._bound(offline_quiz.GRADE) is not None
@@ -290,6 +293,9 @@ class OfflineChatModel(BaseChatModel):
             return self._say("\n\n".join(self._other_result(r) for r in results))
         if any(r.status == "error" for r in results):
             return self._say("La ricerca nel manuale del corso non è riuscita: riprova tra poco.")
+        found = [(f.ref, f.materia) for r in results for f in offline_answer.results(r.text)]
+        if hint := offline_quiz.hint_reply(messages, found):
+            return self._say(hint)
         question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
         question = offline_course.preface(question)[1] or question  # "ho una domanda: ..."
         order = list(asked)  # the results come as the searches end; the parts as asked

@@ -118,6 +118,49 @@ def repeat_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
     return said + "\n\n" + "\n\n".join(q.text for q in waiting)
 
 
+# "mi dai un suggerimento?", "un aiutino?", "un indizio": a hint on the question waiting (each
+# was searched in the manual as asked: the oil's "lubrifica", AVGAS's "il colore aiuta").
+_HINT = re.compile(
+    r"^(?:(?:ok|scusa|senti|non so|non lo so)[\s,!]+)?"
+    r"(?:(?:mi\s)?(?:dai|daresti|puoi\sdarmi|potresti\sdarmi|dammi)\s)?(?:un\s|qualche\s)?"
+    r"(?:suggeriment[oi]|aiut(?:o|ino)|indizi[oi]|hint)(?:\s(?:piccol[oi]|per favore))?"
+    r"\s*[?!.]*$"
+)
+_QUESTION_TEXT = re.compile(r"^Capitolo \d+, domanda \d+: (.+)$", re.MULTILINE)
+
+
+def hint_search(messages: Sequence[BaseMessage], query: str) -> str | None:
+    """What to search the manual for, for a hint on the question waiting: its text (not its
+    options, which would find the wrong ones' sections too); None when `query` asks for no
+    hint, or no question waits."""
+    if not _HINT.match(fold(query).strip()[:MAX_ANSWER_CHARS]):
+        return None
+    waiting = pending_question(messages)
+    asked = _QUESTION_TEXT.search(waiting.text) if waiting is not None else None
+    return asked.group(1) if asked else None
+
+
+def hint_reply(messages: Sequence[BaseMessage], found: Sequence[tuple[str, str]]) -> str | None:
+    """A hint from the manual search for the question waiting: where the manual teaches it
+    (`found`: its sections as `(riferimento, materia)`, best first; the search's result shows
+    their text, as an open book would); None when the student's last message asks for no
+    hint."""
+    asked = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+    if hint_search(messages, asked) is None:
+        return None
+    sections = [(ref, materia) for ref, materia in found if not ref.startswith("quiz ")]
+    if not sections:
+        return (
+            "Non ho un suggerimento per questa domanda: prova a rispondere con la lettera, o "
+            "scrivi «non lo so» e te la spiego."
+        )
+    ref, materia = sections[0]
+    return (
+        f"Un aiuto: ne parla il manuale al § {ref} ({materia}). Rileggilo, poi rispondi con "
+        "la lettera (o «non lo so»)."
+    )
+
+
 def pending_questions(messages: Sequence[BaseMessage]) -> list[PendingQuestion]:
     """The questions of the last quiz result that no grading has answered since, in order."""
     return list(waiting_by_number(messages).values())

@@ -401,3 +401,23 @@ async def test_the_question_waiting_is_repeated_when_asked(settings: Settings, a
         graded = await chat(client, auth(), "b")
         assert graded[0]["tool_name"] == "verifica_risposta"
         assert graded[0]["data"]["numero"] == question["numero"]
+
+
+@pytest.mark.parametrize("asked", ["mi dai un suggerimento?", "un aiutino?", "un indizio"])
+async def test_a_hint_is_where_the_manual_teaches_the_question_waiting(
+    settings: Settings, auth, asked
+):
+    """ "mi dai un suggerimento?" was searched as asked (the oil's "lubrifica"), "un aiutino?"
+    found AVGAS's "il colore aiuta"."""
+    async with asgi_client(app_with(settings)) as client:
+        await chat(client, auth(), "Dammi la domanda 22 del capitolo 1")  # the slats, § 1.7
+        hinted = await chat(client, auth(), asked)
+        searched = next(e for e in hinted if e["type"] == "tool_result")
+        assert searched["tool_name"] == "kb_search"
+        assert searched["arguments"]["query"] == "Gli slat, posti sul bordo d'attacco:"
+        assert said(hinted).endswith(
+            "Un aiuto: ne parla il manuale al § 1.7 (Principi di aerodinamica). Rileggilo, "
+            "poi rispondi con la lettera (o «non lo so»)."
+        )
+        graded = await chat(client, auth(), "d")
+        assert (graded[0]["data"]["numero"], graded[0]["data"]["corretta"]) == (22, True)
