@@ -236,6 +236,8 @@ class OfflineChatModel(BaseChatModel):
             return self._say(offline_quiz.progress_reply(messages))
         if offline_course.asks_memory(query):
             return self._say(offline_course.memory_reply(messages))
+        if offline_course.asks_chapters(query):  # "che capitoli ci sono?"
+            return self._say(offline_course.chapters_reply(course_chapters()))
         if exam_date := offline_course.exam_date_reply(messages, query):
             return self._say(exam_date)
         if several := self._grade_numbered_answers(messages, query):

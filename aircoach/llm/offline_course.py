@@ -245,6 +245,33 @@ def note_reply(query: str) -> str | None:
     )
 
 
+# "che capitoli ci sono?", "quali sono gli argomenti del corso?", "quanti capitoli ha il
+# corso?", "l'indice del corso": the chapters (the first drew a quiz question, the others
+# were searched in the manual). Not "quali capitoli devo ripassare?" (the progress), nor a
+# chapter by its number ("che argomenti ci sono nel capitolo 5?": its sections).
+_ASKS_CHAPTERS = re.compile(
+    r"^(?:(?:ciao|scusa|senti|ok)[\s,!]+)?(?:(?:che|quali|quanti)\s(?:sono\s)?(?:i\s|gli\s|le\s)?"
+    r"(?:capitoli|argomenti|materie)(?:\sci\ssono|\sha|\stratta|\scomprende|\scopre)?"
+    r"|(?:mi\s)?(?:dai|dici|fai\svedere|mostri)\s(?:l.?\s?)?(?:indice|elenco\sdei\scapitoli)"
+    r"|(?:l.?\s?)?indice|(?:il\s)?programma)"
+    r"(?:\s(?:il|del|nel|di\squesto|dell.?|l.?)\s?(?:corso|manuale|quiz|esame|app))?\s*[?!.]*$"
+)
+
+
+def asks_chapters(query: str) -> bool:
+    """ "che capitoli ci sono?", "quali sono gli argomenti del corso?": the course's
+    chapters."""
+    return bool(_ASKS_CHAPTERS.match(fold(query).strip()[:200]))
+
+
+def chapters_reply(chapters: Sequence[str]) -> str:
+    listed = "\n".join(chapters)
+    return (
+        f"Il corso ha {len(chapters)} capitoli:\n{listed}\nChiedimi un argomento di uno di "
+        "questi, o «fammi una domanda del capitolo 3»."
+    )
+
+
 def no_match(chapters: Sequence[str]) -> str:
     """A question the manual does not answer: say so, and suggest the chapters."""
     listed = "; ".join(chapters)

@@ -81,6 +81,15 @@ async def test_greetings_get_the_fixed_introduction(client, auth, query):
     assert not any(line in answer for line in _instruction_lines())
 
 
+@pytest.mark.parametrize("query", ["che capitoli ci sono?", "quanti capitoli ha il corso?"])
+async def test_the_chapters_are_listed_when_asked(client, auth, query):
+    events = await chat(client, auth(), query)
+    assert _tools(events) == []
+    answer = _answer(events)
+    assert answer.startswith(f"{NOTICE} Il corso ha 10 capitoli:\n1. Principi di aerodinamica\n")
+    assert "\n10. Fattore umano e sicurezza\n" in answer
+
+
 @pytest.mark.parametrize(
     ("query", "reply"),
     [

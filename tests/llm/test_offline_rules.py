@@ -45,6 +45,33 @@ def test_what_reads_as_a_request_for_its_instructions(query, asks):
     assert offline_course.asks_for_instructions(query) is asks
 
 
+@pytest.mark.parametrize(
+    ("query", "asks"),
+    [
+        ("che capitoli ci sono?", True),  # it drew a quiz question
+        ("quanti capitoli ha il corso?", True),  # searched in the manual: nothing found
+        ("quali sono gli argomenti del corso?", True),
+        ("l'indice del corso", True),
+        ("quali sono le materie dell'esame?", True),
+        ("quali capitoli devo ripassare?", False),  # the student's progress
+        ("che argomenti ci sono nel capitolo 5?", False),  # its sections
+        ("indice di rifrazione", False),
+        ("programma di volo", False),
+    ],
+)
+def test_what_reads_as_a_question_about_the_chapters(query, asks):
+    assert offline_course.asks_chapters(query) is asks
+
+
+def test_the_chapters_reply_lists_them_one_a_line():
+    chapters = ["1. Principi di aerodinamica", "2. Struttura e comandi dell'aeromobile"]
+    assert offline_course.chapters_reply(chapters) == (
+        "Il corso ha 2 capitoli:\n1. Principi di aerodinamica\n2. Struttura e comandi "
+        "dell'aeromobile\nChiedimi un argomento di uno di questi, o «fammi una domanda del "
+        "capitolo 3»."
+    )
+
+
 def test_an_answer_takes_the_sentences_that_share_most_words_and_cites_them():
     text = (
         "[Manuale: 2 risultati]\n"
