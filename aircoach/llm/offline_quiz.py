@@ -410,7 +410,11 @@ def progress_reply(messages: Sequence[BaseMessage]) -> str:
 
 
 _EXPLAIN = re.compile(
-    r"^(?:ma\s+)?(?:perche\b|come mai\b|spiegamel\w*|spiegami\w*|spiega\w*|non ho capito\b)"
+    r"^(?:ma\s+)?(?:perche\b|come mai\b|spiegamel\w*|spiegami\w*|spiega\w*|non ho capito\b"
+    # "ma la c non va bene?", "la c non è giusta?", "non era la c?": the option the student
+    # gave, or another, disputed (each was searched in the manual: ROGER's "non va mai")
+    r"|(?:la\s)?[a-d]\snon\s(?:va\sbene|e\s(?:giusta|corretta|esatta))\b"
+    r"|non\s(?:era|e)\s(?:la\s)?[a-d]\s*\??$)"
 )
 _EXPLAIN_MAX_CHARS = 80
 _GRADING_LINE = re.compile(r"^(Risposta corretta|Spiegazione|Fonte): (.+)$", re.MULTILINE)
