@@ -391,11 +391,12 @@ def shown_questions(exam: OpenExam, query: str) -> str | None:
 
 def asks_missing(query: str) -> bool:
     """ "quali mi mancano?", "a che punto sono?": which answers of the open exam are noted."""
-    return bool(_MISSING.search(fold(query)[:MAX_MESSAGE_CHARS]))
+    return bool(_MISSING.match(fold(query).strip()[:MAX_MESSAGE_CHARS]))
 
 
 def wants_cancel(query: str) -> bool:
-    """ "annulla l'esame", "mi ritiro", "lasciamo perdere": the open exam is to be dropped."""
+    """ "annulla l'esame", "mi ritiro", "lasciamo perdere": the student would drop the open
+    exam."""
     return bool(_CANCEL.match(fold(query).strip()[:MAX_MESSAGE_CHARS]))
 
 
