@@ -414,7 +414,11 @@ _EXPLAIN = re.compile(
     # "ma la c non va bene?", "la c non è giusta?", "non era la c?": the option the student
     # gave, or another, disputed (each was searched in the manual: ROGER's "non va mai")
     r"|(?:la\s)?[a-d]\snon\s(?:va\sbene|e\s(?:giusta|corretta|esatta))\b"
-    r"|non\s(?:era|e)\s(?:la\s)?[a-d]\s*\??$)"
+    r"|non\s(?:era|e)\s(?:la\s)?[a-d]\s*\??$"
+    # "ho sbagliato?", "era giusta?", "quindi era la d?": how it went (the first asked the
+    # same question again, as a review; the last was searched in the manual)
+    r"|(?:quindi\s|allora\s)?(?:ho\s(?:sbagliato|indovinato|risposto\s(?:bene|male|giusto))"
+    r"|(?:era|e)\s(?:giusta|sbagliata|corretta|(?:la\s)?[a-d]))\s*\??$)"
 )
 _EXPLAIN_MAX_CHARS = 80
 _GRADING_LINE = re.compile(r"^(Risposta corretta|Spiegazione|Fonte): (.+)$", re.MULTILINE)

@@ -22,9 +22,11 @@ def said(events: list[dict[str, Any]]) -> str:
 
 async def test_why_right_after_a_grading_explains_it_from_the_manual(settings: Settings, auth):
     async with asgi_client(app_with(settings)) as client:
-        # "ma la b non va bene?" found ROGER's "non va mai usato" (§ 8.3)
+        # "ma la b non va bene?" found ROGER's "non va mai usato" (§ 8.3); "ho sbagliato?"
+        # asked the same question again, as a review
         disputed = ("ma la b non va bene?", "la b non è giusta?", "non era la b?")
-        for query in ("perché è sbagliata?", "perché?", "spiegamelo meglio", *disputed):
+        how = ("ho sbagliato?", "quindi era la c?", "era giusta?")
+        for query in ("perché è sbagliata?", "perché?", "spiegamelo meglio", *disputed, *how):
             await chat(client, auth(), "Dammi la domanda 1 del capitolo 1")
             graded = await chat(client, auth(), "boh, la b")
             assert graded[0]["data"]["corretta"] is False
