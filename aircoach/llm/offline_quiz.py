@@ -60,7 +60,9 @@ class PendingQuestion:
     capitolo: int
     numero: int
     options: dict[str, str] = field(default_factory=dict)
-    text: str = ""  # as the quiz result wrote it: "Capitolo 6, domanda 32: ...", its options
+    # As the student saw it: "Capitolo 6, domanda 32: ..." and its options; never the key the
+    # result adds for the model after them.
+    text: str = ""
 
 
 def _questions(text: str) -> list[PendingQuestion]:
@@ -70,9 +72,8 @@ def _questions(text: str) -> list[PendingQuestion]:
         end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
         block = text[match.start() : end]
         options = {m.group(1): m.group(2).strip() for m in _OPTION.finditer(block)}
-        found.append(
-            PendingQuestion(int(match.group(1)), int(match.group(2)), options, block.strip())
-        )
+        shown = "\n".join([block.split("\n", 1)[0], *(f"{k}) {v}" for k, v in options.items())])
+        found.append(PendingQuestion(int(match.group(1)), int(match.group(2)), options, shown))
     return found
 
 

@@ -183,6 +183,7 @@ async def test_an_open_exam_question_is_shown_again_by_its_number(settings: Sett
         assert questions[1]["testo"] in second and questions[2]["testo"] not in second
         outside = said(await chat(client, auth(), "ripetimi la 9"))
         assert outside.endswith("La simulazione ha 5 domande, numerate da 1 a 5.")
+        assert "RISERVATO" not in third + second and "corretta" not in third + second
         every = said(await chat(client, auth(), "fammi rivedere le domande"))
         assert all(f"{n}. (capitolo" in every for n in range(1, 6))
         assert all(q["testo"] in every for q in questions)

@@ -402,6 +402,8 @@ async def test_the_question_waiting_is_repeated_when_asked(settings: Settings, a
         heading = f"Capitolo {question['capitolo']}, domanda {question['numero']}: "
         assert heading + question["testo"] in text
         assert all(f"{k}) {v}" in text for k, v in question["risposte"].items())
+        # Not the key the quiz result holds for the model ("[RISERVATO AL COACH, ...]").
+        assert "RISERVATO" not in text and "Spiegazione" not in text and "corretta" not in text
         graded = await chat(client, auth(), "b")
         assert graded[0]["tool_name"] == "verifica_risposta"
         assert graded[0]["data"]["numero"] == question["numero"]
