@@ -96,10 +96,14 @@ _CHAPTER_STEMS = frozenset(stem(word) for word in ("capitolo", "argomento", "mat
 # lo stallo?"): searched, but weighed as a common word. The course's own "problema" is a
 # magneto's, so "problemi ai magneti" still prefers that section, and "ho problemi con il QNH"
 # is not refused for want of a section holding both words. So is a question's "rischio"
-# ("quando c'è rischio di nebbia?" found nothing: no section says both).
+# ("quando c'è rischio di nebbia?" found nothing: no section says both), and "domanda", the
+# student's own or the quiz's ("non capisco questa domanda" found ROGER's "una domanda che
+# chiede sì o no"; "ROGER si usa per rispondere a una domanda?" still finds it).
 _FRAME_STEMS = frozenset(
     stem(word)
-    for word in words(" ".join(STUDENT_STATE_WORDS | QUESTION_VERBS | {"capito", "rischio"}))
+    for word in words(
+        " ".join(STUDENT_STATE_WORDS | QUESTION_VERBS | {"capito", "rischio", "domanda"})
+    )
 )
 
 

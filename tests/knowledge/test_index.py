@@ -322,6 +322,12 @@ def test_the_words_of_a_conversation_are_not_searched(course):
     # "rischio" asks what a subject brings, like "problemi": no section needs to say it.
     assert _refs(course, "quando c'è rischio di nebbia?")[:1] == ["5.3"]
     assert _refs(course, "quali sono i rischi del ghiaccio?")[:1] == ["5.10"]
+    # "domanda" is the student's or the quiz's: "non capisco questa domanda" found ROGER's
+    # "una domanda che chiede sì o no" (8.3); the radio's own questions are still found.
+    assert _refs(course, "non capisco questa domanda") == []
+    assert _refs(course, "che domanda è?") == []
+    assert _refs(course, "ROGER si usa per rispondere a una domanda?")[:1] == ["8.3"]
+    assert _refs(course, "come rispondo alla domanda how do you read?")[:1] == ["8.5"]
 
 
 @pytest.mark.parametrize(
