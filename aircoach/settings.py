@@ -690,22 +690,22 @@ class Settings(
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         given = getattr(init_settings, "init_kwargs", {})
 
-        def tools_only(dotenv: PydanticBaseSettingsSource | None) -> _ToolVariables:
+        def tool_variables(dotenv: PydanticBaseSettingsSource | None) -> _ToolVariables:
             return _ToolVariables(settings_cls, dotenv, given)
 
         if running_on_serverless():
             # A `.env` that slipped into a deploy would fill every setting the platform leaves
             # unset with a developer's local value: there, the environment is the only source.
-            return (init_settings, env_settings, tools_only(None), file_secret_settings)
+            return (init_settings, env_settings, tool_variables(None), file_secret_settings)
         if isinstance(dotenv_settings, DotEnvSettingsSource) and not dotenv_settings.env_vars:
             # No `.env` (or an empty one): the source would still walk every field for nothing,
             # about 40 % of the settings' build.
-            return (init_settings, env_settings, tools_only(None), file_secret_settings)
+            return (init_settings, env_settings, tool_variables(None), file_secret_settings)
         return (
             init_settings,
             env_settings,
             dotenv_settings,
-            tools_only(dotenv_settings),
+            tool_variables(dotenv_settings),
             file_secret_settings,
         )
 
