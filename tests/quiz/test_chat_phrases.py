@@ -427,3 +427,29 @@ async def test_a_hint_is_where_the_manual_teaches_the_question_waiting(
         )
         graded = await chat(client, auth(), "d")
         assert (graded[0]["data"]["numero"], graded[0]["data"]["corretta"]) == (22, True)
+
+
+async def test_no_reply_to_a_question_waiting_gives_away_its_key(settings: Settings, auth):
+    """Whatever the student says while a question waits, the key the quiz result holds for
+    the model ("[RISERVATO AL COACH ...]": the right option and its explanation) is not in the
+    coach's reply ("non so", "boh" answer it: then the key is told). "ripetimi la domanda"
+    once showed it whole."""
+    from aircoach.quiz.bank import load_demo_questions
+
+    bank = {(q["capitolo"], q["numero"]): q for q in await load_demo_questions()}
+    said_before_answer = [
+        "ripetimi la domanda", "puoi ripetere?", "non ho capito la domanda", "mi dai un "
+        "suggerimento?", "un aiutino?", "qual è la risposta giusta?", "dimmi la risposta",
+        "perché?", "spiegamelo", "quali ho sbagliato?", "cos'è lo slat?", "aiuto",
+        "che capitoli ci sono?", "come sto andando?", "ok",
+    ]  # fmt: skip
+    async with asgi_client(app_with(settings)) as client:
+        for said_now in said_before_answer:
+            asked = await chat(client, auth(), "Dammi la domanda 22 del capitolo 1")
+            question = asked[0]["data"]["question"]
+            key = bank[(question["capitolo"], question["numero"])]
+            reply = said(await chat(client, auth(), said_now))
+            assert "RISERVATO" not in reply, said_now
+            assert key["spiegazione"] not in reply, said_now
+            right = key["risposte"][key["corretta"]]
+            assert f"corretta {key['corretta']}) {right}" not in reply, said_now
