@@ -295,9 +295,9 @@ class OfflineChatModel(BaseChatModel):
             return self._say("\n\n".join(self._other_result(r) for r in results))
         if any(r.status == "error" for r in results):
             return self._say("La ricerca nel manuale del corso non è riuscita: riprova tra poco.")
-        found = [(f.ref, f.materia) for r in results for f in offline_answer.results(r.text)]
-        if hint := offline_quiz.hint_reply(messages, found):
-            return self._say(hint)
+        if offline_quiz.asks_hint(messages):  # "mi dai un suggerimento?"
+            found = [(f.ref, f.materia) for r in results for f in offline_answer.results(r.text)]
+            return self._say(offline_quiz.hint_reply(found))
         question = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
         question = offline_course.preface(question)[1] or question  # "ho una domanda: ..."
         order = list(asked)  # the results come as the searches end; the parts as asked

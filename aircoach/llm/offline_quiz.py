@@ -141,14 +141,16 @@ def hint_search(messages: Sequence[BaseMessage], query: str) -> str | None:
     return asked.group(1) if asked else None
 
 
-def hint_reply(messages: Sequence[BaseMessage], found: Sequence[tuple[str, str]]) -> str | None:
-    """A hint from the manual search for the question waiting: where the manual teaches it
-    (`found`: its sections as `(riferimento, materia)`, best first; the search's result shows
-    their text, as an open book would); None when the student's last message asks for no
-    hint."""
+def asks_hint(messages: Sequence[BaseMessage]) -> bool:
+    """Whether the student's last message asked for a hint on the question waiting."""
     asked = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
-    if hint_search(messages, asked) is None:
-        return None
+    return hint_search(messages, asked) is not None
+
+
+def hint_reply(found: Sequence[tuple[str, str]]) -> str:
+    """A hint from the manual search for the question waiting (`asks_hint`): where the manual
+    teaches it (`found`: its sections as `(riferimento, materia)`, best first; the search's
+    result shows their text, as an open book would)."""
     sections = [(ref, materia) for ref, materia in found if not ref.startswith("quiz ")]
     if not sections:
         return (
