@@ -13,7 +13,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
-from aircoach.quiz.answers import NOT_KNOWN, read_numbered_answers
+from aircoach.quiz.answers import NOT_KNOWN, ORDINALS, read_numbered_answers
 from aircoach.quiz.exam_models import PAST_EXAMS_HEADER
 from aircoach.text import fold
 
@@ -154,8 +154,7 @@ _MISTAKES = re.compile(
     r"|\b(?:miei|che|quali)\s{1,3}errori\b"
 )
 _PRACTISE = re.compile(r"\b(?:ripass|esercit|allen|rifa|rifamm|riprov)\w*")
-_ORDINALS_TEXT = "prima seconda terza quarta quinta sesta settima ottava nona decima"
-_ORDINALS = {word: n for n, word in enumerate(_ORDINALS_TEXT.split(), 1)}
+_ORDINALS = {word: n for n, word in enumerate(ORDINALS, 1)}
 # A question by its number: "la 2", "domanda 3", "la seconda", "la terza domanda".
 _NUMBERED = (
     r"(?:(?:la|domanda|numero|n\.?)\s*)+(\d{1,2}|" + "|".join(_ORDINALS) + r")\b(?:\s+domanda)?"
@@ -362,9 +361,11 @@ CANNOT_CANCEL = (
 # "ripetimi la 3", "qual era la domanda 2?", "rileggimi la seconda", "fammi rivedere le
 # domande": the open exam's questions again (each was searched in the manual, or drew a quiz
 # question, which left the exam).
+# The verbs that ask for something said again ("ripetimi", "rileggimi", "rimandamela").
+SAY_AGAIN = r"(?:ripet\w*|rilegg\w*|rimand\w*|riscriv\w*)"
 _SHOW = (
     r"^(?:e\s|ok,?\s)?(?:(?:me\s|mi\s)?(?:la\s|le\s)?"
-    r"(?:ripeti\w*|rileggi\w*|rimand\w*|riscrivi\w*|mostrami|fammi\s(?:ri)?(?:vedere|leggere)"
+    rf"(?:{SAY_AGAIN}|mostrami|fammi\s(?:ri)?(?:vedere|leggere)"
     r"|(?:qual|cosa|com)\s(?:era|e|dice|diceva))\s)"
 )
 _SHOW_ONE = re.compile(_SHOW + _NUMBERED + r"\s*[?!.]*$")

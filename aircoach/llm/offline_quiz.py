@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from aircoach.llm.offline_course import CLOSING_WORDS, prompt_items, rest_after
 from aircoach.llm.offline_exam import (
     NO_MISTAKES,
+    SAY_AGAIN,
     asks_mistakes,
     names_question,
     question_number,
@@ -98,7 +99,7 @@ def waiting_by_number(messages: Sequence[BaseMessage]) -> dict[int, PendingQuest
 # domanda che chiede sì o no", or drew a new question).
 _REPEAT = re.compile(
     r"^(?:(?:ok|scusa|senti)[\s,!]+)?(?:(?:puoi|potresti|mi)\s)?(?:me\s|mi\s)?(?:la\s|le\s)?"
-    r"(?:ripet\w*|rilegg\w*|riscriv\w*|rimand\w*)(?:\s(?:la|le)\sdomand[ae])?"
+    rf"{SAY_AGAIN}(?:\s(?:la|le)\sdomand[ae])?"
     r"|^(?:qual|cos|com)\s?(?:era|e)\s(?:la\s)?domanda"
     r"|^non\s(?:ho\s)?capi(?:to|sco)\s(?:bene\s)?(?:la\s)?domanda"
 )

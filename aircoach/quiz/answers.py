@@ -23,8 +23,20 @@ _TOKEN = re.compile(r"[a-z0-9]+")
 # letter ("la c è giusta" is c). Alone it is the letter e (not an option of the bank's a-d
 # questions: the grader says so).
 _VERB_OR_AND = "e"
-# "la seconda", "la prima è giusta": an option by its place.
-_ORDINAL_LETTERS = {"prima": "a", "seconda": "b", "terza": "c", "quarta": "d"}
+# "la seconda" (an option, a question), "la prima è giusta": by its place.
+ORDINALS = (
+    "prima",
+    "seconda",
+    "terza",
+    "quarta",
+    "quinta",
+    "sesta",
+    "settima",
+    "ottava",
+    "nona",
+    "decima",
+)
+_ORDINAL_LETTERS = dict(zip(ORDINALS, "abcd", strict=False))
 _MIN_OPTION_CHARS = 3
 _OPTION_WORDS_SHARE = 2 / 3
 
