@@ -230,6 +230,8 @@ class OfflineChatModel(BaseChatModel):
         asks_why = offline_quiz.asks_why(query) or offline_exam.names_question(query)
         if asks_why and (why := offline_quiz.explain_reply(messages, query)):
             return self._say(why)  # "perché?", "spiegami la 2", "e la 3?" after gradings
+        if offline_exam.asks_outcome(query) and self._bound(offline_quiz.GRADE) is not None:
+            return self._say(offline_quiz.nothing_graded(messages))  # nothing graded before
         if mistakes := offline_quiz.mistakes_reply(messages, query):  # "quali ho sbagliato?"
             return self._say(mistakes)
         if offline_quiz.asks_progress(query) and self._bound(offline_quiz.ASK) is not None:

@@ -152,6 +152,8 @@ NOTHING_TO_SUBMIT = (
 _MISTAKES = re.compile(
     r"\b(?:quali|quale|cosa|dove|in cosa)\s{1,3}(?:ho\s{1,3})?sbagliat\w*"
     r"|\b(?:miei|che|quali)\s{1,3}errori\b"
+    # "ho sbagliato qualcosa?", "quante ne ho sbagliate?" (asked for a review question)
+    r"|^(?:quindi\s|allora\s)?(?:quante\s(?:ne\s)?)?ho\s{1,3}sbagliat[oe](?:\s{1,3}qualcosa)?\s*\??$"
 )
 _PRACTISE = re.compile(r"\b(?:ripass|esercit|allen|rifa|rifamm|riprov)\w*")
 _ORDINALS = {word: n for n, word in enumerate(ORDINALS, 1)}
@@ -171,6 +173,7 @@ _BY_NUMBER = re.compile(
 )
 _MISTAKE_LINE = re.compile(r"^(\d{1,3})\. (.+)$", re.MULTILINE)
 _TOTAL = re.compile(r"\bsu (\d{1,3}) \(")
+_EXPLAIN_CHARS = 80  # "e la b cosa vuol dire?" and the like are short
 NO_MISTAKES = "Nessun errore: hai risposto bene a tutte le domande."
 ALREADY_GRADED = (
     "L'hai già consegnata: l'esito è qui sopra. Per un'altra scrivi «simulazione d'esame»."
@@ -213,10 +216,30 @@ def _number(said: str) -> int:
     return int(said) if said.isdigit() else _ORDINALS[said]
 
 
+# "ho sbagliato?", "era giusta?" (not "era la c?": "e la c?" reads the same and asks about
+# an option)
+_OUTCOME = re.compile(
+    r"^(?:quindi\s|allora\s)?(?:ho\s(?:sbagliato|indovinato|risposto\s(?:bene|male|giusto))"
+    r"|(?:era|e)\s(?:giusta|sbagliata|corretta))\s*\??$"
+)
+# "e la b?", "ma la c cosa vuol dire?": an option, of a question not named
+_OPTION_ONLY = re.compile(r"^(?:e|ma)\s(?:invece\s)?la\s[a-d]\b[^0-9]*$")
+WHICH_ONE = (
+    "Di quale domanda? Scrivi il suo numero (per esempio «spiegami la 4» o «la 4 era "
+    "giusta?»), o «quali ho sbagliato?» per l'elenco."
+)
+
+
+def asks_outcome(query: str) -> bool:
+    """ "ho sbagliato?", "era giusta?": how an answer went."""
+    return bool(_OUTCOME.match(fold(query).strip()[:MAX_MESSAGE_CHARS]))
+
+
 def asks_about_grading(query: str) -> bool:
     """Whether `query` is one of the questions `grading_reply` answers."""
     text = fold(query).strip()[: _HAND_IN_MAX_CHARS * 2]
-    return bool(_MISTAKES.search(text) or _BY_NUMBER.match(text)) or hands_in(text)
+    about = _MISTAKES.search(text) or _BY_NUMBER.match(text) or _unnamed(text)
+    return bool(about) or hands_in(text)
 
 
 def grading_reply(grading: str, query: str) -> str | None:
@@ -240,7 +263,14 @@ def grading_reply(grading: str, query: str) -> str | None:
         return f"La simulazione aveva {size} domande: scrivi per esempio «spiegami la 1»."
     if hands_in(text):
         return ALREADY_GRADED
+    if _unnamed(text):  # "era giusta?", "e la b?": which of them
+        return WHICH_ONE
     return None
+
+
+def _unnamed(text: str) -> bool:
+    """ "era giusta?", "e la b?" (folded): about a question not named."""
+    return bool(_OUTCOME.match(text) or _OPTION_ONLY.match(text[:_EXPLAIN_CHARS]))
 
 
 def hands_in(query: str) -> bool:

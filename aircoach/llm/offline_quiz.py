@@ -413,19 +413,34 @@ def progress_reply(messages: Sequence[BaseMessage]) -> str:
     )
 
 
+# "ho sbagliato?", "era giusta?", "quindi era la d?": how it went (the first asked the same
+# question again, as a review; the last was searched in the manual)
+_OUTCOME_ASKED = (
+    r"(?:quindi\s|allora\s)?(?:ho\s(?:sbagliato|indovinato|risposto\s(?:bene|male|giusto))"
+    r"|(?:era|e)\s(?:giusta|sbagliata|corretta|(?:la\s)?[a-d]))\s*\??$"
+)
 _EXPLAIN = re.compile(
     r"^(?:ma\s+)?(?:perche\b|come mai\b|spiegamel\w*|spiegami\w*|spiega\w*|non ho capito\b"
     # "ma la c non va bene?", "la c non è giusta?", "non era la c?": the option the student
     # gave, or another, disputed (each was searched in the manual: ROGER's "non va mai")
     r"|(?:la\s)?[a-d]\snon\s(?:va\sbene|e\s(?:giusta|corretta|esatta))\b"
     r"|non\s(?:era|e)\s(?:la\s)?[a-d]\s*\??$"
-    # "ho sbagliato?", "era giusta?", "quindi era la d?": how it went (the first asked the
-    # same question again, as a review; the last was searched in the manual)
-    r"|(?:quindi\s|allora\s)?(?:ho\s(?:sbagliato|indovinato|risposto\s(?:bene|male|giusto))"
-    r"|(?:era|e)\s(?:giusta|sbagliata|corretta|(?:la\s)?[a-d]))\s*\??$)"
+    rf"|{_OUTCOME_ASKED})"
+    # "e la b?", "e la d cosa vuol dire?", "la a perché no?": another option of the question
+    # (each was searched in the manual: "e la b cosa fa?" found the clouds' § 10.14)
+    # ("la b" alone is an answer given again, not a question: it stays one)
+    r"|(?:(?:e|ma)\s(?:invece\s)?la\s[a-d]|la\s[a-d](?=\s*\?|\s(?:cosa|che|perche|come mai)\b))"
+    r"(?:\s(?:invece|allora))?(?:\s(?:cosa|che|perche|come mai)\b[^?]*)?\s*\??$"
+)
+# The option a question about the grading names: "ma la b non va bene?", "e la d?", "quindi
+# era la c?", "perché non la a?" (not "la prima", a question's place).
+_OPTION_NAMED = re.compile(
+    r"\bla\s([a-d])(?=\s*(?:$|[?!.,]|\s(?:non|cosa|che|perche|come|invece|allora|va|era|e)\b))"
 )
 _EXPLAIN_MAX_CHARS = 80
-_GRADING_LINE = re.compile(r"^(Risposta corretta|Spiegazione|Fonte): (.+)$", re.MULTILINE)
+_GRADING_LINE = re.compile(
+    r"^(Risposta dell'allievo|Risposta corretta|Spiegazione|Fonte): (.+)$", re.MULTILINE
+)
 
 
 def asks_why(query: str) -> bool:
@@ -435,10 +450,27 @@ def asks_why(query: str) -> bool:
     return len(text) <= _EXPLAIN_MAX_CHARS and bool(_EXPLAIN.match(text))
 
 
-def _recent_gradings(messages: Sequence[BaseMessage], *, numbered: bool) -> list[str]:
+_PAST_MISTAKES = "Per rivedere gli errori dei quiz passati chiedimi «ripassiamo i miei errori»."
+
+
+def nothing_graded(messages: Sequence[BaseMessage]) -> str:
+    """What to say to "ho sbagliato?" when no answer was graded right before."""
+    if pending_questions(messages):
+        return (
+            "Non hai ancora risposto alla domanda: scrivi la lettera di un'opzione (o «non lo "
+            f"so») e ti dico subito se è giusta. {_PAST_MISTAKES}"
+        )
+    return (
+        "Qui non ho ancora corretto nessuna tua risposta: chiedimi «fammi una domanda» e "
+        f"rispondi con la lettera di un'opzione. {_PAST_MISTAKES}"
+    )
+
+
+def _recent_gradings(messages: Sequence[BaseMessage], *, named: bool) -> list[str]:
     """The quiz answers graded right before the student's message (only the coach's reply in
-    between), in the order the student numbered them; `numbered`: questions about them may
-    come in between ("spiegami la 2" after "quali ho sbagliato?", before "e la 3?")."""
+    between), in the order the student numbered them; `named` (the message names a question
+    or an option): questions about them may come in between ("spiegami la 2" after "quali ho
+    sbagliato?", before "e la 3?"; "e la d?" after "e la b?")."""
     found: dict[str, str] = {}  # tool call id -> its grading
     gradings: list[str] = []
     for message in reversed(messages[:-1]):
@@ -452,7 +484,7 @@ def _recent_gradings(messages: Sequence[BaseMessage], *, numbered: bool) -> list
         elif isinstance(message, HumanMessage):
             text = message.text
             about = asks_why(text) or asks_mistakes(text) or names_question(text)
-            if gradings or not numbered or not about:
+            if gradings or not named or not about:
                 break  # the message they answered, or anything but "spiegami la 2" before
         else:
             break
@@ -463,15 +495,19 @@ def explain_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
     """The explanation `query` asks for, of the answers graded right before it: the one it
     numbers as the student numbered them ("spiegami la 3" after "1a 2b 3c", also after
     another one was explained), else the last; which numbers there are, for a number that is
-    none of several; None when no grading is that recent."""
+    none of several; None when no grading is that recent. An option it names ("e la b?") is
+    what the explanation is about."""
     number = question_number(query)
-    gradings = _recent_gradings(messages, numbered=number is not None)
+    said = _OPTION_NAMED.search(fold(query))
+    option = said.group(1) if said else None
+    # "e la d?" after "e la b?": questions about the same gradings may come in between
+    gradings = _recent_gradings(messages, named=number is not None or option is not None)
     if not gradings:
         return None
     if number is None or len(gradings) == 1:
-        return explanation(gradings[-1])
+        return explanation(gradings[-1], option, messages)
     if 1 <= number <= len(gradings):
-        return explanation(gradings[number - 1])
+        return explanation(gradings[number - 1], option, messages)
     named = ", ".join(f"«la {n}»" for n in range(1, len(gradings) + 1))
     return f"Ho corretto {len(gradings)} risposte: scrivi «spiegami» e {named}."
 
@@ -485,7 +521,7 @@ def mistakes_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
     grading is that recent."""
     if not asks_mistakes(query):
         return None
-    gradings = _recent_gradings(messages, numbered=True)
+    gradings = _recent_gradings(messages, named=True)
     if not gradings:
         return None
     wrong: list[tuple[int, str]] = []
@@ -504,14 +540,45 @@ def mistakes_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
     )
 
 
-def explanation(grading: str) -> str:
-    """The explanation of a grading, from its key, explanation and manual section."""
+def explanation(
+    grading: str, option: str | None = None, messages: Sequence[BaseMessage] = ()
+) -> str:
+    """The explanation of a grading, from its key, explanation and manual section; about
+    `option` when the student named one ("e la b?"), whose text the question in `messages`
+    gives."""
     lines = dict(_GRADING_LINE.findall(grading))
-    text = f"La risposta corretta è {lines.get('Risposta corretta', '').strip()}. "
+    key = lines.get("Risposta corretta", "").strip()
+    text = f"La risposta corretta è {key}. "
+    if option is not None and (shown := _option_shown(grading, option, messages)):
+        if key.startswith(f"{option})"):
+            text = f"Sì, la {key} è la risposta corretta. "
+        else:
+            yours = lines.get("Risposta dell'allievo", "").startswith(f"{option})")
+            text = (
+                f"La {shown}{', la tua risposta,' if yours else ''} non è corretta: "
+                f"la risposta corretta è {key}. "
+            )
     text += lines.get("Spiegazione", "").strip()
     if source := lines.get("Fonte"):
         text += f" (Fonte: {source.strip()} del manuale del corso)"
     return text
+
+
+def _option_shown(grading: str, option: str, messages: Sequence[BaseMessage]) -> str | None:
+    """`option` of the graded question as the student saw it ("b) si dimezza"), from the
+    question asked earlier in `messages`; None when that question is not there or has no
+    such option."""
+    graded = _GRADED.search(grading)
+    if graded is None:
+        return None
+    asked = (int(graded.group(1)), int(graded.group(2)))
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage) and message.name == ASK:
+            for question in _questions(message.text):
+                if (question.capitolo, question.numero) == asked:
+                    said = question.options.get(option)
+                    return f"{option}) {said}" if said else None
+    return None
 
 
 _FAILED = re.compile(r"^\[Tool \w+ failed: (.*)\]$", re.DOTALL)

@@ -40,6 +40,29 @@ async def test_why_right_after_a_grading_explains_it_from_the_manual(settings: S
         assert EXPLANATION not in said(await chat(client, auth(), "perché?"))
 
 
+async def test_the_options_of_a_graded_question_are_explained_one_after_another(
+    settings: Settings, auth
+):
+    """ "e la b cosa fa?" found the clouds' § 10.14 in the manual, "e la d?" nothing; "ho
+    sbagliato?" with nothing graded drew a question."""
+    async with asgi_client(app_with(settings)) as client:
+        nothing = await chat(client, auth(), "ho sbagliato?")
+        assert not [e for e in nothing if e["type"] == "tool_result"]
+        assert said(nothing).endswith("chiedimi «ripassiamo i miei errori».")
+        assert "non ho ancora corretto nessuna tua risposta" in said(nothing)
+        await chat(client, auth(), "Dammi la domanda 1 del capitolo 1")
+        await chat(client, auth(), "boh, la b")
+        replies = {}
+        for query in ("e la b cosa fa?", "e la d?", "quindi era la c?"):
+            events = await chat(client, auth(), query)
+            assert not [e for e in events if e["type"] == "tool_result"], query
+            replies[query] = said(events)
+            assert EXPLANATION in replies[query] and "(Fonte: § 1.2" in replies[query], query
+    assert "La b) si dimezza, la tua risposta, non è corretta" in replies["e la b cosa fa?"]
+    assert "La d) resta invariata non è corretta" in replies["e la d?"]
+    assert "Sì, la c) quadruplica è la risposta corretta." in replies["quindi era la c?"]
+
+
 async def test_everyday_quiz_phrases(store_settings: Settings, auth):
     async with asgi_client(app_with(store_settings)) as client:
         empty = said(await chat(client, auth(), "come sto andando?"))

@@ -270,3 +270,102 @@ def test_a_graded_question_is_explained_by_its_number_after_other_questions_abou
     messages = [*_quiz_graded("quali ho sbagliato?", "spiegami la 2"), HumanMessage(asked)]
     assert offline_exam.names_question(asked)
     assert offline_quiz.explain_reply(messages, asked).startswith("La risposta corretta è c) tre.")
+
+
+QUESTION = (
+    "Capitolo 1, domanda 1: Se la velocità raddoppia, la portanza:\n"
+    "a) raddoppia\nb) si dimezza\nc) quadruplica\nd) resta invariata"
+)
+ONE_GRADING = (
+    "Esito: risposta SBAGLIATA (capitolo 1, domanda 1).\n"
+    "Risposta dell'allievo: b) si dimezza\nRisposta corretta: c) quadruplica\n"
+    "Spiegazione: La portanza va con il quadrato della velocità.\nFonte: § 1.2"
+)
+
+
+def _one_graded(*after: str) -> list:
+    """One quiz question asked, answered "la b" and graded wrong; then `after`, each with the
+    coach's reply."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    messages = [
+        HumanMessage("dammi la domanda 1 del capitolo 1"),
+        AIMessage("", tool_calls=[{"name": "domanda_teoria", "args": {}, "id": "q"}]),
+        ToolMessage(QUESTION, tool_call_id="q", name="domanda_teoria"),
+        AIMessage(QUESTION),
+        HumanMessage("la b"),
+        AIMessage("", tool_calls=[{"name": "verifica_risposta", "args": {}, "id": "g"}]),
+        ToolMessage(ONE_GRADING, tool_call_id="g", name="verifica_risposta"),
+        AIMessage(ONE_GRADING),
+    ]
+    for text in after:
+        messages += [HumanMessage(text), AIMessage("...")]
+    return messages
+
+
+@pytest.mark.parametrize(
+    ("asked", "reply"),
+    [
+        ("e la d?", "La d) resta invariata non è corretta: la risposta corretta è c) quadruplica."),
+        ("la a perché no?", "La a) raddoppia non è corretta: la risposta corretta è c)"),
+        ("e la b cosa fa?", "La b) si dimezza, la tua risposta, non è corretta: la risposta"),
+        ("ma la b non va bene?", "La b) si dimezza, la tua risposta, non è corretta"),
+        ("quindi era la c?", "Sì, la c) quadruplica è la risposta corretta."),
+        ("perché?", "La risposta corretta è c) quadruplica."),
+    ],
+)
+def test_an_option_asked_about_after_a_grading_is_explained_as_that_option(asked, reply):
+    """ "e la b cosa fa?" found the clouds' § 10.14 in the manual; "e la d?" nothing."""
+    from langchain_core.messages import HumanMessage
+
+    assert offline_quiz.asks_why(asked)
+    said = offline_quiz.explain_reply([*_one_graded(), HumanMessage(asked)], asked)
+    assert said is not None and said.startswith(reply)
+    assert said.endswith("quadrato della velocità. (Fonte: § 1.2 del manuale del corso)")
+    # one after another, as a student asks them
+    later = [*_one_graded("e la b?", "perché non la a?"), HumanMessage(asked)]
+    if asked != "perché?":  # a bare "perché?" is about the grading right before only
+        assert offline_quiz.explain_reply(later, asked) == said
+
+
+def test_a_letter_alone_after_a_grading_is_the_answer_again_not_a_question():
+    assert not offline_quiz.asks_why("la b")
+    assert offline_quiz.asks_why("la b?")
+
+
+@pytest.mark.parametrize(
+    ("asked", "reply"),
+    [
+        ("ho sbagliato?", "Le domande sbagliate (2):"),
+        ("era giusta?", offline_exam.WHICH_ONE),
+        ("e la b?", offline_exam.WHICH_ONE),
+        ("la 4 era giusta?", "Domanda 4: non la sapevi"),
+    ],
+)
+def test_how_it_went_after_an_exam_is_answered_from_its_grading(asked, reply):
+    """ "ho sbagliato?" drew a review question; "era giusta?" and "e la b?" searched the
+    manual and ended the questions about the grading."""
+    from langchain_core.messages import HumanMessage
+
+    messages = [*_graded(), HumanMessage(asked)]
+    said = offline_exam.grading_reply(offline_exam.last_grading(messages), asked)
+    assert said is not None and said.startswith(reply)
+    chained = [*_graded(asked), HumanMessage("spiegami la 4")]
+    assert offline_exam.last_grading(chained) == GRADING
+
+
+def test_how_it_went_with_nothing_graded_says_so():
+    """ "ho sbagliato?" with no answer graded drew a quiz question."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    assert offline_exam.asks_outcome("ho sbagliato?") and offline_exam.asks_outcome("Era giusta?")
+    assert not offline_exam.asks_outcome("e la c?")  # "è la c?" reads the same: an option
+    said = offline_quiz.nothing_graded([HumanMessage("ho sbagliato?")])
+    assert said.startswith("Qui non ho ancora corretto nessuna tua risposta")
+    waiting = [
+        AIMessage("", tool_calls=[{"name": "domanda_teoria", "args": {}, "id": "q"}]),
+        ToolMessage(QUESTION, tool_call_id="q", name="domanda_teoria"),
+        AIMessage(QUESTION),
+        HumanMessage("ho sbagliato?"),
+    ]
+    assert offline_quiz.nothing_graded(waiting).startswith("Non hai ancora risposto alla domanda")
