@@ -425,7 +425,9 @@ _EXPLAIN = re.compile(
     # gave, or another, disputed (each was searched in the manual: ROGER's "non va mai")
     r"|(?:la\s)?[a-d]\snon\s(?:va\sbene|e\s(?:giusta|corretta|esatta))\b"
     r"|non\s(?:era|e)\s(?:la\s)?[a-d]\s*\??$"
-    rf"|{_OUTCOME_ASKED})"
+    rf"|{_OUTCOME_ASKED}"
+    # "cosa significa?", "in che senso?" (each was searched with the conversation's subject)
+    r"|(?:cosa|che)\s(?:significa|vuol\sdire)\s*\??$|in\sche\ssenso\s*\??$)"
     # "e la b?", "e la d cosa vuol dire?", "la a perché no?": another option of the question
     # (each was searched in the manual: "e la b cosa fa?" found the clouds' § 10.14)
     # ("la b" alone is an answer given again, not a question: it stays one)
@@ -504,12 +506,30 @@ def explain_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
     gradings = _recent_gradings(messages, named=number is not None or option is not None)
     if not gradings:
         return None
+    if number is None and option is not None and len(gradings) > 1:
+        number = _explained_last(messages)  # "e la c?" after "spiegami la 2": of the 2
+        if number is None:
+            return (
+                f"Di quale domanda? Ho corretto {len(gradings)} risposte: scrivi prima "
+                f"«spiegami» e il suo numero (per esempio «spiegami la 1»), poi «e la {option}?»."
+            )
     if number is None or len(gradings) == 1:
         return explanation(gradings[-1], option, messages)
     if 1 <= number <= len(gradings):
         return explanation(gradings[number - 1], option, messages)
     named = ", ".join(f"«la {n}»" for n in range(1, len(gradings) + 1))
     return f"Ho corretto {len(gradings)} risposte: scrivi «spiegami» e {named}."
+
+
+def _explained_last(messages: Sequence[BaseMessage]) -> int | None:
+    """The number of the graded question the student asked about last, since the gradings
+    ("spiegami la 2"), if any."""
+    for message in reversed(messages[:-1]):
+        if isinstance(message, ToolMessage):
+            return None
+        if isinstance(message, HumanMessage) and (number := question_number(message.text)):
+            return number
+    return None
 
 
 _OUTCOME = re.compile(r"^Esito: risposta (\w+(?: \w+)?) \((capitolo \d+, domanda \d+)\)")

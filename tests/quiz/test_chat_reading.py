@@ -369,3 +369,26 @@ def test_how_it_went_with_nothing_graded_says_so():
         HumanMessage("ho sbagliato?"),
     ]
     assert offline_quiz.nothing_graded(waiting).startswith("Non hai ancora risposto alla domanda")
+
+
+def test_an_option_of_one_of_several_gradings_is_of_the_question_asked_about_last():
+    """ "e la c?" after "1a 2b 3c" and "spiegami la 2" explained question 3 as if its option
+    c were meant."""
+    from langchain_core.messages import HumanMessage
+
+    first = offline_quiz.explain_reply([*_quiz_graded(), HumanMessage("e la c?")], "e la c?")
+    assert first is not None and first.startswith("Di quale domanda? Ho corretto 3 risposte")
+    after = [*_quiz_graded("spiegami la 2"), HumanMessage("e la c?")]
+    said = offline_quiz.explain_reply(after, "e la c?")
+    assert said is not None and said.startswith("La risposta corretta è d) due.")
+
+
+@pytest.mark.parametrize("asked", ["cosa significa?", "che vuol dire?", "in che senso?"])
+def test_what_the_grading_means_is_its_explanation(asked):
+    """Each was searched in the manual with the conversation's subject."""
+    from langchain_core.messages import HumanMessage
+
+    assert offline_quiz.asks_why(asked)
+    said = offline_quiz.explain_reply([*_one_graded(), HumanMessage(asked)], asked)
+    assert said is not None and said.startswith("La risposta corretta è c) quadruplica.")
+    assert not offline_quiz.asks_why("cosa significa EGT?")  # a question of its own
