@@ -374,10 +374,14 @@ class OfflineChatModel(BaseChatModel):
             return reply  # "quali ho sbagliato?", "spiegami la 2" after the grading
         if exam is not None:
             given = offline_exam.numbered(query)
-            if offline_exam.wants_submit(query) or (given and not exam.missing):
+            if offline_exam.hands_in(query, exam_open=True) or (given and not exam.missing):
                 return _tool_call(offline_quiz.GRADE, offline_exam.submit_call(exam))
             if given:
                 return offline_exam.progress_note(exam, given)
+            if offline_exam.asks_to_hand_in(query):  # "posso consegnare?"
+                return f"{offline_exam.MAY_HAND_IN} {offline_exam.progress_note(exam)}"
+            if offline_exam.not_yet(query):  # "non ho ancora finito" (it handed the exam in)
+                return f"{offline_exam.NOT_YET} {offline_exam.progress_note(exam)}"
             if judged := offline_exam.judged_without_letter(query):
                 return offline_exam.letter_needed(judged, exam)
             if shown := offline_exam.shown_questions(exam, query):
@@ -392,7 +396,7 @@ class OfflineChatModel(BaseChatModel):
             return _tool_call(offline_quiz.ASK, offline_exam.start_call(query))
         # "consegno" with no exam open is not a manual search; with no exam in the
         # conversation, "ho finito, grazie" is a goodbye.
-        if exam is None and offline_exam.hands_in(query):
+        if exam is None and (offline_exam.hands_in(query) or offline_exam.asks_to_hand_in(query)):
             goodbye = grading is None and offline_course.thanks_reply(query) is not None
             return None if goodbye else offline_exam.NOTHING_TO_SUBMIT
         return None

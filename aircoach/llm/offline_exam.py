@@ -239,7 +239,7 @@ def asks_about_grading(query: str) -> bool:
     """Whether `query` is one of the questions `grading_reply` answers."""
     text = fold(query).strip()[: _HAND_IN_MAX_CHARS * 2]
     about = _MISTAKES.search(text) or _BY_NUMBER.match(text) or _unnamed(text)
-    return bool(about) or hands_in(text)
+    return bool(about) or hands_in(text) or asks_to_hand_in(text)
 
 
 def grading_reply(grading: str, query: str) -> str | None:
@@ -261,7 +261,7 @@ def grading_reply(grading: str, query: str) -> str | None:
         if 1 <= n <= size:
             return f"Alla domanda {n} hai risposto correttamente."
         return f"La simulazione aveva {size} domande: scrivi per esempio «spiegami la 1»."
-    if hands_in(text):
+    if hands_in(text) or asks_to_hand_in(text):
         return ALREADY_GRADED
     if _unnamed(text):  # "era giusta?", "e la b?": which of them
         return WHICH_ONE
@@ -273,11 +273,37 @@ def _unnamed(text: str) -> bool:
     return bool(_OUTCOME.match(text) or _OPTION_ONLY.match(text[:_EXPLAIN_CHARS]))
 
 
-def hands_in(query: str) -> bool:
-    """ "consegno", "ho finito": a short message that hands an exam in, not a question about
-    handing something in ("come si consegna il piano di volo?")."""
+# "non ho ancora finito", "aspetta, consegno dopo": not now
+_NOT_YET = re.compile(r"\b(?:non|ancora|aspett\w*|attimo|momento|dopo|piu tardi)\b")
+# "posso consegnare?", "la posso consegnare?", "consegno?": asked, not done
+_MAY_HAND_IN = re.compile(
+    r"\b(?:posso|possiamo|devo|si puo)\s(?:\w+\s){0,2}?(?:consegnar\w*|correggere)\b"
+    r"|^(?:consegno|correggi\w*)\s*\?"
+)
+MAY_HAND_IN = "Sì: scrivi «consegno» e la correggo subito."
+NOT_YET = "Va bene, continua pure: la correggo quando scrivi «consegno»."
+
+
+def hands_in(query: str, *, exam_open: bool = False) -> bool:
+    """ "consegno", "ho finito": a short message that hands an exam in (of any length with an
+    exam open: "ok, ho risposto a tutte e consegno la simulazione"), not a question about
+    handing something in ("come si consegna il piano di volo?", "posso consegnare?") nor a
+    "not yet" ("non ho ancora finito": it handed the exam in)."""
     text = fold(query).strip()
-    return len(text) <= _HAND_IN_MAX_CHARS and "?" not in text and wants_submit(text)
+    if "?" in text or not wants_submit(text) or _NOT_YET.search(text):
+        return False
+    return exam_open or len(text) <= _HAND_IN_MAX_CHARS
+
+
+def asks_to_hand_in(query: str) -> bool:
+    """ "posso consegnare?": whether the exam may be handed in, without doing it."""
+    return bool(_MAY_HAND_IN.search(fold(query).strip()[:MAX_MESSAGE_CHARS]))
+
+
+def not_yet(query: str) -> bool:
+    """ "non ho ancora finito", "consegno dopo": the exam is not to be handed in yet."""
+    text = fold(query)[:MAX_MESSAGE_CHARS]
+    return wants_submit(text) and bool(_NOT_YET.search(text))
 
 
 def start_arguments(query: str) -> dict[str, Any]:
@@ -486,9 +512,11 @@ def progress_note(exam: OpenExam, given: Iterable[int] = ()) -> str:
     listed = ", ".join(str(n) for n in missing[:15]) + ("…" if len(missing) > 15 else "")
     outside = exam.outside(given)
     not_noted = f"{_not_in_exam(outside, exam)} " if outside else ""
+    noted = "1 risposta" if len(exam.answers) == 1 else f"{len(exam.answers)} risposte"
+    lacking = f"Manca la domanda {listed}" if len(missing) == 1 else f"Mancano le domande {listed}"
     return not_noted + (
-        f"Ho preso nota di {len(exam.answers)} risposte su {exam.size}. Mancano le domande "
-        f'{listed}. Continua con numero e lettera (per esempio "{missing[0]}a", o '
+        f"Ho preso nota di {noted} su {exam.size}. {lacking}. Continua con numero e lettera "
+        f'(per esempio "{missing[0]}a", o '
         f'"{missing[0]} non lo so" se non la sai), oppure scrivi «consegno» per la correzione: '
         "le domande senza risposta contano come sbagliate."
     )

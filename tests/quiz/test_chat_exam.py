@@ -168,6 +168,30 @@ async def test_the_questions_left_in_an_open_exam_are_told(settings: Settings, a
         assert next(e for e in graded if e["type"] == "tool_result")["data"]["totale"] == 5
 
 
+async def test_an_open_exam_is_handed_in_when_said_not_when_asked_or_not_yet(
+    settings: Settings, auth
+):
+    """ "non ho ancora finito, aspetta" handed the exam in (its "finito"); "posso consegnare?"
+    after the grading searched the manual."""
+    async with asgi_client(app_with(settings)) as client:
+        await chat(client, auth(), "simulazione d'esame con 5 domande")
+        await chat(client, auth(), "1a")
+        for asked, reply in (
+            ("non ho ancora finito, aspetta", offline_exam.NOT_YET),
+            ("consegno dopo", offline_exam.NOT_YET),
+            ("posso consegnare?", offline_exam.MAY_HAND_IN),
+        ):
+            kept = await chat(client, auth(), asked)
+            assert [e["type"] for e in kept if e["type"] != "agent_message"] == ["done"], asked
+            assert said(kept).startswith(f"[modello offline] {reply} Ho preso nota di 1 risposta")
+        assert "Manca la domanda 5." in said(await chat(client, auth(), "2a 3b 4c"))
+        graded = await chat(client, auth(), "ok, ho risposto a quelle che sapevo e consegno")
+        assert next(e for e in graded if e["type"] == "tool_result")["data"]["totale"] == 5
+        after = await chat(client, auth(), "posso consegnare?")
+        assert said(after).endswith(offline_exam.ALREADY_GRADED)
+        assert not any(e["type"] == "tool_result" for e in after)
+
+
 async def test_an_open_exam_question_is_shown_again_by_its_number(settings: Settings, auth):
     """ "ripetimi la 3" found the readback, "qual era la domanda 2?" nothing, and
     "fammi rivedere le domande" drew a quiz question, which left the exam."""
@@ -188,7 +212,7 @@ async def test_an_open_exam_question_is_shown_again_by_its_number(settings: Sett
         assert all(f"{n}. (capitolo" in every for n in range(1, 6))
         assert all(q["testo"] in every for q in questions)
         noted = said(await chat(client, auth(), "1a"))
-        assert "Ho preso nota di 1 risposte su 5. Mancano le domande 2, 3, 4, 5." in noted
+        assert "Ho preso nota di 1 risposta su 5. Mancano le domande 2, 3, 4, 5." in noted
 
 
 async def test_a_chat_exam_question_called_right_without_a_letter_is_asked_for_its_letter(
@@ -206,7 +230,7 @@ async def test_a_chat_exam_question_called_right_without_a_letter_is_asked_for_i
         assert "alle domande 1 e 2 scrivi il numero e la lettera" in said(both)
 
         noted = await chat(client, auth(), "la 3 è b")
-        assert "Ho preso nota di 1 risposte su 5. Mancano le domande 1, 2, 4, 5." in said(noted)
+        assert "Ho preso nota di 1 risposta su 5. Mancano le domande 1, 2, 4, 5." in said(noted)
 
         # A question the exam does not have: how many it has and how to answer (it searched
         # the manual for "giusta"; "9b" was left out of the note without a word).

@@ -392,3 +392,23 @@ def test_what_the_grading_means_is_its_explanation(asked):
     said = offline_quiz.explain_reply([*_one_graded(), HumanMessage(asked)], asked)
     assert said is not None and said.startswith("La risposta corretta è c) quadruplica.")
     assert not offline_quiz.asks_why("cosa significa EGT?")  # a question of its own
+
+
+@pytest.mark.parametrize(
+    ("said", "hands_in", "asks", "not_yet"),
+    [
+        ("consegno", True, False, False),
+        ("ho finito!", True, False, False),
+        ("non ho ancora finito, aspetta", False, False, True),  # it handed the exam in
+        ("consegno dopo", False, False, True),
+        ("posso consegnare?", False, True, False),
+        ("la posso già consegnare?", False, True, False),
+        ("come si consegna il piano di volo?", False, False, False),
+    ],
+)
+def test_an_exam_is_handed_in_when_said_not_when_asked_about_or_put_off(
+    said, hands_in, asks, not_yet
+):
+    assert offline_exam.hands_in(said, exam_open=True) is hands_in
+    assert offline_exam.asks_to_hand_in(said) is asks
+    assert offline_exam.not_yet(said) is not_yet
