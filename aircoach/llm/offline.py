@@ -377,7 +377,8 @@ class OfflineChatModel(BaseChatModel):
             if offline_exam.hands_in(query, exam_open=True) or (given and not exam.missing):
                 return _tool_call(offline_quiz.GRADE, offline_exam.submit_call(exam))
             if given:
-                return offline_exam.progress_note(exam, given)
+                before = offline_exam.open_exam(messages[:-1])
+                return offline_exam.progress_note(exam, given, before.answers if before else None)
             if offline_exam.asks_to_hand_in(query):  # "posso consegnare?"
                 return f"{offline_exam.MAY_HAND_IN} {offline_exam.progress_note(exam)}"
             if offline_exam.not_yet(query):  # "non ho ancora finito" (it handed the exam in)

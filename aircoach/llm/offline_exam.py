@@ -7,7 +7,7 @@ one message or several), and when to submit them (`verifica_risposta` with `esam
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -280,6 +280,11 @@ _MAY_HAND_IN = re.compile(
     r"\b(?:posso|possiamo|devo|si puo)\s(?:\w+\s){0,2}?(?:consegnar\w*|correggere)\b"
     r"|^(?:consegno|correggi\w*)\s*\?"
 )
+# "correggi la 3: è c", "cambia la risposta 2": an answer changed (the first handed the exam in)
+_CHANGES = re.compile(
+    r"\b(?:correggi|cambi|modific)\w*\s(?:(?:la|alla|della)\s)?(?:risposta\s|domanda\s)?"
+    r"(?:(?:la|alla|della)\s)?\d"
+)
 MAY_HAND_IN = "Sì: scrivi «consegno» e la correggo subito."
 NOT_YET = "Va bene, continua pure: la correggo quando scrivi «consegno»."
 
@@ -290,7 +295,7 @@ def hands_in(query: str, *, exam_open: bool = False) -> bool:
     handing something in ("come si consegna il piano di volo?", "posso consegnare?") nor a
     "not yet" ("non ho ancora finito": it handed the exam in)."""
     text = fold(query).strip()
-    if "?" in text or not wants_submit(text) or _NOT_YET.search(text):
+    if "?" in text or not wants_submit(text) or _NOT_YET.search(text) or _CHANGES.search(text):
         return False
     return exam_open or len(text) <= _HAND_IN_MAX_CHARS
 
@@ -482,6 +487,10 @@ def judged_without_letter(query: str) -> list[int]:
     return sorted({int(t) for t in tokens if t.isdigit()})
 
 
+def _said(letter: str) -> str:
+    return "«non lo so»" if letter == NOT_KNOWN else letter
+
+
 def _not_in_exam(numbers: list[int], exam: OpenExam) -> str:
     listed = " e ".join(str(n) for n in numbers)
     which = (
@@ -505,13 +514,20 @@ def letter_needed(questions: list[int], exam: OpenExam) -> str:
     )
 
 
-def progress_note(exam: OpenExam, given: Iterable[int] = ()) -> str:
+def progress_note(
+    exam: OpenExam, given: Iterable[int] = (), before: Mapping[int, str] | None = None
+) -> str:
     """The answers noted and the questions missing, after the numbers just `given` that the
-    exam does not have ("9b" in an exam of 5 is not noted)."""
+    exam does not have ("9b" in an exam of 5 is not noted), and those whose answer changed
+    from `before` ("3a", then "3b")."""
     missing = exam.missing
     listed = ", ".join(str(n) for n in missing[:15]) + ("…" if len(missing) > 15 else "")
     outside = exam.outside(given)
     not_noted = f"{_not_in_exam(outside, exam)} " if outside else ""
+    for n in sorted(set(given)):
+        was, now = (before or {}).get(n), exam.answers.get(n)
+        if was is not None and now is not None and was != now:
+            not_noted += f"Domanda {n}: ora la tua risposta è {_said(now)} (era {_said(was)}). "
     noted = "1 risposta" if len(exam.answers) == 1 else f"{len(exam.answers)} risposte"
     lacking = f"Manca la domanda {listed}" if len(missing) == 1 else f"Mancano le domande {listed}"
     return not_noted + (

@@ -192,6 +192,27 @@ async def test_an_open_exam_is_handed_in_when_said_not_when_asked_or_not_yet(
         assert not any(e["type"] == "tool_result" for e in after)
 
 
+async def test_an_answer_changed_in_an_open_exam_is_told_and_graded_as_changed(
+    settings: Settings, auth
+):
+    """ "correggi la 3: è c" handed the exam in (its "correggi"); "3b" after "3a" was noted
+    without a word of the change."""
+    bank = {(q["capitolo"], q["numero"]): q["corretta"] for q in await load_demo_questions()}
+    async with asgi_client(app_with(settings)) as client:
+        started = await chat(client, auth(), "simulazione d'esame con 5 domande")
+        third = started[0]["data"]["esame"]["domande"][2]
+        key = bank[(third["capitolo"], third["numero"])]
+        wrong = [x for x in "abcd" if x != key]
+        await chat(client, auth(), f"1a 3{wrong[0]}")
+        changed = await chat(client, auth(), f"3{wrong[1]}")
+        assert f"Domanda 3: ora la tua risposta è {wrong[1]} (era {wrong[0]})." in said(changed)
+        fixed = await chat(client, auth(), f"correggi la 3: è {key}")
+        assert [e["type"] for e in fixed if e["type"] != "agent_message"] == ["done"]
+        assert f"Domanda 3: ora la tua risposta è {key} (era {wrong[1]})." in said(fixed)
+        graded = await chat(client, auth(), "consegno")
+        assert "\n3. " not in said(graded)  # not among the mistakes: its last answer counts
+
+
 async def test_an_open_exam_question_is_shown_again_by_its_number(settings: Settings, auth):
     """ "ripetimi la 3" found the readback, "qual era la domanda 2?" nothing, and
     "fammi rivedere le domande" drew a quiz question, which left the exam."""

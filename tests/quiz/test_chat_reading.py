@@ -404,6 +404,9 @@ def test_what_the_grading_means_is_its_explanation(asked):
         ("posso consegnare?", False, True, False),
         ("la posso già consegnare?", False, True, False),
         ("come si consegna il piano di volo?", False, False, False),
+        ("correggi la 3: è c", False, False, False),  # an answer changed: it handed it in
+        ("cambia la risposta 2", False, False, False),
+        ("correggimi l'esame", True, False, False),
     ],
 )
 def test_an_exam_is_handed_in_when_said_not_when_asked_about_or_put_off(
