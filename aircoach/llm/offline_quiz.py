@@ -324,6 +324,12 @@ _HOW_AM_I = re.compile(
     # "quali capitoli devo ripassare?": which ones, not a question to practise on
     r"|(?:quali|quale|che)\s(?:capitol[oi]|argoment[oi]|materi[ae])\s(?:devo|dovrei)\s"
     r"(?:ripassare|studiare|rivedere)"
+    # "in cosa vado male?", "quante domande ho fatto?", "come sono messo?" (each was searched
+    # in the manual, which found nothing)
+    r"|(?:cosa|dove|quali\sargomenti|quali\scapitoli)\s(?:vado|sono|sto\sandando)\s"
+    r"(?:male|debole|peggio|meglio|bene)\b"
+    r"|quant[ei]\s(?:domande|risposte|quiz)\s(?:ho\s)?(?:fatt|dat|risposto|svolt)"
+    r"|come\s(?:sono|sto)\smess[oa]\b"
 )
 PROGRESS_HEADING = "# Progressi dell'allievo"
 

@@ -143,6 +143,10 @@ async def test_everyday_quiz_phrases(store_settings: Settings, auth):
             "quanto sono pronto per l'esame?",
             "cosa devo studiare oggi?",  # a plan asked for: the progress is what it rests on
             "quali capitoli devo ripassare?",  # which ones: it drew a review question
+            # each searched in the manual, which found nothing
+            "in cosa vado male?",
+            "quante domande ho fatto?",
+            "come sono messo?",
         ):
             counted = await chat(client, auth(), query)
             assert not [e for e in counted if e["type"] == "tool_result"], query

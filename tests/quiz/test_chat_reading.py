@@ -415,3 +415,20 @@ def test_an_exam_is_handed_in_when_said_not_when_asked_about_or_put_off(
     assert offline_exam.hands_in(said, exam_open=True) is hands_in
     assert offline_exam.asks_to_hand_in(said) is asks
     assert offline_exam.not_yet(said) is not_yet
+
+
+@pytest.mark.parametrize(
+    ("asked", "progress"),
+    [
+        ("in cosa vado male?", True),  # each was searched in the manual, which found nothing
+        ("dove vado peggio?", True),
+        ("quante domande ho fatto?", True),
+        ("a quante domande ho risposto?", True),
+        ("come sono messo?", True),
+        ("come sono messi i flap in decollo?", False),
+        ("dove sono le prese statiche?", False),
+        ("quante domande ci sono all'esame?", False),
+    ],
+)
+def test_how_the_student_is_doing_asked_in_everyday_words(asked, progress):
+    assert offline_quiz.asks_progress(asked) is progress
