@@ -380,9 +380,9 @@ class OfflineChatModel(BaseChatModel):
                 before = offline_exam.open_exam(messages[:-1])
                 return offline_exam.progress_note(exam, given, before.answers if before else None)
             if offline_exam.asks_to_hand_in(query):  # "posso consegnare?"
-                return f"{offline_exam.MAY_HAND_IN} {offline_exam.progress_note(exam)}"
+                return f"{offline_exam.MAY_HAND_IN} {offline_exam.progress_note(exam, how=False)}"
             if offline_exam.not_yet(query):  # "non ho ancora finito" (it handed the exam in)
-                return f"{offline_exam.NOT_YET} {offline_exam.progress_note(exam)}"
+                return f"{offline_exam.NOT_YET} {offline_exam.progress_note(exam, how=False)}"
             if judged := offline_exam.judged_without_letter(query):
                 return offline_exam.letter_needed(judged, exam)
             if shown := offline_exam.shown_questions(exam, query):

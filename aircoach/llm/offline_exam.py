@@ -515,11 +515,16 @@ def letter_needed(questions: list[int], exam: OpenExam) -> str:
 
 
 def progress_note(
-    exam: OpenExam, given: Iterable[int] = (), before: Mapping[int, str] | None = None
+    exam: OpenExam,
+    given: Iterable[int] = (),
+    before: Mapping[int, str] | None = None,
+    *,
+    how: bool = True,
 ) -> str:
     """The answers noted and the questions missing, after the numbers just `given` that the
     exam does not have ("9b" in an exam of 5 is not noted), and those whose answer changed
-    from `before` ("3a", then "3b")."""
+    from `before` ("3a", then "3b"); then how to go on, unless not `how` (a reply that says
+    it already)."""
     missing = exam.missing
     listed = ", ".join(str(n) for n in missing[:15]) + ("…" if len(missing) > 15 else "")
     outside = exam.outside(given)
@@ -530,6 +535,9 @@ def progress_note(
             not_noted += f"Domanda {n}: ora la tua risposta è {_said(now)} (era {_said(was)}). "
     noted = "1 risposta" if len(exam.answers) == 1 else f"{len(exam.answers)} risposte"
     lacking = f"Manca la domanda {listed}" if len(missing) == 1 else f"Mancano le domande {listed}"
+    if not how:
+        unanswered = "conta come sbagliata" if len(missing) == 1 else "contano come sbagliate"
+        return f"Ho preso nota di {noted} su {exam.size}. {lacking}: senza risposta {unanswered}."
     return not_noted + (
         f"Ho preso nota di {noted} su {exam.size}. {lacking}. Continua con numero e lettera "
         f'(per esempio "{missing[0]}a", o '
