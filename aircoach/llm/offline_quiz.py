@@ -203,13 +203,39 @@ def numbered_answers(query: str, waiting: Mapping[int, PendingQuestion]) -> list
     ]
 
 
+_TENTATIVE_MAX_CHARS = 40
+_ASKS_ABOUT = re.compile(r"^(?:e|ma|perche|cosa|che)\b")
+# "c o d?", "tra la b e la c": two options, one answer wanted
+_TWO_LETTERS = re.compile(
+    r"^(?:(?:sono\s)?(?:indecis[oa]\s)?(?:tra|fra)\s)?(?:la\s)?([a-d])"
+    r"(?:\s*,|\so|\soppure|\se)\s(?:la\s)?([a-d])\s*[?!.]*$"
+)
+
+
+def two_options_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
+    """What to say to "c o d?" while a question waits: one answer, please; None otherwise."""
+    said = _TWO_LETTERS.match(fold(query).strip()[:MAX_ANSWER_CHARS])
+    if said is None or said.group(1) == said.group(2) or pending_question(messages) is None:
+        return None
+    first, second = said.groups()
+    return (
+        f"Una risposta sola: la {first} o la {second}? Scrivi la lettera che scegli (o «non lo "
+        "so»)."
+    )
+
+
 def answers(query: str, question: PendingQuestion) -> bool:
     """Whether the message reads as an answer to the question: a letter ("c", "la b",
-    "risposta: a"), or the text of one of its options; a question ("?") never does, nor a
-    request for another question or a chapter ("un'altra sul capitolo 8" is no answer "8")."""
+    "risposta: a"), or the text of one of its options; a question ("?") only when a short
+    letter answer ("forse la c?"), never a request for another question or a chapter
+    ("un'altra sul capitolo 8" is no answer "8")."""
     text = query.strip()
-    if not text or "?" in text or len(text) > MAX_ANSWER_CHARS:
+    if not text or len(text) > MAX_ANSWER_CHARS:
         return False
+    if "?" in text:  # "forse la c?", "la c è giusta?": an answer, unsure; "e la c?" asks
+        folded = fold(text)
+        tentative = len(folded) <= _TENTATIVE_MAX_CHARS and not _ASKS_ABOUT.match(folded)
+        return tentative and read_letter(text) in question.options
     if wants_another(text) or _CHAPTERS.search(fold(text)):
         return False
     if dont_know(text):  # "non lo so", "salta": graded as not known

@@ -41,11 +41,19 @@ _MIN_OPTION_CHARS = 3
 _OPTION_WORDS_SHARE = 2 / 3
 
 
+# "non sono sicuro, c", "non so, direi b", "mmm c": a doubt said before the answer
+_HESITATION = re.compile(
+    r"^(?:non\s(?:ne\s)?sono\s(?:molto\s|tanto\s)?(?:sicur[oa]|cert[oa])|non\s(?:lo\s)?so(?:\sbene)?"
+    r"|h?m{2,}|uhm+)[\s,.:;!-]+"
+)
+
+
 def read_letter(text: str) -> str | None:
-    """The letter a short answer names (`"è la b"`, `"la c è giusta"`, `"la seconda"` -> the
-    letter), whether or not it is an option; None when the text is not a letter answer, or
-    names two different letters (`"a o c?"`)."""
-    tokens = [_ORDINAL_LETTERS.get(token, token) for token in _TOKEN.findall(fold(text))]
+    """The letter a short answer names (`"è la b"`, `"la c è giusta"`, `"la seconda"`, "non
+    sono sicuro, c" -> the letter), whether or not it is an option; None when the text is not
+    a letter answer, or names two different letters (`"a o c?"`)."""
+    said = _HESITATION.sub("", fold(text).strip(), count=1)
+    tokens = [_ORDINAL_LETTERS.get(token, token) for token in _TOKEN.findall(said)]
     letters = {token for token in tokens if len(token) == 1 and token.isalpha()}
     if len(letters) > 1:
         letters.discard(_VERB_OR_AND)

@@ -46,6 +46,11 @@ OPTIONS = {
         ("la prima è giusta", "a"),
         ("direi la terza", "c"),
         ("Quarta.", "d"),
+        # a doubt said first (each was searched in the manual)
+        ("non sono sicuro, c", "c"),
+        ("non so, direi b", "b"),
+        ("mmm c", "c"),
+        ("non ne sono sicura: la a", "a"),
     ],
 )
 def test_letters_however_written(text, letter):
@@ -82,6 +87,8 @@ def test_options_by_their_text(text, letter):
         "la c è giusta, la a",
         "la seconda o la terza",
         "la prima legge",
+        "non è la c",  # not c: a doubt is not a "non" before the letter
+        "non so",
         "",
         "   ",
     ],

@@ -63,6 +63,25 @@ async def test_the_options_of_a_graded_question_are_explained_one_after_another(
     assert "Sì, la c) quadruplica è la risposta corretta." in replies["quindi era la c?"]
 
 
+async def test_an_answer_given_unsure_is_graded_and_two_letters_get_a_choice(
+    settings: Settings, auth
+):
+    """ "forse la c?", "la c è giusta?", "non sono sicuro, c", "mmm c" and "c o d?" were
+    searched in the manual."""
+    async with asgi_client(app_with(settings)) as client:
+        for answer in ("forse la c?", "la c è giusta?", "non sono sicuro, c", "mmm c"):
+            await chat(client, auth(), "Dammi la domanda 1 del capitolo 1")
+            graded = await chat(client, auth(), answer)
+            assert graded[0]["tool_name"] == "verifica_risposta", answer
+            assert graded[0]["data"]["corretta"] is True, answer
+        await chat(client, auth(), "Dammi la domanda 1 del capitolo 1")
+        for two in ("c o d?", "tra la b e la c"):
+            choose = await chat(client, auth(), two)
+            assert not [e for e in choose if e["type"] == "tool_result"], two
+            assert "Una risposta sola: la " in said(choose), two
+        assert (await chat(client, auth(), "d"))[0]["data"]["corretta"] is False  # still waiting
+
+
 async def test_everyday_quiz_phrases(store_settings: Settings, auth):
     async with asgi_client(app_with(store_settings)) as client:
         empty = said(await chat(client, auth(), "come sto andando?"))
