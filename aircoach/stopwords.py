@@ -95,10 +95,12 @@ COMPARING_WORDS = frozenset(
 
 # Words that ask to be told more of the topic under way ("spiegami meglio", "dimmi altro",
 # "approfondisci"), in no sense a passage uses: the follow-up rules search the topic without
-# them, and the offline answer gives what it has not said yet.
+# them, and the offline answer gives what it has not said yet. "fammi un esempio" too: the
+# topic searched with "esempio" found the passages that say "ad esempio" (IMSAFE's for the
+# spin, hyperventilation's for hypoxia).
 _MORE_WORDS_TEXT = """
     meglio ancora altro approfondisci approfondire continua spiega spiegami spiegamelo spiegalo
-    spiegare ripeti ripetere
+    spiegare ripeti ripetere esempio esempi
 """
 MORE_WORDS = frozenset(_MORE_WORDS_TEXT.split())
 

@@ -73,7 +73,7 @@ però pero più piu poi può puo quale quali qual quando quanto quanti quante qu
 quello quella quelli quelle questo questa questi queste qui se sei si sia siamo sono su
 sul sullo sulla sui sugli sulle suo sua suoi sue tra fra tu tuo un una uno vi voi allora inoltre
 quindi dimmi dammi spiegami parlami puoi potresti vorrei sapere cos'è cosè serve
-servono bisogna devo deve devono posso possono significa vuol dire fammi ciao grazie ok
+servono bisogna devo deve devono posso possono significa vuol dire fammi fai faresti ciao grazie ok
 okay sì stesso stessa stessi stesse caso vale valgono funziona funzionano perche cos'e
 com'è com'e qual'è qual'e
 """

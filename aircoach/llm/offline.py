@@ -319,9 +319,11 @@ class OfflineChatModel(BaseChatModel):
                     subject=offline_course.moved_to(messages, question),
                 ),
             )
-            if composed is None and searched.strip() != question.strip():
-                # The topic added to a follow-up found nothing: search the question as asked.
-                retry = self._search_course(messages, question, plain=True)
+            again = offline_course.retry_query(messages, question)
+            if composed is None and searched.strip() != again.strip():
+                # The topic added to a follow-up found nothing: search the question as asked
+                # (a bare one, its topic alone).
+                retry = self._search_course(messages, again, plain=True)
                 if retry.tool_calls:
                     return retry
         else:

@@ -30,7 +30,8 @@ _SENTENCE_END = re.compile(
 # Words of a question that only say what is asked, not about what.
 _ASKING_TEXT = """
     cos cosa cose come quando perche quanto quanta quanti quante qual quale spiegami spiega
-    dimmi parlami sai succede serve servono mi ti ci si e ho hai ha fa fare faccio devo
+    dimmi parlami fammi fai faresti sai succede serve servono mi ti ci si e ho hai ha fa fare
+    faccio devo
     differenza legge leggere indica indicano avere aver bisogna occorre
 """
 _ASKING = frozenset(_ASKING_TEXT.split()) | ASKING_WORDS

@@ -312,6 +312,16 @@ def earlier_questions(messages: Sequence[BaseMessage]) -> list[str]:
     return [q for q in asked if q.strip()]
 
 
+def retry_query(messages: Sequence[BaseMessage], question: str) -> str:
+    """What to search when a follow-up searched with its topic found nothing: the question
+    as asked, or, when it has no word of its own ("fammi un esempio"), the topic alone (as
+    asked, it found IMSAFE's "ad esempio")."""
+    if followups.own_words(question):
+        return question
+    asked = [m.text for m in messages if isinstance(m, HumanMessage) and m.text.strip()]
+    return " ".join(followups.topic_keywords(asked[:-1])) or question
+
+
 def told(messages: Sequence[BaseMessage], question: str) -> str:
     """What the coach's answers before `question` said (the thread's window), when it is a
     follow-up, which should get what is new; "" for a question that stands alone (asked

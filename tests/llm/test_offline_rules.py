@@ -568,6 +568,9 @@ def test_a_question_of_its_own_is_not_a_request_for_more():
     for asking, said in (
         ("spiegami la leva della miscela", "La leva della miscela regola"),
         ("spiegami meglio", "Una miscela troppo povera"),
+        # an example asked: what the section says beside what was told (it gave it again)
+        ("fammi un esempio", "Una miscela troppo povera"),
+        ("mi fai un esempio?", "Una miscela troppo povera"),
     ):
         asked = offline_answer.Asked(told=told, asking=asking)
         composed = offline_answer.answer("miscela " + asking, MIXTURE, asked=asked)
@@ -618,3 +621,16 @@ def test_two_subjects_compared_get_a_sentence_each(question, text, said, not_sai
     assert composed is not None
     assert all(part in composed[0] for part in said)
     assert not any(part in composed[0] for part in not_said)
+
+
+def test_a_bare_followup_that_found_nothing_searches_its_topic_not_its_words():
+    """ "fammi un esempio" after the spin was searched as "vite esempio" (nothing), then as
+    asked, which found IMSAFE's "ad esempio" (§ 10.12); "mi fai un esempio?" was no follow-up
+    (its "fai")."""
+    spin = [HumanMessage("cos'è la vite?"), AIMessage("..."), HumanMessage("fammi un esempio")]
+    assert offline_course.retry_query(spin, "fammi un esempio") == "vite"
+    assert offline_course.retry_query(spin, "e lo stallo?") == "e lo stallo?"
+    for question in ("fammi un esempio", "mi fai un esempio?"):
+        history = [*spin[:2], HumanMessage(question)]
+        (searched,) = offline_course.plan_search(history, question).queries
+        assert searched.startswith("vite") and "esempio" not in searched, question
