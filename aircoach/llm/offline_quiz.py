@@ -381,6 +381,8 @@ _ASKS_QUESTION = re.compile(
     r"(?:altr[ae]\s)?(?:domand[ae]|quiz)\b(?!\s*[:,])"
     r"|domand[ae]\s(?:a\scaso|random|casual[ei])\b)"
     r"|(?:interrogami|testami|mettimi\salla\sprova)\b"
+    # "domanda sulla radio", "domande di meteo" (the first was searched in the manual)
+    r"|(?:domand[ae]|quiz)\s(?:su|sul|sull\w*|sui|sugli|sulle|di|del|dell\w*|dei|degli|delle)\s"
 )
 
 

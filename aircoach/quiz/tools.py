@@ -30,6 +30,7 @@ from aircoach.quiz.service import (
     public,
 )
 from aircoach.text import plan as search_plan
+from aircoach.text import words
 from aircoach.tools.registry import ToolContext, ToolOutput, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -240,11 +241,19 @@ async def _one(
 
 
 def _best(matches: list[Question], testo: str) -> list[Question]:
-    """The best-scoring matches."""
+    """The best-scoring matches; among them, those that have the most of the words asked as
+    written: "carburatore" and "carburante" share a stem, and "quiz sul carburatore" drew
+    the fuel reserve's question."""
     if not matches:
         return []
     plan = search_plan(testo)
-    scores = [plan.score(index_terms(q)) for q in matches]
+    asked = set(words(testo))
+
+    def score(question: Question) -> tuple[int, int]:
+        written = set(words(f"{question.get('testo', '')} {question.get('argomento') or ''}"))
+        return plan.score(index_terms(question)), len(asked & written)
+
+    scores = [score(q) for q in matches]
     best = max(scores)
     return [q for q, s in zip(matches, scores, strict=True) if s == best]
 

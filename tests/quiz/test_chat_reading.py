@@ -432,3 +432,17 @@ def test_an_exam_is_handed_in_when_said_not_when_asked_about_or_put_off(
 )
 def test_how_the_student_is_doing_asked_in_everyday_words(asked, progress):
     assert offline_quiz.asks_progress(asked) is progress
+
+
+@pytest.mark.parametrize(
+    ("asked", "quiz"),
+    [
+        ("domanda sulla radio", True),  # it was searched in the manual
+        ("domande di meteorologia", True),
+        ("una domanda sul vento", True),
+        ("domanda: cos'è il QNH?", False),  # a question announced
+        ("ho una domanda sulla radio", False),  # announced too (offline_course.preface)
+    ],
+)
+def test_a_question_asked_for_without_a_verb_or_an_article(asked, quiz):
+    assert offline_quiz.asks_for_question(asked) is quiz
