@@ -107,7 +107,8 @@ MORE_WORDS = frozenset(_MORE_WORDS_TEXT.split())
 # A question's common verbs, the action asked about rather than its subject ("quando si usa
 # il QNH?", "come si riconosce lo stallo?", "come si evitano?"), and its modal and auxiliary
 # ones ("quanto deve essere la visibilità?", "cosa si può fare in classe G?"), and where or
-# how it is found or left ("dove si trova?", "come si esce?"). The course search weighs them
+# how it is found or left ("dove si trova?", "come si esce?"), or whether it exists ("quali
+# nubi esistono?" found nothing). The course search weighs them
 # as common words (no section needs to hold one); the follow-up rules read a question of
 # nothing else ("come si riconosce?") as asking about the topic under way.
 _QUESTION_VERBS_TEXT = """
@@ -119,7 +120,7 @@ _QUESTION_VERBS_TEXT = """
     dipende dipendono deve devo devono dovrei essere può posso possono potrei impiegano
     impostano mettono riconoscono evitano prevengono calcolano controllano scelgono gestiscono
     recuperano sentono notano leggono interpretano usato usata usati usate scelto messo
-    esce esco escono uscire trova trovo trovano
+    esce esco escono uscire trova trovo trovano esiste esistono
 """
 QUESTION_VERBS = frozenset(_QUESTION_VERBS_TEXT.split())
 

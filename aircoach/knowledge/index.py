@@ -98,12 +98,12 @@ _CHAPTER_STEMS = frozenset(stem(word) for word in ("capitolo", "argomento", "mat
 # is not refused for want of a section holding both words. So is a question's "rischio"
 # ("quando c'è rischio di nebbia?" found nothing: no section says both), and "domanda", the
 # student's own or the quiz's ("non capisco questa domanda" found ROGER's "una domanda che
-# chiede sì o no"; "ROGER si usa per rispondere a una domanda?" still finds it).
+# chiede sì o no"; "ROGER si usa per rispondere a una domanda?" still finds it). So is the
+# kind asked for: "quali tipi di nubi ci sono?", "che tipo di carburante si usa?" found
+# nothing (four sections say "tipo" or "tipi").
+_FRAME_WORDS = {"capito", "rischio", "domanda", "tipo", "tipi", "tipologia", "genere"}
 _FRAME_STEMS = frozenset(
-    stem(word)
-    for word in words(
-        " ".join(STUDENT_STATE_WORDS | QUESTION_VERBS | {"capito", "rischio", "domanda"})
-    )
+    stem(word) for word in words(" ".join(STUDENT_STATE_WORDS | QUESTION_VERBS | _FRAME_WORDS))
 )
 
 

@@ -328,6 +328,12 @@ def test_the_words_of_a_conversation_are_not_searched(course):
     assert _refs(course, "che domanda è?") == []
     assert _refs(course, "ROGER si usa per rispondere a una domanda?")[:1] == ["8.3"]
     assert _refs(course, "come rispondo alla domanda how do you read?")[:1] == ["8.5"]
+    # The kind asked for, or that a thing exists: each found nothing (four sections say
+    # "tipo" or "tipi", none "esistono").
+    assert _refs(course, "quali tipi di nubi ci sono?")[:1] == ["5.4"]
+    assert _refs(course, "quali tipi di nebbia ci sono?")[:1] == ["5.3"]
+    assert _refs(course, "che tipi di spazio aereo esistono?")[:1] == ["7.3"]
+    assert _refs(course, "quali nubi esistono?")[:1] == ["5.4"]
 
 
 @pytest.mark.parametrize(
