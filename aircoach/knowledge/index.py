@@ -84,7 +84,7 @@ _QUESTION_WORDS_TEXT = """
     differenza tra fra manuale corso secondo dice detto legge leggere leggo interpretare
     interpreta capire capisco significano esattamente va vanno com fatto fatta fatti succedere
     riassunto riassumi caso casi grazie ok okay bene perfetto adesso ora allora passiamo
-    vorrei voglio
+    vorrei voglio fai faresti fammi spieghi spiegheresti bisogna
 """
 _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS | ASKING_WORDS
 _FUNCTION_WORDS = _QUESTION_WORDS | STOPWORDS
@@ -100,8 +100,13 @@ _CHAPTER_STEMS = frozenset(stem(word) for word in ("capitolo", "argomento", "mat
 # student's own or the quiz's ("non capisco questa domanda" found ROGER's "una domanda che
 # chiede sì o no"; "ROGER si usa per rispondere a una domanda?" still finds it). So is the
 # kind asked for: "quali tipi di nubi ci sono?", "che tipo di carburante si usa?" found
-# nothing (four sections say "tipo" or "tipi").
-_FRAME_WORDS = {"capito", "rischio", "domanda", "tipo", "tipi", "tipologia", "genere"}
+# nothing (four sections say "tipo" or "tipi"), and what a thing is like or for: "quali sono
+# le caratteristiche dell'altimetro?", "qual è la funzione degli alettoni?", "in che modo si
+# usa l'ATIS?" found nothing; so did "come mai l'alcol è importante?" (its "mai").
+_FRAME_WORDS = {
+    *("capito", "rischio", "domanda", "tipo", "tipi", "tipologia", "genere"),
+    *("caratteristica", "caratteristiche", "funzione", "funzioni", "scopo", "modo", "mai"),
+}
 _FRAME_STEMS = frozenset(
     stem(word) for word in words(" ".join(STUDENT_STATE_WORDS | QUESTION_VERBS | _FRAME_WORDS))
 )
