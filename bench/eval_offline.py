@@ -10,6 +10,7 @@ formatting a turn uses), then the offline model, which reads the tool's text and
     python bench/eval_offline.py --split dev     # the half the ranking was tuned on
     python bench/eval_offline.py --split all --errors
     python bench/eval_offline.py --phrases       # the quiz phrases students use (issue 33)
+    python bench/eval_offline.py --frames        # the bank's topics in everyday frames
 
 Figures: hit@1 and hit@3 of `kb_search` (the expected section is the first result / among
 the first three), the share of the offline answers that cite the expected section, the share
@@ -315,14 +316,57 @@ async def evaluate_phrases() -> None:
         print(f"quiz phrases: {passed}/{len(cases)}")
 
 
+# Everyday frames a student asks a topic in; `--frames` asks each topic of the quiz bank in
+# each one ("{}" alone is the baseline).
+FRAMES = (
+    "{}",
+    "quali sono le caratteristiche di {}?",
+    "qual è la funzione di {}?",
+    "mi spieghi {}?",
+    "mi fai un riassunto su {}?",
+    "in che modo si usa {}?",
+    "cosa bisogna fare con {}?",
+    "come mai {} è importante?",
+    "che tipo di {} esiste?",
+)
+
+
+async def evaluate_frames() -> None:
+    """Per frame: how many of the bank's topics (its questions' `argomento`) find nothing,
+    and how many have a section their questions cite (`riferimento`) in the top three."""
+    from aircoach.quiz.bank import load_demo_questions
+
+    docs = load_docs()
+    index = await CourseKnowledge().index_for(docs)
+    sections: dict[str, set[str]] = {}
+    for question in await load_demo_questions():
+        if question.get("argomento") and question.get("riferimento"):
+            sections.setdefault(question["argomento"], set()).add(question["riferimento"])
+    print(f"{len(sections)} topics of the quiz bank, each asked in {len(FRAMES)} frames")
+    print("| frame | nothing found | section in top 3 |")
+    print("|---|---|---|")
+    for frame in FRAMES:
+        empty = hit = 0
+        for topic, refs in sections.items():
+            found = [r["riferimento"] for r in index.search(frame.format(topic), top_k=3)]
+            empty += not found
+            hit += bool(refs & set(found))
+        print(f"| {frame.format('X')} | {empty} | {hit}/{len(sections)} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", choices=["test", "dev", "all"], default="test")
     parser.add_argument("--errors", action="store_true", help="list the misses")
     parser.add_argument("--phrases", action="store_true", help="the quiz phrases instead")
+    parser.add_argument(
+        "--frames", action="store_true", help="the bank's topics in everyday frames instead"
+    )
     args = parser.parse_args()
     if args.phrases:
         asyncio.run(evaluate_phrases())
+    elif args.frames:
+        asyncio.run(evaluate_frames())
     else:
         asyncio.run(evaluate(args.split, args.errors))
 
