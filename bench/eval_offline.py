@@ -328,6 +328,16 @@ FRAMES = (
     "cosa bisogna fare con {}?",
     "come mai {} è importante?",
     "che tipo di {} esiste?",
+    "qual è il ruolo di {}?",
+    "quali sono i pericoli di {}?",
+    "quali errori si fanno con {}?",
+    "a cosa bisogna stare attenti con {}?",
+    "cosa devo ricordare di {}?",
+    "dimmi tutto su {}",
+    "definizione di {}",
+    "ripassiamo {}",
+    "cosa devo sapere su {}?",
+    "quanto deve essere {}?",
 )
 
 

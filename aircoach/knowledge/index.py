@@ -76,7 +76,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _LAST_WORD = re.compile(r"\w+$")
 
 # Words of a question that say nothing about its subject ("spiegami cos'e ...", "in tre
-# frasi", "in parole semplici", "in caso di", "grazie, ora parliamo dell'ipossia").
+# frasi", "in parole semplici", "in caso di", "grazie, ora parliamo dell'ipossia"; "cosa devo
+# sapere sul QNH?" found the readback first, which says "deve").
 _QUESTION_WORDS_TEXT = """
     cos cosa cose che come dove quando perche quanto quanta quanti quante qual quale
     spiegami spiega spiegare dimmi dici parlami sai sapere vuol dire significa significato
@@ -84,7 +85,9 @@ _QUESTION_WORDS_TEXT = """
     differenza tra fra manuale corso secondo dice detto legge leggere leggo interpretare
     interpreta capire capisco significano esattamente va vanno com fatto fatta fatti succedere
     riassunto riassumi caso casi grazie ok okay bene perfetto adesso ora allora passiamo
-    vorrei voglio fai faresti fammi spieghi spiegheresti bisogna
+    vorrei voglio fai faresti fammi spieghi spiegheresti bisogna fanno tutto definizione
+    ripassiamo ripassare ricordare ricordo stare attenti attenzione devo deve devono dovrei
+    essere
 """
 _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS | ASKING_WORDS
 _FUNCTION_WORDS = _QUESTION_WORDS | STOPWORDS
@@ -106,6 +109,7 @@ _CHAPTER_STEMS = frozenset(stem(word) for word in ("capitolo", "argomento", "mat
 _FRAME_WORDS = {
     *("capito", "rischio", "domanda", "tipo", "tipi", "tipologia", "genere"),
     *("caratteristica", "caratteristiche", "funzione", "funzioni", "scopo", "modo", "mai"),
+    *("ruolo", "pericolo", "pericoli", "errore", "errori", "comporta"),
 }
 _FRAME_STEMS = frozenset(
     stem(word) for word in words(" ".join(STUDENT_STATE_WORDS | QUESTION_VERBS | _FRAME_WORDS))

@@ -345,6 +345,17 @@ def test_the_words_of_a_conversation_are_not_searched(course):
         ("cosa bisogna fare con l'alcol?", "10.4"),
     ):
         assert ref in _refs(course, query)[:3], query
+    # "devo", "deve", "essere" say nothing of the subject: a section that said "deve" came
+    # first ("cosa devo sapere sul QNH?": the readback's § 8.4; the stall's: the centre of
+    # gravity's § 9.9, which says "deve"), and "ricordare", "definizione" found nothing.
+    for query, ref in (
+        ("cosa devo sapere sul QNH?", "3.2"),
+        ("cosa devo fare in caso di stallo?", "1.4"),
+        ("cosa devo ricordare dello stallo?", "1.4"),
+        ("quanto deve essere la visibilità?", "7.5"),
+        ("definizione di portanza", "1.2"),
+    ):
+        assert _refs(course, query)[:1] == [ref], query
 
 
 @pytest.mark.parametrize(
