@@ -338,6 +338,13 @@ FRAMES = (
     "ripassiamo {}",
     "cosa devo sapere su {}?",
     "quanto deve essere {}?",
+    "cosa indica {}?",
+    "cosa succede se sbaglio {}?",
+    "cos'è {} in pratica?",
+    "perché si parla di {}?",
+    "in quali situazioni conta {}?",
+    "quali sono le regole su {}?",
+    "cosa prevede la normativa su {}?",
 )
 
 

@@ -87,7 +87,7 @@ _QUESTION_WORDS_TEXT = """
     riassunto riassumi caso casi grazie ok okay bene perfetto adesso ora allora passiamo
     vorrei voglio fai faresti fammi spieghi spiegheresti bisogna fanno tutto definizione
     ripassiamo ripassare ricordare ricordo stare attenti attenzione devo deve devono dovrei
-    essere
+    essere spiegamelo sbaglio sbaglia pratica parla parlano situazione situazioni conta contano
 """
 _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS | ASKING_WORDS
 _FUNCTION_WORDS = _QUESTION_WORDS | STOPWORDS
@@ -110,6 +110,7 @@ _FRAME_WORDS = {
     *("capito", "rischio", "domanda", "tipo", "tipi", "tipologia", "genere"),
     *("caratteristica", "caratteristiche", "funzione", "funzioni", "scopo", "modo", "mai"),
     *("ruolo", "pericolo", "pericoli", "errore", "errori", "comporta"),
+    *("indica", "indicano", "regola", "regole", "normativa", "prevede", "relazione"),
 }
 _FRAME_STEMS = frozenset(
     stem(word) for word in words(" ".join(STUDENT_STATE_WORDS | QUESTION_VERBS | _FRAME_WORDS))
