@@ -216,12 +216,18 @@ def _number(said: str) -> int:
     return int(said) if said.isdigit() else _ORDINALS[said]
 
 
-# "ho sbagliato?", "era giusta?" (not "era la c?": "e la c?" reads the same and asks about
-# an option)
-_OUTCOME = re.compile(
-    r"^(?:quindi\s|allora\s)?(?:ho\s(?:sbagliato|indovinato|risposto\s(?:bene|male|giusto))"
-    r"|(?:era|e)\s(?:giusta|sbagliata|corretta))\s*\??$"
-)
+def _outcome(also: str = "") -> str:
+    """ "ho sbagliato?", "era giusta?", "quindi era ..." and `also` after "era"."""
+    return (
+        r"(?:quindi\s|allora\s)?(?:ho\s(?:sbagliato|indovinato|risposto\s(?:bene|male|giusto))"
+        rf"|(?:era|e)\s(?:giusta|sbagliata|corretta{also}))\s*\??$"
+    )
+
+
+# Right after a quiz grading "quindi era la c?" too; here not: "e la c?" reads the same (the
+# folded "è") and asks about an option.
+OUTCOME_ASKED = _outcome(r"|(?:la\s)?[a-d]")
+_OUTCOME = re.compile("^" + _outcome())
 # "e la b?", "ma la c cosa vuol dire?": an option, of a question not named
 _OPTION_ONLY = re.compile(r"^(?:e|ma)\s(?:invece\s)?la\s[a-d]\b[^0-9]*$")
 WHICH_ONE = (
@@ -537,7 +543,10 @@ def progress_note(
     lacking = f"Manca la domanda {listed}" if len(missing) == 1 else f"Mancano le domande {listed}"
     if not how:
         unanswered = "conta come sbagliata" if len(missing) == 1 else "contano come sbagliate"
-        return f"Ho preso nota di {noted} su {exam.size}. {lacking}: senza risposta {unanswered}."
+        return (
+            f"{not_noted}Ho preso nota di {noted} su {exam.size}. {lacking}: senza risposta "
+            f"{unanswered}."
+        )
     return not_noted + (
         f"Ho preso nota di {noted} su {exam.size}. {lacking}. Continua con numero e lettera "
         f'(per esempio "{missing[0]}a", o '

@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from aircoach.llm.offline_course import CLOSING_WORDS, prompt_items, rest_after
 from aircoach.llm.offline_exam import (
     NO_MISTAKES,
+    OUTCOME_ASKED,
     SAY_AGAIN,
     asks_mistakes,
     names_question,
@@ -447,19 +448,15 @@ def progress_reply(messages: Sequence[BaseMessage]) -> str:
     )
 
 
-# "ho sbagliato?", "era giusta?", "quindi era la d?": how it went (the first asked the same
-# question again, as a review; the last was searched in the manual)
-_OUTCOME_ASKED = (
-    r"(?:quindi\s|allora\s)?(?:ho\s(?:sbagliato|indovinato|risposto\s(?:bene|male|giusto))"
-    r"|(?:era|e)\s(?:giusta|sbagliata|corretta|(?:la\s)?[a-d]))\s*\??$"
-)
 _EXPLAIN = re.compile(
     r"^(?:ma\s+)?(?:perche\b|come mai\b|spiegamel\w*|spiegami\w*|spiega\w*|non ho capito\b"
     # "ma la c non va bene?", "la c non è giusta?", "non era la c?": the option the student
     # gave, or another, disputed (each was searched in the manual: ROGER's "non va mai")
     r"|(?:la\s)?[a-d]\snon\s(?:va\sbene|e\s(?:giusta|corretta|esatta))\b"
     r"|non\s(?:era|e)\s(?:la\s)?[a-d]\s*\??$"
-    rf"|{_OUTCOME_ASKED}"
+    # "ho sbagliato?", "era giusta?", "quindi era la d?": how it went (the first asked the same
+    # question again, as a review; the last was searched in the manual)
+    rf"|{OUTCOME_ASKED}"
     # "cosa significa?", "in che senso?" (each was searched with the conversation's subject)
     r"|(?:cosa|che)\s(?:significa|vuol\sdire)\s*\??$|in\sche\ssenso\s*\??$)"
     # "e la b?", "e la d cosa vuol dire?", "la a perché no?": another option of the question
@@ -497,8 +494,8 @@ def nothing_graded(messages: Sequence[BaseMessage]) -> str:
             f"so») e ti dico subito se è giusta. {_PAST_MISTAKES}"
         )
     return (
-        "Qui non ho ancora corretto nessuna tua risposta: chiedimi «fammi una domanda» e "
-        f"rispondi con la lettera di un'opzione. {_PAST_MISTAKES}"
+        "Non ho appena corretto una tua risposta: chiedimi «fammi una domanda» e rispondi con "
+        f"la lettera di un'opzione. {_PAST_MISTAKES}"
     )
 
 

@@ -49,7 +49,7 @@ async def test_the_options_of_a_graded_question_are_explained_one_after_another(
         nothing = await chat(client, auth(), "ho sbagliato?")
         assert not [e for e in nothing if e["type"] == "tool_result"]
         assert said(nothing).endswith("chiedimi «ripassiamo i miei errori».")
-        assert "non ho ancora corretto nessuna tua risposta" in said(nothing)
+        assert "Non ho appena corretto una tua risposta" in said(nothing)
         await chat(client, auth(), "Dammi la domanda 1 del capitolo 1")
         await chat(client, auth(), "boh, la b")
         replies = {}

@@ -361,7 +361,7 @@ def test_how_it_went_with_nothing_graded_says_so():
     assert offline_exam.asks_outcome("ho sbagliato?") and offline_exam.asks_outcome("Era giusta?")
     assert not offline_exam.asks_outcome("e la c?")  # "è la c?" reads the same: an option
     said = offline_quiz.nothing_graded([HumanMessage("ho sbagliato?")])
-    assert said.startswith("Qui non ho ancora corretto nessuna tua risposta")
+    assert said.startswith("Non ho appena corretto una tua risposta")
     waiting = [
         AIMessage("", tool_calls=[{"name": "domanda_teoria", "args": {}, "id": "q"}]),
         ToolMessage(QUESTION, tool_call_id="q", name="domanda_teoria"),
