@@ -418,31 +418,24 @@ def test_an_exam_is_handed_in_when_said_not_when_asked_about_or_put_off(
 
 
 @pytest.mark.parametrize(
-    ("asked", "progress"),
+    ("asked", "progress", "quiz"),
     [
-        ("in cosa vado male?", True),  # each was searched in the manual, which found nothing
-        ("dove vado peggio?", True),
-        ("quante domande ho fatto?", True),
-        ("a quante domande ho risposto?", True),
-        ("come sono messo?", True),
-        ("come sono messi i flap in decollo?", False),
-        ("dove sono le prese statiche?", False),
-        ("quante domande ci sono all'esame?", False),
+        # each was searched in the manual, which found nothing
+        ("in cosa vado male?", True, False),
+        ("dove vado peggio?", True, False),
+        ("quante domande ho fatto?", True, False),
+        ("a quante domande ho risposto?", True, False),
+        ("come sono messo?", True, False),
+        ("domanda sulla radio", False, True),  # it was searched in the manual
+        ("domande di meteorologia", False, True),
+        ("una domanda sul vento", False, True),
+        ("come sono messi i flap in decollo?", False, False),
+        ("dove sono le prese statiche?", False, False),
+        ("quante domande ci sono all'esame?", False, False),
+        ("domanda: cos'è il QNH?", False, False),  # a question announced
+        ("ho una domanda sulla radio", False, False),  # announced too (offline_course.preface)
     ],
 )
-def test_how_the_student_is_doing_asked_in_everyday_words(asked, progress):
+def test_progress_or_a_question_asked_for_in_everyday_words(asked, progress, quiz):
     assert offline_quiz.asks_progress(asked) is progress
-
-
-@pytest.mark.parametrize(
-    ("asked", "quiz"),
-    [
-        ("domanda sulla radio", True),  # it was searched in the manual
-        ("domande di meteorologia", True),
-        ("una domanda sul vento", True),
-        ("domanda: cos'è il QNH?", False),  # a question announced
-        ("ho una domanda sulla radio", False),  # announced too (offline_course.preface)
-    ],
-)
-def test_a_question_asked_for_without_a_verb_or_an_article(asked, quiz):
     assert offline_quiz.asks_for_question(asked) is quiz
