@@ -532,7 +532,9 @@ def progress_note(
     from `before` ("3a", then "3b"); then how to go on, unless not `how` (a reply that says
     it already)."""
     missing = exam.missing
-    listed = ", ".join(str(n) for n in missing[:15]) + ("…" if len(missing) > 15 else "")
+    listed = ", ".join(str(n) for n in missing[:15])
+    if len(missing) > 15:  # "3, 4, ..., 17 e altre 13"
+        listed += f" e altre {len(missing) - 15}"
     outside = exam.outside(given)
     not_noted = f"{_not_in_exam(outside, exam)} " if outside else ""
     for n in sorted(set(given)):

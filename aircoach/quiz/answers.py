@@ -123,8 +123,11 @@ _DONT_KNOW_WORDS = "|".join(
 # an apostrophe begins a word ("nella 3 c'è un errore", "la 2 l'ho lasciata"): no answer
 # either. Several numbers before one answer each have it: "3 e 4: b", "3, 4 e 5 non lo so"; an
 # "e" between two numbers is "and", never the letter e ("capitoli 2, 5 e 7" answers nothing;
-# "3e 4a" and "3: e" are the letter e, which the grader refuses as no option). Every repeat
-# is bounded, the list of numbers too: a long message is read in linear time.
+# "3e 4a" and "3: e" are the letter e, which the grader refuses as no option). An arrow is a
+# sign ("4 -> c", "4 → c"), and a few words may stand between a number and its letter when
+# an answer is given or changed in words: "3 la b", "cambio la 1 in d", "la 1 la cambio in
+# d", "alla 2 metto c", "per la 2 direi c", "la 2 diventa b"; "2 da b a c" answers c. Every
+# repeat is bounded, the list of numbers too: a long message is read in linear time.
 _APOSTROPHE = "['’`]"
 _VERB = rf"e{_APOSTROPHE}?(?:\s{{0,2}}[:=]\s{{0,3}}|\s{{1,3}})"
 _AND = r"(?:\s{0,2},\s{0,2}|\s{1,3}e\s{1,3})"
@@ -132,10 +135,15 @@ _MAX_NUMBERS = 10  # "1, 2, 3 ... e 10: b" at most
 _NUMBERS = rf"\b(\d{{1,2}}(?:{_AND}\d{{1,2}}){{0,{_MAX_NUMBERS - 1}}})"
 # Between the numbers and the letter: a sign ("3) b", "3 - b"), spaces that do not start
 # "e 4" (the "and" of a list), or nothing ("3b").
-_BEFORE_LETTER = r"(?:\s{0,2}[).:=-]\s{0,2}|\s{1,4}(?!e\s{1,3}\d)|)"
+_BEFORE_LETTER = r"(?:\s{0,2}(?:->|=>|→|[).:=-])\s{0,2}|\s{1,4}(?!e\s{1,3}\d)|)"
+_IN_WORDS = (
+    r"(?:(?:la|in|con|cambio|modifico|correggo|diventa|metto|rispondo|direi|dico|scelgo)"
+    r"\s{1,3}){1,3}"
+    r"|da\s{1,3}(?:la\s{1,3})?[a-z]\s{1,3}a\s{1,3}(?:la\s{1,3})?"  # "2 da b a c": c
+)
 _NUMBERED_ANSWER = re.compile(
     rf"{_NUMBERS}(?:"
-    rf"{_BEFORE_LETTER}(?:{_VERB}(?:la\s{{1,3}})?)?"
+    rf"{_BEFORE_LETTER}(?:{_IN_WORDS})?(?:{_VERB}(?:la\s{{1,3}})?)?"
     rf"(?!{_VERB}(?:\d{{1,2}}\s{{1,3}})?[a-z]{{2}})([a-z])\b(?!{_APOSTROPHE})"
     rf"|\s{{0,2}}[).:=]?\s{{0,2}}(?:(?:{_DONT_KNOW_WORDS})\b|-)(?=\s*(?:$|[,;.!]|e\s+\d|\d))"
     r")",

@@ -213,6 +213,30 @@ async def test_an_answer_changed_in_an_open_exam_is_told_and_graded_as_changed(
         assert "\n3. " not in said(graded)  # not among the mistakes: its last answer counts
 
 
+async def test_an_exam_answer_given_or_changed_in_words_is_noted(settings: Settings, auth):
+    """ "cambio la 1 in d", "3 la b", "4 -> c" with an exam open were searched in the manual
+    (the stall speed's § 1.15 for each) and the answers were lost at the grading."""
+    bank = {(q["capitolo"], q["numero"]): q["corretta"] for q in await load_demo_questions()}
+    async with asgi_client(app_with(settings)) as client:
+        started = await chat(client, auth(), "simulazione d'esame con 5 domande")
+        keys = [bank[(q["capitolo"], q["numero"])] for q in started[0]["data"]["esame"]["domande"]]
+        wrong = [next(x for x in "abcd" if x != key) for key in keys]
+        await chat(client, auth(), f"1{wrong[0]} 2{wrong[1]}")
+        changed = said(await chat(client, auth(), f"cambio la 1 in {keys[0]}"))
+        assert f"Domanda 1: ora la tua risposta è {keys[0]} (era {wrong[0]})." in changed
+        assert "Ho preso nota di 2 risposte su 5." in changed
+        said_so = said(await chat(client, auth(), f"la 2 diventa {keys[1]}"))
+        assert f"Domanda 2: ora la tua risposta è {keys[1]} (era {wrong[1]})." in said_so
+        noted = said(await chat(client, auth(), f"3 la {keys[2]}"))
+        assert "Ho preso nota di 3 risposte su 5. Mancano le domande 4, 5." in noted
+        noted = said(await chat(client, auth(), f"4 -> {keys[3]}"))
+        assert "Ho preso nota di 4 risposte su 5. Manca la domanda 5." in noted
+        graded = said(await chat(client, auth(), "consegno"))
+        assert graded.startswith(
+            "[modello offline] Esito della simulazione: 4 risposte corrette su 5"
+        )
+
+
 async def test_an_open_exam_question_is_shown_again_by_its_number(settings: Settings, auth):
     """ "ripetimi la 3" found the readback, "qual era la domanda 2?" nothing, and
     "fammi rivedere le domande" drew a quiz question, which left the exam."""

@@ -80,6 +80,21 @@ def test_numbered_answers_to_the_waiting_questions(text: str, graded: list[tuple
         ("la 3 e’ b", {3: "b"}),
         ("3 e’ la c, 4 e' d", {3: "c", 4: "d"}),
         ("la 3 e’ giusta", {}),
+        # An arrow, or a few words between the number and its letter (each was searched in
+        # the manual, and in an open exam the answer was lost).
+        ("4 -> c, 5 → d, 6=>a", {4: "c", 5: "d", 6: "a"}),
+        ("3 la b", {3: "b"}),
+        ("cambio la 1 in d", {1: "d"}),
+        ("la 1 la cambio in d", {1: "d"}),
+        ("cambia la risposta 2 con la a", {2: "a"}),
+        ("alla 2 metto c", {2: "c"}),
+        ("per la 2 direi c", {2: "c"}),
+        ("la 2 diventa b", {2: "b"}),
+        ("2 da b a c", {2: "c"}),
+        ("3 a b", {3: "a"}),  # "a" is the letter, not a word before one
+        ("la 2 in pratica chiede la quota", {}),
+        ("la 3 la metto e la 4 no", {}),
+        ("2 la lascio vuota", {}),
     ],
 )
 def test_numbered_exam_answers_are_read_alike_by_the_tool_and_the_offline_model(
@@ -439,3 +454,14 @@ def test_an_exam_is_handed_in_when_said_not_when_asked_about_or_put_off(
 def test_progress_or_a_question_asked_for_in_everyday_words(asked, progress, quiz):
     assert offline_quiz.asks_progress(asked) is progress
     assert offline_quiz.asks_for_question(asked) is quiz
+
+
+def test_a_long_list_of_missing_exam_questions_says_how_many_more():
+    """ "Mancano le domande 3, 4, ..., 17…." ended in an ellipsis and a full stop and said
+    nothing of the 13 after it."""
+    exam = offline_exam.OpenExam("e1", 30, {1: "a", 2: "b"})
+    note = offline_exam.progress_note(exam)
+    assert (
+        "Mancano le domande 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17 e altre 13." in note
+    )
+    assert "…" not in note
