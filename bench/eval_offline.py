@@ -350,7 +350,8 @@ FRAMES = (
 
 async def evaluate_frames() -> None:
     """Per frame: how many of the bank's topics (its questions' `argomento`) find nothing,
-    and how many have a section their questions cite (`riferimento`) in the top three."""
+    and how many have a section their questions cite (`riferimento`) first and in the top
+    three."""
     from aircoach.quiz.bank import load_demo_questions
 
     docs = load_docs()
@@ -360,15 +361,22 @@ async def evaluate_frames() -> None:
         if question.get("argomento") and question.get("riferimento"):
             sections.setdefault(question["argomento"], set()).add(question["riferimento"])
     print(f"{len(sections)} topics of the quiz bank, each asked in {len(FRAMES)} frames")
-    print("| frame | nothing found | section in top 3 |")
-    print("|---|---|---|")
+    print("| frame | nothing found | section first | section in top 3 |")
+    print("|---|---|---|---|")
+    totals = [0, 0, 0]
     for frame in FRAMES:
-        empty = hit = 0
+        empty = first = hit = 0
         for topic, refs in sections.items():
             found = [r["riferimento"] for r in index.search(frame.format(topic), top_k=3)]
             empty += not found
+            first += bool(found) and found[0] in refs
             hit += bool(refs & set(found))
-        print(f"| {frame.format('X')} | {empty} | {hit}/{len(sections)} |")
+        for i, count in enumerate((empty, first, hit)):
+            totals[i] += count
+        size = len(sections)
+        print(f"| {frame.format('X')} | {empty} | {first}/{size} | {hit}/{size} |")
+    asked = len(sections) * len(FRAMES)
+    print(f"| every frame | {totals[0]} | {totals[1]}/{asked} | {totals[2]}/{asked} |")
 
 
 def main() -> None:

@@ -171,6 +171,7 @@ class CourseIndex:
         )
         self._terms: list[frozenset[str]] = []
         self._titles: list[frozenset[str]] = []  # a section's heading, for a title asked
+        self._title_words: list[frozenset[str]] = []  # the same, its words as written
         vocabulary: dict[str, int] = {}
         rows = []
         for rowid, passage in enumerate(passages):
@@ -178,6 +179,9 @@ class CourseIndex:
             terms = frozenset(title) | frozenset(body)
             self._terms.append(terms)
             self._titles.append(frozenset(title) if passage.kind == "manuale" else frozenset())
+            self._title_words.append(
+                frozenset(words(passage.titolo)) if passage.kind == "manuale" else frozenset()
+            )
             for term in terms:
                 vocabulary[term] = vocabulary.get(term, 0) + 1
             rows.append((rowid, " ".join(title), " ".join(body)))
@@ -308,8 +312,12 @@ class CourseIndex:
             for term, found, _ in planned
             if found and min(self._vocabulary[t] for t in found) > _COMMON_SHARE * total
         } | framed
+        # A frame word ("regole", "usa") weighs nothing in what a passage covers: a passage
+        # that happens to hold it ("regole" in the readback, "si usa" in the ground speed's)
+        # outranked the one on the subject asked ("quali sono le regole sul transponder?",
+        # "che carburante si usa?").
         for term in framed:
-            weights[term] = min(weights[term], _rarity(math.ceil(_COMMON_SHARE * total), total))
+            weights[term] = 0.0
         # A word only a passage or two of the course holds as written ("IMSAFE"), or the
         # glossary's word for it, names its subject alone; not another word of its stem
         # ("punto di non ritorno": the light signals' "ritornare per l'atterraggio").
@@ -361,11 +369,17 @@ class CourseIndex:
         scores = {row: own.get(row, 0.0) + _LENT_FACTOR * lent.get(row, 0.0) for row in own | lent}
         asked = {term for term, _, _ in planned}
         subject = asked - framed
+        # Of the headings that hold the subject, those that hold it as written, when there
+        # are any: "carburante" and "carburatore" share a stem, and "che carburante si usa?"
+        # is answered by "Il carburante: AVGAS ...", not "Carburatore e ghiaccio ...".
+        as_written = {w for w in written if stem(w) in subject}
+        holding = {row for row in scores if subject and subject <= self._titles[row]}
+        holding = {row for row in holding if as_written <= self._title_words[row]} or holding
         for row in scores:
             title = self._titles[row]
             if title and title <= asked:
                 scores[row] *= _TITLE_SAID  # "la vite": "La vite"
-            elif title and subject and subject <= title:
+            elif row in holding:
                 scores[row] *= _TITLE_HOLDS  # "il TAF?": "METAR e TAF"
         best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:top_k]
         if not best and named is not None:

@@ -90,6 +90,26 @@ def test_words_that_name_no_subject_are_not_words_a_section_must_hold(course, qu
     assert _refs(course, query)[0] == section
 
 
+@pytest.mark.parametrize(
+    ("query", "section"),
+    [
+        # A frame word held by another passage outranked the subject's section: the readback
+        # says "regole", the ground speed's § 6.11 "si usa".
+        ("quali sono le regole sul transponder?", "7.8"),
+        ("che tipo di carburante si usa?", "4.7"),
+        ("quando si usa il QNH?", "3.2"),
+        # "carburante" and "carburatore" share a stem: the heading with the word as written.
+        ("carburante", "4.7"),
+        ("carburatore", "4.3"),
+        ("ghiaccio al carburatore", "4.3"),
+    ],
+)
+def test_a_frame_word_or_a_stem_sibling_does_not_outrank_the_subjects_section(
+    course, query, section
+):
+    assert _refs(course, query)[0] == section
+
+
 @pytest.mark.parametrize("query", ["ho un problema", "ho dei dubbi", "ho un problema con mia zia"])
 def test_a_difficulty_without_a_subject_of_the_course_finds_nothing(course, query):
     assert course.search(query) == []
