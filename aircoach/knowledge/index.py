@@ -171,7 +171,7 @@ class CourseIndex:
         )
         self._terms: list[frozenset[str]] = []
         self._titles: list[frozenset[str]] = []  # a section's heading, for a title asked
-        self._title_words: list[frozenset[str]] = []  # the same, its words as written
+        self._title_words: list[frozenset[str]] = []  # the same, its words as written (roots)
         vocabulary: dict[str, int] = {}
         rows = []
         for rowid, passage in enumerate(passages):
@@ -180,7 +180,9 @@ class CourseIndex:
             self._terms.append(terms)
             self._titles.append(frozenset(title) if passage.kind == "manuale" else frozenset())
             self._title_words.append(
-                frozenset(words(passage.titolo)) if passage.kind == "manuale" else frozenset()
+                frozenset(map(_root, words(passage.titolo)))
+                if passage.kind == "manuale"
+                else frozenset()
             )
             for term in terms:
                 vocabulary[term] = vocabulary.get(term, 0) + 1
@@ -372,7 +374,7 @@ class CourseIndex:
         # Of the headings that hold the subject, those that hold it as written, when there
         # are any: "carburante" and "carburatore" share a stem, and "che carburante si usa?"
         # is answered by "Il carburante: AVGAS ...", not "Carburatore e ghiaccio ...".
-        as_written = {w for w in written if stem(w) in subject}
+        as_written = {_root(w) for w in written if stem(w) in subject}
         holding = {row for row in scores if subject and subject <= self._titles[row]}
         holding = {row for row in holding if as_written <= self._title_words[row]} or holding
         for row in scores:
@@ -447,6 +449,12 @@ def _cut(query: str) -> str:
     if query[MAX_QUERY_CHARS].isalnum():
         cut = _LAST_WORD.sub("", cut)
     return cut
+
+
+def _root(word: str) -> str:
+    """A word without its final vowels, as its plural or feminine is written ("carburanti",
+    "carburante"; not "carburatore", whose stem is theirs)."""
+    return word.rstrip("aeiou") or word
 
 
 def _doubling_variants(term: str) -> set[str]:
