@@ -247,6 +247,8 @@ class OfflineChatModel(BaseChatModel):
         call = self._grade_pending_answer(messages, query)
         if call is None and (one := offline_quiz.two_options_reply(messages, query)):
             return self._say(one)  # "c o d?"
+        if call is None and (first := offline_quiz.option_asked_reply(messages, query)):
+            return self._say(first)  # "e la c?" before answering
         if call is None and (again := offline_quiz.repeat_reply(messages, query)):
             return self._say(again)  # "ripetimi la domanda"
         hint = offline_quiz.hint_search(messages, query) if call is None else None

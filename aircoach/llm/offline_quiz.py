@@ -225,6 +225,23 @@ def two_options_reply(messages: Sequence[BaseMessage], query: str) -> str | None
     )
 
 
+def option_asked_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
+    """What to say to "e la c?", "cosa significa la d?", "la b cosa vuol dire?" while a
+    question waits (each was searched in the manual with the conversation's subject): an
+    option is explained after the student has answered, not before; None otherwise."""
+    text = fold(query).strip()
+    if len(text) > _EXPLAIN_MAX_CHARS or "?" not in text:
+        return None
+    said = _OPTION_NAMED.search(text)
+    question = pending_question(messages)
+    if said is None or question is None or said.group(1) not in question.options:
+        return None
+    return (
+        "Prima rispondi tu: quale scegli? Scrivi la lettera (o «non lo so»); dopo la "
+        f"correzione chiedimi «e la {said.group(1)}?» e ti spiego anche quella."
+    )
+
+
 def answers(query: str, question: PendingQuestion) -> bool:
     """Whether the message reads as an answer to the question: a letter ("c", "la b",
     "risposta: a"), or the text of one of its options; a question ("?") only when a short

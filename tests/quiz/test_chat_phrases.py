@@ -82,6 +82,27 @@ async def test_an_answer_given_unsure_is_graded_and_two_letters_get_a_choice(
         assert (await chat(client, auth(), "d"))[0]["data"]["corretta"] is False  # still waiting
 
 
+async def test_an_option_asked_about_before_answering_waits_for_the_answer(
+    settings: Settings, auth
+):
+    """ "e la c?", "cosa significa la d?", "la b cosa vuol dire?" with a question waiting
+    were searched in the manual with the conversation's subject."""
+    async with asgi_client(app_with(settings)) as client:
+        await chat(client, auth(), "Dammi la domanda 1 del capitolo 1")
+        for query, option in (
+            ("e la c?", "c"),
+            ("cosa significa la d?", "d"),
+            ("la b cosa vuol dire?", "b"),
+        ):
+            events = await chat(client, auth(), query)
+            assert not [e for e in events if e["type"] == "tool_result"], query
+            assert said(events).startswith("[modello offline] Prima rispondi tu: quale scegli?")
+            assert f"chiedimi «e la {option}?»" in said(events), query
+        graded = await chat(client, auth(), "c")  # still waiting, and graded once answered
+        assert graded[0]["data"]["corretta"] is True
+        assert "La d) resta invariata non è corretta" in said(await chat(client, auth(), "e la d?"))
+
+
 async def test_everyday_quiz_phrases(store_settings: Settings, auth):
     async with asgi_client(app_with(store_settings)) as client:
         empty = said(await chat(client, auth(), "come sto andando?"))
