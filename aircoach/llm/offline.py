@@ -376,7 +376,9 @@ class OfflineChatModel(BaseChatModel):
             return None
         exam = offline_exam.open_exam(messages)
         grading = offline_exam.last_grading(messages) if exam is None else None
-        if grading is not None and (reply := offline_exam.grading_reply(grading, query)):
+        if grading is not None and (
+            reply := offline_exam.grading_reply(grading, query, offline_exam.graded_exam(messages))
+        ):
             return reply  # "quali ho sbagliato?", "spiegami la 2" after the grading
         if exam is not None:
             given = offline_exam.numbered(query)

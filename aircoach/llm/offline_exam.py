@@ -248,24 +248,72 @@ def asks_about_grading(query: str) -> bool:
     return bool(about) or hands_in(text) or asks_to_hand_in(text)
 
 
-def grading_reply(grading: str, query: str) -> str | None:
-    """What the student asks of the exam just graded: the questions they got wrong, one of
-    them by its number, or that it was handed in already; None for anything else."""
+def graded_exam(messages: Sequence[BaseMessage]) -> OpenExam | None:
+    """The exam the conversation's last grading graded, with the answers it was handed in
+    with (the start's text holds its questions)."""
+    for position in range(len(messages) - 1, -1, -1):
+        message = messages[position]
+        if isinstance(message, ToolMessage) and message.name == GRADE:
+            graded = message.text.startswith(GRADED_HEADER)
+            return open_exam(messages[:position]) if graded else None
+    return None
+
+
+def _asked(n: int, exam: OpenExam | None) -> tuple[str, str | None] | None:
+    """Question `n` of the graded exam, when the exam's text holds it (the grading quotes
+    none): its text, and the option the student gave (None for none or "non lo so")."""
+    if exam is None:
+        return None
+    body = dict(_EXAM_QUESTION.findall(exam.text)).get(str(n), "")
+    asked = _QUESTION_TEXT.match(body.strip())
+    if asked is None:
+        return None
+    letter = exam.answers.get(n)
+    option = re.search(rf"^\s*{re.escape(letter)}\) (.+)$", body, re.M) if letter else None
+    return asked.group(1).strip(), f"{letter}) {option.group(1).strip()}" if option else None
+
+
+def _quoted(n: int, exam: OpenExam | None) -> str:
+    """ "«Il wind shear è:» ", question `n`'s text before its line of the grading."""
+    asked = _asked(n, exam)
+    return f"«{asked[0]}» " if asked else ""
+
+
+def _about(n: int, grading_line: str | None, exam: OpenExam | None) -> str:
+    """ "spiegami la 2": a mistake's line with the question it is about; for a question
+    answered right, that it was, with the question and the answer."""
+    if grading_line is not None:
+        return f"Domanda {n}: {_quoted(n, exam)}{grading_line}"
+    asked = _asked(n, exam)
+    said = f"Alla domanda {n} hai risposto correttamente"
+    if asked is None or asked[1] is None:
+        return f"{said}."
+    return (
+        f"{said}: «{asked[0]}» {asked[1]}. Se vuoi ripassarne l'argomento, chiedimelo con "
+        "parole tue: te lo spiego dal manuale."
+    )
+
+
+_QUESTION_TEXT = re.compile(r"^\(capitolo \d+\) (.+)$", re.M)
+
+
+def grading_reply(grading: str, query: str, exam: OpenExam | None = None) -> str | None:
+    """What the student asks of the exam just graded (`exam`, as handed in): the questions
+    they got wrong, one of them by its number, or that it was handed in already; None for
+    anything else."""
     text = fold(query).strip()
     wrong = {int(n): line for n, line in _MISTAKE_LINE.findall(grading)}
     if asks_mistakes(text):
         if not wrong:
             return NO_MISTAKES
-        listed = "\n".join(f"{n}. {line}" for n, line in sorted(wrong.items()))
+        listed = "\n".join(f"{n}. {_quoted(n, exam)}{line}" for n, line in sorted(wrong.items()))
         return f"Le domande sbagliate ({len(wrong)}):\n{listed}"
     if number := _BY_NUMBER.match(text):
         n = _number(number.group(1))
         total = _TOTAL.search(grading)
         size = int(total.group(1)) if total else max(wrong, default=0)
-        if n in wrong:
-            return f"Domanda {n}: {wrong[n]}"
-        if 1 <= n <= size:
-            return f"Alla domanda {n} hai risposto correttamente."
+        if n in wrong or 1 <= n <= size:
+            return _about(n, wrong.get(n), exam)
         return f"La simulazione aveva {size} domande: scrivi per esempio «spiegami la 1»."
     if hands_in(text) or asks_to_hand_in(text):
         return ALREADY_GRADED

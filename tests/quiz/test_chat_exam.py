@@ -57,13 +57,21 @@ async def test_a_chat_mock_exam_is_answered_in_two_messages_and_graded(
         # Questions about the grading are answered from it: no new question, no search.
         mistakes = await chat(client, auth(), "quali ho sbagliato?")
         assert not any(e["type"] == "tool_result" for e in mistakes)  # it drew a question
-        assert f"Le domande sbagliate (1):\n2. {wrong} → corretta {keys[1]})" in said(mistakes)
+        # Each with its question's text, which the grading does not quote (the student saw
+        # it only at the exam's start), and a question answered right with the answer given.
+        asked = [f"«{q['testo']}»" for q in exam["domande"]]
+        listed = f"Le domande sbagliate (1):\n2. {asked[1]} {wrong} → corretta {keys[1]})"
+        assert listed in said(mistakes)
         second = await chat(client, auth(), "spiegami la 2")
-        assert said(second).startswith(f"[modello offline] Domanda 2: {wrong} → corretta")
+        told = f"[modello offline] Domanda 2: {asked[1]} {wrong} → corretta"
+        assert said(second).startswith(told)
         first = await chat(client, auth(), "e la 1?")
-        assert "Alla domanda 1 hai risposto correttamente." in said(first)
+        right = exam["domande"][0]["risposte"][keys[0]]
+        assert f"Alla domanda 1 hai risposto correttamente: {asked[0]} {keys[0]}) {right}." in said(
+            first
+        )
         again = await chat(client, auth(), "non ho capito la seconda")
-        assert said(again).startswith(f"[modello offline] Domanda 2: {wrong} → corretta")
+        assert said(again).startswith(told)
         assert not any(e["type"] == "tool_result" for e in second + first + again)
 
 
