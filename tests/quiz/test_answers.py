@@ -106,8 +106,11 @@ def test_what_is_not_an_answer(text):
         "3 e 3 non lo " * 300,
         "3 -" + " " * 4000 + "x",
         "la 3 è " * 570,
+        "3 la la la " * 360,
+        "1 da b a " * 440,
+        "3 -> " * 800,
     ],
-    ids=["and", "commas", "apostrophes", "dont-know", "spaces", "verbs"],
+    ids=["and", "commas", "apostrophes", "dont-know", "spaces", "verbs", "words", "from", "arrows"],
 )
 def test_a_long_message_of_numbers_reads_at_once(text: str):
     """A 4,000-character message is read in linear time (no regex backtracking over the
