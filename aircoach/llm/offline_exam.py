@@ -248,6 +248,9 @@ def asks_about_grading(query: str) -> bool:
     return bool(about) or hands_in(text) or asks_to_hand_in(text)
 
 
+_QUESTION_TEXT = re.compile(r"^\(capitolo \d+\) (.+)$", re.M)  # an exam question's first line
+
+
 def graded_exam(messages: Sequence[BaseMessage]) -> OpenExam | None:
     """The exam the conversation's last grading graded, with the answers it was handed in
     with (the start's text holds its questions)."""
@@ -292,9 +295,6 @@ def _about(n: int, grading_line: str | None, exam: OpenExam | None) -> str:
         f"{said}: «{asked[0]}» {asked[1]}. Se vuoi ripassarne l'argomento, chiedimelo con "
         "parole tue: te lo spiego dal manuale."
     )
-
-
-_QUESTION_TEXT = re.compile(r"^\(capitolo \d+\) (.+)$", re.M)
 
 
 def grading_reply(grading: str, query: str, exam: OpenExam | None = None) -> str | None:
