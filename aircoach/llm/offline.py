@@ -57,9 +57,18 @@ def _fold(text: str) -> str:
     return "".join(ch for ch in text if not unicodedata.combining(ch))
 
 
+# Words whose first five letters are those of a tool's word, and which never ask for the tool:
+# "cerca il meteo di domani" drew a quiz question ("domani", "domanda").
+_FALSE_FRIENDS = frozenset({"domani"})
+
+
 def _terms(text: str) -> set[str]:
     words = re.findall(r"[a-z0-9]+", _fold(text))
-    return {w for w in words if w not in STOPWORDS and not w.isdigit() and len(w) > 1}
+    return {
+        w
+        for w in words
+        if w not in STOPWORDS and w not in _FALSE_FRIENDS and not w.isdigit() and len(w) > 1
+    }
 
 
 _Indexed = tuple[frozenset[str], frozenset[str]]

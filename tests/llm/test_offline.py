@@ -37,6 +37,13 @@ def test_quiz_requests_score_above_the_threshold_and_questions_below():
         assert score_tool(query, QUIZ.description, QUIZ.examples) < 0.5, query
 
 
+def test_tomorrow_is_no_quiz_question():
+    """ "domani" has the first five letters of "domanda": "cerca il meteo di domani" drew a
+    quiz question of chapter 5 ("Cerca una domanda sull'altimetro" is an example)."""
+    assert score_tool("cerca il meteo di domani", QUIZ.description, QUIZ.examples) < 0.5
+    assert score_tool("cercami una domanda sul vento", QUIZ.description, QUIZ.examples) >= 0.5
+
+
 def test_arguments_are_read_from_the_schema():
     assert fill_arguments("Dammi una domanda del capitolo 3", QUIZ.parameters) == {"capitolo": 3}
     assert fill_arguments("domanda numero 4 del capitolo 7", QUIZ.parameters) == {
