@@ -181,11 +181,19 @@ _ABOUT_YOU = re.compile(
 )
 
 
+# "cosa posso chiederti?", "che domande ti posso fare?" (they found ROGER's "chiede di
+# ripetere"); not "cosa posso chiedere alla torre?"
+_WHAT_TO_ASK = re.compile(
+    r"\b(?:cosa|che cosa|che domande|che cose) (?:ti posso (?:chiedere|domandare|fare)"
+    r"|posso (?:chiederti|domandarti|farti))\s*[?!.]*$"
+)
+
+
 def is_greeting(query: str) -> bool:
     """A greeting or a question about the coach itself ("Ciao, chi sei?"), with nothing else
     in it: "Ciao, cos'è lo stallo?" is a theory question."""
     folded = fold(query)
-    if _ABOUT_YOU.search(folded):
+    if _ABOUT_YOU.search(folded) or _WHAT_TO_ASK.search(folded.strip()):
         return True
     meaningful = [w for w in re.findall(r"[a-z0-9]+", folded) if w not in _GREETING_WORDS]
     return bool(folded.strip()) and not meaningful

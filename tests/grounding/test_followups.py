@@ -230,6 +230,13 @@ def test_the_two_a_followup_compares_are_the_topics_not_a_word_to_search():
         ("come funziona il carburatore?", False),
         ("come funziona l'altimetro?", False),
         ("come si usa il VOR?", False),
+        # What to ask the coach (ROGER's "chiede di ripetere" answered it), not the tower.
+        ("cosa posso chiederti?", True),
+        ("che domande ti posso fare?", True),
+        ("cosa ti posso chiedere?", True),
+        ("cosa posso chiedere alla torre?", False),
+        ("che domande posso fare all'esame?", False),
+        ("cosa ti posso chiedere sul meteo?", False),
     ],
 )
 def test_how_the_app_works_is_a_question_about_the_coach(question, about_the_coach):
