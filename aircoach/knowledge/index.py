@@ -77,7 +77,7 @@ _LAST_WORD = re.compile(r"\w+$")
 
 # Words of a question that say nothing about its subject ("spiegami cos'e ...", "in tre
 # frasi", "in parole semplici", "in caso di", "grazie, ora parliamo dell'ipossia"; "cosa devo
-# sapere sul QNH?" found the readback first, which says "deve").
+# sapere sul QNH?" found the readback first, which says "deve"; "cercami il QNH" found nothing).
 _QUESTION_WORDS_TEXT = """
     cos cosa cose che come dove quando perche quanto quanta quanti quante qual quale
     spiegami spiega spiegare dimmi dici parlami sai sapere vuol dire significa significato
@@ -88,6 +88,7 @@ _QUESTION_WORDS_TEXT = """
     vorrei voglio fai faresti fammi spieghi spiegheresti bisogna fanno tutto definizione
     ripassiamo ripassare ricordare ricordo stare attenti attenzione devo deve devono dovrei
     essere spiegamelo sbaglio sbaglia pratica parla parlano situazione situazioni conta contano
+    cercami cerchi trovami trovi mostrami sezione paragrafo
 """
 _QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split()) | ANSWER_FORM_WORDS | ASKING_WORDS
 _FUNCTION_WORDS = _QUESTION_WORDS | STOPWORDS
@@ -111,6 +112,8 @@ _FRAME_WORDS = {
     *("caratteristica", "caratteristiche", "funzione", "funzioni", "scopo", "modo", "mai"),
     *("ruolo", "pericolo", "pericoli", "errore", "errori", "comporta"),
     *("indica", "indicano", "regola", "regole", "normativa", "prevede", "relazione"),
+    # "cerca il QNH" found nothing; "cosa si cerca sul terreno quando ci si perde?" is § 6.15's
+    *("cerca", "cercare", "trova", "trovare", "mostra"),
 }
 _FRAME_STEMS = frozenset(
     stem(word) for word in words(" ".join(STUDENT_STATE_WORDS | QUESTION_VERBS | _FRAME_WORDS))

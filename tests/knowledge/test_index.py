@@ -103,6 +103,10 @@ def test_words_that_name_no_subject_are_not_words_a_section_must_hold(course, qu
         ("i carburanti", "4.7"),  # its plural too
         ("carburatore", "4.3"),
         ("ghiaccio al carburatore", "4.3"),
+        # A request to search names no subject: each found nothing.
+        ("cercami il VDS", "7.14"),
+        ("cerca il QNH", "3.2"),
+        ("mi trovi la sezione sullo stallo?", "1.4"),
     ],
 )
 def test_a_frame_word_or_a_stem_sibling_does_not_outrank_the_subjects_section(
