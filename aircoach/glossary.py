@@ -54,6 +54,7 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     # and the dihedral's wing "scivola" say the word in passing
     "derapata": ("sbandometro",),
     "scivolata": ("sbandometro",),
+    "centro gravita": ("baricentro",),  # "come si calcola il centro di gravità?" found nothing
     "baricentro indietro": ("arretrato", "posteriore"),
     "baricentro avanti": ("avanzato", "anteriore"),
     "wake turbulence": ("turbolenza", "scia"),
