@@ -286,6 +286,8 @@ def test_chat_says_when_the_url_lacks_its_scheme(monkeypatch, data_dir):
     [
         (["--since", "yesterday"], "argument --since: must be an ISO 8601 time"),
         (["--since", ""], "argument --since: must be an ISO 8601 time"),
+        # before year 1 in UTC: a traceback (an OverflowError)
+        (["--since", "0001-01-01T00:00:00+01:00"], "argument --since: must be an ISO 8601 time"),
     ],
 )
 def test_export_reviews_refuses_a_since_that_is_not_a_time(

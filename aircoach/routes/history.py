@@ -68,7 +68,10 @@ def parse_before(before: str) -> str:
         raise _invalid("before", before, "not an ISO 8601 timestamp from `next_before`") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat()  # the format turns are stored in
+    try:
+        return moment.astimezone(UTC).isoformat()  # the format turns are stored in
+    except OverflowError:  # "0001-01-01T00:00:00+01:00": before year 1 in UTC (it was a 500)
+        raise _invalid("before", before, "outside the years 1-9999 in UTC") from None
 
 
 def _scope(conversation_id: str | None) -> str | ConversationScope:

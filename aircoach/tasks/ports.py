@@ -18,12 +18,16 @@ _FRACTION = re.compile(r"(\.\d{6})\d+")
 
 def utc_time(value: str) -> str:
     """The ISO 8601 time `value` in UTC, as the stores compare `created_at` (`RunFilter`);
-    naive means UTC. `ValueError` for anything else."""
+    naive means UTC. `ValueError` for anything else, and for a time whose UTC is outside the
+    calendar ("9999-12-31T23:59:59-14:00": an OverflowError made it a 500)."""
     text = _FRACTION.sub(r"\1", value.strip().upper().replace("Z", "+00:00"))
     moment = datetime.fromisoformat(text)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat()
+    try:
+        return moment.astimezone(UTC).isoformat()
+    except OverflowError:
+        raise ValueError("the time in UTC is outside years 1-9999") from None
 
 
 @dataclass(frozen=True)

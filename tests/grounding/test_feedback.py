@@ -192,5 +192,14 @@ async def test_the_feedback_list_takes_before_as_a_timestamp(store_settings: Set
         assert await listed("2026-01-01T12:00:02+02:00") == [ats[1], ats[0]]
         assert await listed("2026-01-01T10:00:01.500000 00:00") == [ats[0]]
         garbage = await client.get("/api/feedback", params={"before": "ieri"}, headers=editor)
-    assert garbage.status_code == 422, garbage.text
-    assert garbage.json()["detail"][0]["loc"] == ["query", "before"]
+        # A time whose UTC is outside years 1-9999 was a 500 (an OverflowError).
+        edges = [
+            await client.get("/api/feedback", params={"before": edge}, headers=editor)
+            for edge in ("9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00")
+        ]
+        history = await client.get(
+            "/api/history", params={"before": "0001-01-01T00:00:00+01:00"}, headers=auth()
+        )
+    for refused in (garbage, *edges, history):
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["detail"][0]["loc"] == ["query", "before"]

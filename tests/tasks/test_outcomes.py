@@ -218,6 +218,14 @@ async def test_the_run_list_pages_newest_first_and_filters_by_source(make_app, a
             headers=auth(permissions=REVIEW),
         )
         assert future.json()["items"] == []
+        for route in ("/api/tasks/runs", "/api/tasks/stats"):  # a 500 (an OverflowError)
+            edge = await client.get(
+                route,
+                params={"since": "9999-12-31T23:59:59-14:00"},
+                headers=auth(permissions=REVIEW),
+            )
+            assert edge.status_code == 422, edge.text
+            assert edge.json()["detail"][0]["loc"] == ["query", "since"]
         stats = (
             await client.get(
                 "/api/tasks/stats",
