@@ -97,8 +97,21 @@ def read_option(text: str, options: Mapping[str, str]) -> str | None:
 
 def read_answer(text: str, options: Mapping[str, str]) -> str | None:
     """The letter an answer means: a letter (valid or not, so the caller can say it is not
-    an option), else the option whose text it gives; None when it is neither."""
-    return read_letter(text) or read_option(text, options)
+    an option), else the option whose text it gives; None when it is neither, or when it
+    names another letter beside that text ("a) quadruplica" with c) quadruplica, "la b:
+    raddoppia": graded as the text's option, and right when that one was)."""
+    if (letter := read_letter(text)) is not None:
+        return letter
+    option = read_option(text, options)
+    if option is None:
+        return None
+    own = set(_TOKEN.findall(fold(options[option])))
+    named = {
+        token
+        for token in _TOKEN.findall(fold(text))
+        if len(token) == 1 and token.isalpha() and token not in own and token != _VERB_OR_AND
+    }
+    return None if named - {option} else option
 
 
 # "Non lo so", "salta", "boh": the student does not know; graded as not known (a wrong answer).

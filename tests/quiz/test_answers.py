@@ -66,6 +66,8 @@ def test_letters_however_written(text, letter):
         ("penso che quadruplica", "c"),
         ("la portanza resta invariata", "d"),
         ("resta sempre invariata", "d"),  # most of the option's words
+        ("c) quadruplica", "c"),  # its letter and its text agree
+        ("la c, quadruplica", "c"),
     ],
 )
 def test_options_by_their_text(text, letter):
@@ -88,6 +90,11 @@ def test_options_by_their_text(text, letter):
         "la seconda o la terza",
         "la prima legge",
         "non è la c",  # not c: a doubt is not a "non" before the letter
+        # a letter and another option's text: graded as the text's option (c, right)
+        "a) quadruplica",
+        "la a: quadruplica",
+        "risposta a, cioè quadruplica",
+        "c) raddoppia",
         "non so",
         "",
         "   ",
@@ -119,3 +126,10 @@ def test_a_long_message_of_numbers_reads_at_once(text: str):
     start = time.perf_counter()
     read_numbered_answers(text)
     assert time.perf_counter() - start < 1.0
+
+
+def test_a_one_letter_word_of_the_option_itself_names_no_other_letter():
+    sides = {"a": "a destra", "b": "in alto", "c": "in basso", "d": "a sinistra"}
+    assert read_answer("a sinistra", sides) == "d"
+    assert read_answer("d) a sinistra", sides) == "d"
+    assert read_answer("b) a sinistra", sides) is None
