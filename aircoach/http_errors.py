@@ -25,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aircoach import messages
@@ -184,9 +185,23 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
     if key is None:
         key = "bad_request" if exc.status_code < 500 else "internal_error"
     text = messages.text(key, header_language(request.headers), method=request.method[:16])
+    headers = exc.headers
+    if exc.status_code == 405:
+        headers = {**(headers or {}), "Allow": _allowed(request)}
     return JSONResponse(
-        {"error": key, "message": text}, status_code=exc.status_code, headers=exc.headers
+        {"error": key, "message": text}, status_code=exc.status_code, headers=headers
     )
+
+
+def _allowed(request: Request) -> str:
+    """Every method of the path: Starlette's 405 names the first route's alone (`DELETE
+    /api/exams` said `Allow: POST`, though `GET /api/exams` exists)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))
 
 
 class UnhandledErrors:

@@ -194,3 +194,18 @@ def test_every_route_whose_body_fastapi_parses_checks_the_token_first(app):
         and not isinstance(route, UserJsonRoute)
     ]
     assert unguarded == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("DELETE", "/api/exams", "GET, POST"),  # said "POST" alone: the first route's
+        ("POST", "/api/memory", "DELETE, GET"),
+        ("PUT", "/api/stream_query", "POST"),
+    ],
+)
+async def test_a_405_allows_every_method_of_the_path(client, auth, method, path, allowed):
+    response = await client.request(method, path, headers=auth())
+    assert response.status_code == 405
+    assert response.json()["error"] == "method_not_allowed"
+    assert response.headers["allow"] == allowed
