@@ -260,6 +260,9 @@ def test_the_routes_that_take_json_are_all_listed(openapi_schema):
     assert taking_json == set(JSON_ROUTES)
     for method, path in JSON_ROUTES:
         assert "415" in openapi_schema["paths"][path][method]["responses"], (method, path)
+        # Each has a body limit (`aircoach.bodies`): the quiz's answers and the exams' two
+        # routes sent a 413 their schema did not declare.
+        assert "413" in openapi_schema["paths"][path][method]["responses"], (method, path)
 
 
 @pytest.mark.parametrize(

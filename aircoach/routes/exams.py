@@ -30,7 +30,14 @@ from aircoach.quiz.exams import (
     InvalidExamAnswers,
 )
 from aircoach.quiz.models import PublicQuestion
-from aircoach.routes.responses import UNAUTHORIZED, UNPARSABLE_BODY, Responses, unavailable
+from aircoach.routes.responses import (
+    RETRY_AFTER,
+    TOO_LARGE,
+    UNAUTHORIZED,
+    UNPARSABLE_BODY,
+    Responses,
+    unavailable,
+)
 from aircoach.startup import first_import
 
 router = APIRouter(prefix="/api", tags=["exams"], route_class=UserJsonRoute)
@@ -45,13 +52,16 @@ _SUBMITTED: Responses = {
         "description": "The exam was already submitted (`conflict`); with `Retry-After` "
         "while that submission has no result yet (it may still be grading; after that a "
         "submission grades it).",
+        "headers": RETRY_AFTER,
     }
 }
 _TOO_MANY: Responses = {
     429: {
         "model": ErrorBody,
         "description": "`quota_exceeded`: an exam counts as a chat turn in the caller's "
-        "`QUOTA_TURNS_PER_MINUTE` and `QUOTA_TURNS_PER_DAY`.",
+        "`QUOTA_TURNS_PER_MINUTE` and `QUOTA_TURNS_PER_DAY`; `Retry-After` says when the "
+        "window ends.",
+        "headers": RETRY_AFTER,
     }
 }
 
@@ -64,7 +74,9 @@ Exams = Annotated[ExamService, Depends(_exams)]
 ExamId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9a-f]+$")]
 
 
-@router.post("/exams", status_code=201, responses={**UNPARSABLE_BODY, **_FAILS, **_TOO_MANY})
+@router.post(
+    "/exams", status_code=201, responses={**UNPARSABLE_BODY, **TOO_LARGE, **_FAILS, **_TOO_MANY}
+)
 async def create_exam(
     user: CurrentUser, exams: Exams, services: ServicesDep, body: ExamRequest | None = None
 ) -> ExamView:
@@ -156,7 +168,7 @@ async def get_exam(user: CurrentUser, exams: Exams, exam_id: ExamId) -> ExamView
 
 @router.post(
     "/exams/{exam_id}/submit",
-    responses={**UNPARSABLE_BODY, **_FAILS, **_NOT_FOUND, **_SUBMITTED},
+    responses={**UNPARSABLE_BODY, **TOO_LARGE, **_FAILS, **_NOT_FOUND, **_SUBMITTED},
 )
 async def submit_exam(
     user: CurrentUser, exams: Exams, exam_id: ExamId, body: ExamSubmission

@@ -33,6 +33,7 @@ from aircoach.routes.responses import (
     IDEMPOTENCY_HEADER,
     REPLAYED_HEADER,
     RETRY_AFTER,
+    TOO_LARGE,
     UNAUTHORIZED,
     UNPARSABLE_BODY,
     Responses,
@@ -169,7 +170,7 @@ AnswerKey = Annotated[
 
 @router.post(
     "/quiz/answers",
-    responses={**UNPARSABLE_BODY, **_FAILS, **_NOT_FOUND, **_TOO_MANY, **_REPEATS},
+    responses={**UNPARSABLE_BODY, **TOO_LARGE, **_FAILS, **_NOT_FOUND, **_TOO_MANY, **_REPEATS},
 )
 async def answer(
     user: CurrentUser,

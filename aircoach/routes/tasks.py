@@ -389,6 +389,7 @@ async def get_review_item(review_id: str, user: CurrentUser, services: ServicesD
     "/review/{review_id}/resolve",
     responses={
         **UNPARSABLE_BODY,
+        **TOO_LARGE,
         **UNAUTHORIZED,
         **_FORBIDDEN,
         404: {"model": ErrorBody, "description": "No such item, or its task left the docs."},
@@ -448,6 +449,7 @@ async def resolve_review_item(
     "/review/{review_id}/dismiss",
     responses={
         **UNPARSABLE_BODY,
+        **TOO_LARGE,
         **UNAUTHORIZED,
         **_FORBIDDEN,
         404: {"model": ErrorBody, "description": "No such item (`not_found`)."},
