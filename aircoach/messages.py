@@ -179,6 +179,12 @@ CATALOGUE: dict[str, Text] = {
     "webhook_timestamp_not_unix": Text(
         it="{header!r} deve essere in secondi Unix.", en="{header!r} must be unix seconds"
     ),
+    "webhook_signature_mismatch": Text(
+        it="{header!r} non corrisponde al corpo: va scritta sha256=<hex>, l'HMAC-SHA256 di "
+        "«timestamp.corpo» con il segreto.",
+        en="{header!r} does not match the body: it is sha256=<hex>, the HMAC-SHA256 of "
+        "'timestamp.body' with the secret",
+    ),
     "webhook_timestamp_skew": Text(
         it="{header!r} dista più di {max_skew_s:g} s dall'ora attuale.",
         en="{header!r} is more than {max_skew_s:g} s from now",

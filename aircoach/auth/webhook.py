@@ -60,4 +60,6 @@ def verify(
         )
     expected = signature(secret, timestamp, body)
     if not hmac.compare_digest(expected.encode(), sent.strip().encode()):
-        raise SignatureError()
+        # named, as the timestamp's refusals are ("manca, è scaduta o non corrisponde" said
+        # neither which header nor that nothing had expired)
+        raise SignatureError("webhook_signature_mismatch", header=SIGNATURE_HEADER)

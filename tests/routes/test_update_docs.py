@@ -157,3 +157,17 @@ async def test_a_taxonomy_edit_on_s3_is_a_new_task_version_not_a_new_prompt(s3, 
     mail = {"from": "a@example.it", "body": "Il volo di domani è annullato per la nebbia?"}
     run = (await s3_client.post("/api/tasks/email_triage", json=mail, headers=headers)).json()
     assert run["pipeline_version"]["task_version"] == edited["version"]
+
+
+@pytest.mark.parametrize("body", [BODY, BODY + b" "], ids=["wrong-secret", "body-altered"])
+async def test_a_signature_that_does_not_match_is_told_by_its_header(s3_client, body):
+    """It said "La firma del webhook manca, è scaduta o non corrisponde.": no header named,
+    and an expiry where nothing had expired (a stale timestamp has its own message)."""
+    sent = signed_headers("wrong" if body == BODY else SECRET, BODY)
+    response = await post(s3_client, sent, body)
+    assert response.status_code == 401
+    message = response.json()["message"]
+    assert (
+        message.startswith(f"'{SIGNATURE_HEADER}' non corrisponde al corpo")
+        and "scad" not in message
+    )
