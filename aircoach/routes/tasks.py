@@ -135,7 +135,7 @@ async def _task(services: Services, name: str) -> TaskDefinition:
     catalog = await _catalog(services)
     definition = catalog.get(name)
     if definition is None:
-        raise NotFound("unknown_task", task=name[:40], valid=catalog.names)
+        raise NotFound("unknown_task", task=name[:40], valid=", ".join(catalog.names))
     return definition
 
 

@@ -122,7 +122,8 @@ async def test_unknown_task_bad_input_and_bodies_too_large(task_app, auth):
     async with asgi_client(task_app(models, task_max_body_bytes=10_000)) as client:
         missing = await client.post("/api/tasks/nope", json=MAIL, headers=headers)
         assert missing.status_code == 404 and missing.json()["error"] == "not_found"
-        assert "disponibili: ['email_triage']" in missing.json()["message"]
+        # the names as a list, not a Python list's repr ("['email_triage']")
+        assert missing.json()["message"] == "Task 'nope' sconosciuto; disponibili: email_triage."
 
         huge_subject = {**MAIL, "subject": "x" * 5000}
         bad = await client.post("/api/tasks/email_triage", json=huge_subject, headers=headers)
