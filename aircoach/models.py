@@ -158,7 +158,8 @@ class MessageResponse(ResponseModel):
 
     answer: str = Field(
         description="Never empty: the model's text; for a quiz turn the tool ended, the "
-        "question(s) and options as text, from `tool.data`."
+        "question(s) and options as text, from `tool.data`; empty only for a turn cancelled "
+        '(`status: "interrupted"`) before it wrote anything, as it is stored.'
     )
     tool: ToolRecord | None = None
     turn_id: str

@@ -352,9 +352,11 @@ def _json_response(
     **fields: Any,
 ) -> Response:
     """The JSON answer (`stream: false`) of a turn, run now or stored and replayed: its
-    `answer` never empty (`json_answer`)."""
+    `answer` never empty (`json_answer`), but for a turn cancelled before it wrote anything,
+    which is stored with no answer (the fallback was sent and never stored)."""
+    fallback = "" if fields.get("status") == "interrupted" else FALLBACK_ANSWER
     answer = MessageResponse(
-        answer=json_answer(text, tool, FALLBACK_ANSWER) + caveat,
+        answer=json_answer(text, tool, fallback) + caveat,
         tool=tool,
         errors=errors or [],
         **fields,

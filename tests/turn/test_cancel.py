@@ -176,3 +176,50 @@ async def test_a_delete_whose_turn_does_not_stop_removes_nothing(
         assert await services.turn_log.cancel_requested("t-stuck")
         history = await client.get("/api/history?conversation_id=c3", headers=me)
         assert [t["human"] for t in history.json()["turns"]] == ["Visibilità minima VFR?"]
+
+
+class _NeverAnswers(ScriptedChatModel):
+    """A model whose call never answers (a JSON turn calls it whole, not streamed)."""
+
+    started: Any = Field(exclude=True)
+
+    async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
+        self.started.set()
+        await anyio.sleep_forever()
+
+
+class _NeverAnswering:
+    def __init__(self, started: anyio.Event):
+        self.started = started
+
+    async def models_for(self, tools: list[Any]) -> list[Any]:
+        return [_NeverAnswers(script=Script([]), started=self.started)]
+
+
+async def test_a_json_turn_cancelled_before_it_wrote_anything_answers_as_it_is_stored(
+    settings: Settings, auth: Callable[..., dict[str, str]]
+):
+    """It answered the fallback ("Mi dispiace, non sono riuscito ...") and stored no answer:
+    what the client got was not what its history holds."""
+    started = anyio.Event()
+    app = app_with(settings, models=_NeverAnswering(started))
+    me = auth()
+    answers: list[Any] = []
+    answered = anyio.Event()
+    async with asgi_client(app) as client, anyio.create_task_group() as tg:
+
+        async def ask() -> None:
+            answers.append(await _ask_json(client, me))
+            answered.set()
+
+        tg.start_soon(ask)
+        await started.wait()  # the model's first call, which never answers
+        turn_id = await _running_turn(app, "user-1")
+        cancel = await client.post(f"/api/turns/{turn_id}/cancel", headers=me)
+        assert cancel.status_code == 202, cancel.text
+        with anyio.fail_after(PROMPTLY_S):
+            await answered.wait()
+        (body,) = answers
+        stored = (await client.get(f"/api/turns/{turn_id}", headers=me)).json()
+    assert body["status"] == stored["status"] == "interrupted", body
+    assert body["answer"] == stored["system"] == ""
