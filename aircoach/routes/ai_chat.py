@@ -115,7 +115,11 @@ def _as_message(body: UIChatRequest) -> MessageRequest:
     if not users:
         raise _invalid(("body", "messages"), "no user message")
     last = users[-1]
-    query = "".join(str(part.get("text", "")) for part in last.parts if part.get("type") == "text")
+    texts = [part.get("text", "") for part in last.parts if part.get("type") == "text"]
+    if not all(isinstance(text, str) for text in texts):
+        # `null`, `5` or `{"a": 1}` were asked as "None", "5" and "{'a': 1}"
+        raise _invalid(("body", "messages", "parts", "text"), "a text part's text is a string")
+    query = "".join(texts)
     key = None
     if body.trigger == "submit-message" and last.id:
         # An edit (`sendMessage({text, messageId})`) keeps the message's id: its key is the id
