@@ -171,7 +171,7 @@ _BY_NUMBER = re.compile(
     + r"(?:\s+(?:non\s+)?(?:e|era|sarebbe)\s+(?:la\s+)?(?:[a-d]|giust\w*|sbagliat\w*|corrett\w*))?"
     r"\s*\??$"
 )
-_MISTAKE_LINE = re.compile(r"^(\d{1,3})\. (.+)$", re.MULTILINE)
+_MISTAKE_LINE = re.compile(r"^Domanda (\d{1,3}): (.+)$", re.MULTILINE)
 _TOTAL = re.compile(r"\bsu (\d{1,3}) \(")
 _EXPLAIN_CHARS = 80  # "e la b cosa vuol dire?" and the like are short
 NO_MISTAKES = "Nessun errore: hai risposto bene a tutte le domande."
@@ -306,7 +306,9 @@ def grading_reply(grading: str, query: str, exam: OpenExam | None = None) -> str
     if asks_mistakes(text):
         if not wrong:
             return NO_MISTAKES
-        listed = "\n".join(f"{n}. {_quoted(n, exam)}{line}" for n, line in sorted(wrong.items()))
+        listed = "\n".join(
+            f"Domanda {n}: {_quoted(n, exam)}{line}" for n, line in sorted(wrong.items())
+        )
         return f"Le domande sbagliate ({len(wrong)}):\n{listed}"
     if number := _BY_NUMBER.match(text):
         n = _number(number.group(1))

@@ -181,7 +181,9 @@ def result_text(result: ExamResult, questions: dict[tuple[int, int], dict[str, A
         )
         source = f" (Fonte: § {outcome.riferimento})" if outcome.riferimento else ""
         lines.append(
-            f"{i}. {given} → corretta {option_line(question, outcome.risposta_corretta)}. "
+            # "Domanda 7:", not "7.": a client rendering Markdown numbers a list "2., 5., 7."
+            # as 2, 3, 4 (the study page showed question 7's line as "5.")
+            f"Domanda {i}: {given} → corretta {option_line(question, outcome.risposta_corretta)}. "
             f"{outcome.spiegazione}{source}"
         )
     return "\n".join(lines)

@@ -60,7 +60,7 @@ async def test_a_chat_mock_exam_is_answered_in_two_messages_and_graded(
         # Each with its question's text, which the grading does not quote (the student saw
         # it only at the exam's start), and a question answered right with the answer given.
         asked = [f"«{q['testo']}»" for q in exam["domande"]]
-        listed = f"Le domande sbagliate (1):\n2. {asked[1]} {wrong} → corretta {keys[1]})"
+        listed = f"Le domande sbagliate (1):\nDomanda 2: {asked[1]} {wrong} → corretta {keys[1]})"
         assert listed in said(mistakes)
         second = await chat(client, auth(), "spiegami la 2")
         told = f"[modello offline] Domanda 2: {asked[1]} {wrong} → corretta"
@@ -155,7 +155,7 @@ async def test_a_chat_exam_question_the_student_does_not_know_is_graded_wrong(
         result = next(e for e in graded if e["type"] == "tool_result")["data"]
         assert (result["punteggio"], result["totale"]) == (2, 5)
         assert [e["risposta"] for e in result["esiti"]] == [keys[0], "-", "-", "-", keys[4]]
-        assert "2. non la sapevi → corretta" in said(graded)
+        assert "Domanda 2: non la sapevi → corretta" in said(graded)
         progress = (await client.get("/api/progress", headers=auth())).json()
         assert (progress["risposte"], progress["corrette"]) == (5, 2)
 
@@ -218,7 +218,7 @@ async def test_an_answer_changed_in_an_open_exam_is_told_and_graded_as_changed(
         assert [e["type"] for e in fixed if e["type"] != "agent_message"] == ["done"]
         assert f"Domanda 3: ora la tua risposta è {key} (era {wrong[1]})." in said(fixed)
         graded = await chat(client, auth(), "consegno")
-        assert "\n3. " not in said(graded)  # not among the mistakes: its last answer counts
+        assert "\nDomanda 3: " not in said(graded)  # not among the mistakes: its last counts
 
 
 async def test_an_exam_answer_given_or_changed_in_words_is_noted(settings: Settings, auth):
@@ -400,7 +400,7 @@ async def test_a_student_asks_how_their_exams_went_and_no_new_one_starts(
             assert result["data"]["ultimo_esito"]["esiti"][0]["corretta"] is False
             text = said(events)
             assert "5 domande: 4 su 5 (80%), superata" in text, query
-            assert f"1. {wrong} → corretta {keys[0]})" in text, query
+            assert f"Domanda 1: {wrong} → corretta {keys[0]})" in text, query
             assert not any(word in text for word in ENGLISH), query
         listed = (await client.get("/api/exams", headers=auth())).json()["items"]
         assert len(listed) == 1  # no exam started by asking about them

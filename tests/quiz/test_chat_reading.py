@@ -151,8 +151,9 @@ def test_each_state_of_a_past_exam_reads_as_the_student_is_told_it():
 GRADING = (
     "Esito della simulazione: 3 risposte corrette su 5 (60%), soglia 75%: non superata.\n"
     "Capitolo più debole: 1 (Principi di aerodinamica), 0 su 1.\n"
-    "1. d → corretta a) uno stallo con imbardata. La vite nasce da uno stallo. (Fonte: § 1.13)\n"
-    "4. non la sapevi → corretta b) il primer. Il primer inietta benzina. (Fonte: § 4.12)"
+    "Domanda 1: d → corretta a) uno stallo con imbardata. La vite nasce da uno stallo. "
+    "(Fonte: § 1.13)\n"
+    "Domanda 4: non la sapevi → corretta b) il primer. Il primer inietta benzina. (Fonte: § 4.12)"
 )
 
 
@@ -173,7 +174,7 @@ def _graded(*after: str) -> list:
 @pytest.mark.parametrize(
     ("asked", "reply"),
     [
-        ("quali ho sbagliato?", "Le domande sbagliate (2):\n1. d → corretta a)"),
+        ("quali ho sbagliato?", "Le domande sbagliate (2):\nDomanda 1: d → corretta a)"),
         ("cosa ho sbagliato", "Le domande sbagliate (2):"),
         ("spiegami la 4", "Domanda 4: non la sapevi → corretta b) il primer."),
         ("e la 1?", "Domanda 1: d → corretta a)"),
