@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -128,9 +127,7 @@ class MessageRequest(BaseModel):
     @field_validator("query")
     @classmethod
     def _not_blank(cls, query: str) -> str:
-        # Spaces, and characters that show nothing: controls (NUL, ESC), format characters
-        # (a zero-width space): "\u200b\u200b" or "\u0000" was answered and stored.
-        if not query.strip() or all(unicodedata.category(c)[0] in "CZ" for c in query):
+        if not query.strip():
             raise ValueError("must not be blank")
         return query
 
