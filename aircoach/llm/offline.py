@@ -331,7 +331,7 @@ class OfflineChatModel(BaseChatModel):
                 ),
             )
             again = offline_course.retry_query(messages, question)
-            if composed is None and searched.strip() != again.strip():
+            if composed is None and searched.strip() != offline_course.searchable(again):
                 # The topic added to a follow-up found nothing: search the question as asked
                 # (a bare one, its topic alone).
                 retry = self._search_course(messages, again, plain=True)
@@ -369,8 +369,9 @@ class OfflineChatModel(BaseChatModel):
         )
         if plan.clarify is not None:
             return self._say(plan.clarify)
+        queries = [offline_course.searchable(q) for q in plan.queries]  # a pasted page is cut
         return AIMessage(
-            "", tool_calls=[_tool_call(offline_course.KB, {"query": q}) for q in plan.queries]
+            "", tool_calls=[_tool_call(offline_course.KB, {"query": q}) for q in queries]
         )
 
     def _bound(self, name: str) -> dict[str, Any] | None:

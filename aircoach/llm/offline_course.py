@@ -37,6 +37,9 @@ from aircoach.text import fold
 
 KB = "kb_search"
 MAX_PARTS = 3  # the parts of one question searched on their own
+# A search's longest query: what the manual's index reads of one (`kb_search` refuses more
+# than 1000 characters, which a pasted question may have).
+MAX_SEARCH_CHARS = 500
 
 _RESULT = re.compile(r"^- \[(?P<ref>[^\]]+)\] \((?P<materia>[^)]*)\) score=\S*: (?P<text>.+)$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-ZÀ-Ý«\"(0-9])")
@@ -310,6 +313,18 @@ def earlier_questions(messages: Sequence[BaseMessage]) -> list[str]:
     """The student's questions before the last message, oldest first."""
     asked = [m.text for m in messages[:-1] if isinstance(m, HumanMessage)]
     return [q for q in asked if q.strip()]
+
+
+def searchable(query: str) -> str:
+    """`query` as searched: its first `MAX_SEARCH_CHARS` characters, without a word cut in
+    half."""
+    query = query.strip()
+    if len(query) <= MAX_SEARCH_CHARS:
+        return query
+    cut = query[:MAX_SEARCH_CHARS]
+    if query[MAX_SEARCH_CHARS].isalnum():
+        cut = re.sub(r"\w+$", "", cut)
+    return cut.strip() or query[:MAX_SEARCH_CHARS]
 
 
 def retry_query(messages: Sequence[BaseMessage], question: str) -> str:

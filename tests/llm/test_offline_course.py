@@ -194,6 +194,24 @@ async def test_without_kb_search_it_says_the_course_search_is_off(client, auth):
     assert "la ricerca nel manuale del corso non è attiva" in _answer(events)
 
 
+async def test_a_question_longer_than_the_search_takes_is_searched_by_its_start(client, auth):
+    # kb_search refuses a query of more than 1000 characters: the whole pasted question was
+    # sent, and every try answered "riprova tra poco".
+    query = "Spiegami lo stallo " + "con calma, con parole semplici e con esempi, " * 25 + "grazie"
+    assert len(query) > 1000
+    events = await chat(client, auth(), query)
+    assert _tools(events) == ["kb_search"] and events[0]["data"]["success"] is True
+    assert _answer(events).startswith(f"{NOTICE} Dal manuale del corso: ")
+
+
+def test_a_long_query_is_cut_between_words():
+    query = "stallo " + "portanza " * 100
+    cut = offline_course.searchable(query)
+    assert len(cut) <= offline_course.MAX_SEARCH_CHARS and query.startswith(cut)
+    assert cut.split() == ["stallo"] + ["portanza"] * (len(cut.split()) - 1)
+    assert offline_course.searchable("  Cos'è lo stallo?  ") == "Cos'è lo stallo?"
+
+
 @pytest.mark.parametrize("greeting", ["Ciao, chi sei?", "ciao", "Buongiorno!", "cosa sai fare?"])
 async def test_a_greeting_after_a_theory_turn_gets_the_introduction_not_the_topic(
     client, auth, greeting
