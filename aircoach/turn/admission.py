@@ -239,10 +239,11 @@ async def finished_turn(gate: Gate, user_id: str, turn_id: str) -> Turn | None:
 
 
 def in_progress(key: str, turn_id: str) -> TurnInProgress:
-    """409 for a repeated key whose turn is between its run and its store write: retry soon."""
+    """409 for a repeated key whose turn is between its run and its store write: retry soon.
+    The message names the client's message id, not the conversation it is kept with."""
     return TurnInProgress(
         "turn_in_progress",
-        message_id=key,
+        message_id=key.rpartition("/")[2],
         fields={"turn_id": turn_id},
         headers={"Retry-After": str(_IN_PROGRESS_RETRY_S)},
     )

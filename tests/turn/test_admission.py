@@ -121,6 +121,11 @@ async def test_a_duplicate_while_the_first_is_answered_is_409_and_a_dead_one_is_
     busy = await post(b, auth(), client_message_id="busy")
     assert busy.status_code == 409 and busy.headers["retry-after"] == "2"
     assert busy.json()["error"] == "turn_in_progress" and script.calls == []
+    # In a conversation the key is kept with it; the message names the id the client sent.
+    await reservations.reserve("user-1", "c-1/busy", "d" * 24, now=wall(), ttl_s=86_400)
+    named = await post(b, auth(), client_message_id="busy", conversation_id="c-1")
+    assert named.status_code == 409 and "'busy'" in named.json()["message"]
+    assert "c-1" not in named.json()["message"]
     # A reservation whose turn never came (its instance died) is taken over by the repeat.
     await reservations.reserve("user-1", "dead", "e" * 24, now=wall() - 600, ttl_s=86_400)
     taken = await post(b, auth(), client_message_id="dead")
