@@ -19,6 +19,7 @@ import pytest
 from playwright.sync_api import expect
 
 from aircoach.knowledge.library import course_bank
+from aircoach.models import MessageRequest
 from aircoach.settings import Settings
 from aircoach.turn.answer import FALLBACK_ANSWER
 from tests.browser.conftest import WAIT_MS
@@ -343,6 +344,32 @@ def test_a_slow_models_answer_renders_progressively_before_done(data_dir, sessio
     finally:
         model.stop()
     model.assert_used()
+
+
+def test_a_paste_longer_than_a_message_is_cut_and_the_page_says_so(settings, session_for):
+    with served(app_with(settings)) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in()
+        box, note = s.page.locator("#query"), s.page.locator("#query-note")
+        limit = int(box.get_attribute("maxlength") or 0)
+        metadata = MessageRequest.model_fields["query"].metadata
+        assert limit == next(m.max_length for m in metadata if hasattr(m, "max_length"))
+        expect(note).to_be_hidden()
+        s.page.evaluate(
+            """([text]) => {
+                const data = new DataTransfer();
+                data.setData("text/plain", text);
+                const box = document.querySelector("#query");
+                box.focus();
+                box.dispatchEvent(new ClipboardEvent("paste", {clipboardData: data}));
+            }""",
+            ["x" * (limit + 1000)],
+        )
+        expect(note).to_be_visible()
+        expect(note).to_contain_text(f"è stato tagliato: un messaggio può avere al massimo {limit}")
+        box.fill("Cos'è lo stallo?")
+        expect(note).to_be_hidden()
 
 
 def test_an_expired_token_shows_a_sign_in_notice(settings, session_for, token):

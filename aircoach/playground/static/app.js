@@ -62,6 +62,11 @@ function notice(text, kind = "error", where = $("notices")) {
   return box;
 }
 
+function queryNote(text) {
+  $("query-note").textContent = text;
+  $("query-note").hidden = !text;
+}
+
 function clearNotices() {
   $("notices").replaceChildren();
 }
@@ -1305,7 +1310,22 @@ async function start() {
     if (state.busy) return; // the text stays in the box until the answer is done
     const query = $("query").value;
     $("query").value = "";
+    queryNote("");
     send(query);
+  });
+  // The box holds what the API takes (its maxlength); the browser cuts a longer paste without
+  // a word, and the student would send half a question thinking it whole: say so.
+  $("query").addEventListener("paste", (e) => {
+    const box = e.currentTarget;
+    const pasted = e.clipboardData?.getData("text") ?? "";
+    if (box.value.length - (box.selectionEnd - box.selectionStart) + pasted.length > box.maxLength) {
+      queryNote(`Il testo incollato è stato tagliato: un messaggio può avere al massimo ${box.maxLength} caratteri.`);
+    }
+  });
+  $("query").addEventListener("input", (e) => {
+    const box = e.currentTarget;
+    if (box.value.length < box.maxLength) queryNote("");
+    else if ($("query-note").hidden) queryNote(`Un messaggio può avere al massimo ${box.maxLength} caratteri.`);
   });
   $("query").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey) {
