@@ -372,6 +372,18 @@ def test_a_paste_longer_than_a_message_is_cut_and_the_page_says_so(settings, ses
         expect(note).to_be_hidden()
 
 
+def test_a_dev_name_the_api_refuses_is_named_as_the_page_labels_it(settings, session_for):
+    with served(app_with(settings)) as origin:
+        s = session_for(origin)
+        s.open()
+        s.page.fill("#dev-name", "a/b")
+        s.page.click("#dev-signin")
+        notice = s.page.locator("#notices .notice-error")
+        expect(notice).to_contain_text("Nome dell'utente di prova non valido")
+        expect(notice).not_to_contain_text("'name'")
+        expect(s.page.locator("#signin")).to_be_visible()
+
+
 def test_an_expired_token_shows_a_sign_in_notice(settings, session_for, token):
     with served(app_with(settings)) as origin:
         s = session_for(origin)

@@ -190,9 +190,14 @@ async function devSignIn(event) {
     });
     await signIn(body.access_token);
   } catch (error) {
-    failed(error);
+    // The API's 422 names its field (`name`); the student sees the box's label.
+    if (error instanceof HttpError && error.status === 422) notice(DEV_NAME_INVALID);
+    else failed(error);
   }
 }
+
+const DEV_NAME_INVALID =
+  "Nome dell'utente di prova non valido: usa lettere, cifre, spazi, punti, apostrofi o trattini (al massimo 40 caratteri), iniziando con una lettera o una cifra.";
 
 // ---- views and side panels
 
