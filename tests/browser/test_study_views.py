@@ -191,6 +191,59 @@ def test_the_exam_works_with_the_keyboard_alone(settings, session_for):
     assert s.console_errors == []
 
 
+def test_exam_answers_chosen_before_a_reload_are_back_when_the_exam_is_taken_up(
+    settings, session_for
+):
+    exam_settings = settings.model_copy(update={"exam_questions": EXAM_QUESTIONS})
+    with served(app_with(exam_settings)) as origin:
+        s = session_for(origin)
+        s.open()
+        s.dev_sign_in("ricarica")
+        page = s.page
+        page.click("#nav-exam")
+        page.click("#exam-new")
+        questions = page.locator("#exam-questions fieldset")
+        expect(questions).to_have_count(EXAM_QUESTIONS)
+        chosen = {}
+        for index in (0, 2):
+            questions.nth(index).locator("input").nth(1).check()
+            chosen[questions.nth(index).get_attribute("data-question")] = (
+                questions.nth(index).locator("input").nth(1).get_attribute("value")
+            )
+        questions.nth(0).locator("input").nth(3).check()  # changed: the last choice counts
+        chosen[questions.nth(0).get_attribute("data-question")] = (
+            questions.nth(0).locator("input").nth(3).get_attribute("value")
+        )
+        expect(page.locator("#exam-answered")).to_contain_text(f"2 di {EXAM_QUESTIONS}")
+
+        s.open()  # a reload: the token was in the page's memory only
+        s.dev_sign_in("ricarica")
+        page.click("#nav-exam")
+        page.locator("#exam-list button", has_text="in corso: riprendi").click()
+        expect(questions).to_have_count(EXAM_QUESTIONS)
+        expect(page.locator("#exam-answered")).to_contain_text(f"2 di {EXAM_QUESTIONS}")
+        checked = page.locator("#exam-questions input:checked")
+        expect(checked).to_have_count(2)
+        for question, letter in chosen.items():
+            expect(
+                page.locator(f'fieldset[data-question="{question}"] input[value="{letter}"]')
+            ).to_be_checked()
+
+        submitted: list[Any] = []
+        page.on(
+            "request",
+            lambda r: r.url.endswith("/submit") and submitted.append(r.post_data_json),
+        )
+        page.click("#exam-submit")
+        expect(page.locator(".exam-verdict")).to_be_visible()
+        assert sorted(f"{a['capitolo']}-{a['numero']}" for a in submitted[0]["risposte"]) == (
+            sorted(chosen)
+        )
+        kept = page.evaluate("() => Object.keys(sessionStorage)")
+        assert not [key for key in kept if key.startswith("aircoach.exam.")]  # graded: gone
+    assert s.console_errors == []
+
+
 def test_on_a_phone_each_exam_question_sits_inside_its_box(settings, session_for):
     """At 360 px each exam question's text (its fieldset's legend) sat on its box's top
     border, the border drawn through the text: now the whole legend is inside the box."""

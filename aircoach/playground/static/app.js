@@ -1072,6 +1072,7 @@ function examEntry(x) {
 
 async function openExam(id) {
   const exam = await api(`/api/exams/${encodeURIComponent(id)}`);
+  if (exam.esito) forgetAnswers(id);
   if (exam.esito) showExamResult(exam.esito, exam.domande);
   else takeExam(exam);
 }
@@ -1104,6 +1105,10 @@ function takeExam(exam) {
         )),
     ),
   );
+  for (const [question, letter] of Object.entries(keptAnswers(exam.id))) {
+    const option = $("exam-questions").querySelector(`input[name="exam-${question}"][value="${CSS.escape(letter)}"]`);
+    if (option) option.checked = true;
+  }
   $("exam-expired").hidden = true;
   examStep("run");
   countAnswered();
@@ -1136,6 +1141,39 @@ function examAnswers() {
   return answers;
 }
 
+// The answers chosen so far, kept in this tab (sessionStorage, never the token) under the
+// exam's id: a reload signs the student out, and the exam taken up again after the new
+// sign-in has them back. They go when the exam is graded.
+function examKey(id) {
+  return `aircoach.exam.${id}`;
+}
+
+function keptAnswers(id) {
+  try {
+    return JSON.parse(sessionStorage.getItem(examKey(id))) || {};
+  } catch {
+    return {}; // storage off (a private window's policy) or a value of another shape
+  }
+}
+
+function keepAnswers() {
+  if (!state.exam) return;
+  const chosen = Object.fromEntries(examAnswers().map((a) => [`${a.capitolo}-${a.numero}`, a.risposta]));
+  try {
+    sessionStorage.setItem(examKey(state.exam.id), JSON.stringify(chosen));
+  } catch {
+    // storage off or full: the answers stay on the page until it is left
+  }
+}
+
+function forgetAnswers(id) {
+  try {
+    sessionStorage.removeItem(examKey(id));
+  } catch {
+    // storage off: nothing was kept
+  }
+}
+
 function countAnswered() {
   if (!state.exam) return;
   const total = state.exam.domande.length;
@@ -1148,6 +1186,7 @@ async function submitExam() {
   $("exam-submit").disabled = true;
   try {
     const result = await api(`/api/exams/${encodeURIComponent(exam.id)}/submit`, { method: "POST", json: { risposte: examAnswers() } });
+    forgetAnswers(exam.id);
     showExamResult(result, exam.domande);
     loadProgress().catch(failed);
   } catch (error) {
@@ -1289,7 +1328,10 @@ async function start() {
     e.preventDefault();
     submitExam().catch(failed);
   });
-  $("exam-run").addEventListener("change", countAnswered);
+  $("exam-run").addEventListener("change", () => {
+    countAnswered();
+    keepAnswers();
+  });
   $("new-chat").addEventListener("click", newChat);
   $("action-chapter").addEventListener("click", (e) => {
     const picker = $("chapter-picker");
