@@ -461,8 +461,14 @@ async function send(query, quiz = null) {
     if (!ended) throw new TypeError("connessione interrotta");
   } catch (error) {
     view.item.classList.add("turn-failed");
-    failed(error);
     problem = problemOf(error);
+    // Said in the turn, where the student is looking (the page's notices sit at its top, off
+    // a phone's screen); a lost sign-in goes back to the sign-in, which says why.
+    if (error instanceof HttpError && error.status === 401) failed(error);
+    else {
+      notice(problem, "error", view.extras).classList.add("small", "turn-outcome");
+      keepInView(view);
+    }
   } finally {
     setBusy(false);
     for (const gesture of ["wheel", "touchmove"]) window.removeEventListener(gesture, stopFollowing);
