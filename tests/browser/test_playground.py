@@ -544,6 +544,32 @@ def test_a_phone_width_screen_has_no_horizontal_scroll(settings, session_for, wi
     assert s.console_errors == []
 
 
+def test_on_a_phone_a_long_section_title_leaves_the_close_button_whole(settings, session_for):
+    """At 320 px "§ 7.13 Il volo da diporto o sportivo (VDS)" squeezed the panel's button to
+    "Chi/udi" (the page breaks long words anywhere)."""
+    with served(app_with(settings)) as origin:
+        s = session_for(origin, width=320, height=740, phone=2)
+        s.open()
+        s.dev_sign_in()
+        page = s.page
+        s.answered(s.ask("cosa sono gli ultraleggeri VDS?"))
+        page.locator('a.citation[data-ref="7.13"]').first.click()
+        expect(page.locator("#manual-title")).to_have_text(re.compile(r"^§ 7\.13 .{30,}"))
+        lines = page.evaluate(
+            """() => [...document.querySelectorAll('button')]
+                .filter((b) => b.offsetParent !== null && !/\\s/.test(b.textContent.trim()))
+                .map((b) => {
+                    const range = document.createRange();
+                    range.selectNodeContents(b);
+                    const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+                    return [b.textContent.trim(), tops.size];
+                })
+                .filter(([, n]) => n > 1)"""
+        )
+        assert lines == []
+    assert s.console_errors == []
+
+
 def _above_the_composer(page: Any, locator: Any) -> list[float]:
     """`[top, bottom, composer top]` of `locator` on screen: in view when `top >= 0` and
     `bottom <= composer top` (the sticky message box covers what is below it)."""
