@@ -268,6 +268,26 @@ def test_on_a_phone_each_exam_question_sits_inside_its_box(settings, session_for
     assert s.console_errors == []
 
 
+def test_a_review_that_cannot_load_says_so_in_its_view_and_loads_on_retry(settings, session_for):
+    """With the network down the view showed "Altre domande da ripassare" alone (its notice at
+    the page's top, off a phone's screen)."""
+    with served(app_with(settings)) as origin:
+        s = session_for(origin, width=360, height=640, phone=3)
+        s.open()
+        s.dev_sign_in("senza-rete")
+        page = s.page
+        page.route(re.compile(r".*/api/quiz/review.*"), lambda route: route.abort("failed"))
+        page.click("#nav-review")
+        failed = page.locator("#review-cards #review-failed")
+        expect(failed).to_contain_text("Le domande da ripassare non sono arrivate. Errore di rete")
+        expect(page.locator("#review-more")).to_be_hidden()
+        expect(page.locator("#notices .notice")).to_have_count(0)
+        page.unroute(re.compile(r".*/api/quiz/review.*"))
+        failed.get_by_role("button", name="Riprova").click()
+        expect(page.locator("#review-cards .review-card")).not_to_have_count(0)
+        expect(failed).to_have_count(0)
+
+
 def test_the_review_view_shows_the_due_questions_answered_through_the_quiz_api(
     settings, session_for, token
 ):

@@ -1252,7 +1252,17 @@ function wrongOutcome(o, q) {
 async function loadReview(more = false) {
   const params = new URLSearchParams({ limit: "5" });
   if (more && state.reviewCursor) params.set("cursor", state.reviewCursor);
-  const list = await api(`/api/quiz/review?${params}`);
+  let list;
+  try {
+    list = await api(`/api/quiz/review?${params}`);
+  } catch (error) {
+    if (error instanceof HttpError && error.status === 401) throw error;
+    // Said in the view (the page's notices sit off a phone's screen), with a way to try again.
+    const retry = el("button", { type: "button", class: "secondary", onclick: () => loadReview(more).catch(failed) }, "Riprova");
+    $("review-cards").replaceChildren(el("div", { id: "review-failed", class: "notice notice-error", role: "alert" }, el("p", { text: `Le domande da ripassare non sono arrivate. ${problemOf(error)}` }), retry));
+    $("review-more").hidden = true;
+    return;
+  }
   const items = list.items || [];
   state.reviewCursor = list.next_cursor || null;
   const cards = items.map(reviewCard);
