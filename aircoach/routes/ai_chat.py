@@ -6,6 +6,7 @@ turn pipeline as `/api/stream_query` (auth, quotas, idempotency, storage): anoth
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from typing import Annotated, Any, Literal
 
@@ -22,7 +23,7 @@ from aircoach.models import (
     MAX_TOOL_NAME,
     MessageRequest,
 )
-from aircoach.routes.chat import run_chat
+from aircoach.routes.chat import WARNING_HEADER, ignored_warning, run_chat
 from aircoach.routes.responses import (
     INVALID_BODY,
     REPLAYED_HEADER,
@@ -38,7 +39,11 @@ from aircoach.turn.regenerate import Regeneration
 
 router = APIRouter(prefix="/api", tags=["chat"])
 
+log = logging.getLogger(__name__)
+
 CLIENT_MESSAGE_ID = re.compile(CLIENT_MESSAGE_ID_PATTERN)
+MAX_NAMED_KEYS = 10  # the unknown keys a `Warning` names
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 MAX_UI_MESSAGES = 1000  # a conversation's messages useChat resends with each new one
 # What a chat sent whole is told once it passes a cap: only the last message is read.
 _LONG_CHAT = (
@@ -61,9 +66,10 @@ class UIMessage(BaseModel):
 
 class UIChatRequest(BaseModel):
     """The body of `DefaultChatTransport` (`id`, `messages`, `trigger`, `messageId`) and our
-    own switches, sent through the transport's `body` option."""
+    own switches, sent through the transport's `body` option. Other keys are ignored, and
+    named in the response's `Warning` (a misspelt `if_bussy` did not say it was not read)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="allow")
 
     id: ConversationIdText = Field(description="The chat's id: its `conversation_id`.")
     messages: list[UIMessage] = Field(
@@ -174,7 +180,18 @@ def _body_openapi() -> dict[str, Any]:
     schema = extra["requestBody"]["content"]["application/json"]["schema"]
     defs = schema.pop("$defs")
     schema["properties"]["messages"]["items"] = defs["UIMessage"]
+    schema.pop("additionalProperties", None)  # allowed, as by default: kept to be named
     return extra
+
+
+def _unknown_keys(extra: dict[str, Any]) -> list[str]:
+    """The body's keys the chat does not read, as a header may carry them: the first ten
+    plain names (others counted)."""
+    plain = [key for key in extra if _PLAIN_KEY.match(key)]
+    shown = plain[:MAX_NAMED_KEYS]
+    if len(extra) > len(shown):
+        shown.append(f"{len(extra) - len(shown)} more")
+    return shown
 
 
 _UI_HEADERS = {UI_STREAM_HEADER: UI_STREAM_VERSION}
@@ -188,6 +205,11 @@ _HEADER_DOCS: dict[str, Any] = {
         "chunk: `GET /api/turns/{turn_id}` fetches it once stored.",
         "schema": {"type": "string"},
     },
+}
+_WARNING_DOC = {
+    "description": '`299 - "ignored request keys: ..."`: top-level keys of the body this '
+    "route does not read (the first ten plain names), accepted and ignored.",
+    "schema": {"type": "string"},
 }
 _REPLAYED_DOC = {
     "description": "`true` when the last user message's id was sent before: the stored turn "
@@ -221,7 +243,14 @@ _STREAM_DOC = {
 @router.post(
     "/chat",
     responses={
-        200: {**_STREAM_DOC, "headers": {**_HEADER_DOCS, REPLAYED_HEADER: _REPLAYED_DOC}},
+        200: {
+            **_STREAM_DOC,
+            "headers": {
+                **_HEADER_DOCS,
+                REPLAYED_HEADER: _REPLAYED_DOC,
+                WARNING_HEADER: _WARNING_DOC,
+            },
+        },
         **UNAUTHORIZED,
         **TOO_LARGE,
         **INVALID_BODY,
@@ -246,6 +275,11 @@ async def ai_chat(
     the model's context); otherwise it is a new turn."""
     chat = await _chat_body(request)
     body = _as_message(chat)
+    headers = _UI_HEADERS
+    if chat.model_extra:
+        unknown = _unknown_keys(chat.model_extra)
+        log.info("chat body keys ignored: %s", ", ".join(unknown))
+        headers = {**_UI_HEADERS, WARNING_HEADER: ignored_warning(unknown)}
     return await run_chat(
         services,
         user,
@@ -253,7 +287,7 @@ async def ai_chat(
         language,
         body.client_message_id,
         encoder_for=ui_encoder,
-        headers=_UI_HEADERS,
+        headers=headers,
         regeneration=_regeneration(chat),
     )
 

@@ -183,7 +183,7 @@ async def run_chat(
     encoder = encoder_for(admission.turn_id) if encoder_for is not None else None
     headers = {**(headers or {}), TURN_ID_HEADER: admission.turn_id}
     if ignored:
-        headers[WARNING_HEADER] = _warning(ignored)
+        headers[WARNING_HEADER] = ignored_warning(ignored)
     if admission.rejoin:
         # The same message while its turn runs: the client gets that turn, not a second one.
         headers[REPLAYED_HEADER] = "true"
@@ -394,7 +394,7 @@ def _ignored_switches(body: MessageRequest, registry: ToolRegistry) -> list[str]
     return ignored
 
 
-def _warning(ignored: list[str]) -> str:
+def ignored_warning(ignored: list[str]) -> str:
     """RFC 9111's `Warning` (299: a persistent warning), naming the ignored keys."""
     return f'299 - "ignored request keys: {", ".join(ignored)}"'
 

@@ -145,6 +145,17 @@ def long_chat(turns: int) -> dict[str, Any]:
     return {"id": "chat-long", "messages": [*messages, last], "trigger": "submit-message"}
 
 
+async def test_keys_the_chat_does_not_read_are_named_in_a_warning(client, auth, script):
+    # A misspelt `if_busy` was ignored without a word: the client thought it asked `reject`.
+    script([text("Uno."), text("Due.")])
+    odd = {"if_bussy": "reject", "metadata": {"a": 1}, "bad\nkey": 1}
+    response = await client.post("/api/chat", json=ui_body("Ciao", **odd), headers=auth())
+    assert response.status_code == 200, response.text
+    assert response.headers["Warning"] == '299 - "ignored request keys: if_bussy, metadata, 1 more"'
+    plain = await client.post("/api/chat", json=ui_body("Ciao", message_id="m-2"), headers=auth())
+    assert plain.status_code == 200 and "Warning" not in plain.headers
+
+
 async def test_a_chat_too_long_to_send_whole_is_a_422_on_messages_saying_what_to_send(
     app, client, auth
 ):
@@ -783,7 +794,9 @@ def test_the_chat_routes_document_every_status_and_header_of_the_turn_pipeline(o
     sse = paths["/api/stream_query"]["post"]["responses"]
     assert set(sse) - set(ui) == set()
     assert ui["409"]["content"] == sse["409"]["content"]
-    assert {"X-Turn-ID", "Idempotent-Replayed"} <= set(ui["200"].get("headers", {}))
+    assert {"X-Turn-ID", "Idempotent-Replayed", "Warning"} <= set(ui["200"].get("headers", {}))
+    body = paths["/api/chat"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert "additionalProperties" not in body  # other keys allowed (and named), as before
     resume = paths["/api/chat/{chat_id}/stream"]["get"]["responses"]
     assert "503" in resume and "X-Turn-ID" in resume["200"].get("headers", {})
 
