@@ -317,6 +317,10 @@ async def parse_json_body(request: Request, model: type[M]) -> M:
     JSON."""
     raw = await request.body()
     _require_json(request, raw)
+    if not raw:  # as FastAPI says it of the bodies it parses
+        raise RequestValidationError(
+            [{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}]
+        )
     load_json(raw)
     try:
         return model.model_validate_json(raw)

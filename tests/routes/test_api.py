@@ -80,6 +80,19 @@ async def test_malformed_json_is_422(app, client, auth):
     await nothing_stored(app)
 
 
+@pytest.mark.parametrize("path", ["/api/stream_query", "/api/chat"])
+async def test_an_empty_body_is_a_422_saying_the_body_is_missing(app, client, auth, path):
+    # As the routes FastAPI parses say it (the quiz's): not "non è un JSON valido".
+    headers = {**auth(), "Content-Type": "application/json"}
+    response = await client.post(path, content=b"", headers=headers)
+    assert response.status_code == 422
+    assert response.json()["detail"] == [
+        {"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}
+    ]
+    assert response.json()["message"] == "La richiesta non è valida: controlla il campo 'body'."
+    await nothing_stored(app)
+
+
 async def test_query_of_4000_characters_is_accepted(client, auth, script):
     script([text("ok")])
     assert (await chat(client, auth(), "x" * 4000))[-1]["type"] == "done"

@@ -63,7 +63,10 @@ def test_the_page_has_no_inline_code_and_nothing_from_another_origin():
         assert set(re.findall(r"https?://[^\s\"')]+", text)) <= {"http://www.w3.org/2000/svg"}
         # Server text goes in as text; the token lives in memory only.
         assert re.search(r"\.(inner|outer)HTML\b|insertAdjacentHTML|document\.write", text) is None
-        assert re.search(r"\b(localStorage|sessionStorage|document\.cookie)\b", text) is None
+        assert re.search(r"\b(localStorage|document\.cookie)\b", text) is None
+        # The tab's storage keeps a mock exam's chosen answers, nothing else (the token never).
+        writes = re.findall(r"sessionStorage\.setItem\(([^,]+),", text)
+        assert writes == (["examKey(state.exam.id)"] if name == "app.js" else [])
 
 
 @pytest.mark.parametrize(
