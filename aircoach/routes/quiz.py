@@ -79,6 +79,7 @@ async def questions(
         Query(
             min_length=3,
             max_length=200,
+            pattern=r"\S",  # not blank (it found nothing, as a 200), as the manual's search
             description="Forgiving search: accents, case, punctuation, plurals and one typo "
             "(a letter missing, extra or wrong, or two swapped) per word typed with five "
             "letters or more do not matter; best matches first.",

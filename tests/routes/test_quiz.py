@@ -59,6 +59,8 @@ async def test_questions_by_forgiving_text_best_first(api, auth):
     in_chapter = (await search(testo="velocita", capitolo=1)).json()["items"]
     assert in_chapter and all(q["capitolo"] == 1 for q in in_chapter)
     assert (await search(testo="elicottero")).json() == {"items": []}
+    blank = await search(testo="   ")  # found nothing, as a 200: a 422 as the manual's search
+    assert blank.status_code == 422 and blank.json()["detail"][0]["loc"] == ["query", "testo"]
     best = (await search(testo="velocita stallo")).json()["items"][0]
     assert "velocit" in best["testo"].casefold() and "stallo" in best["testo"].casefold()
 
