@@ -10,9 +10,11 @@ from pydantic import (
     Field,
     ModelWrapValidatorHandler,
     PrivateAttr,
+    ValidationError,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from aircoach.grounding.models import ResponseGrounding
 from aircoach.response_model import ResponseModel
@@ -98,8 +100,8 @@ class MessageRequest(BaseModel):
         cls, data: Any, handler: ModelWrapValidatorHandler[MessageRequest]
     ) -> MessageRequest:
         """`{"kb_search_enabled": false}` (as the LEXE web chat sends it) is
-        `{"tools": {"kb_search": false}}`; the two forms disagreeing is a 422. A flat key that
-        is not a boolean stays put and is refused as an unknown field."""
+        `{"tools": {"kb_search": false}}`; a 422 names the flat key when the two forms
+        disagree, or when it is no boolean (`"false"`)."""
         flat = _flat(cls, data)
         if not flat:
             return handler(data)
@@ -108,10 +110,13 @@ class MessageRequest(BaseModel):
             return handler(data)  # the `tools` field reports its own type
         merged = dict(tools or {})
         for name, enabled in flat.items():
+            key = name + _FLAT_SUFFIX
+            if not isinstance(enabled, bool):
+                raise _switch_error(key, enabled, "bool_type")
             if merged.get(name, enabled) != enabled:
-                raise ValueError(
-                    f"{name + _FLAT_SUFFIX!r} and tools[{name!r}] disagree; send only one"
-                )
+                said = f"{key!r} and tools[{name!r}] disagree; send only one"
+                conflict = PydanticCustomError("value_error", "{said}", {"said": said})
+                raise _switch_error(key, enabled, conflict)
             merged[name] = enabled
         lifted = {name + _FLAT_SUFFIX for name in flat}
         rest = {key: value for key, value in data.items() if key not in lifted}
@@ -140,17 +145,21 @@ class MessageRequest(BaseModel):
         return tools
 
 
-def _flat(cls: type[BaseModel], data: Any) -> dict[str, bool]:
+def _flat(cls: type[BaseModel], data: Any) -> dict[str, Any]:
     if not isinstance(data, dict):
         return {}
     return {
         key[: -len(_FLAT_SUFFIX)]: value
         for key, value in data.items()
-        if isinstance(key, str)
-        and key.endswith(_FLAT_SUFFIX)
-        and key not in cls.model_fields
-        and isinstance(value, bool)
+        if isinstance(key, str) and key.endswith(_FLAT_SUFFIX) and key not in cls.model_fields
     }
+
+
+def _switch_error(key: str, value: Any, kind: str | PydanticCustomError) -> ValidationError:
+    """A 422 whose `loc` is the flat switch `key` (a model's own error names the body)."""
+    return ValidationError.from_exception_data(
+        MessageRequest.__name__, [InitErrorDetails(type=kind, loc=(key,), input=value)]
+    )
 
 
 class MessageResponse(ResponseModel):

@@ -42,7 +42,10 @@ async def nothing_stored(app, sub="user-1"):
         ({"query": "\n\t "}, ["body", "query"]),
         ({"query": "ok", "chat_histroy": False}, ["body", "chat_histroy"]),
         ({"query": "ok", "kb_search_enabled": "no"}, ["body", "kb_search_enabled"]),
-        ({"query": "ok", "kb_search_enabled": False, "tools": {"kb_search": True}}, ["body"]),
+        (
+            {"query": "ok", "kb_search_enabled": False, "tools": {"kb_search": True}},
+            ["body", "kb_search_enabled"],
+        ),
     ],
 )
 async def test_bad_input_is_422_naming_the_field_and_nothing_is_stored(
@@ -62,7 +65,16 @@ async def test_a_typo_in_a_field_name_is_named(client, auth):
     )
     conflict = {"query": "ok", "kb_search_enabled": False, "tools": {"kb_search": True}}
     response = await client.post("/api/stream_query", json=conflict, headers=auth())
-    assert "'kb_search_enabled' and tools['kb_search'] disagree" in response.text
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", "kb_search_enabled"]  # was ["body"]
+    assert error["msg"] == "'kb_search_enabled' and tools['kb_search'] disagree; send only one"
+    # A flat switch that is no boolean: said so (it was "Extra inputs are not permitted").
+    for value in ("false", 0, None):
+        body = {"query": "ok", "kb_search_enabled": value}
+        response = await client.post("/api/stream_query", json=body, headers=auth())
+        (error,) = response.json()["detail"]
+        assert response.status_code == 422 and error["type"] == "bool_type"
+        assert error["loc"] == ["body", "kb_search_enabled"] and error["input"] == value
 
 
 async def test_unknown_tool_lists_the_valid_ones(client, auth):

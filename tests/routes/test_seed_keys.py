@@ -58,7 +58,7 @@ async def test_a_configured_tools_flat_switch_still_switches_it(client, auth, sc
         ({"use_rag_v3_retrieval": 1}, ["body", "use_rag_v3_retrieval"]),
         ({"normattiva_enabled": "yes"}, ["body", "normattiva_enabled"]),
         ({"use_memory_retrival": True}, ["body", "use_memory_retrival"]),
-        ({"kb_search_enabled": False, "tools": {"kb_search": True}}, ["body"]),
+        ({"kb_search_enabled": False, "tools": {"kb_search": True}}, ["body", "kb_search_enabled"]),
     ],
 )
 async def test_what_stays_a_422(client, auth, body, field):
