@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 CLIENT_MESSAGE_ID = re.compile(CLIENT_MESSAGE_ID_PATTERN)
 MAX_NAMED_KEYS = 10  # the unknown keys a `Warning` names
-_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,40}")  # fullmatch: `$` takes a final newline
 MAX_UI_MESSAGES = 1000  # a conversation's messages useChat resends with each new one
 # What a chat sent whole is told once it passes a cap: only the last message is read.
 _LONG_CHAT = (
@@ -187,7 +187,7 @@ def _body_openapi() -> dict[str, Any]:
 def _unknown_keys(extra: dict[str, Any]) -> list[str]:
     """The body's keys the chat does not read, as a header may carry them: the first ten
     plain names (others counted)."""
-    plain = [key for key in extra if _PLAIN_KEY.match(key)]
+    plain = [key for key in extra if _PLAIN_KEY.fullmatch(key)]
     shown = plain[:MAX_NAMED_KEYS]
     if len(extra) > len(shown):
         shown.append(f"{len(extra) - len(shown)} more")

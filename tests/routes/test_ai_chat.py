@@ -148,10 +148,10 @@ def long_chat(turns: int) -> dict[str, Any]:
 async def test_keys_the_chat_does_not_read_are_named_in_a_warning(client, auth, script):
     # A misspelt `if_busy` was ignored without a word: the client thought it asked `reject`.
     script([text("Uno."), text("Due.")])
-    odd = {"if_bussy": "reject", "metadata": {"a": 1}, "bad\nkey": 1}
+    odd = {"if_bussy": "reject", "metadata": {"a": 1}, "bad\nkey": 1, "end\n": 2}
     response = await client.post("/api/chat", json=ui_body("Ciao", **odd), headers=auth())
     assert response.status_code == 200, response.text
-    assert response.headers["Warning"] == '299 - "ignored request keys: if_bussy, metadata, 1 more"'
+    assert response.headers["Warning"] == '299 - "ignored request keys: if_bussy, metadata, 2 more"'
     plain = await client.post("/api/chat", json=ui_body("Ciao", message_id="m-2"), headers=auth())
     assert plain.status_code == 200 and "Warning" not in plain.headers
 

@@ -1078,9 +1078,10 @@ function examEntry(x) {
 
 async function openExam(id) {
   const exam = await api(`/api/exams/${encodeURIComponent(id)}`);
-  if (exam.esito) forgetAnswers(id);
-  if (exam.esito) showExamResult(exam.esito, exam.domande);
-  else takeExam(exam);
+  if (exam.esito) {
+    forgetAnswers(id);
+    showExamResult(exam.esito, exam.domande);
+  } else takeExam(exam);
 }
 
 async function startExam() {
