@@ -164,7 +164,7 @@ def _regeneration(body: UIChatRequest) -> Regeneration | None:
 def _message_key(message_id: str) -> str:
     """The message's id as its `client_message_id`; an id of other characters (a client's
     own ids may hold anything) by its digest, so that a resend still replays."""
-    if CLIENT_MESSAGE_ID.match(message_id):
+    if CLIENT_MESSAGE_ID.fullmatch(message_id):
         return message_id
     return "sha256:" + hashlib.sha256(message_id.encode()).hexdigest()[:40]
 

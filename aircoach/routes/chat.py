@@ -403,7 +403,7 @@ def _message_key(body: MessageRequest, header: str | None) -> str | None:
     """The request's client_message_id: the body's, or the `Idempotency-Key` header's."""
     if header is None:
         return body.client_message_id
-    if not CLIENT_MESSAGE_ID.match(header) or len(header) > MAX_CLIENT_MESSAGE_ID:
+    if not CLIENT_MESSAGE_ID.fullmatch(header) or len(header) > MAX_CLIENT_MESSAGE_ID:
         raise _invalid_key(header, "header", IDEMPOTENCY_HEADER, "not a valid message id")
     if body.client_message_id not in (None, header):
         raise _invalid_key(header, "body", "client_message_id", "differs from Idempotency-Key")

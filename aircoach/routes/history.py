@@ -49,7 +49,7 @@ def encode_cursor(turn_id: str) -> str:
 
 def decode_cursor(cursor: str) -> str:
     """The turn id of a cursor that `encode_cursor` made; a 422 for a malformed one."""
-    if not cursor or not _CURSOR.match(cursor):
+    if not cursor or not _CURSOR.fullmatch(cursor):
         raise _invalid("cursor", cursor, "not a cursor from `next_cursor`")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
