@@ -34,6 +34,7 @@ GLOSSARY: dict[str, tuple[str, ...]] = {
     # "mi perdo in volo", not "perde potenza" nor "perdo quota" (one stem)
     "perdo volo": ("incertezza", "posizione"),
     "perdo orientamento": ("incertezza", "posizione"),
+    "perdo navigazione": ("incertezza", "posizione"),  # it found the GPS's "perdere il segnale"
     "perde potenza": ("cala",),  # "la potenza cala" (§ 4.4), not the wind shear's "perdita"
     "perso": ("incertezza", "posizione"),
     "esce": ("rimessa",),

@@ -54,6 +54,7 @@ def test_a_phrase_needs_all_its_words():
         ("come si esce dalla vite", "1.13"),
         ("cosa fare se mi perdo in volo", "6.15"),
         ("se perdo l'orientamento?", "6.15"),
+        ("mi perdo durante la navigazione, cosa faccio?", "6.15"),  # it found the GPS, § 6.12
         ("si puo volare dopo aver bevuto?", "10.4"),
         ("serve la licenza per volare con un ultraleggero?", "7.13"),
         ("la CAT ad alta quota", "5.13"),
