@@ -344,6 +344,18 @@ CATALOGUE: dict[str, Text] = {
         en="You have reached the per-minute limit of questions ({limit}); retry in "
         "{retry_after} s.",
     ),
+    "exam_quota_per_minute": Text(
+        it="Hai raggiunto il limite di domande al minuto ({limit}): una simulazione d'esame "
+        "conta come una domanda. Riprova tra {retry_after} s.",
+        en="You have reached the per-minute limit of questions ({limit}): a mock exam counts as "
+        "one question. Retry in {retry_after} s.",
+    ),
+    "exam_quota_per_day": Text(
+        it="Hai raggiunto il limite di domande al giorno ({limit}): una simulazione d'esame "
+        "conta come una domanda. Il conteggio riparte a mezzanotte (UTC).",
+        en="You have reached the daily limit of questions ({limit}): a mock exam counts as one "
+        "question. The count starts again at midnight (UTC).",
+    ),
     "quota_per_day": Text(
         it="Hai raggiunto il limite di domande al giorno ({limit}); il conteggio riparte a "
         "mezzanotte (UTC).",

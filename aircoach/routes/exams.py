@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from fastapi.exceptions import RequestValidationError
 
 from aircoach.deps import CurrentUser, ServicesDep, UserJsonRoute
-from aircoach.errors import Conflict, NotFound
+from aircoach.errors import Conflict, NotFound, QuotaExceeded
 from aircoach.models import ErrorBody
 from aircoach.quiz.exam_models import (
     ExamList,
@@ -106,7 +106,10 @@ async def create_exam(
                 }
             ]
         ) from None
-    await charge(services.gate, user.sub)
+    try:
+        await charge(services.gate, user.sub)
+    except QuotaExceeded as exc:  # the same budget, said of an exam
+        raise QuotaExceeded(f"exam_{exc.key}", headers=exc.headers, **exc.params) from None
     exam, questions = await exams.create(user.sub, plan=plan)
     return ExamView(
         id=exam.id,

@@ -129,6 +129,12 @@ async def test_creating_exams_counts_against_the_quota(api, auth):
         assert created.status_code == 201
     refused = await api.post("/api/exams", json={"domande": 5}, headers=auth("carol"))
     assert refused.status_code == 429 and refused.headers["Retry-After"]
+    # Said of an exam: "il limite di domande al minuto" alone left the student to guess.
+    assert refused.json()["error"] == "quota_exceeded"
+    assert refused.json()["message"] == (
+        "Hai raggiunto il limite di domande al minuto (3): una simulazione d'esame conta come "
+        f"una domanda. Riprova tra {refused.headers['Retry-After']} s."
+    )
 
 
 async def test_two_answers_to_one_exam_question_are_422_naming_the_second(api, auth):
