@@ -4,6 +4,8 @@ against a real server on loopback (the dev issuer; the offline or a scripted mod
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -19,6 +21,17 @@ from tests.scripted_model import Script, ScriptedModels, text
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 EXAM_QUESTIONS = 5
+
+
+@contextmanager
+def _signed_in_for_exams(settings, session_for, name: str, **size: Any) -> Iterator[Session]:
+    """A tab signed in as `name` on a server whose mock exams have `EXAM_QUESTIONS`."""
+    exam_settings = settings.model_copy(update={"exam_questions": EXAM_QUESTIONS})
+    with served(app_with(exam_settings)) as origin:
+        s = session_for(origin, **size)
+        s.open()
+        s.dev_sign_in(name)
+        yield s
 
 
 def _screens_without_violations(s: Session, name: str) -> dict[str, Any]:
@@ -46,11 +59,7 @@ def _question(capitolo: int, numero: int) -> dict[str, Any]:
 
 
 def test_a_mock_exam_is_taken_with_a_countdown_submitted_and_listed(settings, session_for, token):
-    exam_settings = settings.model_copy(update={"exam_questions": EXAM_QUESTIONS})
-    with served(app_with(exam_settings)) as origin:
-        s = session_for(origin)
-        s.open()
-        s.dev_sign_in("esaminando")
+    with _signed_in_for_exams(settings, session_for, "esaminando") as s:
         page = s.page
         submitted: list[Any] = []
         page.on(
@@ -105,12 +114,12 @@ def test_a_mock_exam_is_taken_with_a_countdown_submitted_and_listed(settings, se
             {"risposte": [{"capitolo": c, "numero": n, "risposta": x} for c, n, x in keys]}
         ]
         exams = httpx.get(
-            f"{origin}/api/exams", headers={"Authorization": f"Bearer {token('dev|esaminando')}"}
+            f"{s.origin}/api/exams", headers={"Authorization": f"Bearer {token('dev|esaminando')}"}
         ).json()["items"]
         assert [(e["punteggio"], e["superato"]) for e in exams] == [(1, False)]
         exam_id = exams[0]["id"]
         result = httpx.get(
-            f"{origin}/api/exams/{exam_id}",
+            f"{s.origin}/api/exams/{exam_id}",
             headers={"Authorization": f"Bearer {token('dev|esaminando')}"},
         ).json()["esito"]
         bars = page.locator(".exam-chapters .chapter")
@@ -158,11 +167,7 @@ def test_a_mock_exam_is_taken_with_a_countdown_submitted_and_listed(settings, se
 
 
 def test_the_exam_works_with_the_keyboard_alone(settings, session_for):
-    exam_settings = settings.model_copy(update={"exam_questions": EXAM_QUESTIONS})
-    with served(app_with(exam_settings)) as origin:
-        s = session_for(origin)
-        s.open()
-        s.dev_sign_in("tastiera")
+    with _signed_in_for_exams(settings, session_for, "tastiera") as s:
         page = s.page
         page.focus("#nav-exam")
         page.keyboard.press("Enter")
@@ -194,11 +199,7 @@ def test_the_exam_works_with_the_keyboard_alone(settings, session_for):
 def test_exam_answers_chosen_before_a_reload_are_back_when_the_exam_is_taken_up(
     settings, session_for
 ):
-    exam_settings = settings.model_copy(update={"exam_questions": EXAM_QUESTIONS})
-    with served(app_with(exam_settings)) as origin:
-        s = session_for(origin)
-        s.open()
-        s.dev_sign_in("ricarica")
+    with _signed_in_for_exams(settings, session_for, "ricarica") as s:
         page = s.page
         page.click("#nav-exam")
         page.click("#exam-new")
@@ -247,11 +248,9 @@ def test_exam_answers_chosen_before_a_reload_are_back_when_the_exam_is_taken_up(
 def test_on_a_phone_each_exam_question_sits_inside_its_box(settings, session_for):
     """At 360 px each exam question's text (its fieldset's legend) sat on its box's top
     border, the border drawn through the text: now the whole legend is inside the box."""
-    exam_settings = settings.model_copy(update={"exam_questions": EXAM_QUESTIONS})
-    with served(app_with(exam_settings)) as origin:
-        s = session_for(origin, width=360, height=640, phone=3)
-        s.open()
-        s.dev_sign_in("riquadro")
+    with _signed_in_for_exams(
+        settings, session_for, "riquadro", width=360, height=640, phone=3
+    ) as s:
         page = s.page
         page.click("#nav-exam")
         page.click("#exam-new")
