@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -27,6 +28,14 @@ MAX_TOOL_NAME = 64
 # A client's id of one message (a UUID, a ULID...): `client_message_id` or `Idempotency-Key`.
 MAX_CLIENT_MESSAGE_ID = 128
 CLIENT_MESSAGE_ID_PATTERN = r"^[A-Za-z0-9._:-]+$"
+# A character that shows: not a space, a control (C0, C1) nor a format character that draws
+# nothing (soft hyphen, zero-width space and joiners, direction marks, word joiner, BOM). The
+# OpenAPI `pattern` of a message's text: the schema's readers and `_not_blank` use the same.
+VISIBLE_PATTERN = (
+    r"[^\s\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    r"\ufeff\ufff9-\ufffb]"
+)
+_VISIBLE = re.compile(VISIBLE_PATTERN)
 # Flat tool switches of older clients: `kb_search_enabled: false` is `tools.kb_search: false`.
 _FLAT_SUFFIX = "_enabled"
 
@@ -46,9 +55,10 @@ class MessageRequest(BaseModel):
     query: str = Field(
         min_length=1,
         max_length=4000,
-        description="The user's message (not only spaces).",
-        # Checked by `_not_blank` (Python's notion of a space, as in the schema's readers).
-        json_schema_extra={"pattern": r"\S"},
+        description="The user's message: at least one character that shows (not only spaces, "
+        "controls or zero-width characters).",
+        # Checked by `_not_blank` with the same expression (Python's, as the schema's readers).
+        json_schema_extra={"pattern": VISIBLE_PATTERN},
     )
     chat_history: bool = Field(default=True, description="Show the model the earlier turns.")
     user_data: bool = Field(default=True, description="Add the user's profile to the prompt.")
@@ -132,8 +142,9 @@ class MessageRequest(BaseModel):
     @field_validator("query")
     @classmethod
     def _not_blank(cls, query: str) -> str:
-        if not query.strip():
-            raise ValueError("must not be blank")
+        # "\u200b\u200b" or "\u0000" was answered, charged and stored.
+        if not _VISIBLE.search(query):
+            raise ValueError("must hold a character that shows, not only spaces or controls")
         return query
 
     @field_validator("tools", mode="before")

@@ -19,6 +19,7 @@ from hypothesis import settings as hypothesis_settings
 from schemathesis import GenerationMode
 
 from aircoach.app import create_app
+from aircoach.models import VISIBLE_PATTERN
 
 pytestmark = [pytest.mark.load, pytest.mark.integration]
 
@@ -121,7 +122,7 @@ def negative_api_schema(settings):
 
 def _one_user_question(ui_message: dict) -> None:
     """The messages of a valid `POST /api/chat`, as generated: one user message, one text
-    part of 1..4000 characters, not blank."""
+    part of 1..4000 characters with one that shows (the query's pattern)."""
     ui_message["maxItems"] = 1
     ui_message["items"]["properties"]["role"] = {"const": "user"}
     ui_message["items"]["required"] = ["role", "parts"]
@@ -134,7 +135,12 @@ def _one_user_question(ui_message: dict) -> None:
             "required": ["type", "text"],
             "properties": {
                 "type": {"const": "text"},
-                "text": {"type": "string", "minLength": 1, "maxLength": 4000, "pattern": r"\S"},
+                "text": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 4000,
+                    "pattern": VISIBLE_PATTERN,
+                },
             },
         },
     }

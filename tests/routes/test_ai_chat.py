@@ -110,11 +110,25 @@ async def test_nothing_running_is_204_and_bad_bodies_are_422(client, auth):
     no_user = {"id": "c", "messages": [{"id": "a", "role": "assistant", "parts": []}]}
     for body in (no_user, ui_body("x", chat_id="a:b"), ui_body("   "), {"id": "c"}):
         assert (await client.post("/api/chat", json=body, headers=auth())).status_code == 422
-    # A text that is no string was asked as "None", "5", "{'a': 1}", charged and stored.
-    for said in (None, 5, {"a": 1}):
+    # A text that is no string was asked as "None", "5", "{'a': 1}"; one that shows nothing
+    # (NULs, a zero-width space, C1 controls) was answered: each was charged and stored. The
+    # OpenAPI pattern of the query says the same (tests/load/test_schema.py generates from it).
+    invisible = ("\u200b\u200b", "\x00", "\x01\x1b", "\u009c\u0093\u001e\u0010", "\ufeff ")
+    for said in (None, 5, {"a": 1}, *invisible):
         refused = await client.post("/api/chat", json=ui_body(said), headers=auth())  # type: ignore[arg-type]
         assert refused.status_code == 422, (said, refused.text)
+    for query in invisible:
+        body = {"query": query, "stream": False}
+        refused = await client.post("/api/stream_query", json=body, headers=auth())
+        assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == [
+            "body",
+            "query",
+        ]
     assert (await client.get("/api/history", headers=auth())).json()["turns"] == []
+    shows = await client.post(
+        "/api/stream_query", json={"query": "👍", "stream": False}, headers=auth()
+    )
+    assert shows.status_code == 200, shows.text
 
 
 def long_chat(turns: int) -> dict[str, Any]:
