@@ -120,7 +120,7 @@ _QUESTION_VERBS_TEXT = """
     dipende dipendono deve devo devono dovrei essere può posso possono potrei impiegano
     impostano mettono riconoscono evitano prevengono calcolano controllano scelgono gestiscono
     recuperano sentono notano leggono interpretano usato usata usati usate scelto messo
-    esce esco escono uscire trova trovo trovano esiste esistono
+    esce esco escono uscire trova trovo trovano esiste esistono agisce agiscono agire
 """
 QUESTION_VERBS = frozenset(_QUESTION_VERBS_TEXT.split())
 

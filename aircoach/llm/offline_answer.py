@@ -214,7 +214,8 @@ def _pick(
     lean on. Unless the question asks for one of those aspects (which is given again if it
     was said), a sentence the coach already said (`asked.told`) is chosen only when no other
     one holds a word of the student's (not the topic's): a follow-up gets what is new.
-    `lead`: the stems of the first section's text, for a later one (not `first`)."""
+    `lead`: the stems of the sentences chosen from the first section, for a later one (not
+    `first`)."""
     told, asking, subject = asked.told, asked.asking, asked.subject
     folded = fold(asking or query)
     literal = frozenset(stem(w) for w in words(query) if w not in _ASKING)
@@ -252,11 +253,16 @@ def _pick(
     # The student's own words first ("e a 45?": the sentence with 45°), then the topic's.
     best = max(fresh, key=lambda i: (len(own & held[i]), overlap[i], -i))
     own_hits = {i for i in every if own & held[i]}
-    if not first and (overlap[best] < 2 or not wanted & held[best] & lead):
+    if not first and (
+        overlap[best] < 2 or not wanted & held[best] & lead or not wanted & lead <= held[best]
+    ):
         # A second section is cited only when it clearly adds to the first: two words of the
-        # question, one of them a word the first section holds too (the topic). "perdo il
-        # contatto radio" found the radio failure, then the fog, whose sentence "perde calore"
-        # and cools the air "a contatto" with the ground holds no word of the radio's.
+        # question, and every word of it the first's answer holds (the topic). "perdo il
+        # contatto radio" found the radio failure, then the fog, whose sentence "perde
+        # calore" and cools the air "a contatto" with the ground holds no word of the
+        # radio's; the cold front's clouds found the warm front's ("fronte", "nubi", not
+        # "freddo"), the engine stopping after take-off the frost on an aircraft "fermo"
+        # before "decollo" (not "motore").
         return []
     chosen = [best]
     alone = False  # a sentence was added for an aspect that answers on its own
@@ -336,12 +342,14 @@ def section_answer(
     if wanted and not wanted & {stem(w) for w in words(found[0].text)}:
         found.sort(key=lambda f: -sum(stem(w) in wanted for w in words(f.text)))
     picked: list[tuple[Found, list[str]]] = []
-    lead = frozenset(stem(w) for w in words(found[0].text))
+    lead: frozenset[str] = frozenset()
     for rank, item in enumerate(found[:MAX_SOURCES]):
         said = sentences(item.text)
         positions = _pick(query, item.text, rank == 0, asked, lead)
         if positions:
             picked.append((item, [said[i] for i in positions]))
+        if rank == 0:
+            lead = frozenset(stem(w) for i in positions for w in words(said[i]))
     body = " ".join(s for _, chosen in picked for s in chosen)
     return body, [item for item, _ in picked]
 

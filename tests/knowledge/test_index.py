@@ -269,6 +269,9 @@ def test_a_section_whose_heading_is_asked_in_full_comes_first(course):
         ("come si evita lo stallo?", "1.4"),
         ("come si previene la vite?", "1.13"),
         ("quanto deve essere la visibilità per volare VFR?", "7.5"),
+        # the rudder's (2.5) "Agisce principalmente sull'imbardata" came before the elevator
+        ("l'equilibratore su che asse agisce", "2.4"),
+        ("come agisce il trim?", "2.6"),
     ],
 )
 def test_a_questions_common_verb_is_not_a_word_a_section_must_hold(course, query, section):

@@ -210,6 +210,40 @@ def test_a_second_section_is_cited_only_on_the_first_ones_topic():
     ]
 
 
+@pytest.mark.parametrize(
+    ("question", "first", "second"),
+    [
+        (
+            "che nubi porta il fronte freddo?",
+            "[5.7] (Meteorologia) score=5.0: Nel fronte freddo l'aria fredda avanza e solleva "
+            "bruscamente quella calda. Il passaggio di un fronte freddo è associato a nubi "
+            "cumuliformi, rovesci e raffiche.",
+            # true of the warm front, whose subject is the sentence before
+            "[5.6] (Meteorologia) score=4.0: Nel fronte caldo l'aria calda scorre sopra quella "
+            "fredda. All'avvicinarsi del fronte la sequenza tipica delle nubi è: cirri, "
+            "cirrostrati, altostrati e nembostrati.",
+        ),
+        (
+            "cosa faccio se si ferma il motore dopo il decollo?",
+            "[10.15] (Fattore umano e sicurezza) score=5.0: Se il motore si ferma subito dopo "
+            "il decollo, la prima azione è abbassare il muso.",
+            "[5.10] (Meteorologia) score=4.0: La brina si deposita sull'aereo fermo nelle "
+            "notti serene e va tolta prima del decollo.",
+        ),
+    ],
+)
+def test_a_second_section_holds_every_word_asked_the_first_answers_with(question, first, second):
+    """Two words of the question were enough: the warm front's clouds ("fronte", "nubi")
+    ended the cold front's answer as if they were its own, the frost on an aircraft "fermo"
+    before "decollo" the engine failure's."""
+    text = f"[Manuale: 2 risultati]\n- {first}\n- {second}"
+    composed = offline_answer.answer(question, text)
+    assert composed is not None
+    body, cited = composed
+    assert cited == [first[1:].split("]")[0]]
+    assert second.split(": ", 1)[1].split(". ")[-1][:30] not in body
+
+
 WAKE = one_section(
     "10.10",
     "Fattore umano e sicurezza",
