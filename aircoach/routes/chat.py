@@ -212,7 +212,25 @@ async def run_chat(
         headers[REPLAYED_HEADER] = "true"
         caveats = services.settings.grounding_caveat
         if body.stream:
-            replayed = listed(replayed_events(stored, language, caveats=caveats))
+            replayed = None
+            if stored.status == "ok":
+                # The events as the turn's log keeps them, numbered as the first time, so that
+                # a rejoin after this stream drops (`Last-Event-ID`) neither repeats nor skips.
+                # Once the log is gone, and for a turn cut short (which says so with an error
+                # the first stream did not have), rebuilt from the store as a rejoin would be.
+                replayed = await turn_events(
+                    services.turn_log,
+                    services.chats,
+                    user.sub,
+                    stored.turn_id,
+                    after=0,
+                    language=language,
+                    give_up_s=services.settings.turn_timeout_s,
+                    caveats=caveats,
+                    running=services.running_turns,
+                )
+            if replayed is None:
+                replayed = listed(replayed_events(stored, language, caveats=caveats))
             return event_stream(replayed, headers=headers, encoder=encoder)
         return _json_response(
             headers,

@@ -112,7 +112,10 @@ class Done(_Event):
     prompt_version: str
     model: str = Field(description="The model that answered.")
     context_turns: int = Field(description="Stored turns the model was shown.")
-    request_id: str = Field(description="The request's id, as in the X-Request-ID header.")
+    request_id: str = Field(
+        description="The id of the request that ran the turn, as in its X-Request-ID header (a "
+        "replay rebuilt from the stored turn carries its own)."
+    )
 
 
 TurnEvent = ToolResult | AgentMessage | Grounding | ErrorEvent | Done

@@ -1,6 +1,7 @@
-"""A stored turn sent again (a repeated `client_message_id`, or a rejoin after its log
-expired): the events and JSON a client got the first time, built from the client data only
-(never a tool's `text`), without running the model.
+"""A stored turn sent again (a repeated `client_message_id` once the turn's log is gone or
+when the turn did not end `ok`, a rejoin after its log expired, a JSON replay): the events and
+JSON a client got the first time, built from the client data only (never a tool's `text`),
+without running the model.
 
 The citation guard's stored verdict comes back with it (the `grounding` event, and the caveat
 after it when a citation is unverified and `GROUNDING_CAVEAT` is on), so that a retried answer

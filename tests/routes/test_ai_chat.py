@@ -816,13 +816,16 @@ def test_the_chat_routes_document_every_status_and_header_of_the_turn_pipeline(o
     assert "503" in resume and "X-Turn-ID" in resume["200"].get("headers", {})
 
 
-async def test_a_replay_s_metadata_describes_the_stored_turn_and_this_request(
-    app, client, auth, script
+async def test_a_replay_s_metadata_is_the_first_stream_s_until_its_log_is_gone(
+    settings, client, auth, script, tmp_path
 ):
-    """The message metadata is `done`'s (docs/http.md): a resend of the same message replays
-    the stored turn, whose `turn_id`, `model`, `prompt_version` and `status` it carries; its
-    `request_id` is the replay's own (its `X-Request-ID`), the first request's not being
-    stored, and `context_turns` 0."""
+    """The message metadata is `done`'s (docs/http.md). A resend of the same message replays
+    the turn's logged stream, metadata included (the first request's `request_id`); once the
+    log is gone, the turn rebuilt from the store carries its `turn_id`, `model`,
+    `prompt_version` and `status`, the replay's own `request_id` (its `X-Request-ID`) and
+    `context_turns` 0 (neither is stored)."""
+    from aircoach.services import build_turn_log
+
     script([text("La portanza dipende.")])
 
     def metadata(response: httpx.Response) -> dict[str, Any]:
@@ -834,9 +837,18 @@ async def test_a_replay_s_metadata_describes_the_stored_turn_and_this_request(
     again = await client.post("/api/chat", json=body, headers={**auth(), "X-Request-ID": "req-2"})
     assert again.headers["Idempotent-Replayed"] == "true"
     assert again.headers["X-Request-ID"] == "req-2"
-    was, now = metadata(first), metadata(again)
-    assert was["request_id"] == "req-1" and now["request_id"] == "req-2"
-    assert now["context_turns"] == 0
+    was = metadata(first)
+    assert was["request_id"] == "req-1" and metadata(again) == was
+
+    (tmp_path / "other").mkdir()
+    elsewhere = settings.model_copy(update={"data_dir": tmp_path / "other"})
+    async with asgi_client(app_with(settings, turn_log=build_turn_log(elsewhere))) as later:
+        rebuilt = await later.post(
+            "/api/chat", json=body, headers={**auth(), "X-Request-ID": "req-3"}
+        )
+    assert rebuilt.headers["Idempotent-Replayed"] == "true"
+    now = metadata(rebuilt)
+    assert now["request_id"] == "req-3" and now["context_turns"] == 0
     turn = ("turn_id", "prompt_version", "model", "status")
     assert {k: now[k] for k in turn} == {k: was[k] for k in turn}
     assert now["turn_id"] == first.headers["X-Turn-ID"]
