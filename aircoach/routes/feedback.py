@@ -97,7 +97,9 @@ async def list_feedback(
     if permission not in user.permissions:
         raise ForbiddenError("permission_needed", permission=permission)
     since = parse_before(before) if before is not None else None
-    turns = await chats.feedback(voto=voto, limit=limit, before=since)
+    # One more than the page tells whether another follows (none after a just-full last one).
+    found = await chats.feedback(voto=voto, limit=limit + 1, before=since)
+    turns = found[:limit]
     items = [
         FeedbackItem(
             turn_id=t.turn_id,
@@ -114,5 +116,5 @@ async def list_feedback(
         for t in turns
         if t.feedback is not None
     ]
-    next_before = items[-1].at if len(turns) == limit and items else None
+    next_before = items[-1].at if len(found) > limit and items else None
     return FeedbackPage(items=items, next_before=next_before)

@@ -134,16 +134,18 @@ async def history(
     since = parse_before(before) if before is not None else None
     # Turns the store refused earlier belong in this page once it takes writes again.
     await services.dead_letters.replay(chats)
-    turns = await chats.history(
+    # One more than the page tells whether an older page follows: a last page that is just
+    # full has no cursor (a client would ask for an empty page).
+    found = await chats.history(
         user.sub,
-        limit=limit,
+        limit=limit + 1,
         before=since,
         before_turn=before_turn,
         conversation=_scope(conversation_id),
     )
-    full = len(turns) == limit
+    turns, more = found[:limit], len(found) > limit
     return HistoryPage(
         turns=[HistoryTurn.of(t) for t in turns],
-        next_cursor=encode_cursor(turns[-1].turn_id) if full else None,
-        next_before=turns[-1].timestamp if full else None,
+        next_cursor=encode_cursor(turns[-1].turn_id) if more else None,
+        next_before=turns[-1].timestamp if more else None,
     )

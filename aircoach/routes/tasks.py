@@ -354,11 +354,13 @@ async def list_review_queue(
     `status` `open` (the default), `resolved` or `dismissed`. Needs `tasks:review`."""
     _require(user, services.settings.task_review_permission)
     stores = services.task_stores
-    items = await stores.reviews.list_items(status=status, task=task, limit=limit, after=after)
+    # One more than the page tells whether another follows (none after a just-full last one).
+    found = await stores.reviews.list_items(status=status, task=task, limit=limit + 1, after=after)
+    items = found[:limit]
     stored = await stores.runs.stored([i.run_id for i in items])
     return ReviewPage(
         items=[ReviewSummary.of(i, run_stored=i.run_id in stored) for i in items],
-        next_after=items[-1].review_id if len(items) == limit else None,
+        next_after=items[-1].review_id if len(found) > limit else None,
     )
 
 
@@ -518,10 +520,11 @@ async def list_runs(
     _require(user, services.settings.task_review_permission)
     after = _utc(since)
     where = RunFilter(task=task, source=source, since=after)
-    runs = await services.task_stores.runs.list_runs(where, limit=limit, before=cursor)
+    found = await services.task_stores.runs.list_runs(where, limit=limit + 1, before=cursor)
+    runs = found[:limit]
     return RunPage(
         items=[RunSummary.of(r) for r in runs],
-        next_cursor=runs[-1].run_id if len(runs) == limit else None,
+        next_cursor=runs[-1].run_id if len(found) > limit else None,
     )
 
 

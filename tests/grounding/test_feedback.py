@@ -29,9 +29,10 @@ async def test_a_student_marks_an_answer_wrong_then_changes_their_mind(settings,
         )
         second = await client.post(url, json={"voto": "utile"}, headers=auth())
         history = (await client.get("/api/history", headers=auth())).json()["turns"]
-        listed = (
-            await client.get("/api/feedback", headers=auth("editor", permissions=ADMIN))
-        ).json()
+        editor = auth("editor", permissions=ADMIN)
+        listed = (await client.get("/api/feedback", headers=editor)).json()
+        # One item, a page of one: the last page, though just full.
+        one = (await client.get("/api/feedback", params={"limit": 1}, headers=editor)).json()
 
     assert first.status_code == 200, first.text
     assert first.json()["feedback"]["voto"] == "errata"
@@ -40,6 +41,7 @@ async def test_a_student_marks_an_answer_wrong_then_changes_their_mind(settings,
     # Once per turn: the second call replaced the first.
     assert history[0]["feedback"]["voto"] == "utile" and history[0]["feedback"]["commento"] is None
     (item,) = listed["items"]
+    assert len(one["items"]) == 1 and one["next_before"] is None
     assert item["voto"] == "utile" and item["turn_id"] == turn_id and item["userId"] == "user-1"
     assert item["question"] == "Che cosa dice la SERA.5010?"
     assert item["answer"] == "La SERA.5010 fissa i minimi VFR speciali."

@@ -63,6 +63,21 @@ async def test_history_pages_the_callers_turns_newest_first(store_settings, auth
         assert seen == [f"alice domanda {n}" for n in (4, 3, 2, 1, 0)]
 
 
+async def test_a_last_page_that_is_just_full_has_no_cursor(store_settings, auth):
+    """Four turns by two: the second page said `next_cursor` (and `next_before`), and the
+    client asked for an empty third page (the OpenAPI document: null on the last page)."""
+    app = app_with(store_settings)
+    for n in range(4):
+        await app.state.services.chats.append_turn(stored("alice", n))
+    async with asgi_client(app) as c:
+        first = (await c.get("/api/history", params={"limit": 2}, headers=auth("alice"))).json()
+        assert first["next_cursor"] is not None and first["next_before"] is not None
+        params = {"limit": 2, "cursor": first["next_cursor"]}
+        last = (await c.get("/api/history", params=params, headers=auth("alice"))).json()
+    assert [t["human"] for t in last["turns"]] == ["alice domanda 1", "alice domanda 0"]
+    assert last["next_cursor"] is None and last["next_before"] is None
+
+
 async def test_the_default_conversation_pages_alone_as_default(store_settings, auth):
     """A client shows the default conversation (its turns sent without `conversation_id`)
     beside the named ones: `conversation_id=default` pages it alone, turns a client stored

@@ -187,6 +187,9 @@ async def test_a_failed_chain_is_a_503_with_the_review_id(task_app, auth):
         page = (await client.get("/api/tasks/review", headers=reviewer)).json()
         (summary,) = page["items"]
         assert summary["review_id"] == body["review_id"] and page["next_after"] is None
+        # One item, a page of one: the last page, though just full.
+        one = await client.get("/api/tasks/review", params={"limit": 1}, headers=reviewer)
+        assert len(one.json()["items"]) == 1 and one.json()["next_after"] is None
         assert summary["input_preview"]["subject"] == MAIL["subject"] and summary["attempts"] == 4
         assert summary["last_error"]["stage"] == "parse"
 

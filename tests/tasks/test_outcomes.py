@@ -208,6 +208,10 @@ async def test_the_run_list_pages_newest_first_and_filters_by_source(make_app, a
             if cursor is None:
                 break
         assert seen == ids[::-1]
+        # A last page that is just full says so (it gave a cursor to an empty page).
+        params = {"limit": 5, "source": "http"}
+        whole = await client.get("/api/tasks/runs", params=params, headers=auth(permissions=REVIEW))
+        assert len(whole.json()["items"]) == 5 and whole.json()["next_cursor"] is None
         none = await client.get(
             "/api/tasks/runs", params={"source": "sqs"}, headers=auth(permissions=REVIEW)
         )
