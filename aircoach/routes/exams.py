@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Header, Path, Query, Response
 from fastapi.exceptions import RequestValidationError
 
 from aircoach.deps import CurrentUser, ServicesDep, UserJsonRoute
 from aircoach.errors import Conflict, NotFound, QuotaExceeded
-from aircoach.models import ErrorBody
+from aircoach.models import CLIENT_MESSAGE_ID_PATTERN, MAX_CLIENT_MESSAGE_ID, ErrorBody
+from aircoach.quiz import repeats
 from aircoach.quiz.exam_models import (
     ExamList,
     ExamRequest,
@@ -31,6 +32,8 @@ from aircoach.quiz.exams import (
 )
 from aircoach.quiz.models import PublicQuestion
 from aircoach.routes.responses import (
+    IDEMPOTENCY_HEADER,
+    REPLAYED_HEADER,
     RETRY_AFTER,
     TOO_LARGE,
     UNAUTHORIZED,
@@ -38,6 +41,7 @@ from aircoach.routes.responses import (
     Responses,
     unavailable,
 )
+from aircoach.services import Services
 from aircoach.startup import first_import
 
 router = APIRouter(prefix="/api", tags=["exams"], route_class=UserJsonRoute)
@@ -66,6 +70,41 @@ _TOO_MANY: Responses = {
 }
 
 
+_REPEATS: Responses = {
+    201: {
+        "description": "The new exam.",
+        "headers": {
+            REPLAYED_HEADER: {
+                "description": "`true` when a repeated `Idempotency-Key` got the exam its "
+                "first request created (no other was created, no turn counted).",
+                "schema": {"type": "string", "enum": ["true"]},
+            }
+        },
+    },
+    409: {
+        "model": ErrorBody,
+        "description": "`idempotency_key_busy`: the first request with this `Idempotency-Key` "
+        "is still creating its exam; `Retry-After` says when to retry.",
+        "headers": RETRY_AFTER,
+    },
+}
+_BUSY_RETRY_S = 1
+
+ExamKey = Annotated[
+    str | None,
+    Header(
+        alias=IDEMPOTENCY_HEADER,
+        min_length=1,
+        max_length=MAX_CLIENT_MESSAGE_ID,
+        pattern=CLIENT_MESSAGE_ID_PATTERN,
+        description="The client's id of this request (a UUID, a ULID...; letters, digits and "
+        "`. _ : -`). A repeat within 24 h (a retry after a timeout) gets the exam the first "
+        "created, with `Idempotent-Replayed: true`, and counts no turn; the same id with "
+        "other `capitoli` or `domande` is a 422 naming it.",
+    ),
+]
+
+
 async def _exams(services: ServicesDep) -> ExamService:
     return await services.exam_service()
 
@@ -75,10 +114,17 @@ ExamId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9a-f]+$"
 
 
 @router.post(
-    "/exams", status_code=201, responses={**UNPARSABLE_BODY, **TOO_LARGE, **_FAILS, **_TOO_MANY}
+    "/exams",
+    status_code=201,
+    responses={**UNPARSABLE_BODY, **TOO_LARGE, **_FAILS, **_TOO_MANY, **_REPEATS},
 )
 async def create_exam(
-    user: CurrentUser, exams: Exams, services: ServicesDep, body: ExamRequest | None = None
+    user: CurrentUser,
+    exams: Exams,
+    services: ServicesDep,
+    response: Response,
+    body: ExamRequest | None = None,
+    idempotency_key: ExamKey = None,
 ) -> ExamView:
     """A mock exam for the caller: `domande` questions (default `EXAM_QUESTIONS`, 30) spread
     evenly over `capitoli` (default all ten), none the caller was asked recently if the bank
@@ -86,7 +132,8 @@ async def create_exam(
     (`EXAM_PASS_MARK`, 0.75). A chapter holding fewer than its share gives all it has and
     the others make up the rest; more questions than the chapters hold together is a 422
     naming `domande` (with how many they hold), and counts no turn. Questions come without
-    their key. Counts as one chat turn in the caller's quota."""
+    their key. Counts as one chat turn in the caller's quota. With an `Idempotency-Key`, a
+    repeat gets the exam its first request created."""
     # Imported here: the admission module brings LangGraph, which routes that never chat
     # (health) must not import; the first time with the collector paused (aircoach/startup.py).
     first_import("aircoach.turn.admission")
@@ -106,11 +153,28 @@ async def create_exam(
                 }
             ]
         ) from None
+    claim = None
+    if idempotency_key is not None:
+        claim = await _claim(services, user.sub, idempotency_key, body)
+        if claim.replay:
+            response.headers[REPLAYED_HEADER] = "true"
+            try:
+                return await exams.view(user.sub, claim.made)
+            except ExamNotFound:  # exams are never deleted: the key named another user's
+                raise NotFound("exam_not_found") from None
     try:
-        await charge(services.gate, user.sub)
-    except QuotaExceeded as exc:  # the same budget, said of an exam
-        raise QuotaExceeded(f"exam_{exc.key}", headers=exc.headers, **exc.params) from None
-    exam, questions = await exams.create(user.sub, plan=plan)
+        try:
+            await charge(services.gate, user.sub)
+        except QuotaExceeded as exc:  # the same budget, said of an exam
+            raise QuotaExceeded(f"exam_{exc.key}", headers=exc.headers, **exc.params) from None
+        exam, questions = await exams.create(user.sub, plan=plan)
+    except BaseException:
+        if claim is not None:
+            await repeats.release(services.guards.reservations, user.sub, claim)
+        raise
+    if claim is not None:
+        reservations = services.guards.reservations
+        await repeats.recorded(reservations, user.sub, claim, now=services.clock(), made=exam.id)
     return ExamView(
         id=exam.id,
         domande=[PublicQuestion.of(q) for q in questions],
@@ -118,6 +182,38 @@ async def create_exam(
         scadenza=exam.scadenza,
         soglia=exam.soglia,
     )
+
+
+async def _claim(
+    services: Services, user_id: str, client_key: str, body: ExamRequest
+) -> repeats.Claim:
+    """The exam's `Idempotency-Key` reserved for this request, or the exam it created first."""
+    digest = repeats.exam_digest(body.capitoli, body.domande)
+    try:
+        return await repeats.claim(
+            services.guards.reservations,
+            user_id,
+            client_key,
+            digest,
+            now=services.clock(),
+            kind=repeats.EXAMS,
+        )
+    except repeats.AnswerKeyReused:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("header", IDEMPOTENCY_HEADER),
+                    "msg": "already used in the last 24 h for another exam: send a new id for "
+                    "a new exam",
+                    "input": client_key[:40],
+                }
+            ]
+        ) from None
+    except repeats.AnswerKeyBusy:
+        raise Conflict(
+            "idempotency_key_busy", headers={"Retry-After": str(_BUSY_RETRY_S)}
+        ) from None
 
 
 # An exam list cursor is the last listed exam's `creato` (stored as review.iso writes it,

@@ -137,6 +137,44 @@ async def test_creating_exams_counts_against_the_quota(api, auth):
     )
 
 
+async def test_a_repeated_idempotency_key_gets_the_first_exam_and_counts_no_turn(api, auth):
+    """A retry after a timeout created a second exam and took a second turn of the quota (the
+    header was ignored)."""
+    body, key = {"domande": 5, "capitoli": [2, 1]}, {"Idempotency-Key": "exam-1"}
+    first = await api.post("/api/exams", json=body, headers={**auth("dora"), **key})
+    assert first.status_code == 201 and "Idempotent-Replayed" not in first.headers
+    same = {"domande": 5, "capitoli": [1, 2]}  # the same chapters, in another order
+    for _ in range(3):  # the quota is 3 a minute: repeats take none of it
+        again = await api.post("/api/exams", json=same, headers={**auth("dora"), **key})
+        assert again.status_code == 201, again.text
+        assert again.headers["Idempotent-Replayed"] == "true"
+        assert again.json() == first.json()
+    listed = (await api.get("/api/exams", headers=auth("dora"))).json()["items"]
+    assert [e["id"] for e in listed] == [first.json()["id"]]
+    # The same key for another exam is a 422 naming it, and creates nothing.
+    other = await api.post("/api/exams", json={"domande": 6}, headers={**auth("dora"), **key})
+    assert other.status_code == 422, other.text
+    assert other.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
+    # Another user's key of the same spelling is another request.
+    bob = await api.post("/api/exams", json=body, headers={**auth("bob"), **key})
+    assert bob.status_code == 201 and bob.json()["id"] != first.json()["id"]
+
+
+async def test_a_key_the_quota_refused_is_free_for_the_retry(bank_settings, auth):
+    settings = bank_settings.model_copy(update={"quota_turns_per_minute": 1})
+    clock = quota_clock()
+    async with asgi_client(app_with(settings, clock=clock)) as api:
+        assert (await api.post("/api/exams", json={}, headers=auth())).status_code == 201
+        key = {**auth(), "Idempotency-Key": "exam-2"}
+        for _ in range(2):  # the key held by the first is let go: the quota, not 409 busy
+            refused = await api.post("/api/exams", json={"domande": 5}, headers=key)
+            assert refused.status_code == 429, refused.text
+        clock.advance(61)
+        retried = await api.post("/api/exams", json={"domande": 5}, headers=key)
+        assert retried.status_code == 201 and "Idempotent-Replayed" not in retried.headers
+        assert len(retried.json()["domande"]) == 5
+
+
 async def test_two_answers_to_one_exam_question_are_422_naming_the_second(api, auth):
     exam = (await api.post("/api/exams", json={"domande": 5}, headers=auth("alice"))).json()
     first = exam["domande"][0]
