@@ -85,6 +85,29 @@ def _http_url(name: str, value: str | None) -> str | None:
     return value
 
 
+def _mongodb_uri_problem(uri: str) -> str | None:
+    """What pymongo refuses in a connection string when its client is made, at the first store
+    call (a port that is no number, a password's unescaped `@`, an option it does not know or a
+    value it does not take), in its words with every part of the string left out; None when it
+    parses. A `mongodb+srv` string is read as `mongodb` with its one host: its hosts come from
+    DNS, which the client looks up, not the start."""
+    from pymongo.uri_parser import parse_uri  # only when the setting is set
+
+    scheme, _, rest = uri.partition("://")
+    if scheme == "mongodb+srv" and re.search(r"[:,]", rest.split("/")[0].rpartition("@")[2]):
+        return "a mongodb+srv:// string names one host, without a port"
+    try:
+        parse_uri(f"mongodb://{rest}")
+    except Exception as exc:  # pymongo's InvalidURI, ConfigurationError, ValueError...
+        problem = str(exc)
+    else:
+        return None
+    for part in sorted(set(re.split(r"[:/@?&=,;]+", uri)), key=len, reverse=True):
+        if len(part) > 3:  # a host, a user, a password, an option's value
+            problem = problem.replace(part, "...")
+    return problem[:200]
+
+
 def _bucket(name: str, value: str | None) -> str | None:
     """`value` if it can be an S3 bucket's name (or unset): `s3://docs` or `docs/prompts`
     failed at the first request that read the bucket. Loose enough for the legacy names of
@@ -285,6 +308,17 @@ class PromptSettings(_Group):
     update_docs_secret: str | None = Field(default=None, repr=False)
     update_docs_max_skew_s: int = Field(default=300, ge=1)
 
+    @model_validator(mode="after")
+    def _local_docs_are_a_folder(self) -> PromptSettings:
+        # A wrong folder started and passed /api/health (the docs load at the first request),
+        # then every chat was a 503 `prompt_unavailable`.
+        if not self.prompt_bucket and not self.prompt_docs_dir.is_dir():
+            raise ConfigError(
+                "PROMPT_DOCS_DIR is not a folder: set it to the prompt docs' folder, or leave "
+                "it unset for the shipped docs (or set PROMPT_BUCKET to read them from S3)"
+            )
+        return self
+
     @field_validator("aws_endpoint_url")
     @classmethod
     def _s3_endpoint_is_a_url(cls, value: str | None) -> str | None:
@@ -341,6 +375,8 @@ class StoreSettings(_Group):
                 "or mongodb+srv://HOST/..., without spaces or line breaks (URL-encode a "
                 "password's special characters)"
             )
+        if value is not None and (problem := _mongodb_uri_problem(value)):
+            raise ConfigError(f"MONGODB_URI is not a connection string pymongo takes: {problem}")
         return value
 
     @field_validator("deadletter_bucket")

@@ -400,6 +400,39 @@ def test_a_malformed_url_or_connection_string_stops_the_start(monkeypatch, varia
 
 
 @pytest.mark.parametrize(
+    "uri",
+    [
+        "mongodb://app:s3cr3t@db.example:abc/aircoach",  # a port that is no number
+        "mongodb://app:s3cr3t@db.example:99999/aircoach",
+        "mongodb://app:s3@cr3t@db.example/aircoach",  # a password's unescaped @
+        "mongodb://app:s3cr3t@db.example/aircoach?tls=s3cr3t",  # a value pymongo does not take
+        "mongodb://app:s3cr3t@db.example/aircoach?s3cr3t=1",  # an option it does not know
+        "mongodb+srv://app:s3cr3t@cluster0.example.net:27017/aircoach",  # SRV takes no port
+    ],
+)
+def test_a_connection_string_pymongo_refuses_stops_the_start(monkeypatch, uri):
+    """They started, `/api/health` said the store was unavailable (`ValueError`), every turn
+    was a 503 whose log line did not name MONGODB_URI, and the CLI printed a traceback."""
+    monkeypatch.setenv("MONGODB_URI", uri)
+    with pytest.raises(ConfigError) as refused:
+        get_settings()
+    line = str(refused.value)
+    assert line.startswith("MONGODB_URI is not a connection string pymongo takes: ")
+    assert "\n" not in line and len(line) < 300
+    for secret in ("s3cr3t", "cr3t", "db.example", "cluster0"):
+        assert secret not in "".join(traceback.format_exception(refused.value))
+
+
+def test_a_local_docs_folder_that_is_not_there_stops_the_start(monkeypatch, tmp_path):
+    """It started and passed /api/health; every chat was then a 503 `prompt_unavailable`."""
+    monkeypatch.setenv("PROMPT_DOCS_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(ConfigError, match=r"^PROMPT_DOCS_DIR is not a folder"):
+        get_settings()
+    monkeypatch.setenv("PROMPT_BUCKET", "aircoach-docs")  # then the folder is not read
+    assert get_settings().prompt_bucket == "aircoach-docs"
+
+
+@pytest.mark.parametrize(
     ("variable", "value"),
     [
         ("MONGODB_URI", "mongodb://app:p%40ss@db1.example:27017,db2.example/admin?replicaSet=rs"),
