@@ -58,6 +58,10 @@ async def _app_error(request: Request, exc: Exception) -> JSONResponse:
             exc.code,
             exc.__cause__ or exc,
         )
+    elif exc.status != 429:  # a quota's refusal is logged where it is counted
+        # Why, for the operator (a burst of `wrong_audience` after an Auth0 change); on Lambda
+        # and Vercel there is no access log besides. The message is the user-safe one.
+        log.info("%s %r -> %d %s: %s", request.method, request.url.path, exc.status, exc.code, exc)
     message = exc.message_in(header_language(request.headers))
     return JSONResponse(
         {"error": exc.code, "message": message, **exc.fields},

@@ -164,6 +164,12 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     request's language, and each field at fault with a bounded input."""
     assert isinstance(exc, RequestValidationError)
     errors = exc.errors()
+    # Which fields and why, never their input (a token, a student's text).
+    faults = "; ".join(
+        f"{'.'.join(map(str, error.get('loc', ())))[:80]} {str(error.get('type', ''))[:40]}"
+        for error in errors[:5]
+    )
+    log.info("%s %r -> 422 invalid_request: %s", request.method, request.url.path, faults)
     body = {
         "error": "invalid_request",
         "message": summary(errors, header_language(request.headers)),

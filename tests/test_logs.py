@@ -290,3 +290,19 @@ def test_a_json_line_stays_one_line_for_every_line_splitter():
     line = JsonFormatter().format(record)
     assert len(line.splitlines()) == 1
     assert json.loads(line)["retrieved"] == [title]
+
+
+async def test_a_refusal_is_logged_with_its_reason_and_never_its_input(client, auth, caplog):
+    """A 401, 403 or 422 logged nothing of its own (on Lambda and Vercel, nothing at all): a
+    burst of refusals after an Auth0 change could not be told apart."""
+    secret = "s3cr3t-" * 800
+    with caplog.at_level(logging.INFO, logger="aircoach"):
+        bad = await client.get("/api/history", headers={"Authorization": "Bearer abc.def.ghi"})
+        forbidden = await client.get("/api/tasks/runs", headers=auth())
+        long = await client.post("/api/stream_query", json={"query": secret}, headers=auth())
+    assert (bad.status_code, forbidden.status_code, long.status_code) == (401, 403, 422)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("'/api/history' -> 401 invalid_token: " in line for line in lines), lines
+    assert any("'/api/tasks/runs' -> 403 " in line and "tasks:review" in line for line in lines)
+    assert "POST '/api/stream_query' -> 422 invalid_request: body.query string_too_long" in lines
+    assert not any("s3cr3t" in line or "abc.def" in line for line in lines)
