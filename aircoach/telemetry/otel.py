@@ -237,11 +237,18 @@ class OtelTelemetry:
             failure = _turn_failure(status, fields.get("reasons"))
             if failure is not None:
                 labels["error.type"] = failure
+            # Where it went: `stored`, `spooled` (a dead letter, the store refused it) or
+            # `lost` (the spool too): what "nothing lost" is alerted on, instance by instance.
+            stored = str(fields.get("stored"))
+            if stored in _STORED:
+                labels["aircoach.turn.stored"] = stored
             self.turns.add(1, labels)
             # The request's span (current while the turn ends), so that a trace search for
             # failed turns finds them: their HTTP status is 200 once the stream has begun.
             request_span = trace.get_current_span()
             request_span.set_attribute("aircoach.turn.status", status)
+            if stored in _STORED:
+                request_span.set_attribute("aircoach.turn.stored", stored)
             if failure is not None:
                 request_span.set_attribute("error.type", failure)
             if isinstance(latency := fields.get("latency_ms"), int | float):
@@ -312,6 +319,9 @@ class OtelTelemetry:
             self.meter_provider.force_flush()
         except Exception:  # the exporters log their own failures; a flush never fails a request
             log.warning("telemetry flush failed", exc_info=True)
+
+
+_STORED = frozenset({"stored", "spooled", "lost"})  # the summary line's `stored`
 
 
 def _turn_failure(status: str, reasons: object) -> str | None:

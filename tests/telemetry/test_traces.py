@@ -118,6 +118,7 @@ async def test_a_failed_model_call_is_an_error_span_and_the_turn_still_answers(
             {
                 "aircoach.turn.status": "error",
                 "gen_ai.request.model": "scripted",
+                "aircoach.turn.stored": "stored",
                 "error.type": "model_unavailable",
             },
             1,
@@ -171,6 +172,7 @@ async def test_a_turn_cut_by_the_deadline_says_so_in_its_line_metric_and_root_sp
             {
                 "aircoach.turn.status": "error",
                 "gen_ai.request.model": "scripted",
+                "aircoach.turn.stored": "stored",
                 "error.type": "turn_timeout",
             },
             1,
@@ -190,6 +192,26 @@ async def test_an_answered_turn_carries_no_error_type(traced: Traced, client, au
     [root] = traced.roots()
     assert root.attributes["aircoach.turn.status"] == "ok"
     assert "error.type" not in root.attributes
+
+
+async def test_a_turn_the_store_refused_is_counted_as_spooled(
+    traced: Traced, settings, client, auth, script
+):
+    """The store refused the turn, which waits in the dead-letter spool: it was counted
+    `aircoach.turn.status=ok` like any other, and only a log line said where it went."""
+    from tests.store.test_dead_letters import refuse_writes
+
+    script([text("Salvata."), text("Nel file di attesa.")])
+    await chat(client, auth(), "Prima")
+    refuse_writes(settings.sqlite_file)
+    await chat(client, auth(), "Seconda")
+    assert sorted(
+        (labels["aircoach.turn.stored"], count) for labels, count in traced.points("aircoach.turns")
+    ) == [("spooled", 1), ("stored", 1)]
+    assert [root.attributes["aircoach.turn.stored"] for root in traced.roots()] == [
+        "stored",
+        "spooled",
+    ]
 
 
 class _Hanging(ScriptedChatModel):
@@ -283,7 +305,14 @@ async def test_metric_points_after_a_few_turns(settings, auth):
         )
         assert voted.status_code == 200, voted.text
     assert traced.points("aircoach.turns") == [
-        ({"aircoach.turn.status": "ok", "gen_ai.request.model": "offline"}, 3)
+        (
+            {
+                "aircoach.turn.status": "ok",
+                "gen_ai.request.model": "offline",
+                "aircoach.turn.stored": "stored",
+            },
+            3,
+        )
     ]
     [(labels, count)] = traced.points("aircoach.turn.duration")
     assert count == 3 and labels["aircoach.turn.status"] == "ok"
