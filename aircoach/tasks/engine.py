@@ -42,6 +42,7 @@ from aircoach.tasks.records import (
     Verdict,
     new_id,
     run_facts,
+    shown_source,
 )
 from aircoach.tasks.validation import MAX_MESSAGE_CHARS, StageFailure, parse_stage, schema_stage
 
@@ -586,25 +587,27 @@ _OUTCOMES = {"dead_letter": "review", "store_failed": "failed"}
 
 def _log_summary(run: TaskRun, status: str) -> None:
     """One line per run, `key=value` (the structured logger of the app can parse it)."""
+    outcome = _OUTCOMES.get(status, status)
     if run.source != "review":
         telemetry.observe(
             "task_run",
             {
                 "task": run.task,
-                "outcome": _OUTCOMES.get(status, status),
+                "outcome": outcome,
                 "latency_ms": run.latency_ms,
                 **run_facts(run),
             },
         )
     version = run.pipeline_version
     log.info(
-        "task_run task=%s run_id=%s source=%s status=%s attempts=%d shrunk=%s model=%s "
+        "task_run task=%s run_id=%s source=%s status=%s outcome=%s attempts=%d shrunk=%s model=%s "
         "task_version=%s schema_hash=%s candidates_version=%s stoplist_version=%s "
         "code_version=%s warnings=%d review_id=%s latency_ms=%s",
         run.task,
         run.run_id,
-        run.source,
+        shown_source(run),  # as the runs API shows it (`http`, not the engine's `api`)
         status,
+        outcome,  # as the metric counts it (`review` for a `dead_letter`)
         len(run.attempts),
         str(any(a.shrunk for a in run.attempts)).lower(),
         version.model,

@@ -202,6 +202,12 @@ def run_facts(run: TaskRun) -> dict[str, int]:
     }
 
 
+def shown_source(run: TaskRun) -> str:
+    """A run's source as the runs API shows it and its log line says it: `http` for the API's
+    and a batch's, `sqs:<message id>`, `review`, `eval`..."""
+    return run.origin or ("http" if run.source in http_sources() else run.source)
+
+
 def http_sources() -> tuple[str, ...]:
     """The run sources a `source=http` filter means."""
     return ("api", "batch")

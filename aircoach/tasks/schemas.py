@@ -17,6 +17,7 @@ from aircoach.tasks.records import (
     ReviewStatus,
     RunSource,
     TaskRun,
+    shown_source,
 )
 
 MAX_BATCH = 50
@@ -244,7 +245,7 @@ class RunSummary(ResponseModel):
             run_id=run.run_id,
             task=run.task,
             status=run.status,
-            source=run.origin or ("http" if run.source in ("api", "batch") else run.source),
+            source=shown_source(run),
             created_at=run.created_at,
             model=run.model,
             review_id=run.review_id,

@@ -158,6 +158,9 @@ async def test_the_whole_chain_failing_queues_the_input_for_review(stores, triag
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("task_run ")]
     assert "status=dead_letter" in line and f"review_id={run.review_id}" in line
     assert "shrunk=true" in line and "attempts=5" in line
+    # Named as the runs API and the metric name them: it said `source=api` beside the API's
+    # `"source": "http"`, and `dead_letter` only, where the metric counts `review`.
+    assert " source=http status=dead_letter outcome=review " in line
 
 
 async def test_without_a_fallback_model_the_chain_is_shorter(stores, triage):
