@@ -1,5 +1,7 @@
 """Tool handlers used by tests (referenced by dotted path from test ToolSpecs)."""
 
+import asyncio
+
 from aircoach.tools.registry import ToolContext, ToolOutput
 
 
@@ -9,3 +11,8 @@ async def echo(ctx: ToolContext, word: str) -> ToolOutput:
 
 async def broken(ctx: ToolContext, word: str) -> ToolOutput:
     raise ValueError(f"cannot repeat {word!r}")
+
+
+async def hangs(ctx: ToolContext, word: str) -> ToolOutput:
+    await asyncio.Event().wait()  # a backend that never answers
+    raise AssertionError("unreachable")

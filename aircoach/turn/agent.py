@@ -12,7 +12,9 @@ see each other's model, prompt (with its per-user sections) or tools' context.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextvars import Context, ContextVar
@@ -139,9 +141,19 @@ class TurnMiddleware(AgentMiddleware[AgentState[Any], TurnBinding]):
     ) -> ToolMessage | Command[Any]:
         binding = cast(TurnBinding, request.runtime.context)
         token = _tool_context.set(binding.tools)
+        started = time.perf_counter()
         try:
             with current_stages().timed("tools"):
                 message = await handler(request)
+        except asyncio.CancelledError:
+            # The summary line lists the tools whose result came: this one's never did (a
+            # tool that hangs until TURN_TIMEOUT_S, or the turn interrupted meanwhile).
+            log.info(
+                "tool %s cut short after %.0f ms, its turn cancelled or past TURN_TIMEOUT_S",
+                request.tool_call.get("name", "?"),
+                (time.perf_counter() - started) * 1000,
+            )
+            raise
         finally:
             _tool_context.reset(token)
         if not isinstance(message, ToolMessage):

@@ -257,3 +257,25 @@ async def test_a_failed_turn_whose_client_left_is_stored_failed_with_its_code(ap
     await events.aclose()  # the client leaves: the stream is closed before `done`
     [stored_turn] = await stored(app)
     assert (stored_turn.status, stored_turn.error_code) == ("error", "model_unavailable")
+
+
+async def test_a_tool_cut_off_by_the_turn_deadline_is_named_in_the_log(
+    settings, auth, tmp_path, caplog
+):
+    """A hung tool: the summary line listed only the tools whose result came (none) beside
+    `tools_ms` of the whole wait, and the warning named the deadline, not the tool."""
+    import logging
+
+    docs = copy_prompt_docs(tmp_path / "docs", markdown_only=True)
+    hangs = {**ECHO.model_dump(exclude_defaults=True), "python": "tests.tool_handlers:hangs"}
+    (docs / "tools.json").write_text(json.dumps({"tools": [hangs]}))
+    cut = settings.model_copy(
+        update={"prompt_docs_dir": docs, "python_tool_modules": TEST_MODULES, "turn_timeout_s": 0.2}
+    )
+    app = app_with(cut, models=ScriptedModels(Script([call("echo", word="ciao")])))
+    with caplog.at_level(logging.INFO, logger="aircoach"):
+        async with asgi_client(app) as client:
+            events = await chat(client, auth(), "ripeti ciao")
+    assert [e["code"] for e in events if e["type"] == "error"] == ["model_unavailable"]
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("tool echo cut short after ") for line in lines), lines
