@@ -117,15 +117,29 @@ def _is_long_chat(error: Any) -> bool:
 def _as_message(body: UIChatRequest) -> MessageRequest:
     """The turn the body asks for: the last user message's text is the query, its id the
     `client_message_id` (a resend replays; a regeneration, or an edit, is a new turn)."""
-    users = [m for m in body.messages if m.role == "user"]
-    if not users:
+    at = next(
+        (n for n in reversed(range(len(body.messages))) if body.messages[n].role == "user"), -1
+    )
+    if at < 0:
         raise _invalid(("body", "messages"), "no user message")
-    last = users[-1]
-    texts = [part.get("text", "") for part in last.parts if part.get("type") == "text"]
-    if not all(isinstance(text, str) for text in texts):
-        # `null`, `5` or `{"a": 1}` were asked as "None", "5" and "{'a': 1}"
-        raise _invalid(("body", "messages", "parts", "text"), "a text part's text is a string")
+    last = body.messages[at]
+    texts: list[str] = []
+    for n, part in enumerate(last.parts):
+        if part.get("type") != "text":
+            continue
+        text = part.get("text", "")
+        if not isinstance(text, str):
+            # `null`, `5` or `{"a": 1}` were asked as "None", "5" and "{'a': 1}"
+            loc = ("body", "messages", at, "parts", n, "text")
+            raise _invalid(loc, "a text part's text is a string", given=type(text).__name__)
+        texts.append(text)
     query = "".join(texts)
+    if not query:  # a file alone was "String should have at least 1 character" on `parts`
+        raise _invalid(
+            ("body", "messages", at, "parts"),
+            "the last user message has no text: only its text parts are read (not files or "
+            "other parts)",
+        )
     key = None
     if body.trigger == "submit-message" and last.id:
         # An edit (`sendMessage({text, messageId})`) keeps the message's id: its key is the id
@@ -146,8 +160,13 @@ def _as_message(body: UIChatRequest) -> MessageRequest:
     try:
         return MessageRequest.model_validate(fields)
     except ValidationError as exc:  # the query's limits: a 422 on the message's text
-        loc = ("body", "messages", body.messages.index(last), "parts")
-        raise _invalid(loc, str(exc.errors()[0]["msg"])) from None
+        error = exc.errors()[0]
+        raise _invalid(
+            ("body", "messages", at, "parts"),
+            f"its text: {error['msg']}",
+            error["type"],
+            given=f"{len(query)} characters",
+        ) from None
 
 
 def _regeneration(body: UIChatRequest) -> Regeneration | None:
@@ -169,8 +188,14 @@ def _message_key(message_id: str) -> str:
     return "sha256:" + hashlib.sha256(message_id.encode()).hexdigest()[:40]
 
 
-def _invalid(loc: tuple[Any, ...], msg: str, kind: str = "value_error") -> RequestValidationError:
-    return RequestValidationError([{"type": kind, "loc": loc, "msg": msg}])
+def _invalid(
+    loc: tuple[Any, ...], msg: str, kind: str = "value_error", *, given: str | None = None
+) -> RequestValidationError:
+    """A 422 naming `loc`; `given` says what was sent (a type, a length), never the text."""
+    error = {"type": kind, "loc": loc, "msg": msg}
+    if given is not None:
+        error["input"] = given
+    return RequestValidationError([error])
 
 
 def _body_openapi() -> dict[str, Any]:

@@ -424,7 +424,9 @@ def _message_key(body: MessageRequest, header: str | None) -> str | None:
     if not CLIENT_MESSAGE_ID.fullmatch(header) or len(header) > MAX_CLIENT_MESSAGE_ID:
         raise _invalid_key(header, "header", IDEMPOTENCY_HEADER, "not a valid message id")
     if body.client_message_id not in (None, header):
-        raise _invalid_key(header, "body", "client_message_id", "differs from Idempotency-Key")
+        raise _invalid_key(
+            body.client_message_id, "body", "client_message_id", "differs from Idempotency-Key"
+        )
     return header
 
 

@@ -104,6 +104,26 @@ async def test_a_grading_sends_the_progress_after_it_as_a_data_part(client, auth
     assert progress["data"]["risposte"] == 1
 
 
+async def test_a_message_whose_text_cannot_be_read_is_a_422_naming_its_part(client, auth):
+    """A text part whose text was a number was a 422 on `messages.parts.text`, with no
+    message or part index; a file alone was "String should have at least 1 character" on
+    `parts`, an array: the app could not tell its user to add a text."""
+    body = ui_body("ok")
+    body["messages"][-1]["parts"].append({"type": "text", "text": 7})
+    number = (await client.post("/api/chat", json=body, headers=auth())).json()["detail"][0]
+    assert number["loc"] == ["body", "messages", 2, "parts", 1, "text"]
+    assert number["input"] == "int" and number["msg"] == "a text part's text is a string"
+    body = ui_body("ok")
+    body["messages"][-1]["parts"] = [{"type": "file", "mediaType": "image/png", "url": "data:,"}]
+    alone = (await client.post("/api/chat", json=body, headers=auth())).json()["detail"][0]
+    assert alone["loc"] == ["body", "messages", 2, "parts"]
+    assert alone["msg"].startswith("the last user message has no text")
+    long = await client.post("/api/chat", json=ui_body("x" * 4001), headers=auth())
+    (too_long,) = long.json()["detail"]
+    assert too_long["type"] == "string_too_long" and too_long["input"] == "4001 characters"
+    assert (await client.get("/api/history", headers=auth())).json()["turns"] == []
+
+
 async def test_nothing_running_is_204_and_bad_bodies_are_422(client, auth):
     response = await client.get("/api/chat/chat-1/stream", headers=auth())
     assert response.status_code == 204

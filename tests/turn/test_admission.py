@@ -146,6 +146,9 @@ async def test_a_duplicate_while_the_first_is_answered_is_409_and_a_dead_one_is_
 async def test_a_bad_message_id_is_a_422(client, auth, body, headers, loc):
     response = await post(client, {**auth(), **headers}, **body)
     assert response.status_code == 422 and response.json()["detail"][0]["loc"] == loc
+    # The input shown is the field's named (it showed the header's beside the body's name).
+    shown = body.get("client_message_id") if loc[0] == "body" else headers["Idempotency-Key"]
+    assert shown.startswith(response.json()["detail"][0]["input"].rstrip("…"))
 
 
 async def test_the_quota_holds_across_instances_and_replays_are_free(two, auth):
