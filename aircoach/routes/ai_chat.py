@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 CLIENT_MESSAGE_ID = re.compile(CLIENT_MESSAGE_ID_PATTERN)
 MAX_NAMED_KEYS = 10  # the unknown keys a `Warning` names
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,40}")  # fullmatch: `$` takes a final newline
+# A message without an id has no `client_message_id`: each resend runs the model again.
+_NO_ID_WARNING = '299 - "the last user message has no id: a resend of it is a new turn"'
 MAX_UI_MESSAGES = 1000  # a conversation's messages useChat resends with each new one
 # What a chat sent whole is told once it passes a cap: only the last message is read.
 _LONG_CHAT = (
@@ -233,7 +235,9 @@ _HEADER_DOCS: dict[str, Any] = {
 }
 _WARNING_DOC = {
     "description": '`299 - "ignored request keys: ..."`: top-level keys of the body this '
-    "route does not read (the first ten plain names), accepted and ignored.",
+    "route does not read (the first ten plain names), accepted and ignored; "
+    f"`{_NO_ID_WARNING}`: the last user message came without an `id`, so a resend cannot be "
+    "told from a new question (both, comma-separated, when both apply).",
     "schema": {"type": "string"},
 }
 _REPLAYED_DOC = {
@@ -301,10 +305,15 @@ async def ai_chat(
     chat = await _chat_body(request)
     body = _as_message(chat)
     headers = _UI_HEADERS
+    warnings = []
     if chat.model_extra:
         unknown = _unknown_keys(chat.model_extra)
         log.info("chat body keys ignored: %s", ", ".join(unknown))
-        headers = {**_UI_HEADERS, WARNING_HEADER: ignored_warning(unknown)}
+        warnings.append(ignored_warning(unknown))
+    if chat.trigger == "submit-message" and body.client_message_id is None:
+        warnings.append(_NO_ID_WARNING)
+    if warnings:
+        headers = {**_UI_HEADERS, WARNING_HEADER: ", ".join(warnings)}
     return await run_chat(
         services,
         user,

@@ -190,6 +190,28 @@ async def test_keys_the_chat_does_not_read_are_named_in_a_warning(client, auth, 
     assert plain.status_code == 200 and "Warning" not in plain.headers
 
 
+async def test_a_message_without_an_id_says_its_resend_is_a_new_turn(client, auth, script):
+    """Two posts of a message with `"id": ""` ran the model twice, without a word: the id is
+    the `client_message_id`."""
+    script([text("Uno."), text("Due."), text("Tre.")])
+    for _ in range(2):
+        response = await client.post(
+            "/api/chat", json=ui_body("Ciao", message_id=""), headers=auth()
+        )
+        assert response.status_code == 200, response.text
+        assert "Idempotent-Replayed" not in response.headers
+        assert response.headers["Warning"] == (
+            '299 - "the last user message has no id: a resend of it is a new turn"'
+        )
+    both = await client.post(
+        "/api/chat", json=ui_body("Ciao", message_id="", odd=1), headers=auth()
+    )
+    assert both.headers["Warning"] == (
+        '299 - "ignored request keys: odd", '
+        '299 - "the last user message has no id: a resend of it is a new turn"'
+    )
+
+
 async def test_a_chat_too_long_to_send_whole_is_a_422_on_messages_saying_what_to_send(
     app, client, auth
 ):
