@@ -237,6 +237,11 @@ def test_a_quiz_answered_wrong_is_red_with_one_result_and_a_next_question(settin
         expect(answered.locator(".human")).to_have_text(f"la {wrong_letter}")
         expect(answered.locator(".first-line")).not_to_contain_text("[modello offline]")
         expect(answered.locator(".first-line")).to_contain_text("SBAGLIATA")
+        # A question's turn, whose answer is the card: its question (it showed nothing).
+        for asked in (entries.nth(1), entries.nth(4)):
+            expect(asked.locator(".first-line")).to_contain_text(
+                re.compile(rf"^Capitolo {chapter}, domanda \d+: \S")
+            )
     assert s.console_errors == []
 
 

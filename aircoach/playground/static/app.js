@@ -845,6 +845,14 @@ function firstLine(text) {
   return line.replace(/[*_`#>]+/g, "").trim().slice(0, 160);
 }
 
+// A quiz question's turn has no answer text (the card is the answer): its question's line,
+// as the chat's JSON answer says it.
+function historyLine(turn) {
+  const q = turn.tool?.data?.question;
+  if (firstLine(turn.system) || !q) return firstLine(turn.system);
+  return firstLine(`Capitolo ${q.capitolo}, domanda ${q.numero}: ${q.testo}`);
+}
+
 async function loadHistory(fresh) {
   if (fresh) {
     state.historyCursor = null;
@@ -856,7 +864,7 @@ async function loadHistory(fresh) {
   for (const turn of page.turns) {
     const when = new Date(turn.timestamp).toLocaleString("it-IT");
     // A turn stopped before any word has no first line: its mark, not an empty line.
-    const line = firstLine(turn.system);
+    const line = historyLine(turn);
     const answer = line ? el("p", { class: "small first-line", text: line }) : outcomeMark(turn.status, turn.error_code);
     $("history").append(el("li", {}, el("span", { class: "muted small", text: when }), el("p", { class: "human", text: turn.human }), answer));
   }
