@@ -236,6 +236,8 @@ class OfflineChatModel(BaseChatModel):
         if said is not None:
             return self._say(said)
         # A quiz follow-up right after a grading ("perché?") explains that question.
+        if why := offline_quiz.why_of_graded_question(messages, query):
+            return self._say(why)  # the study page's "Perché?" button
         asks_why = offline_quiz.asks_why(query) or offline_exam.names_question(query)
         if asks_why and (why := offline_quiz.explain_reply(messages, query)):
             return self._say(why)  # "perché?", "spiegami la 2", "e la 3?" after gradings

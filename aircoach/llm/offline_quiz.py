@@ -541,6 +541,25 @@ def _recent_gradings(messages: Sequence[BaseMessage], *, named: bool) -> list[st
     return gradings
 
 
+# The study page's "Perché?" under a graded question: "Spiegami perché: <question> <right
+# option>" (a letter alone would read as an answer).
+_WHY_OF_QUESTION = re.compile(r"^spiegami perche\s*:\s*(.+)$", re.DOTALL)
+
+
+def why_of_graded_question(messages: Sequence[BaseMessage], query: str) -> str | None:
+    """The explanation of the answer just graded when `query` asks why, naming its right
+    option ("Spiegami perché: Se la presa statica si ostruisce... <option>"); None for any
+    other question. The manual's search answered it from the question's words, and gave the
+    Pitot tube's blockage for the static port's."""
+    asked = _WHY_OF_QUESTION.match(fold(query).strip())
+    gradings = _recent_gradings(messages, named=False) if asked else []
+    if not asked or not gradings:
+        return None
+    key = dict(_GRADING_LINE.findall(gradings[-1])).get("Risposta corretta", "")
+    right = fold(key.partition(") ")[2]).strip(" .")
+    return explanation(gradings[-1]) if right and right in asked.group(1) else None
+
+
 def explain_reply(messages: Sequence[BaseMessage], query: str) -> str | None:
     """The explanation `query` asks for, of the answers graded right before it: the one it
     numbers as the student numbered them ("spiegami la 3" after "1a 2b 3c", also after

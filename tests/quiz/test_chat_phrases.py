@@ -40,6 +40,23 @@ async def test_why_right_after_a_grading_explains_it_from_the_manual(settings: S
         assert EXPLANATION not in said(await chat(client, auth(), "perché?"))
 
 
+async def test_the_study_pages_why_button_explains_the_graded_question(settings: Settings, auth):
+    """The page's "Perché?" sends "Spiegami perché: <question> <right option>": the manual's
+    search answered it from the question's words (the Pitot tube's blockage for the static
+    port's), not from the grading the student had just read."""
+    async with asgi_client(app_with(settings)) as client:
+        replies = []
+        for letter in ("a", "c"):  # naming another option than the right one: the manual
+            asked = await chat(client, auth(), "Dammi la domanda 1 del capitolo 1")
+            question = asked[0]["data"]["question"]
+            await chat(client, auth(), "la b")
+            button = f"Spiegami perché: {question['testo']} {question['risposte'][letter]}"
+            replies.append(said(await chat(client, auth(), button)))
+    assert EXPLANATION not in replies[0]
+    assert EXPLANATION in replies[1] and "(Fonte: § 1.2" in replies[1]
+    assert "c) quadruplica" in replies[1]
+
+
 async def test_the_options_of_a_graded_question_are_explained_one_after_another(
     settings: Settings, auth
 ):
