@@ -34,6 +34,7 @@ from aircoach.routes import (
     tools,
     turns,
 )
+from aircoach.routes.health import StoreRefusals
 from aircoach.routes.openapi_events import install_event_components
 from aircoach.routes.responses import (
     REPLAYED_HEADER,
@@ -62,6 +63,8 @@ async def _app_error(request: Request, exc: Exception) -> JSONResponse:
         # Why, for the operator (a burst of `wrong_audience` after an Auth0 change); on Lambda
         # and Vercel there is no access log besides. The message is the user-safe one.
         log.info("%s %r -> %d %s: %s", request.method, request.url.path, exc.status, exc.code, exc)
+    if exc.code == "store_unavailable":  # /api/health says so while the read probe passes
+        request.app.state.store_refusals.note(type(exc.__cause__ or exc).__name__)
     message = exc.message_in(header_language(request.headers))
     return JSONResponse(
         {"error": exc.code, "message": message, **exc.fields},
@@ -92,6 +95,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     # 3.2: the streams describe their events with `itemSchema`, a 3.2 keyword.
     app.openapi_version = "3.2.0"
     app.state.services = services
+    app.state.store_refusals = StoreRefusals()
     # Inside CORS (added first): a browser client can read the 413 too.
     app.add_middleware(BodyLimit, default=settings.max_body_bytes, settings=settings)
     app.add_middleware(UnhandledErrors)  # a JSON 500 that CORS and the request id still wrap

@@ -14,6 +14,7 @@ from aircoach.turn.dead_letters import DeadLetters
 from aircoach.turn.records import Turn
 from tests.helpers import app_with, asgi_client, services_of
 from tests.loopback import free_port
+from tests.scripted_model import Script, ScriptedModels, text
 from tests.s3 import s3_settings
 
 
@@ -47,6 +48,36 @@ async def test_a_store_that_cannot_be_opened_is_reported(settings, data_dir):
     body = response.json()
     assert body["status"] == "degraded"
     assert body["store"]["status"] == "unavailable" and body["store"]["error"] == "FileExistsError"
+
+
+async def test_a_store_that_reads_but_refused_a_request_is_degraded_for_a_minute(settings, auth):
+    """A full disk: every turn was a 503 `store_unavailable`, and health said `ok` (its probe
+    is a read, which still worked)."""
+    import sqlite3
+    from contextlib import closing
+
+    app = app_with(settings, models=ScriptedModels(Script([text("Ciao.")])))
+    async with asgi_client(app) as client:
+        first = await client.post(
+            "/api/stream_query", json={"query": "Ciao", "client_message_id": "m-0"}, headers=auth()
+        )
+        assert first.status_code == 200 and first.headers["X-Turn-ID"]
+        assert (await client.get("/api/health")).json()["store_refused"] is None
+        with closing(sqlite3.connect(settings.sqlite_file)) as db:
+            db.execute(
+                "CREATE TRIGGER full BEFORE INSERT ON idempotency "
+                "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+            )
+            db.commit()
+        body = {"query": "Ciao", "client_message_id": "m-1"}
+        refused = await client.post("/api/stream_query", json=body, headers=auth())
+        assert refused.status_code == 503 and refused.json()["error"] == "store_unavailable"
+        health = (await client.get("/api/health")).json()
+    assert health["status"] == "degraded"
+    assert health["store"]["status"] == "ok"  # its read still works
+    refusal = health["store_refused"]
+    assert refusal["error"] == "IntegrityError" and 0 <= refusal["age_s"] < 60
+    assert "disk" not in json.dumps(health)  # the class, not the text
 
 
 async def test_a_turn_log_that_cannot_be_opened_is_reported(settings, data_dir, auth):
