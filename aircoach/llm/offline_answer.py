@@ -368,6 +368,12 @@ def answer(
     if composed is None:
         return None
     body, used = composed
+    said = sentences(body)
+    if asked.told and said and all(sentence in asked.told for sentence in said):
+        # A follow-up ("perché?" after the QFE's "...e quindi zero a terra") that finds
+        # nothing beyond what was said: said again as it was, it read as an answer not heard.
+        lead = "Lo dice già la risposta qui sopra, dal manuale del corso"
+        return f"{lead}: {body} (Fonte: {_sources(used)}.)", [f.ref for f in used]
     return f"Dal manuale del corso: {body} (Fonte: {_sources(used)}.)", [f.ref for f in used]
 
 

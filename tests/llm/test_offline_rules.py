@@ -668,3 +668,23 @@ def test_a_bare_followup_that_found_nothing_searches_its_topic_not_its_words():
         history = [*spin[:2], HumanMessage(question)]
         (searched,) = offline_course.plan_search(history, question).queries
         assert searched.startswith("vite") and "esempio" not in searched, question
+
+
+def test_a_follow_up_that_finds_nothing_new_says_it_was_said_above():
+    """ "perché?" after the QFE's sentence, which says why ("e quindi zero a terra"), gave the
+    same sentence again as a new answer."""
+    told = (
+        "Con il QFE (la pressione al livello della pista) indica l'altezza sopra l'aeroporto, "
+        "e quindi zero a terra."
+    )
+    text = one_section("3.2", "Strumenti di volo", told)
+    asked = offline_answer.Asked(told=f"Dal manuale del corso: {told}", asking="perché?")
+    composed = offline_answer.answer("perché? QFE", text, asked=asked)
+    assert composed is not None
+    assert composed[0] == (
+        f"Lo dice già la risposta qui sopra, dal manuale del corso: {told} "
+        "(Fonte: § 3.2 (Strumenti di volo).)"
+    )
+    # Asked first, the same sentence is an answer.
+    fresh = offline_answer.answer("cos'è il QFE?", text)
+    assert fresh is not None and fresh[0].startswith(f"Dal manuale del corso: {told}")
