@@ -14,8 +14,8 @@ from aircoach.turn.dead_letters import DeadLetters
 from aircoach.turn.records import Turn
 from tests.helpers import app_with, asgi_client, services_of
 from tests.loopback import free_port
-from tests.scripted_model import Script, ScriptedModels, text
 from tests.s3 import s3_settings
+from tests.scripted_model import Script, ScriptedModels, text
 
 
 async def test_a_healthy_laptop(client):
