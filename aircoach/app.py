@@ -44,6 +44,7 @@ from aircoach.routes.responses import (
 from aircoach.services import Services
 from aircoach.settings import Settings, get_settings
 from aircoach.telemetry import instrument
+from aircoach.text import logged_path
 
 log = logging.getLogger("aircoach")
 
@@ -54,7 +55,7 @@ async def _app_error(request: Request, exc: Exception) -> JSONResponse:
         log.warning(
             "%s %r -> %d %s: %s",
             request.method,
-            request.url.path,
+            logged_path(request.url.path),
             exc.status,
             exc.code,
             exc.__cause__ or exc,
@@ -62,7 +63,8 @@ async def _app_error(request: Request, exc: Exception) -> JSONResponse:
     elif exc.status != 429:  # a quota's refusal is logged where it is counted
         # Why, for the operator (a burst of `wrong_audience` after an Auth0 change); on Lambda
         # and Vercel there is no access log besides. The message is the user-safe one.
-        log.info("%s %r -> %d %s: %s", request.method, request.url.path, exc.status, exc.code, exc)
+        path = logged_path(request.url.path)
+        log.info("%s %r -> %d %s: %s", request.method, path, exc.status, exc.code, exc)
     if exc.code == "store_unavailable":  # /api/health says so while the read probe passes
         request.app.state.store_refusals.note(type(exc.__cause__ or exc).__name__)
     message = exc.message_in(header_language(request.headers))

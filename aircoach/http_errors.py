@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aircoach import messages
 from aircoach.messages import Language, header_language
+from aircoach.text import logged_path
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +170,8 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         f"{'.'.join(map(str, error.get('loc', ())))[:80]} {str(error.get('type', ''))[:40]}"
         for error in errors[:5]
     )
-    log.info("%s %r -> 422 invalid_request: %s", request.method, request.url.path, faults)
+    path = logged_path(request.url.path)
+    log.info("%s %r -> 422 invalid_request: %s", request.method, path, faults)
     body = {
         "error": "invalid_request",
         "message": summary(errors, header_language(request.headers)),
@@ -236,7 +238,8 @@ class UnhandledErrors:
         except Exception:
             if started:
                 raise
-            log.exception("%s %r -> 500 unhandled", scope.get("method"), scope.get("path"))
+            path = logged_path(str(scope.get("path", "")))
+            log.exception("%s %r -> 500 unhandled", scope.get("method"), path)
             language = header_language(Headers(scope=scope))
             body = {"error": "internal_error", "message": messages.text("internal_error", language)}
             await JSONResponse(body, status_code=500)(scope, receive, send)

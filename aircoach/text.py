@@ -228,10 +228,19 @@ def plan(text: str) -> SearchPlan:
     return SearchPlan(tuple(planned))
 
 
+MAX_LOGGED_PATH = 200  # a URL path a log line shows (a 15 KB id was written whole, twice)
+
+
+def logged_path(path: str) -> str:
+    """A request's path as a log line shows it: at most `MAX_LOGGED_PATH` characters."""
+    return path if len(path) <= MAX_LOGGED_PATH else path[:MAX_LOGGED_PATH] + "…"
+
+
 def redact_query(target: str) -> str:
-    """`path?a=1&b=2` as `path?a=…&b=…` (at most 20 names, each cut to 40 characters)."""
+    """`path?a=1&b=2` as `path?a=…&b=…` (at most 20 names, each cut to 40 characters; the
+    path cut as `logged_path` does)."""
     path, mark, query = target.partition("?")
     if not mark:
-        return path
+        return logged_path(path)
     names = [part.partition("=")[0][:40] for part in query.split("&")[:20] if part]
-    return path + "?" + "&".join(f"{name}=…" for name in names)
+    return logged_path(path) + "?" + "&".join(f"{name}=…" for name in names)

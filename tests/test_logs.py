@@ -306,3 +306,20 @@ async def test_a_refusal_is_logged_with_its_reason_and_never_its_input(client, a
     assert any("'/api/tasks/runs' -> 403 " in line and "tasks:review" in line for line in lines)
     assert "POST '/api/stream_query' -> 422 invalid_request: body.query string_too_long" in lines
     assert not any("s3cr3t" in line or "abc.def" in line for line in lines)
+
+
+async def test_a_long_path_is_cut_in_every_log_line(client, auth, caplog):
+    """A 15 KB id in the path was written whole into two lines of a refusal (the app's and
+    uvicorn's access line), 30 KB of log for one anonymous request."""
+    from aircoach.text import MAX_LOGGED_PATH, redact_query
+
+    long_id = "a" * 15_000
+    with caplog.at_level(logging.INFO, logger="aircoach"):
+        refused = await client.get(f"/api/turns/{long_id}", headers=auth())
+        unknown = await client.get(f"/api/tasks/runs/{long_id}", headers=auth())
+    assert refused.status_code == unknown.status_code == 422  # an id past its length
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines and all(len(line) < 2 * MAX_LOGGED_PATH + 200 for line in lines), lines
+    assert any(f"'/api/turns/{'a' * 100}" in line for line in lines)
+    access = redact_query(f"/api/nope/{long_id}?token=s3cr3t")
+    assert access == f"/api/nope/{long_id[: MAX_LOGGED_PATH - len('/api/nope/')]}…?token=…"

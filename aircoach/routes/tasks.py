@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
@@ -125,6 +125,11 @@ _BATCH_BODY = {
         },
     }
 }
+
+
+# A review item's or a run's id (ours are 24 hex digits): a longer one is a 422 before any
+# store read (a 15 KB id was looked up, then logged whole).
+ItemId = Annotated[str, Path(min_length=1, max_length=64)]
 
 
 async def _catalog(services: Services) -> TaskCatalog:
@@ -367,7 +372,9 @@ async def list_review_queue(
 @router.get(
     "/review/{review_id}", responses={**UNAUTHORIZED, **_FORBIDDEN, **_NOT_FOUND, **_UNAVAILABLE}
 )
-async def get_review_item(review_id: str, user: CurrentUser, services: ServicesDep) -> ReviewDetail:
+async def get_review_item(
+    review_id: ItemId, user: CurrentUser, services: ServicesDep
+) -> ReviewDetail:
     """One queued input: its attempts (raw answers and errors), its PipelineVersion, what
     the model reads for it now (the candidates a corrected output must pick from), and
     whether the run that queued it is stored."""
@@ -411,7 +418,7 @@ async def get_review_item(review_id: str, user: CurrentUser, services: ServicesD
 )
 @needs_permission("task_review_permission")  # under @router.post: set before it registers
 async def resolve_review_item(
-    review_id: str,
+    review_id: ItemId,
     body: ResolveRequest,
     user: CurrentUser,
     services: ServicesDep,
@@ -465,7 +472,7 @@ async def resolve_review_item(
 )
 @needs_permission("task_review_permission")  # under @router.post: set before it registers
 async def dismiss_review_item(
-    review_id: str, body: DismissRequest, user: CurrentUser, services: ServicesDep
+    review_id: ItemId, body: DismissRequest, user: CurrentUser, services: ServicesDep
 ) -> ReviewItem:
     """Close a queued item with no run and no verdict, with a `note` saying why: for an item
     that cannot be resolved (its input queued under an older version of the task, which
@@ -553,7 +560,7 @@ async def get_stats(
 @router.get(
     "/runs/{run_id}", responses={**UNAUTHORIZED, **_FORBIDDEN, **_NOT_FOUND, **_UNAVAILABLE}
 )
-async def get_run(run_id: str, user: CurrentUser, services: ServicesDep) -> TaskRun:
+async def get_run(run_id: ItemId, user: CurrentUser, services: ServicesDep) -> TaskRun:
     """One stored run, as audited: input, output, every attempt with its raw answer, and the
     PipelineVersion. Needs `tasks:review`."""
     _require(user, services.settings.task_review_permission)
