@@ -77,6 +77,18 @@ CATALOGUE: dict[str, Text] = {
         en="Method {method} is not allowed on this path.",
     ),
     "bad_request": Text(it="Richiesta non valida.", en="Bad request."),
+    "request_head_too_large": Text(
+        it="Richiesta non valida: le sue intestazioni superano 16 KB.",
+        en="Bad request: its headers are over 16 KB.",
+    ),
+    "request_unreadable": Text(
+        it="Richiesta non valida: non è una richiesta HTTP leggibile.",
+        en="Bad request: it is not a readable HTTP request.",
+    ),
+    "request_timeout": Text(
+        it="La richiesta non è arrivata per intero in tempo: inviala di nuovo.",
+        en="The request did not arrive whole in time: send it again.",
+    ),
     "conflict": Text(
         it="La risorsa non è in uno stato che consente questa operazione.",
         en="The resource is not in a state that allows this operation.",

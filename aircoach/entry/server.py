@@ -23,26 +23,41 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import logging
 import socket
+import uuid
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from aircoach import messages
+from aircoach.messages import DEFAULT_LANGUAGE
+
 log = logging.getLogger(__name__)
 
 MAX_HEADER_BYTES = 16 * 1024
 
-_TIMEOUT_TEXT = b"The request was not received in time."
-# Written raw: there is no whole request for the app to answer.
-_TIMEOUT_RESPONSE = (
-    b"HTTP/1.1 408 Request Timeout\r\n"
-    b"content-type: text/plain; charset=utf-8\r\n"
-    b"content-length: %d\r\n"
-    b"connection: close\r\n\r\n%s" % (len(_TIMEOUT_TEXT), _TIMEOUT_TEXT)
-)
 _TOO_LARGE_TEXT = "The request head is too large."
+
+
+def _raw_error(status: bytes, code: str, key: str) -> tuple[bytes, str]:
+    """A response written raw (there is no whole request for the app to answer) in the API's
+    error shape, `{"error", "message"}` in the API's default language, with a request id the
+    log line names too; and that id."""
+    request_id = uuid.uuid4().hex
+    body = json.dumps(
+        {"error": code, "message": messages.text(key, DEFAULT_LANGUAGE)}, ensure_ascii=False
+    ).encode()
+    head = (
+        b"HTTP/1.1 " + status + b"\r\n"
+        b"content-type: application/json\r\n"
+        b"x-request-id: " + request_id.encode() + b"\r\n"
+        b"content-length: " + str(len(body)).encode() + b"\r\n"
+        b"connection: close\r\n\r\n"
+    )
+    return head + body, request_id
 
 
 class ReceiptDeadlineProtocol(HttpToolsProtocol):
@@ -67,9 +82,18 @@ class ReceiptDeadlineProtocol(HttpToolsProtocol):
         super().data_received(data)
         too_large = self._in_head and self._head_bytes > MAX_HEADER_BYTES
         if too_large and not self.transport.is_closing():
-            log.info("request head from %s over %d bytes: refused", self.client, MAX_HEADER_BYTES)
             self._disarm()
             self.send_400_response(_TOO_LARGE_TEXT)
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's 400 (a head past `MAX_HEADER_BYTES`, a request llhttp cannot parse) as
+        the API's JSON error with a request id, not `text/plain` without one."""
+        too_large = msg == _TOO_LARGE_TEXT
+        key = "request_head_too_large" if too_large else "request_unreadable"
+        response, request_id = _raw_error(b"400 Bad Request", "bad_request", key)
+        log.info("request from %s refused, 400 [%s]: %s", self.client, request_id, msg[:80])
+        self.transport.write(response)
+        self.transport.close()
 
     def on_message_begin(self) -> None:
         if self._receipt is None:
@@ -110,7 +134,8 @@ class ReceiptDeadlineProtocol(HttpToolsProtocol):
             "headers" if self._in_head else "body",
         )
         if self._in_head:
-            self.transport.write(_TIMEOUT_RESPONSE)
+            response, _ = _raw_error(b"408 Request Timeout", "request_timeout", "request_timeout")
+            self.transport.write(response)
         self.transport.close()
 
 
