@@ -95,6 +95,14 @@ async def listed_conversations(
     return listed[:limit], len(listed) > limit
 
 
+def thread_owner(user_id: str) -> str:
+    """A token subject as a checkpointer thread id's first part (`turn.prepare`'s
+    `memory_thread_id`): `%` and `:` percent-encoded, so that the subject `alice:c1`'s default
+    thread is not `alice`'s conversation `c1` (Auth0's subjects, `auth0|123`, hold neither:
+    their threads keep their ids)."""
+    return user_id.replace("%", "%25").replace(":", "%3A")
+
+
 def conversation_thread(user_id: str, conversation_id: str | None) -> str:
     """The key of the claim one running turn holds (per user): the user's id for the default
     conversation (as before conversations existed), `conversation:<id>` for another."""
@@ -138,7 +146,7 @@ class ConversationEraser:
         if running is not None:
             await self.turn_log.forget(user_id, [running])
         if self.memory is not None:
-            self.memory.forget_prefix(f"{user_id}:{conversation_id}:v")
+            self.memory.forget_prefix(f"{thread_owner(user_id)}:{conversation_id}:v")
         for forget in self.forgetters:
             await forget(user_id, conversation_id)
         log.info("conversation %r of %r deleted: %d turns", conversation_id, user_id, len(turn_ids))

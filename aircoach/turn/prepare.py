@@ -27,6 +27,7 @@ from aircoach.settings import Settings
 from aircoach.tools.registry import ToolContext, ToolRegistry, ToolSpec
 from aircoach.turn.agent import AgentShapes, TurnAgent, build_agent
 from aircoach.turn.chat_models import TurnModels
+from aircoach.turn.conversations import thread_owner
 from aircoach.turn.dead_letters import DeadLetters
 from aircoach.turn.memory import Memory
 from aircoach.turn.ports import ChatStore
@@ -262,11 +263,11 @@ async def _system_prompt(
 def memory_thread_id(user_id: str, conversation_id: str | None, version: str) -> str:
     """The checkpointer's thread of a conversation under one prompt version: `sub:vVERSION`
     for the user's default conversation (as before conversations existed, so its history
-    stays), `sub:conversation:vVERSION` for another (no `:` in a conversation id: no two
-    users' threads can meet)."""
+    stays), `sub:conversation:vVERSION` for another. No `:` in a conversation id, nor in the
+    subject as written here (`thread_owner`): no two users' threads can meet."""
     if conversation_id is None:
-        return f"{user_id}:v{version}"
-    return f"{user_id}:{conversation_id}:v{version}"
+        return f"{thread_owner(user_id)}:v{version}"
+    return f"{thread_owner(user_id)}:{conversation_id}:v{version}"
 
 
 async def _load_history(

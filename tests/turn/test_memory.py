@@ -262,3 +262,17 @@ async def test_pruning_keeps_the_state_and_bounds_a_warm_thread(settings):
 
     memory.forget("pilot:v1")
     assert not saver.storage and not saver.blobs and not saver.writes
+
+
+def test_a_subject_holding_a_colon_has_threads_of_its_own():
+    """`sub:vVERSION` and `sub:conversation:vVERSION`: the subject `alice:c1`'s default thread
+    was `alice`'s conversation `c1` (an identity provider may put `:` in a subject), kept
+    apart only by the reseed of a thread that holds another user's turns."""
+    from aircoach.turn.prepare import memory_thread_id
+
+    assert memory_thread_id("alice:c1", None, "v1") != memory_thread_id("alice", "c1", "v1")
+    assert memory_thread_id("alice", "c1", "v1") == "alice:c1:vv1"  # ids as they were
+    assert memory_thread_id("auth0|123", None, "v1") == "auth0|123:vv1"
+    # No subject is written as another's: the escape itself is escaped.
+    written = {memory_thread_id(sub, None, "v") for sub in ("a:b", "a%3Ab", "a%253Ab")}
+    assert len(written) == 3
