@@ -335,3 +335,19 @@ def test_chat_shows_a_refused_message_as_a_line_not_json(monkeypatch, settings, 
     (refused,) = [line for line in out.splitlines() if line.startswith("[error")]
     assert refused.startswith("[error quota_exceeded] ") and refused.endswith(" s)"), refused
     assert "{" not in refused
+
+
+def test_a_store_that_does_not_answer_is_one_line(monkeypatch, data_dir):
+    """`seed-quiz` against a MongoDB that is not there printed 87 lines of traceback."""
+    from aircoach.__main__ import main
+    from tests.loopback import free_port
+
+    monkeypatch.setenv("DATA_DIR", str(data_dir))
+    monkeypatch.chdir(data_dir)
+    monkeypatch.setenv("MONGODB_URI", f"mongodb://admin:s3cr3t@127.0.0.1:{free_port()}/x")
+    monkeypatch.setenv("STORE_TIMEOUT_S", "0.3")  # nothing listens: the refusal is the point
+    with pytest.raises(SystemExit) as exited:
+        main(["seed-quiz"])
+    message = str(exited.value.code)
+    assert message.startswith("error: the mongodb store did not answer (") and "\n" not in message
+    assert "MONGODB_URI" in message and "s3cr3t" not in message

@@ -13,6 +13,7 @@ from typing import TextIO
 
 import httpx
 
+from aircoach.errors import StoreUnavailable
 from aircoach.settings import get_settings, startup_error
 
 DEFAULT_PORT = 8000
@@ -389,6 +390,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         args.func(args)
+    except StoreUnavailable as exc:  # an unreachable database: one line, not 87 of traceback
+        cause = type(exc.__cause__ or exc).__name__
+        sys.exit(
+            f"error: the {get_settings().store_kind} store did not answer ({cause}): check "
+            "MONGODB_URI (or SQLITE_PATH) and that the database is reachable"
+        )
     except Exception as exc:
         # A configuration error is one line naming the setting, not a traceback.
         line = startup_error(exc)
