@@ -58,6 +58,11 @@ class Claim:
     made: str = ""  # for a replay, what the first request made (`recorded`'s `made`)
 
 
+def _kind(key: str) -> str:
+    """What a reserved key names, for a log line: `quiz.answer`, `quiz.exam`."""
+    return key.partition("/")[0]
+
+
 def answer_digest(capitolo: int, numero: int, letter: str) -> str:
     """What a key remembers of its answer: the question and the letter it was read as, so
     that `b` and `la b` are the same answer."""
@@ -91,12 +96,12 @@ async def claim(
     if held.fingerprint != digest:
         raise AnswerKeyReused(client_key)
     if held.turn_id.startswith(_RECORDED):
-        log.info("%s replayed for %r (Idempotency-Key repeated)", kind.rstrip("/"), user_id)
+        log.info("%s replayed for %r (Idempotency-Key repeated)", _kind(key), user_id)
         return Claim(key, held.turn_id, replay=True, made=held.turn_id.removeprefix(_RECORDED))
     if now - held.created_at > PENDING_LEASE_S and await reservations.take_over(
         user_id, key, held_by=held.turn_id, turn_id=holder, now=now, ttl_s=ANSWER_KEY_TTL_S
     ):
-        log.warning("%s of %r never recorded by its first request: taken over", kind[:-1], user_id)
+        log.warning("%s of %r never recorded by its first request: taken over", _kind(key), user_id)
         return Claim(key, holder)
     raise AnswerKeyBusy(client_key)
 
@@ -118,7 +123,7 @@ async def recorded(
         )
     except Exception:
         log.warning(
-            "%s of %r recorded, its key not marked", claim.key.split("/")[0], user_id, exc_info=True
+            "%s of %r recorded, its key not marked", _kind(claim.key), user_id, exc_info=True
         )
 
 
@@ -132,8 +137,5 @@ async def release(reservations: ReservationStore, user_id: str, claim: Claim) ->
             await reservations.release(user_id, claim.key, claim.holder)
     except Exception:
         log.warning(
-            "%s of %r not recorded, its key not released",
-            claim.key.split("/")[0],
-            user_id,
-            exc_info=True,
+            "%s of %r not recorded, its key not released", _kind(claim.key), user_id, exc_info=True
         )
