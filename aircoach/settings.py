@@ -85,6 +85,9 @@ def _http_url(name: str, value: str | None) -> str | None:
     return value
 
 
+_SRV_OPTIONS = re.compile(r"(?i)(?<=[?&])srv(?:maxhosts|servicename)=[^&]*&?")
+
+
 def _mongodb_uri_problem(uri: str) -> str | None:
     """What pymongo refuses in a connection string when its client is made, at the first store
     call (a port that is no number, a password's unescaped `@`, an option it does not know or a
@@ -94,8 +97,10 @@ def _mongodb_uri_problem(uri: str) -> str | None:
     from pymongo.uri_parser import parse_uri  # only when the setting is set
 
     scheme, _, rest = uri.partition("://")
-    if scheme == "mongodb+srv" and re.search(r"[:,]", rest.split("/")[0].rpartition("@")[2]):
-        return "a mongodb+srv:// string names one host, without a port"
+    if scheme == "mongodb+srv":
+        if re.search(r"[:,]", rest.split("/")[0].rpartition("@")[2]):
+            return "a mongodb+srv:// string names one host, without a port"
+        rest = _SRV_OPTIONS.sub("", rest).rstrip("&?")  # read as mongodb://, which refuses them
     try:
         parse_uri(f"mongodb://{rest}")
     except Exception as exc:  # pymongo's InvalidURI, ConfigurationError, ValueError...

@@ -437,6 +437,9 @@ def test_a_local_docs_folder_that_is_not_there_stops_the_start(monkeypatch, tmp_
     [
         ("MONGODB_URI", "mongodb://app:p%40ss@db1.example:27017,db2.example/admin?replicaSet=rs"),
         ("MONGODB_URI", "mongodb+srv://app:pw@cluster0.example.net/?retryWrites=true&w=majority"),
+        # SRV's own options, which pymongo refuses on a mongodb:// string
+        ("MONGODB_URI", "mongodb+srv://app:pw@c0.example.net/db?w=1&srvMaxHosts=2"),
+        ("MONGODB_URI", "mongodb+srv://app:pw@c0.example.net/?srvServiceName=mongo&tls=true"),
         ("MONGODB_DB", "aircoach_prod-2"),
         ("AWS_ENDPOINT_URL", "http://localhost:4566"),
         ("OPENAI_BASE_URL", "http://[::1]:11434/v1"),
