@@ -337,6 +337,7 @@ def test_chat_shows_a_refused_message_as_a_line_not_json(monkeypatch, settings, 
     assert "{" not in refused
 
 
+@pytest.mark.integration  # it waits out the store's timeout
 def test_a_store_that_does_not_answer_is_one_line(monkeypatch, data_dir):
     """`seed-quiz` against a MongoDB that is not there printed 87 lines of traceback."""
     from aircoach.__main__ import main

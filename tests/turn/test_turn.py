@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from aircoach.routes.sse import encode_event
 from aircoach.tools.registry import ToolSpec
 from tests.helpers import app_with, asgi_client, chat, copy_prompt_docs, prepared_turn
@@ -259,6 +261,7 @@ async def test_a_failed_turn_whose_client_left_is_stored_failed_with_its_code(ap
     assert (stored_turn.status, stored_turn.error_code) == ("error", "model_unavailable")
 
 
+@pytest.mark.integration  # it waits out the turn's deadline
 async def test_a_tool_cut_off_by_the_turn_deadline_is_named_in_the_log(
     settings, auth, tmp_path, caplog
 ):
