@@ -23,7 +23,7 @@ from aircoach.models import (
     MAX_TOOL_NAME,
     MessageRequest,
 )
-from aircoach.routes.chat import WARNING_HEADER, ignored_warning, run_chat
+from aircoach.routes.chat import WARNING_HEADER, ignored_warning, run_chat, turn_from_start
 from aircoach.routes.responses import (
     INVALID_BODY,
     REPLAYED_HEADER,
@@ -346,23 +346,12 @@ async def resume_chat(
     first event, followed live to its end (from any instance); 204 when nothing runs."""
     from aircoach.routes.sse import event_stream
     from aircoach.turn.conversations import conversation_thread
-    from aircoach.turn.rejoin import turn_events
 
     thread = conversation_thread(user.sub, chat_id)
     held = await services.turn_log.holder(user.sub, thread, now=services.clock())
     if held is None:
         return Response(status_code=204)
-    following = await turn_events(
-        services.turn_log,
-        services.chats,
-        user.sub,
-        held.turn_id,
-        after=0,
-        language=language,
-        give_up_s=services.settings.turn_timeout_s,
-        caveats=services.settings.grounding_caveat,
-        running=services.running_turns,
-    )
+    following = await turn_from_start(services, user.sub, held.turn_id, language)
     if following is None:
         return Response(status_code=204)
     return event_stream(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,7 @@ from aircoach.routes.responses import (
 from aircoach.routes.sse import sse_item_schema
 from aircoach.startup import first_import
 from aircoach.turn.answer import FALLBACK_ANSWER, json_answer
-from aircoach.turn.log import listed
+from aircoach.turn.log import LoggedEvent, listed
 from aircoach.turn.records import ToolRecord
 
 if TYPE_CHECKING:
@@ -168,7 +168,6 @@ async def run_chat(
         take_back,
         take_back_interrupted,
     )
-    from aircoach.turn.rejoin import turn_events
     from aircoach.turn.replay import replayed_caveat, replayed_errors, replayed_events
     from aircoach.turn.run import TurnRun
 
@@ -187,17 +186,7 @@ async def run_chat(
     if admission.rejoin:
         # The same message while its turn runs: the client gets that turn, not a second one.
         headers[REPLAYED_HEADER] = "true"
-        following = await turn_events(
-            services.turn_log,
-            services.chats,
-            user.sub,
-            admission.turn_id,
-            after=0,
-            language=language,
-            give_up_s=services.settings.turn_timeout_s,
-            caveats=services.settings.grounding_caveat,
-            running=services.running_turns,
-        )
+        following = await turn_from_start(services, user.sub, admission.turn_id, language)
         if following is not None and body.stream:
             return event_stream(following, headers=headers, encoder=encoder)
         if following is not None:
@@ -218,17 +207,7 @@ async def run_chat(
                 # a rejoin after this stream drops (`Last-Event-ID`) neither repeats nor skips.
                 # Once the log is gone, and for a turn cut short (which says so with an error
                 # the first stream did not have), rebuilt from the store as a rejoin would be.
-                replayed = await turn_events(
-                    services.turn_log,
-                    services.chats,
-                    user.sub,
-                    stored.turn_id,
-                    after=0,
-                    language=language,
-                    give_up_s=services.settings.turn_timeout_s,
-                    caveats=caveats,
-                    running=services.running_turns,
-                )
+                replayed = await turn_from_start(services, user.sub, stored.turn_id, language)
             if replayed is None:
                 replayed = listed(replayed_events(stored, language, caveats=caveats))
             return event_stream(replayed, headers=headers, encoder=encoder)
@@ -410,6 +389,27 @@ def _ignored_switches(body: MessageRequest, registry: ToolRegistry) -> list[str]
     if ignored:
         log.info("request keys ignored (not used by this deployment): %s", ", ".join(ignored))
     return ignored
+
+
+async def turn_from_start(
+    services: Services, user_id: str, turn_id: str, language: Language
+) -> AsyncIterator[LoggedEvent] | None:
+    """A turn's events from its first, as a rejoin gets them (`turn.rejoin.turn_events`):
+    followed live while it runs, from its log once it ended, rebuilt from the store once the
+    log is gone; None when the caller has no such turn."""
+    from aircoach.turn.rejoin import turn_events
+
+    return await turn_events(
+        services.turn_log,
+        services.chats,
+        user_id,
+        turn_id,
+        after=0,
+        language=language,
+        give_up_s=services.settings.turn_timeout_s,
+        caveats=services.settings.grounding_caveat,
+        running=services.running_turns,
+    )
 
 
 def ignored_warning(ignored: list[str]) -> str:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 from fastapi.exceptions import RequestValidationError
 
 from aircoach.deps import CurrentUser, ServicesDep, UserJsonRoute
 from aircoach.errors import Conflict, NotFound, QuotaExceeded
-from aircoach.models import CLIENT_MESSAGE_ID_PATTERN, MAX_CLIENT_MESSAGE_ID, ErrorBody
+from aircoach.models import ErrorBody
 from aircoach.quiz import repeats
 from aircoach.quiz.exam_models import (
     ExamList,
@@ -39,6 +39,7 @@ from aircoach.routes.responses import (
     UNAUTHORIZED,
     UNPARSABLE_BODY,
     Responses,
+    idempotency_key_header,
     unavailable,
 )
 from aircoach.services import Services
@@ -92,15 +93,11 @@ _BUSY_RETRY_S = 1
 
 ExamKey = Annotated[
     str | None,
-    Header(
-        alias=IDEMPOTENCY_HEADER,
-        min_length=1,
-        max_length=MAX_CLIENT_MESSAGE_ID,
-        pattern=CLIENT_MESSAGE_ID_PATTERN,
-        description="The client's id of this request (a UUID, a ULID...; letters, digits and "
+    idempotency_key_header(
+        "The client's id of this request (a UUID, a ULID...; letters, digits and "
         "`. _ : -`). A repeat within 24 h (a retry after a timeout) gets the exam the first "
         "created, with `Idempotent-Replayed: true`, and counts no turn; the same id with "
-        "other `capitoli` or `domande` is a 422 naming it.",
+        "other `capitoli` or `domande` is a 422 naming it."
     ),
 ]
 

@@ -10,12 +10,12 @@ import logging
 from collections.abc import Iterable
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 from fastapi.exceptions import RequestValidationError
 
 from aircoach.deps import CurrentUser, ServicesDep, UserJsonRoute
 from aircoach.errors import Conflict, NotFound, QuotaExceeded
-from aircoach.models import CLIENT_MESSAGE_ID_PATTERN, MAX_CLIENT_MESSAGE_ID, ErrorBody
+from aircoach.models import ErrorBody
 from aircoach.quiz import repeats
 from aircoach.quiz.models import (
     MAX_CHAPTER,
@@ -37,6 +37,7 @@ from aircoach.routes.responses import (
     UNAUTHORIZED,
     UNPARSABLE_BODY,
     Responses,
+    idempotency_key_header,
     unavailable,
 )
 from aircoach.services import Services
@@ -155,16 +156,12 @@ _BUSY_RETRY_S = 1
 
 AnswerKey = Annotated[
     str | None,
-    Header(
-        alias=IDEMPOTENCY_HEADER,
-        min_length=1,
-        max_length=MAX_CLIENT_MESSAGE_ID,
-        pattern=CLIENT_MESSAGE_ID_PATTERN,
-        description="The client's id of this answer (a UUID, a ULID...; letters, digits and "
+    idempotency_key_header(
+        "The client's id of this answer (a UUID, a ULID...; letters, digits and "
         "`. _ : -`). A repeat within 24 h (a double tap, a retry after a timeout) gets the "
         "first grading, with `Idempotent-Replayed: true`, and is not recorded again; the same "
         "id with another answer (question or letter) is a 422 naming it. Without it, every "
-        "request is a new answer: clients should send one.",
+        "request is a new answer: clients should send one."
     ),
 ]
 

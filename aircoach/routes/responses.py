@@ -6,9 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Header
 
-from aircoach.models import ErrorBody, TurnInProgressBody, ValidationErrorBody
+from aircoach.models import (
+    CLIENT_MESSAGE_ID_PATTERN,
+    MAX_CLIENT_MESSAGE_ID,
+    ErrorBody,
+    TurnInProgressBody,
+    ValidationErrorBody,
+)
 
 Responses = dict[int | str, dict[str, Any]]
 
@@ -75,6 +81,19 @@ TURN_REFUSED: Responses = {
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 # The header of an answer that is a repeat's: the first request's result, sent again.
 REPLAYED_HEADER = "Idempotent-Replayed"
+
+
+def idempotency_key_header(description: str) -> Any:
+    """The optional `Idempotency-Key` of a quiz answer or an exam: a client message id's
+    characters and length, checked before any work."""
+    return Header(
+        alias=IDEMPOTENCY_HEADER,
+        min_length=1,
+        max_length=MAX_CLIENT_MESSAGE_ID,
+        pattern=CLIENT_MESSAGE_ID_PATTERN,
+        description=description,
+    )
+
 
 # The header of an answer that says when to retry, declared on it (`"headers": RETRY_AFTER`)
 # so a generated client reads it as a number of seconds.
