@@ -31,8 +31,8 @@ from aircoach.quiz.exams import (
     InvalidExamAnswers,
 )
 from aircoach.quiz.models import PublicQuestion
+from aircoach.routes.quiz import claim_key
 from aircoach.routes.responses import (
-    IDEMPOTENCY_HEADER,
     REPLAYED_HEADER,
     RETRY_AFTER,
     TOO_LARGE,
@@ -42,7 +42,6 @@ from aircoach.routes.responses import (
     idempotency_key_header,
     unavailable,
 )
-from aircoach.services import Services
 from aircoach.startup import first_import
 
 router = APIRouter(prefix="/api", tags=["exams"], route_class=UserJsonRoute)
@@ -89,7 +88,6 @@ _REPEATS: Responses = {
         "headers": RETRY_AFTER,
     },
 }
-_BUSY_RETRY_S = 1
 
 ExamKey = Annotated[
     str | None,
@@ -152,13 +150,11 @@ async def create_exam(
         ) from None
     claim = None
     if idempotency_key is not None:
-        claim = await _claim(services, user.sub, idempotency_key, body)
+        digest = repeats.exam_digest(body.capitoli, body.domande)
+        claim = await claim_key(services, user.sub, idempotency_key, digest, kind=repeats.EXAMS)
         if claim.replay:
             response.headers[REPLAYED_HEADER] = "true"
-            try:
-                return await exams.view(user.sub, claim.made)
-            except ExamNotFound:  # exams are never deleted: the key named another user's
-                raise NotFound("exam_not_found") from None
+            return await get_exam(user, exams, claim.made)  # the user's own: keys are per user
     try:
         try:
             await charge(services.gate, user.sub)
@@ -179,38 +175,6 @@ async def create_exam(
         scadenza=exam.scadenza,
         soglia=exam.soglia,
     )
-
-
-async def _claim(
-    services: Services, user_id: str, client_key: str, body: ExamRequest
-) -> repeats.Claim:
-    """The exam's `Idempotency-Key` reserved for this request, or the exam it created first."""
-    digest = repeats.exam_digest(body.capitoli, body.domande)
-    try:
-        return await repeats.claim(
-            services.guards.reservations,
-            user_id,
-            client_key,
-            digest,
-            now=services.clock(),
-            kind=repeats.EXAMS,
-        )
-    except repeats.AnswerKeyReused:
-        raise RequestValidationError(
-            [
-                {
-                    "type": "value_error",
-                    "loc": ("header", IDEMPOTENCY_HEADER),
-                    "msg": "already used in the last 24 h for another exam: send a new id for "
-                    "a new exam",
-                    "input": client_key[:40],
-                }
-            ]
-        ) from None
-    except repeats.AnswerKeyBusy:
-        raise Conflict(
-            "idempotency_key_busy", headers={"Retry-After": str(_BUSY_RETRY_S)}
-        ) from None
 
 
 # An exam list cursor is the last listed exam's `creato` (stored as review.iso writes it,

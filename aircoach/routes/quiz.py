@@ -212,18 +212,7 @@ async def _answer_once(
     repeat of it gets the same grading (the same question and letter) and records nothing."""
     reservations = services.guards.reservations
     digest = repeats.answer_digest(result.capitolo, result.numero, result.risposta)
-    try:
-        claim = await repeats.claim(reservations, user_id, client_key, digest, now=services.clock())
-    except repeats.AnswerKeyReused:
-        raise _invalid(
-            ("header", IDEMPOTENCY_HEADER),
-            "already used in the last 24 h for another answer: send a new id for a new answer",
-            client_key,
-        ) from None
-    except repeats.AnswerKeyBusy:
-        raise Conflict(
-            "idempotency_key_busy", headers={"Retry-After": str(_BUSY_RETRY_S)}
-        ) from None
+    claim = await claim_key(services, user_id, client_key, digest, kind=repeats.ANSWERS)
     if claim.replay:
         response.headers[REPLAYED_HEADER] = "true"
         return result
@@ -235,6 +224,34 @@ async def _answer_once(
         raise
     await repeats.recorded(reservations, user_id, claim, now=services.clock())
     return result
+
+
+async def claim_key(
+    services: Services, user_id: str, client_key: str, digest: str, *, kind: str
+) -> repeats.Claim:
+    """`repeats.claim` of a quiz answer's or an exam's `Idempotency-Key` (`kind`), its
+    refusals as the API answers them: the key with another request is a 422 naming the
+    header, a first request still at work a 409 with `Retry-After`."""
+    try:
+        return await repeats.claim(
+            services.guards.reservations,
+            user_id,
+            client_key,
+            digest,
+            now=services.clock(),
+            kind=kind,
+        )
+    except repeats.AnswerKeyReused:
+        what = "answer" if kind == repeats.ANSWERS else "exam"
+        raise _invalid(
+            ("header", IDEMPOTENCY_HEADER),
+            f"already used in the last 24 h for another {what}: send a new id for a new {what}",
+            client_key,
+        ) from None
+    except repeats.AnswerKeyBusy:
+        raise Conflict(
+            "idempotency_key_busy", headers={"Retry-After": str(_BUSY_RETRY_S)}
+        ) from None
 
 
 def _invalid(loc: tuple[str, str], message: str, value: str) -> RequestValidationError:
