@@ -39,8 +39,6 @@ log = logging.getLogger(__name__)
 
 MAX_HEADER_BYTES = 16 * 1024
 
-_TOO_LARGE_TEXT = "The request head is too large."
-
 
 def _raw_error(status: bytes, code: str, key: str) -> tuple[bytes, str]:
     """A response written raw (there is no whole request for the app to answer) in the API's
@@ -83,15 +81,17 @@ class ReceiptDeadlineProtocol(HttpToolsProtocol):
         too_large = self._in_head and self._head_bytes > MAX_HEADER_BYTES
         if too_large and not self.transport.is_closing():
             self._disarm()
-            self.send_400_response(_TOO_LARGE_TEXT)
+            self._refuse("request_head_too_large", f"head over {MAX_HEADER_BYTES} bytes")
 
     def send_400_response(self, msg: str) -> None:
-        """uvicorn's 400 (a head past `MAX_HEADER_BYTES`, a request llhttp cannot parse) as
-        the API's JSON error with a request id, not `text/plain` without one."""
-        too_large = msg == _TOO_LARGE_TEXT
-        key = "request_head_too_large" if too_large else "request_unreadable"
+        """uvicorn's 400 for a request llhttp cannot parse, as `_refuse` answers it."""
+        self._refuse("request_unreadable", msg)
+
+    def _refuse(self, key: str, why: str) -> None:
+        """A 400 as the API's JSON error with a request id the log line names, not uvicorn's
+        `text/plain` without one; the connection closed."""
         response, request_id = _raw_error(b"400 Bad Request", "bad_request", key)
-        log.info("request from %s refused, 400 [%s]: %s", self.client, request_id, msg[:80])
+        log.info("request from %s refused, 400 [%s]: %s", self.client, request_id, why[:80])
         self.transport.write(response)
         self.transport.close()
 

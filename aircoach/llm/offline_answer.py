@@ -253,9 +253,8 @@ def _pick(
     # The student's own words first ("e a 45?": the sentence with 45°), then the topic's.
     best = max(fresh, key=lambda i: (len(own & held[i]), overlap[i], -i))
     own_hits = {i for i in every if own & held[i]}
-    if not first and (
-        overlap[best] < 2 or not wanted & held[best] & lead or not wanted & lead <= held[best]
-    ):
+    topic = wanted & lead  # the question's words the first section's answer holds
+    if not first and (overlap[best] < 2 or not topic or not topic <= held[best]):
         # A second section is cited only when it clearly adds to the first: two words of the
         # question, and every word of it the first's answer holds (the topic). "perdo il
         # contatto radio" found the radio failure, then the fog, whose sentence "perde
