@@ -848,9 +848,9 @@ function firstLine(text) {
 // A quiz question's turn has no answer text (the card is the answer): its question's line,
 // as the chat's JSON answer says it.
 function historyLine(turn) {
+  const line = firstLine(turn.system);
   const q = turn.tool?.data?.question;
-  if (firstLine(turn.system) || !q) return firstLine(turn.system);
-  return firstLine(`Capitolo ${q.capitolo}, domanda ${q.numero}: ${q.testo}`);
+  return line || !q ? line : firstLine(`Capitolo ${q.capitolo}, domanda ${q.numero}: ${q.testo}`);
 }
 
 async function loadHistory(fresh) {
